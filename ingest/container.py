@@ -1,0 +1,97 @@
+"""The on-disk container: an uncompressed ZIP of Arrow IPC files, 64-byte aligned.
+
+Writing goes to a temporary file in the destination folder, is fsynced and then
+renamed over the final name, so a crash never leaves a partial trace there.
+Reading memory-maps the file and hands each member to Arrow without copying.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+import zipfile
+from pathlib import Path
+
+import pyarrow as pa
+
+ALIGN = 64
+_LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
+_LOCAL_MAGIC = b"PK\x03\x04"
+_CHUNK = 64 << 20
+_PAD_ID = 0xD935  # the extra-field id zipalign uses for padding
+
+
+def _padding_extra(offset: int, name: str, zip64: bool) -> bytes:
+    """An extra field that makes the member's data start on an ALIGN boundary."""
+    base = offset + _LOCAL_HEADER.size + len(name.encode()) + 4 + (20 if zip64 else 0)
+    pad = (-base) % ALIGN
+    return struct.pack("<HH", _PAD_ID, pad) + b"\0" * pad
+
+
+def write_members(path: str | Path, members: list[tuple[str, bytes | pa.Buffer]]) -> None:
+    """Write (name, payload) members atomically as an aligned, stored ZIP."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_STORED) as zf:
+            for name, payload in members:
+                info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_STORED
+                view = memoryview(payload)
+                info.file_size = view.nbytes
+                zip64 = view.nbytes * 1.05 > zipfile.ZIP64_LIMIT
+                info.extra = _padding_extra(raw.tell(), name, zip64)
+                with zf.open(info, "w", force_zip64=zip64) as member:
+                    for at in range(0, view.nbytes, _CHUNK):
+                        member.write(view[at : at + _CHUNK])
+            zf.close()
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def read_members(path: str | Path) -> tuple[dict[str, pa.Buffer], list[str]]:
+    """Memory-map a container; return its members as Arrow buffers and any problems found."""
+    problems: list[str] = []
+    source = pa.memory_map(str(path), "r")
+    whole = source.read_buffer()
+    members: dict[str, pa.Buffer] = {}
+    try:
+        with zipfile.ZipFile(pa.BufferReader(whole)) as zf:
+            infos = zf.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise _NotAContainer(str(exc)) from None
+    size = whole.size
+    for info in infos:
+        if info.compress_type != zipfile.ZIP_STORED:
+            problems.append(f"member {info.filename!r} is compressed; members must be stored")
+            continue
+        start = info.header_offset
+        if start + _LOCAL_HEADER.size > size:
+            problems.append(f"member {info.filename!r} lies past the end of the file (truncated)")
+            continue
+        header = _LOCAL_HEADER.unpack(whole.slice(start, _LOCAL_HEADER.size).to_pybytes())
+        if header[0] != _LOCAL_MAGIC:
+            problems.append(f"member {info.filename!r} has a corrupt local header")
+            continue
+        data_start = start + _LOCAL_HEADER.size + header[9] + header[10]
+        if data_start + info.file_size > size:
+            problems.append(f"member {info.filename!r} is cut short (truncated file)")
+            continue
+        buf = whole.slice(data_start, info.file_size)
+        if data_start % 8:
+            buf = pa.py_buffer(buf.to_pybytes())  # unaligned (written by another tool): copy
+        members[info.filename] = buf
+    return members, problems
+
+
+class _NotAContainer(Exception):
+    """Raised by read_members when the file is not a ZIP container at all."""

@@ -1,0 +1,40 @@
+"""The one exception family of portscope: every bad input raises a TraceFormatError."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+
+class PortscopeError(Exception):
+    """Base class of every error portscope raises on purpose."""
+
+
+class TraceFormatError(PortscopeError, ValueError):
+    """A file is not a valid trace (or input of a converter); lists every problem at once."""
+
+    def __init__(self, path: str | Path | None, problems: Iterable[str] | str) -> None:
+        self.path = str(path) if path is not None else "<memory>"
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        if not self.problems:
+            self.problems = ["unknown problem"]
+        if len(self.problems) == 1:
+            message = f"{self.path}: {self.problems[0]}"
+        else:
+            listed = "\n".join(f"  - {p}" for p in self.problems)
+            message = f"{self.path}: {len(self.problems)} problems:\n{listed}"
+        super().__init__(message)
+
+
+class TargetError(PortscopeError, ValueError):
+    """A target file is invalid: names the file, the key and what is wrong."""
+
+    def __init__(self, path: str | Path, problems: Iterable[str] | str) -> None:
+        self.path = str(path)
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        listed = "; ".join(self.problems)
+        super().__init__(f"{self.path}: {listed}")
+
+
+class UsageError(PortscopeError, ValueError):
+    """A command-line argument or API argument is invalid."""

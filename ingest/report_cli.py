@@ -1,0 +1,61 @@
+"""`portscope report` and `portscope check`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .budget import check, parse_budgets
+from .report import format_trace, trace_report_data
+from .summary import region_ids, summarize
+from .trace import read_trace
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `report` and `check`."""
+    p = sub.add_parser("report", help="print the report of a trace's regions")
+    p.add_argument("trace", help="a portscope trace (.arrow)")
+    p.add_argument("--region", help="only regions with this name")
+    p.add_argument("--json", action="store_true", help="print the same facts as JSON")
+    p.set_defaults(func=_report)
+
+    c = sub.add_parser("check", help="exit 1 when a region exceeds a budget (a CI gate)")
+    c.add_argument("trace", help="a portscope trace (.arrow)")
+    c.add_argument(
+        "--max",
+        action="append",
+        default=[],
+        metavar="NAME=LIMIT",
+        help="a budget, e.g. cpu_fallback=0 or d2h_bytes=1MB (repeatable)",
+    )
+    c.add_argument("--region", help="only regions with this name")
+    c.set_defaults(func=_check)
+
+
+def _report(args: argparse.Namespace) -> int:
+    trace = read_trace(args.trace)
+    if args.region and not region_ids(trace, args.region):
+        print(f"portscope report: {args.trace}: no region named {args.region!r} "
+              f"(regions: {', '.join(trace.region_names())})", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(trace_report_data(trace, args.region), indent=1, default=str))
+    else:
+        sys.stdout.write(format_trace(trace, args.region))
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    budgets = parse_budgets(args.max)
+    trace = read_trace(args.trace)
+    ids = region_ids(trace, args.region)
+    if args.region and not ids:
+        print(f"portscope check: {args.trace}: no region named {args.region!r}", file=sys.stderr)
+        return 2
+    violations = check([summarize(trace, rid) for rid in ids], budgets)
+    for v in violations:
+        print(v.line())
+    if not violations:
+        print(f"ok: {len(ids)} regions within {len(budgets)} budgets")
+    return 1 if violations else 0

@@ -1,0 +1,285 @@
+"""A run in memory (`Trace`), and reading and writing it as one portscope trace file."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import schema
+from .container import _NotAContainer, read_members, write_members
+from .errors import TraceFormatError
+
+MANIFEST = "manifest.json"
+
+
+@dataclasses.dataclass
+class RunInfo:
+    """What a run was: where its figures come from, on what, for which model."""
+
+    source: schema.Source = schema.Source.MEASURED
+    target: str | None = None  # target name (predicted runs)
+    torch_version: str | None = None
+    devices: list[str] = dataclasses.field(default_factory=list)
+    command: str | None = None
+    model: dict[str, Any] = dataclasses.field(default_factory=dict)
+    start_time: str | None = None  # ISO 8601, UTC
+    time_unit: schema.TimeUnit = schema.TimeUnit.NS  # unit of engine_slices.start/dur
+    producer: str = "portscope"
+    converted_from: str | None = None  # original format (converted runs)
+    missing_signals: list[str] = dataclasses.field(default_factory=list)  # what the source could not provide
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)  # deployment configuration
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)  # anything else, kept verbatim
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["source"] = self.source.value
+        out["time_unit"] = self.time_unit.value
+        return out
+
+    @classmethod
+    def from_json(cls, raw: Any, problems: list[str]) -> RunInfo:
+        if not isinstance(raw, dict):
+            problems.append("run_info is not an object")
+            return cls()
+        known = {f.name for f in dataclasses.fields(cls)}
+        kwargs: dict[str, Any] = {}
+        extra = dict(raw.get("extra") or {}) if isinstance(raw.get("extra"), dict) else {}
+        for key, value in raw.items():
+            if key == "extra":
+                continue
+            if key not in known:
+                extra[key] = value
+                continue
+            kwargs[key] = value
+        try:
+            kwargs["source"] = schema.Source(kwargs.get("source", "measured"))
+        except ValueError:
+            problems.append(f"run_info.source {kwargs.get('source')!r} is not one of {[s.value for s in schema.Source]}")
+            kwargs["source"] = schema.Source.MEASURED
+        try:
+            kwargs["time_unit"] = schema.TimeUnit(kwargs.get("time_unit", "ns"))
+        except ValueError:
+            problems.append(f"run_info.time_unit {kwargs.get('time_unit')!r} is not one of ns, cycles")
+            kwargs["time_unit"] = schema.TimeUnit.NS
+        for key, typ in (("devices", list), ("missing_signals", list), ("model", dict), ("config", dict)):
+            if key in kwargs and not isinstance(kwargs[key], typ):
+                problems.append(f"run_info.{key} must be a {typ.__name__}")
+                kwargs.pop(key)
+        return cls(**kwargs, extra=extra)
+
+
+def empty_table(name: str) -> pa.Table:
+    return schema.TABLES[name].empty_table()
+
+
+@dataclasses.dataclass
+class Trace:
+    """One run: its run info and one Arrow table per kind of event."""
+
+    run_info: RunInfo
+    tables: dict[str, pa.Table]
+    path: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in schema.TABLES:
+            self.tables.setdefault(name, empty_table(name))
+
+    def __getitem__(self, name: str) -> pa.Table:
+        return self.tables[name]
+
+    @property
+    def predicted(self) -> bool:
+        return self.run_info.source is schema.Source.PREDICTED
+
+    def region_names(self) -> list[str]:
+        return self.tables["regions"].column("name").to_pylist()
+
+    def content_hash(self) -> str:
+        """A hash of the run's content (run info and every table), stable across writes."""
+        digest = hashlib.sha256()
+        digest.update(json.dumps(self.run_info.to_json(), sort_keys=True, default=str).encode())
+        for name in schema.TABLES:
+            table = self.tables[name]
+            digest.update(name.encode())
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, table.schema) as writer:
+                writer.write_table(table)
+            digest.update(sink.getvalue())
+        return digest.hexdigest()[:16]
+
+
+def write_trace(trace: Trace, path: str | Path, *, compression: str | None = None) -> Path:
+    """Write a trace atomically. compression: None (memory-mappable, default), "zstd" or "lz4"."""
+    path = Path(path)
+    problems = validate_tables(trace.tables)
+    if problems:
+        raise TraceFormatError(path, ["refusing to write an invalid trace", *problems])
+    manifest = {
+        "format": schema.FORMAT_NAME,
+        "version": schema.FORMAT_VERSION,
+        "run_info": trace.run_info.to_json(),
+        "tables": {name: trace.tables[name].num_rows for name in schema.TABLES},
+    }
+    members: list[tuple[str, bytes | pa.Buffer]] = [
+        (MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str).encode())
+    ]
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    for name, table_schema in schema.TABLES.items():
+        table = conform(trace.tables[name], table_schema)
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, table.schema, options=options) as writer:
+            writer.write_table(table)
+        members.append((f"{name}.arrow", sink.getvalue()))
+    write_members(path, members)
+    return path
+
+
+def conform(table: pa.Table, table_schema: pa.Schema) -> pa.Table:
+    """Order and cast a table's columns to the schema (keeping any extra columns after them)."""
+    if table.schema.equals(table_schema, check_metadata=False):
+        return table.replace_schema_metadata(table_schema.metadata)
+    columns = []
+    for field in table_schema:
+        col = table.column(field.name)
+        if not col.type.equals(field.type):
+            col = col.cast(field.type)
+        columns.append(col)
+    extra = [n for n in table.column_names if n not in table_schema.names]
+    fields = list(table_schema) + [table.schema.field(n) for n in extra]
+    columns += [table.column(n) for n in extra]
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields, metadata=table_schema.metadata))
+
+
+def read_trace(path: str | Path) -> Trace:
+    """Memory-map and fully validate a trace; raise one TraceFormatError listing every problem."""
+    path = Path(path)
+    try:
+        if path.stat().st_size == 0:
+            raise TraceFormatError(path, "the file is empty (0 bytes)")
+        members, problems = read_members(path)
+    except _NotAContainer as exc:
+        raise TraceFormatError(path, f"not a portscope trace: not a ZIP container of Arrow tables ({exc})") from None
+    except FileNotFoundError:
+        raise TraceFormatError(path, "no such file") from None
+    except IsADirectoryError:
+        raise TraceFormatError(path, "is a directory, not a trace file") from None
+    except OSError as exc:
+        raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
+    if MANIFEST not in members:
+        raise TraceFormatError(path, [*problems, f"no {MANIFEST}: not a portscope trace"])
+    try:
+        manifest = json.loads(members[MANIFEST].to_pybytes())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise TraceFormatError(path, [*problems, f"{MANIFEST} is not valid JSON ({exc})"]) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != schema.FORMAT_NAME:
+        got = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+        raise TraceFormatError(path, [*problems, f"format is {got!r}, expected {schema.FORMAT_NAME!r}"])
+    version = manifest.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise TraceFormatError(path, [*problems, f"unknown format version {version!r}"])
+    if version > schema.FORMAT_VERSION:
+        raise TraceFormatError(
+            path,
+            [*problems, f"format version {version} is newer than this portscope reads ({schema.FORMAT_VERSION}); upgrade portscope"],
+        )
+    run_info = RunInfo.from_json(manifest.get("run_info", {}), problems)
+    tables: dict[str, pa.Table] = {}
+    declared = manifest.get("tables") if isinstance(manifest.get("tables"), dict) else {}
+    for name in schema.TABLES:
+        member = f"{name}.arrow"
+        if member not in members:
+            problems.append(f"table {name!r} is missing")
+            continue
+        try:
+            table = pa.ipc.open_file(members[member]).read_all()
+            table.validate(full=True)
+        except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
+            problems.append(f"table {name!r} is not a readable Arrow IPC file (truncated or corrupt: {exc})")
+            continue
+        if name in declared and declared[name] != table.num_rows:
+            problems.append(f"table {name!r} has {table.num_rows} rows, the manifest says {declared[name]}")
+        tables[name] = table
+    problems += validate_tables(tables, check_missing=False)
+    if problems:
+        raise TraceFormatError(path, problems)
+    return Trace(run_info=run_info, tables=tables, path=str(path))
+
+
+def validate_tables(tables: dict[str, pa.Table], *, check_missing: bool = True) -> list[str]:
+    """Every problem with a set of tables: columns, types, enum values, negatives, dangling ids."""
+    problems: list[str] = []
+    usable: dict[str, pa.Table] = {}
+    for name, table_schema in schema.TABLES.items():
+        table = tables.get(name)
+        if table is None:
+            if check_missing:
+                problems.append(f"table {name!r} is missing")
+            continue
+        ok = True
+        for field in table_schema:
+            if field.name not in table.column_names:
+                problems.append(f"table {name!r}: column {field.name!r} is missing")
+                ok = False
+                continue
+            got = table.schema.field(field.name).type
+            if not _compatible(got, field.type):
+                problems.append(f"table {name!r}: column {field.name!r} has type {got}, expected {field.type}")
+                ok = False
+            elif not field.nullable and table.column(field.name).null_count:
+                problems.append(f"table {name!r}: column {field.name!r} has {table.column(field.name).null_count} nulls")
+                ok = False
+        if ok:
+            usable[name] = table
+    for (name, column), enum_type in schema.ENUM_COLUMNS.items():
+        if name not in usable:
+            continue
+        values = _distinct_strings(usable[name].column(column))
+        allowed = {e.value for e in enum_type}
+        bad = sorted(v for v in values if v not in allowed)
+        if bad:
+            problems.append(f"table {name!r}: column {column!r} has unknown values {bad[:5]} (allowed: {sorted(allowed)})")
+    for name, column in schema.NON_NEGATIVE:
+        if name not in usable:
+            continue
+        col = usable[name].column(column)
+        if len(col) and pc.min(col).as_py() is not None and pc.min(col).as_py() < 0:
+            n = pc.sum(pc.less(col, 0)).as_py()
+            problems.append(f"table {name!r}: {n} rows have a negative {column!r}")
+    for (name, column), (target, target_column) in schema.REFERENCES.items():
+        if name not in usable or target not in usable:
+            continue
+        col = usable[name].column(column).drop_null()
+        if not len(col):
+            continue
+        known = usable[target].column(target_column)
+        dangling = pc.invert(pc.is_in(col, value_set=known.combine_chunks() if known.num_chunks else pa.array([], known.type)))
+        n = pc.sum(dangling).as_py() or 0
+        if n:
+            example = col.filter(dangling)[0].as_py()
+            problems.append(f"table {name!r}: {n} rows have a {column!r} that points nowhere (e.g. {example})")
+    return problems
+
+
+def _compatible(got: pa.DataType, want: pa.DataType) -> bool:
+    if got.equals(want):
+        return True
+    if pa.types.is_dictionary(want):  # a plain string column is accepted where a dictionary is expected
+        return (pa.types.is_dictionary(got) and pa.types.is_string(got.value_type)) or pa.types.is_string(got)
+    return False
+
+
+def _distinct_strings(column: pa.ChunkedArray) -> set[str]:
+    values: set[str] = set()
+    for chunk in column.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            used = pc.unique(chunk.indices.drop_null())
+            values.update(chunk.dictionary.take(used).to_pylist())
+        else:
+            values.update(v for v in pc.unique(chunk).to_pylist() if v is not None)
+    return values
