@@ -1,0 +1,216 @@
+"""The recording dispatch mode: one cheap tuple per operator on the hot path, decoded later.
+
+The mode sets ``ignore_compile_internals`` so torch.compile keeps compiling while
+a region is open (a plain dispatch mode makes Dynamo skip the frame for good).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import callsite
+from .events import OpEvent, TensorInfo
+
+_now = time.perf_counter_ns
+_Tensor = torch.Tensor
+_SEQ = (list, tuple)
+
+# (func, inputs, outputs, t0, t1, stack, module, bool_index)
+RawOp = tuple[Any, list[Any], list[Any], int, int, Any, "str | None", bool]
+OpHook = Callable[[Any, tuple, dict, Any, int], None]
+
+
+def _meta(t: torch.Tensor) -> tuple:
+    return (t.shape, t.stride(), t.dtype, t.device)
+
+
+class _RecordingMode(TorchDispatchMode):
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        return True
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        t0 = _now()
+        out = func(*args, **kwargs)
+        t1 = _now()
+        self.session.on_op(func, args, kwargs, out, t0, t1)
+        return out
+
+
+class Session:
+    """Per-thread recording state shared by the regions open on that thread."""
+
+    def __init__(self) -> None:
+        self.regions: list[Any] = []  # open regions, innermost last
+        self.mode: _RecordingMode | None = None
+        self.modules: list[str] = []  # module path stack
+        self.with_stack = False
+        self.hooks: list[OpHook] = []  # e.g. the predictor; gets live tensors
+        self.root_model: Any = None
+
+    def on_op(self, func: Any, args: tuple, kwargs: dict, out: Any, t0: int, t1: int) -> None:
+        ins: list[Any] = []
+        bool_index = False
+        for a in args:
+            if isinstance(a, _Tensor):
+                ins.append(_meta(a))
+            elif type(a) in _SEQ:
+                for x in a:
+                    if isinstance(x, _Tensor):
+                        ins.append(_meta(x))
+                        if x.dtype is torch.bool:
+                            bool_index = True
+            else:
+                ins.append(None)
+        for a in kwargs.values():
+            if isinstance(a, _Tensor):
+                ins.append(_meta(a))
+        if isinstance(out, _Tensor):
+            outs = [_meta(out)]
+        elif type(out) in _SEQ:
+            outs = [_meta(x) for x in out if isinstance(x, _Tensor)]
+        else:
+            outs = []
+        stack = callsite.raw_stack(3) if self.with_stack else None
+        region = self.regions[-1]
+        index = len(region.raw)
+        region.raw.append((func, ins, outs, t0, t1, stack, self.modules[-1] if self.modules else None, bool_index))
+        for hook in self.hooks:
+            hook(func, args, kwargs, out, index)
+
+
+_local = threading.local()
+
+
+def session() -> Session:
+    s = getattr(_local, "session", None)
+    if s is None:
+        s = _local.session = Session()
+    return s
+
+
+# ---- module paths -------------------------------------------------------------------------
+
+_names: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_hook_handles: list[Any] = []
+_active_sessions = 0
+_hook_lock = threading.Lock()
+
+
+def _module_name(module: torch.nn.Module, s: Session) -> str:
+    if not s.modules:
+        if module not in _names:
+            _names[module] = {id(m): n for n, m in module.named_modules()}
+        s.root_model = module
+    root = s.root_model
+    names = _names.get(root) if root is not None else None
+    if names is not None and id(module) in names:
+        return names[id(module)]
+    parent = s.modules[-1] if s.modules else ""
+    return f"{parent}.{type(module).__name__}" if parent else type(module).__name__
+
+
+def _pre_hook(module: torch.nn.Module, args: Any) -> None:
+    s = getattr(_local, "session", None)
+    if s is not None and s.regions:
+        s.modules.append(_module_name(module, s))
+
+
+def _post_hook(module: torch.nn.Module, args: Any, output: Any) -> None:
+    s = getattr(_local, "session", None)
+    if s is not None and s.regions and s.modules:
+        s.modules.pop()
+
+
+def start(s: Session) -> None:
+    """Push the dispatch mode and install module hooks (first region of the thread)."""
+    global _active_sessions
+    with _hook_lock:
+        if _active_sessions == 0:
+            _hook_handles.append(torch.nn.modules.module.register_module_forward_pre_hook(_pre_hook))
+            _hook_handles.append(torch.nn.modules.module.register_module_forward_hook(_post_hook, always_call=True))
+        _active_sessions += 1
+    s.mode = _RecordingMode(s)
+    s.mode.__enter__()
+
+
+def stop(s: Session) -> None:
+    """Pop the dispatch mode; remove module hooks when no thread records."""
+    global _active_sessions
+    if s.mode is not None:
+        s.mode.__exit__(None, None, None)
+        s.mode = None
+    s.modules.clear()
+    with _hook_lock:
+        _active_sessions -= 1
+        if _active_sessions == 0:
+            for handle in _hook_handles:
+                handle.remove()
+            _hook_handles.clear()
+
+
+# ---- decoding -------------------------------------------------------------------------------
+
+
+class Decoder:
+    """Turns raw hot-path tuples into OpEvents, caching every conversion."""
+
+    def __init__(self) -> None:
+        self._names: dict[Any, tuple[str, str]] = {}
+        self._tensors: dict[tuple, TensorInfo] = {}
+        self._sites: dict[Any, str | None] = {}
+
+    def name(self, func: Any) -> tuple[str, str]:
+        got = self._names.get(func)
+        if got is None:
+            try:
+                full = func.name()
+            except AttributeError:
+                full = str(func)
+            got = self._names[func] = (full, full.split(".", 1)[0])
+        return got
+
+    def tensor(self, meta: tuple) -> TensorInfo:
+        shape, stride, dtype, device = meta
+        key = (tuple(shape), stride, dtype, device)
+        info = self._tensors.get(key)
+        if info is None:
+            info = self._tensors[key] = TensorInfo(
+                key[0], tuple(stride), str(dtype).removeprefix("torch."), str(device), dtype.itemsize
+            )
+        return info
+
+    def site(self, stack: Any) -> str | None:
+        got = self._sites.get(stack, ...)
+        if got is ...:
+            got = self._sites[stack] = callsite.first_user(stack)
+        return got
+
+    def event(self, op_id: int, raw: RawOp, t_base: int) -> OpEvent:
+        func, ins, outs, t0, t1, stack, module, bool_index = raw
+        full, packet = self.name(func)
+        tensor = self.tensor
+        return OpEvent(
+            op_id=op_id,
+            name=full,
+            packet=packet,
+            inputs=[tensor(m) if m is not None else None for m in ins],
+            outputs=[tensor(m) for m in outs],
+            start_ns=t0 - t_base,
+            dur_ns=t1 - t0,
+            call_site=self.site(stack) if stack is not None else None,
+            module=module,
+            bool_index=bool_index,
+        )

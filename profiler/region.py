@@ -1,0 +1,217 @@
+"""`explain()` regions: what the backend had to do inside a span of the program."""
+
+from __future__ import annotations
+
+import datetime
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from portscope.ingest.report import format_region, region_report_data
+from portscope.ingest.schema import Mode, Phase, Source
+from portscope.ingest.summary import summarize
+from portscope.ingest.trace import RunInfo, Trace, write_trace
+
+from . import recorder
+from .tables import build_trace, model_summary
+
+
+class Region:
+    """A recorded span of a program. Use through `explain()`."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        with_stack: bool = False,
+        target: Any = None,
+        device: str | None = None,
+        mode: Mode = Mode.EAGER,
+        phase: Phase = Phase.NONE,
+        tags: dict[str, str] | None = None,
+    ) -> None:
+        self.name = name
+        self.with_stack = with_stack
+        self.device = device
+        self.mode = mode
+        self.phase = phase
+        self.tags = dict(tags or {})
+        self.raw: list[recorder.RawOp] = []
+        self.children: list[Region] = []
+        self.parent: Region | None = None
+        self.start_ns = 0
+        self.end_ns = 0
+        self.wall_start = 0.0
+        self.error: str | None = None
+        self.peak_memory_bytes: int | None = None
+        self.model: dict[str, Any] = {}
+        self.predictor: Any = None
+        self._target = target
+        self._trace: Trace | None = None
+        self._saved_with_stack = False
+        self._open = False
+
+    # ---- context manager ----------------------------------------------------------------
+
+    def __enter__(self) -> Region:
+        if self._open or self.end_ns:
+            raise RuntimeError(f"region {self.name!r} can be entered once")
+        s = recorder.session()
+        if s.regions:
+            self.parent = s.regions[-1]
+            self.parent.children.append(self)
+        if self._target is not None:
+            from .predict import Predictor
+
+            parent_predictor = self.parent.predictor if self.parent is not None else None
+            self.predictor = parent_predictor or Predictor(self._target)
+            self.predictor.attach(self, s)
+        elif self.parent is not None and self.parent.predictor is not None:
+            self.predictor = self.parent.predictor
+            self.predictor.attach(self, s)
+        self._saved_with_stack = s.with_stack
+        s.with_stack = s.with_stack or self.with_stack
+        self._cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+        if self._cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        if not s.regions:
+            recorder.start(s)
+        s.regions.append(self)
+        self._open = True
+        self.wall_start = time.time()
+        self.start_ns = time.perf_counter_ns()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        if self._cuda:
+            torch.cuda.synchronize()
+        self.end_ns = time.perf_counter_ns()
+        s = recorder.session()
+        if s.regions and s.regions[-1] is self:
+            s.regions.pop()
+        s.with_stack = self._saved_with_stack
+        if self.predictor is not None:
+            self.predictor.detach(self, s)
+        self.model = model_summary(s.root_model)
+        if not s.regions:
+            recorder.stop(s)
+            s.root_model = None
+        if self._cuda:
+            self.peak_memory_bytes = int(torch.cuda.max_memory_allocated())
+        if exc_type is not None:
+            self.error = f"{exc_type.__name__}: {exc}"
+        self._open = False
+        return False  # never swallow the exception
+
+    # ---- results ------------------------------------------------------------------------
+
+    @property
+    def predicted(self) -> bool:
+        return self.predictor is not None
+
+    def to_trace(self, run_info: RunInfo | None = None) -> Trace:
+        """This region and its nested regions as a Trace."""
+        if self._open:
+            raise RuntimeError(f"region {self.name!r} is still open")
+        if run_info is not None:
+            return build_trace([self], run_info)
+        if self._trace is None:
+            self._trace = build_trace([self], default_run_info([self]))
+        return self._trace
+
+    def report(self) -> str:
+        """The text report: header, Signal | Count | Bytes | Note, operators, d2h volume."""
+        trace = self.to_trace()
+        return format_region(summarize(trace, 0), source=trace.run_info.source, target=trace.run_info.target)
+
+    def verdict(self) -> dict[str, Any]:
+        """{"clean": bool, "reasons": [...]}."""
+        return summarize(self.to_trace(), 0).verdict()
+
+    def dump(self) -> dict[str, Any]:
+        """Plain JSON-serialisable counters (for CI)."""
+        trace = self.to_trace()
+        data = region_report_data(summarize(trace, 0))
+        data["source"] = trace.run_info.source.value
+        data["target"] = trace.run_info.target
+        return data
+
+    def save(self, path: str | Path, *, run_info: RunInfo | None = None) -> Path:
+        """Write this region (and its nested regions) as a trace file."""
+        return save([self], path, run_info=run_info)
+
+
+def explain(
+    name: str = "region",
+    *,
+    with_stack: bool = False,
+    target: str | Path | None = None,
+    device: str | None = None,
+    mode: Mode = Mode.EAGER,
+    phase: Phase = Phase.NONE,
+    tags: dict[str, str] | None = None,
+) -> Region:
+    """A region that records every operator dispatched inside it.
+
+    with_stack: also record each operator's user call site and whole stack.
+    target: predict for a target device (name or TOML path) instead of measuring.
+    device: the device the region works on (default: the most used non-host device).
+    """
+    return Region(name, with_stack=with_stack, target=target, device=device, mode=mode, phase=phase, tags=tags)
+
+
+def explain_steady(
+    step: Callable[[], Any],
+    *,
+    warmup: int = 2,
+    return_cold: bool = False,
+    name: str = "step",
+    **explain_kwargs: Any,
+) -> Region | tuple[Region, Region]:
+    """One region around the first call of `step` (cold), one around a later call (warm).
+
+    warmup: calls before the warm region, the cold one included (at least 1).
+    """
+    if warmup < 1:
+        raise ValueError("warmup must be at least 1 (the cold call)")
+    with explain(f"{name}:cold", phase=Phase.COLD, **explain_kwargs) as cold:
+        step()
+    for _ in range(warmup - 1):
+        step()
+    with explain(f"{name}:warm", phase=Phase.WARM, **explain_kwargs) as warm:
+        step()
+    return (cold, warm) if return_cold else warm
+
+
+def default_run_info(regions: list[Region]) -> RunInfo:
+    """Run info for recorded regions: torch, devices, command, model, measured or predicted."""
+    devices = ["cpu"]
+    if torch.cuda.is_available():
+        devices += [f"cuda:{i} ({torch.cuda.get_device_name(i)})" for i in range(torch.cuda.device_count())]
+    predictor = next((r.predictor for r in regions if r.predictor is not None), None)
+    model = next((r.model for r in regions if r.model), {})
+    start = min((r.wall_start for r in regions), default=time.time())
+    return RunInfo(
+        source=Source.PREDICTED if predictor is not None else Source.MEASURED,
+        target=predictor.target.name if predictor is not None else None,
+        torch_version=torch.__version__,
+        devices=devices,
+        command=" ".join(sys.argv),
+        model=model,
+        start_time=datetime.datetime.fromtimestamp(start, datetime.timezone.utc).isoformat(timespec="seconds"),
+        producer="portscope 0.1.0",
+    )
+
+
+def save(regions: list[Region], path: str | Path, *, run_info: RunInfo | None = None) -> Path:
+    """Write several regions (and their nested regions) as one trace file, atomically."""
+    regions = [r for r in regions if r.parent is None or r.parent not in regions]
+    if not regions:
+        raise ValueError("save() needs at least one region")
+    trace = build_trace(regions, run_info or default_run_info(regions))
+    return write_trace(trace, path)

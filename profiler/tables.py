@@ -1,0 +1,185 @@
+"""Regions → a Trace: decode the raw records, derive signals, fill the tables."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from portscope.ingest.builder import TraceBuilder
+from portscope.ingest.schema import Placement
+from portscope.ingest.trace import RunInfo, Trace
+
+from .events import OpEvent, SignalRecord, TensorInfo, TransferRecord, measured_signals, placement
+from .recorder import Decoder
+
+if TYPE_CHECKING:
+    from .region import Region
+
+
+class _Formatter:
+    """Cached string forms of tensor lists (shapes, strides, dtypes)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple, tuple[str, str, str]] = {}
+
+    def __call__(self, tensors: list[TensorInfo | None]) -> tuple[str, str, str]:
+        key = tuple(tensors)
+        got = self._cache.get(key)
+        if got is None:
+            shapes = ";".join(_dims(t.shape) if t is not None else "" for t in tensors)
+            strides = ";".join(_dims(t.stride) if t is not None else "" for t in tensors)
+            dtypes = ";".join(t.dtype if t is not None else "" for t in tensors)
+            got = self._cache[key] = (shapes, strides, dtypes)
+        return got
+
+
+def _dims(dims: tuple[int, ...]) -> str:
+    return "x".join(map(str, dims)) if dims else "()"
+
+
+def region_device(events: list[OpEvent], explicit: str | None) -> str:
+    """The device a region works on: the explicit one, else the most used non-host device."""
+    if explicit:
+        return explicit
+    counts: Counter[str] = Counter()
+    for ev in events:
+        for t in ev.tensors_in:
+            if not t.on_host:
+                counts[t.device] += 1
+    return counts.most_common(1)[0][0] if counts else "cpu"
+
+
+def flatten(regions: list[Region]) -> list[Region]:
+    out: list[Region] = []
+    todo = list(reversed(regions))
+    while todo:
+        r = todo.pop()
+        out.append(r)
+        todo.extend(reversed(r.children))
+    return out
+
+
+def build_trace(regions: list[Region], run_info: RunInfo) -> Trace:
+    """One trace holding `regions` and every region nested in them."""
+    builder = TraceBuilder(run_info)
+    decoder, fmt = Decoder(), _Formatter()
+    everything = flatten(regions)
+    t_base = min(r.start_ns for r in everything)
+    ids: dict[int, int] = {}
+    op_id = 0
+    for region in everything:
+        parent = ids.get(id(region.parent)) if region.parent is not None else None
+        rid = builder.add_region(
+            region.name,
+            start_ns=region.start_ns - t_base,
+            dur_ns=max(region.end_ns - region.start_ns, 0),
+            parent_id=parent,
+            mode=region.mode,
+            phase=region.phase,
+            device=None,
+            peak_memory_bytes=region.peak_memory_bytes,
+            error=region.error,
+            tags=json.dumps(region.tags) if region.tags else None,
+        )
+        ids[id(region)] = rid
+        events = [decoder.event(op_id + i, raw, t_base) for i, raw in enumerate(region.raw)]
+        device = region.predictor.device if region.predictor is not None else region_device(events, region.device)
+        builder.regions.columns["device"][rid] = device
+        for index, ev in enumerate(events):
+            stack = region.raw[index][5]
+            if stack is not None:
+                ev.stack_id = builder.stacks.intern((c.co_filename, line, c.co_name) for c, line in stack)
+            if region.predictor is not None:
+                where, signals, transfers = region.predictor.outcome(index, ev)
+            else:
+                where = placement(ev, device)
+                signals, transfers = measured_signals(ev, device)
+            _add_op(builder, rid, ev, where, fmt)
+            _add_signals(builder, rid, ev, signals, transfers)
+        op_id += len(events)
+        if region.predictor is not None:
+            region.predictor.add_compiles(builder, rid, t_base)
+    return builder.build()
+
+
+def _add_op(builder: TraceBuilder, rid: int, ev: OpEvent, where: Placement, fmt: _Formatter) -> None:
+    in_shapes, in_strides, in_dtypes = fmt(ev.inputs)
+    out_shapes, _, out_dtypes = fmt(ev.outputs)
+    builder.ops.append(
+        op_id=ev.op_id,
+        region_id=rid,
+        name=ev.name,
+        start_ns=ev.start_ns,
+        dur_ns=ev.dur_ns,
+        placement=where,
+        device=ev.tensors_in[0].device if ev.tensors_in else (ev.outputs[0].device if ev.outputs else None),
+        input_shapes=in_shapes,
+        input_strides=in_strides,
+        input_dtypes=in_dtypes,
+        output_shapes=out_shapes,
+        output_dtypes=out_dtypes,
+        bytes_in=ev.bytes_in,
+        bytes_out=ev.bytes_out,
+        module=ev.module,
+        call_site=ev.call_site,
+        stack_id=ev.stack_id,
+        thread=ev.thread,
+    )
+
+
+def _add_signals(
+    builder: TraceBuilder, rid: int, ev: OpEvent, signals: list[SignalRecord], transfers: list[TransferRecord]
+) -> None:
+    for sig in signals:
+        builder.signals.append(
+            region_id=rid,
+            op_id=ev.op_id,
+            kind=sig.kind,
+            reason=sig.reason,
+            op_name=ev.name,
+            count=1,
+            bytes=sig.bytes,
+            call_site=ev.call_site,
+            stack_id=ev.stack_id,
+            module=ev.module,
+            note=sig.note,
+            time_ns=ev.start_ns,
+        )
+    for tr in transfers:
+        builder.transfers.append(
+            region_id=rid,
+            op_id=ev.op_id,
+            direction=tr.direction,
+            bytes=tr.bytes,
+            src_device=tr.src_device,
+            dst_device=tr.dst_device,
+            start_ns=ev.start_ns,
+            dur_ns=0,
+            cause=tr.cause,
+            call_site=ev.call_site,
+            stack_id=ev.stack_id,
+        )
+
+
+def model_summary(model: Any) -> dict[str, Any]:
+    """A short description of a model: class, parameters, dtype, and its config's main sizes."""
+    if model is None:
+        return {}
+    out: dict[str, Any] = {"class": type(model).__name__}
+    try:
+        params = list(model.parameters())
+        out["parameters"] = sum(p.numel() for p in params)
+        if params:
+            out["dtype"] = str(params[0].dtype).removeprefix("torch.")
+            out["device"] = str(params[0].device)
+    except Exception:  # noqa: BLE001 - a model that cannot list parameters still gets a class name
+        pass
+    config = getattr(model, "config", None)
+    for key in ("model_type", "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads",
+                "head_dim", "intermediate_size", "vocab_size"):
+        value = getattr(config, key, None)
+        if isinstance(value, (int, str)):
+            out[key] = value
+    return out
+
