@@ -1,0 +1,331 @@
+"""Link Kineto events (nesting, correlation) and build the portscope tables."""
+
+from __future__ import annotations
+
+import bisect
+import datetime
+import re
+from pathlib import Path
+
+from ..builder import TraceBuilder
+from ..schema import Direction, EngineKind, Mode, Placement, SignalKind, SliceKind, Source
+from ..trace import RunInfo, Trace
+from .kineto import FORMAT, KinetoEvents
+
+SYNC_OPS = {"aten::item", "aten::_local_scalar_dense"}
+SYNC_CALLS = {
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaStreamWaitEvent",
+    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize",
+}  # fmt: skip
+# Ops that do no arithmetic: launching no GPU work is normal for them.
+NO_WORK_OPS = {
+    "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::view", "aten::reshape", "aten::_reshape_alias",
+    "aten::as_strided", "aten::t", "aten::transpose", "aten::permute", "aten::expand", "aten::slice", "aten::select",
+    "aten::unsqueeze", "aten::squeeze", "aten::detach", "aten::detach_", "aten::alias", "aten::lift_fresh",
+    "aten::resize_", "aten::set_", "aten::to", "aten::_to_copy", "aten::contiguous", "aten::split", "aten::chunk",
+    "aten::unbind", "aten::narrow", "aten::flatten", "aten::unflatten", "aten::numpy_T", "aten::_unsafe_view",
+    "aten::is_nonzero", "aten::item", "aten::_local_scalar_dense", "aten::result_type", "aten::size", "aten::stride",
+    "aten::split_with_sizes", "aten::view_as", "aten::expand_as", "aten::values", "aten::indices", "aten::record_stream",
+}  # fmt: skip
+_FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")
+_LIBRARY = ("torch/", "transformers/", "portscope/", "site-packages/", "dist-packages/", "<frozen", "threading.py")
+_DIRECTION = (("HtoD", Direction.H2D), ("DtoH", Direction.D2H), ("DtoD", Direction.D2D), ("PtoP", Direction.D2D))
+_DMA = {Direction.H2D: EngineKind.DMA_H2D, Direction.D2H: EngineKind.DMA_D2H, Direction.D2D: EngineKind.DMA_D2D}
+
+
+def memcpy_direction(name: str) -> Direction | None:
+    """Direction of a Kineto memcpy from its name (``Memcpy HtoD (Pageable -> Device)``)."""
+    for key, direction in _DIRECTION:
+        if key in name:
+            return direction
+    return None
+
+
+def build_trace(path: Path, ev: KinetoEvents) -> Trace:
+    """The portscope Trace of one collected Kineto trace."""
+    t0 = ev.t_min if ev.t_min != float("inf") else 0.0
+
+    def ns(ts: float) -> int:
+        return int(round((ts - t0) * 1000.0))
+
+    gpu = bool(ev.device)
+    devices = sorted({d[4] for d in ev.device}, key=str)
+    multi_device = len(devices) > 1
+    b = TraceBuilder(_run_info(path, ev, t0, devices))
+    root_device = f"cuda:{devices[0]}" if gpu else "cpu"
+    end_ns = ns(ev.t_max) if ev.t_max != float("-inf") else 0
+    root = b.add_region(str(ev.metadata.get("traceName") or path.name), start_ns=0, dur_ns=max(end_ns, 0),
+                        mode=Mode.UNKNOWN, device=root_device)  # fmt: skip
+    regions = _Regions(root, end_ns)
+    for ts, dur, name, *_ in sorted(ev.annotations, key=lambda a: (a[0], -a[1])):
+        regions.add(b, name, ns(ts), max(ns(ts + dur) - ns(ts), 0), root_device)
+    regions.finish()
+
+    # Nest ops, Python frames and runtime calls per thread.
+    n_ops = len(ev.ops)
+    op_parent = [-1] * n_ops
+    op_site: list[str | None] = [None] * n_ops
+    op_stack: list[int | None] = [None] * n_ops
+    runtime_op = [-1] * len(ev.runtime)
+    per_thread: dict[tuple, list[tuple]] = {}
+    for i, o in enumerate(ev.ops):
+        per_thread.setdefault((o[3], o[4]), []).append((o[0], -o[1], 1, i))
+    for i, p in enumerate(ev.python):
+        per_thread.setdefault((p[3], p[4]), []).append((p[0], -p[1], 0, i))
+    for i, r in enumerate(ev.runtime):
+        per_thread.setdefault((r[3], r[4]), []).append((r[0], -r[1], 2, i))
+    frames_cache: dict[int, tuple[str, int, str] | None] = {}
+    sites_cache: dict[tuple[int, ...], tuple[str | None, int | None]] = {}
+    for items in per_thread.values():
+        items.sort()
+        ops_open: list[tuple[float, int]] = []
+        py_open: list[tuple[float, int]] = []
+        for ts, neg_dur, kind, i in items:
+            while ops_open and ops_open[-1][0] <= ts:
+                ops_open.pop()
+            while py_open and py_open[-1][0] <= ts:
+                py_open.pop()
+            if kind == 1:
+                if ops_open:
+                    op_parent[i] = ops_open[-1][1]
+                if py_open:
+                    key = tuple(j for _, j in py_open)
+                    site = sites_cache.get(key)
+                    if site is None:
+                        site = sites_cache[key] = _call_site(b, ev.python, key, frames_cache)
+                    op_site[i], op_stack[i] = site
+                ops_open.append((ts - neg_dur, i))
+            elif kind == 0:
+                py_open.append((ts - neg_dur, i))
+            elif ops_open:
+                runtime_op[i] = ops_open[-1][1]
+
+    # Which ops launched device work (directly), and correlation -> runtime call.
+    by_corr: dict[object, int] = {}
+    for i, r in enumerate(ev.runtime):
+        if r[5] is not None:
+            by_corr[r[5]] = i
+    launched = [False] * n_ops
+    device_op: list[int] = []
+    for d in ev.device:
+        ri = by_corr.get(d[6], -1)
+        oi = runtime_op[ri] if ri >= 0 else -1
+        device_op.append(oi)
+        while oi >= 0 and not launched[oi]:
+            launched[oi] = True
+            oi = op_parent[oi]
+    gpu_threads = {(ev.runtime[ri][3], ev.runtime[ri][4]) for ri, oi in enumerate(runtime_op) if oi >= 0} if gpu else set()
+    has_child = [False] * n_ops
+    for p in op_parent:
+        if p >= 0:
+            has_child[p] = True
+
+    # ops table (+ host lane slices for top-level ops)
+    op_region = [0] * n_ops
+    cols: dict[str, list] = {k: [] for k in (
+        "op_id", "region_id", "name", "start_ns", "dur_ns", "placement", "device", "input_shapes", "input_strides",
+        "input_dtypes", "bytes_in", "bytes_out", "call_site", "stack_id", "thread")}  # fmt: skip
+    lanes = {"op": [], "start": [], "dur": [], "engine": [], "kind": []}
+    op_threads: dict[object, int] = {}
+    for o in ev.ops:
+        op_threads[o[4]] = op_threads.get(o[4], 0) + 1
+    main_tid = max(op_threads, key=op_threads.__getitem__) if op_threads else None
+    fallback_ops: list[int] = []
+    for i, (ts, dur, name, pid, tid, _ext, shapes, strides, dtypes, nbytes) in enumerate(ev.ops):
+        start = ns(ts)
+        d = max(ns(ts + dur) - start, 0)
+        rid = regions.find(start)
+        op_region[i] = rid
+        if not gpu:
+            placement = Placement.HOST
+        elif launched[i]:
+            placement = Placement.DEVICE
+        elif (not has_child[i] and name not in NO_WORK_OPS and dtypes and (pid, tid) in gpu_threads
+              and any(dtypes.split(";"))):  # fmt: skip
+            placement = Placement.FALLBACK
+            fallback_ops.append(i)
+        else:
+            placement = Placement.HOST
+        cols["op_id"].append(i)
+        cols["region_id"].append(rid)
+        cols["name"].append(name)
+        cols["start_ns"].append(start)
+        cols["dur_ns"].append(d)
+        cols["placement"].append(placement.value)
+        cols["device"].append(root_device if placement is Placement.DEVICE else "cpu")
+        cols["input_shapes"].append(shapes)
+        cols["input_strides"].append(strides)
+        cols["input_dtypes"].append(dtypes)
+        cols["bytes_in"].append(nbytes)
+        cols["bytes_out"].append(0)
+        cols["call_site"].append(op_site[i])
+        cols["stack_id"].append(op_stack[i])
+        cols["thread"].append(tid if type(tid) is int and -(2**31) <= tid < 2**31 else None)
+        if op_parent[i] < 0:
+            lanes["op"].append(i)
+            lanes["start"].append(start)
+            lanes["dur"].append(d)
+            lanes["engine"].append("host" if tid == main_tid else f"host thread {tid}")
+            lanes["kind"].append(SliceKind.FALLBACK.value if placement is Placement.FALLBACK else SliceKind.COMPUTE.value)
+    b.ops.extend(cols)
+    del cols
+    b.engine_slices.extend({
+        "region_id": [op_region[i] for i in lanes["op"]], "engine": lanes["engine"],
+        "engine_kind": [EngineKind.HOST.value] * len(lanes["op"]), "kind": lanes["kind"],
+        "name": [ev.ops[i][2] for i in lanes["op"]], "start": lanes["start"], "dur": lanes["dur"], "op_id": lanes["op"]})  # fmt: skip
+
+    for i in fallback_ops:
+        b.signals.append(region_id=op_region[i], op_id=i, kind=SignalKind.CPU_FALLBACK, reason="no-device-work",
+                         op_name=ev.ops[i][2], count=1, bytes=ev.ops[i][9], call_site=op_site[i], stack_id=op_stack[i],
+                         note="inferred: the operator launched no GPU work; check its inputs' devices",
+                         time_ns=ns(ev.ops[i][0]))  # fmt: skip
+    if gpu:
+        _syncs(b, ev, ns, op_parent, op_region, op_site, op_stack, runtime_op, regions)
+    _device_work(b, ev, ns, device_op, op_region, op_site, op_stack, by_corr, regions, multi_device)
+    return b.build()
+
+
+def _syncs(b, ev, ns, op_parent, op_region, op_site, op_stack, runtime_op, regions) -> None:  # noqa: ANN001
+    def inside_sync(oi: int) -> bool:
+        while oi >= 0:
+            if ev.ops[oi][2] in SYNC_OPS:
+                return True
+            oi = op_parent[oi]
+        return False
+
+    for i, o in enumerate(ev.ops):
+        if o[2] in SYNC_OPS and not inside_sync(op_parent[i]):
+            b.signals.append(region_id=op_region[i], op_id=i, kind=SignalKind.SYNC, reason=o[2].split("::")[-1],
+                             op_name=o[2], count=1, bytes=0, call_site=op_site[i], stack_id=op_stack[i], time_ns=ns(o[0]))  # fmt: skip
+    for ri, r in enumerate(ev.runtime):
+        if r[2] in SYNC_CALLS and r[2] != "cudaStreamWaitEvent":
+            oi = runtime_op[ri]
+            if oi >= 0 and inside_sync(oi):
+                continue
+            start = ns(r[0])
+            b.signals.append(region_id=op_region[oi] if oi >= 0 else regions.find(start), op_id=oi if oi >= 0 else None,
+                             kind=SignalKind.SYNC, reason=r[2], op_name=ev.ops[oi][2] if oi >= 0 else r[2], count=1, bytes=0,
+                             call_site=op_site[oi] if oi >= 0 else None, stack_id=op_stack[oi] if oi >= 0 else None,
+                             time_ns=start)  # fmt: skip
+
+
+def _device_work(b, ev, ns, device_op, op_region, op_site, op_stack, by_corr, regions, multi_device) -> None:  # noqa: ANN001
+    for d, oi in zip(ev.device, device_op, strict=True):
+        ts, dur, cat, name, dev, stream, corr, nbytes = d
+        start = ns(ts)
+        span = max(ns(ts + dur) - start, 0)
+        rid = op_region[oi] if oi >= 0 else regions.find(start)
+        op_id = oi if oi >= 0 else None
+        prefix = f"cuda:{dev} " if multi_device else ""
+        if cat == "gpu_memcpy":
+            direction = memcpy_direction(name) or Direction.D2D
+            if nbytes is None and corr in by_corr:
+                nbytes = ev.runtime[by_corr[corr]][7]
+            nbytes = nbytes or 0
+            b.engine_slices.append(region_id=rid, engine=f"{prefix}DMA {direction.value}", engine_kind=_DMA[direction],
+                                   kind=SliceKind.TRANSFER, name=name, start=start, dur=span, op_id=op_id, bytes=nbytes,
+                                   correlation=corr if type(corr) is int else None)  # fmt: skip
+            src = "cpu" if direction is Direction.H2D else f"cuda:{dev}"
+            dst = "cpu" if direction is Direction.D2H else f"cuda:{dev}"
+            site = op_site[oi] if oi >= 0 else None
+            stack = op_stack[oi] if oi >= 0 else None
+            b.transfers.append(region_id=rid, op_id=op_id, direction=direction, bytes=nbytes, src_device=src, dst_device=dst,
+                               start_ns=start, dur_ns=span, cause="explicit", call_site=site, stack_id=stack)  # fmt: skip
+            b.signals.append(region_id=rid, op_id=op_id, kind=direction.signal, reason=name, op_name=ev.ops[oi][2] if oi >= 0 else name,
+                             count=1, bytes=nbytes, call_site=site, stack_id=stack, time_ns=start)  # fmt: skip
+        else:
+            b.engine_slices.append(region_id=rid, engine=f"{prefix}stream {stream}", engine_kind=EngineKind.STREAM,
+                                   kind=SliceKind.COMPUTE, name=name, start=start, dur=span, op_id=op_id,
+                                   bytes=nbytes if cat == "gpu_memset" else None,
+                                   correlation=corr if type(corr) is int else None)  # fmt: skip
+
+
+def _call_site(b: TraceBuilder, python: list[tuple], key: tuple[int, ...], cache: dict) -> tuple[str | None, int | None]:
+    frames = []
+    for j in reversed(key):  # innermost first
+        frame = cache.get(j, 0)
+        if frame == 0:
+            m = _FRAME.match(python[j][2])
+            frame = cache[j] = (m.group(1), int(m.group(2)), m.group(3)) if m else None
+        if frame is not None:
+            frames.append(frame)
+    if not frames:
+        return None, None
+    site = None
+    for file, line, func in frames:
+        path = file.replace("\\", "/")
+        if not any(lib in path for lib in _LIBRARY):
+            site = f"{file}:{line} ({func})"
+            break
+    if site is None:
+        file, line, func = frames[0]
+        site = f"{file}:{line} ({func})"
+    return site, b.stacks.intern(frames)
+
+
+class _Regions:
+    """Regions from annotations, nested by time; find(t) is the innermost region open at t."""
+
+    def __init__(self, root: int, end_ns: int) -> None:
+        self.root = root
+        self._stack: list[tuple[int, int]] = [(2**62, root)]
+        self._times: list[int] = [-(2**62)]
+        self._ids: list[int] = [root]
+
+    def _mark(self, t: int, rid: int) -> None:
+        if self._times[-1] == t:
+            self._ids[-1] = rid
+        else:
+            self._times.append(t)
+            self._ids.append(rid)
+
+    def _close_until(self, t: int) -> None:
+        while len(self._stack) > 1 and self._stack[-1][0] <= t:
+            end, _ = self._stack.pop()
+            self._mark(end, self._stack[-1][1])
+
+    def add(self, b: TraceBuilder, name: str, start: int, dur: int, device: str) -> None:
+        self._close_until(start)
+        rid = b.add_region(name, start_ns=start, dur_ns=dur, parent_id=self._stack[-1][1], device=device)
+        self._stack.append((start + dur, rid))
+        self._mark(start, rid)
+
+    def finish(self) -> None:
+        self._close_until(2**62 - 1)
+
+    def find(self, t: int) -> int:
+        return self._ids[bisect.bisect_right(self._times, t) - 1]
+
+
+def _run_info(path: Path, ev: KinetoEvents, t0: float, devices: list) -> RunInfo:
+    meta = ev.metadata
+    base = meta.get("baseTimeNanoseconds")
+    start_ns = int(base) + int(t0 * 1000) if isinstance(base, int) else int(t0 * 1000)
+    start_time = None
+    if 10**17 < start_ns < 10**19:  # plausibly epoch nanoseconds
+        start_time = datetime.datetime.fromtimestamp(start_ns / 1e9, datetime.timezone.utc).isoformat()
+    missing = ["dispatch/recompile (not in profiler traces)", "host_bounce/* (Kineto records no tensor devices)"]
+    if not ev.python:
+        missing.append("call sites (recorded without with_stack=True)")
+    if not any(o[6] for o in ev.ops):
+        missing.append("shapes and dtypes (recorded without record_shapes=True)")
+    if not ev.device:
+        missing.append("transfers, syncs and cpu_fallback (CPU-only trace: no device activity)")
+    else:
+        missing.append("dispatch/cpu_fallback is inferred from operators that launched no GPU work")
+        if any(d[2] == "gpu_memcpy" and d[7] is None for d in ev.device) and not any(r[7] for r in ev.runtime):
+            missing.append("transfer bytes (memcpy events carry no size)")
+    return RunInfo(
+        source=Source.CONVERTED,
+        devices=["cpu", *(f"cuda:{d}" for d in devices)],
+        start_time=start_time,
+        producer="portscope convert",
+        converted_from=FORMAT,
+        missing_signals=missing,
+        extra={
+            "trace_name": meta.get("traceName"),
+            "events": ev.events,
+            "categories": {str(k): v for k, v in sorted(ev.categories.items(), key=lambda kv: str(kv[0]))},
+            "base_time_ns": base if isinstance(base, int) else None,
+        },
+    )
