@@ -41,7 +41,7 @@ def memcpy_direction(name: str) -> Direction | None:
     return None
 
 
-def build_trace(path: Path, ev: KinetoEvents) -> Trace:
+def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False) -> Trace:
     """The portscope Trace of one collected Kineto trace."""
     t0 = ev.t_min if ev.t_min != float("inf") else 0.0
 
@@ -51,7 +51,7 @@ def build_trace(path: Path, ev: KinetoEvents) -> Trace:
     gpu = bool(ev.device)
     devices = sorted({d[4] for d in ev.device}, key=str)
     multi_device = len(devices) > 1
-    b = TraceBuilder(_run_info(path, ev, t0, devices))
+    b = TraceBuilder(_run_info(path, ev, t0, devices, infer_fallback))
     root_device = f"cuda:{devices[0]}" if gpu else "cpu"
     end_ns = ns(ev.t_max) if ev.t_max != float("-inf") else 0
     root = b.add_region(str(ev.metadata.get("traceName") or path.name), start_ns=0, dur_ns=max(end_ns, 0),
@@ -140,7 +140,7 @@ def build_trace(path: Path, ev: KinetoEvents) -> Trace:
             placement = Placement.HOST
         elif launched[i]:
             placement = Placement.DEVICE
-        elif (not has_child[i] and name not in NO_WORK_OPS and dtypes and (pid, tid) in gpu_threads
+        elif (infer_fallback and not has_child[i] and name not in NO_WORK_OPS and dtypes and (pid, tid) in gpu_threads
               and any(dtypes.split(";"))):  # fmt: skip
             placement = Placement.FALLBACK
             fallback_ops.append(i)
@@ -297,7 +297,7 @@ class _Regions:
         return self._ids[bisect.bisect_right(self._times, t) - 1]
 
 
-def _run_info(path: Path, ev: KinetoEvents, t0: float, devices: list) -> RunInfo:
+def _run_info(path: Path, ev: KinetoEvents, t0: float, devices: list, infer_fallback: bool) -> RunInfo:
     meta = ev.metadata
     base = meta.get("baseTimeNanoseconds")
     start_ns = int(base) + int(t0 * 1000) if isinstance(base, int) else int(t0 * 1000)
@@ -312,7 +312,8 @@ def _run_info(path: Path, ev: KinetoEvents, t0: float, devices: list) -> RunInfo
     if not ev.device:
         missing.append("transfers, syncs and cpu_fallback (CPU-only trace: no device activity)")
     else:
-        missing.append("dispatch/cpu_fallback is inferred from operators that launched no GPU work")
+        missing.append("dispatch/cpu_fallback " + ("inferred from operators that launched no GPU work" if infer_fallback
+                       else "(Kineto records no tensor devices; operators that launched no GPU work are placed on the host)"))
         if any(d[2] == "gpu_memcpy" and d[7] is None for d in ev.device) and not any(r[7] for r in ev.runtime):
             missing.append("transfer bytes (memcpy events carry no size)")
     return RunInfo(

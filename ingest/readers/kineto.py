@@ -76,8 +76,12 @@ class KinetoEvents:
     categories: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
-def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Trace:
-    """Convert a PyTorch profiler Chrome trace (.json or .json.gz) into a Trace."""
+def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallback: bool = False) -> Trace:
+    """Convert a PyTorch profiler Chrome trace (.json or .json.gz) into a Trace.
+
+    infer_fallback: mark leaf operators of a GPU trace that launched no GPU work as cpu_fallback
+    (Kineto records no tensor devices, so this is a guess: host-side bookkeeping ops count too).
+    """
     from ._kineto_link import build_trace
 
     path = Path(path)
@@ -88,7 +92,7 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Trace:
     except _SplitFailed:
         events = collect(path, whole(doc))
     del raw, doc
-    return build_trace(path, events)
+    return build_trace(path, events, infer_fallback=infer_fallback)
 
 
 def _document(path: Path, raw: bytes) -> ChromeDocument:

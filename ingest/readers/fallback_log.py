@@ -1,0 +1,173 @@
+"""Eager NPU fallback logs -> Trace of dispatch/cpu_fallback signals.
+
+A fallback line, optionally followed by a TRACE warning that names the call site
+and a line holding its source::
+
+    [2026-09-14 19:49:00.145][I] `aten::neg` op ran on CPU instead of RBLN
+    [2026-09-14 19:49:00.146][W] TRACE: /work/model.py:85 in rotate_half
+        return torch.cat((-x2, x1), dim=-1)
+    [2026-09-14 19:49:00.200][I] `sdpa_overrideable (query sequence length 7 not aligned to 32)` op ran on CPU instead of RBLN
+
+Anything else is counted as an unknown line and reported in run_info.extra; never fatal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import re
+from pathlib import Path
+
+from ..builder import TraceBuilder
+from ..errors import TraceFormatError
+from ..schema import Mode, SignalKind, Source
+from ..trace import RunInfo, Trace
+from ._source import DEFAULT_CAPS, SizeCaps, decode_text, read_bytes
+
+FORMAT = "fallback-log"
+
+FALLBACK = re.compile(
+    r"^\s*(?:\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\])?\s*(?:\[(?P<level>[A-Za-z]+)\])?\s*"
+    r"`(?P<op>[^`]+)`\s+op ran on (?:CPU|the CPU|host) instead of (?P<device>[\w:.\-]+)"
+)
+_SITE = re.compile(r"(?P<file>[^\s:`'\"()\[\]]+\.py)(?::|\", line )(?P<line>\d+)(?:,? in (?P<func>[\w<>.]+))?")
+_TRACE = re.compile(r"\bTRACE\b", re.IGNORECASE)
+_LOG_PREFIX = re.compile(r"^\s*\[\d{4}-\d\d-\d\d")
+_ALIGN = re.compile(r"(?:multiple of|aligned to|alignment of)\s*(\d+)")
+_MAX_EXAMPLES = 5
+
+
+@dataclasses.dataclass
+class _Fallback:
+    op: str
+    detail: str | None
+    device: str
+    time: datetime.datetime | None
+    call_site: str | None = None
+    source: str | None = None
+
+
+def sniff(text: str) -> bool:
+    """True when some line of the text is a fallback line."""
+    return any(FALLBACK.match(line) for line in text.splitlines())
+
+
+def classify(detail: str | None) -> str | None:
+    """The short why of a fallback from the reason text the backend logged."""
+    if not detail:
+        return None
+    low = detail.lower()
+    if "align" in low or "multiple of" in low:
+        return "unaligned"
+    if "dtype" in low or any(t in low for t in ("float32", "float64", "int64", "bfloat16", "double", "complex")):
+        return "dtype-not-supported"
+    if "not implemented" in low or "no kernel" in low or "unsupported op" in low:
+        return "no-kernel"
+    if "view" in low or "stride" in low:
+        return "view"
+    if any(w in low for w in ("shape", "length", "size", "rank", "dim")):
+        return "shape-condition"
+    return "other"
+
+
+def _note(why: str | None, detail: str | None) -> str | None:
+    if why == "unaligned" and detail and (m := _ALIGN.search(detail)):
+        return f"try: pad to a multiple of {m.group(1)}"
+    if why == "dtype-not-supported":
+        return "try: compute in the device's dtype (e.g. float16)"
+    return None
+
+
+def read_fallback_log(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Trace:
+    """Convert an eager backend's fallback log into a Trace."""
+    path = Path(path)
+    text = decode_text(path, read_bytes(path, caps))
+    fallbacks: list[_Fallback] = []
+    unknown = 0
+    examples: list[str] = []
+    lines = text.splitlines()
+    last: _Fallback | None = None
+    expect_source = False
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        m = FALLBACK.match(line)
+        if m:
+            op_text = m.group("op").strip()
+            op, detail = op_text, None
+            if op_text.endswith(")") and " (" in op_text:
+                op, _, rest = op_text.partition(" (")
+                detail = rest[:-1].strip() or None
+            last = _Fallback(op.strip(), detail, m.group("device"), _parse_time(m.group("ts")))
+            fallbacks.append(last)
+            expect_source = False
+            continue
+        site = _SITE.search(line)
+        if last is not None and last.call_site is None and site and (_TRACE.search(line) or "Warning" in line):
+            func = f" ({site.group('func')})" if site.group("func") else ""
+            last.call_site = f"{site.group('file')}:{site.group('line')}{func}"
+            expect_source = True
+            continue
+        if expect_source and last is not None and not _LOG_PREFIX.match(line) and line[:1].isspace():
+            last.source = line.strip()
+            expect_source = False
+            continue
+        expect_source = False
+        unknown += 1
+        if len(examples) < _MAX_EXAMPLES:
+            examples.append(f"line {number}: {line[:120]}")
+    if not fallbacks:
+        raise TraceFormatError(path, "no line of the form '[time][I] `op` op ran on CPU instead of DEVICE': not a fallback log")
+    return _build(path, fallbacks, len(lines), unknown, examples)
+
+
+def _parse_time(ts: str | None) -> datetime.datetime | None:
+    if not ts:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(ts.replace(",", ".").replace("T", " "))
+    except ValueError:
+        return None
+
+
+def _build(path: Path, fallbacks: list[_Fallback], n_lines: int, unknown: int, examples: list[str]) -> Trace:
+    times = [f.time for f in fallbacks if f.time is not None]
+    t0 = min(times) if times else None
+
+    def ns(t: datetime.datetime | None) -> int | None:
+        return int((t - t0).total_seconds() * 1e9) if t is not None and t0 is not None else None
+
+    devices = sorted({f.device for f in fallbacks})
+    sources = {f.call_site: f.source for f in fallbacks if f.call_site and f.source}
+    info = RunInfo(
+        source=Source.CONVERTED,
+        devices=["cpu", *(d.lower() for d in devices)],
+        start_time=t0.isoformat() if t0 else None,
+        producer="portscope convert",
+        converted_from=FORMAT,
+        missing_signals=[
+            "operators that ran on the device (the log lists fallbacks only)",
+            "transfers and bytes",
+            "host_bounce/*",
+            "sync",
+            "compiles",
+        ],
+        extra={
+            "lines": n_lines,
+            "fallback_lines": len(fallbacks),
+            "unknown_lines": unknown,
+            "unknown_line_examples": examples,
+            "call_site_sources": sources,
+            "time_zone": "as logged (unknown)",
+        },
+    )
+    b = TraceBuilder(info)
+    end = max((ns(t) or 0 for t in times), default=0)
+    device = devices[0].lower() if len(devices) == 1 else None
+    root = b.add_region(path.name, start_ns=0, dur_ns=end, mode=Mode.EAGER, device=device)
+    for f in fallbacks:
+        why = classify(f.detail)
+        reason = f"{why} ({f.detail})" if f.detail else None
+        b.signals.append(region_id=root, kind=SignalKind.CPU_FALLBACK, reason=reason, op_name=f.op, count=1, bytes=0,
+                         call_site=f.call_site, note=_note(why, f.detail), time_ns=ns(f.time))  # fmt: skip
+    return b.build()
