@@ -31,22 +31,45 @@ def _meta(t: torch.Tensor) -> tuple:
     return (t.shape, t.stride(), t.dtype, t.device)
 
 
+def _dispatch(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN202
+    kwargs = kwargs or {}
+    t0 = _now()
+    out = func(*args, **kwargs)
+    t1 = _now()
+    self.session.on_op(func, args, kwargs, out, t0, t1)
+    return out
+
+
+def _skip_dynamo_cheaply() -> bool:
+    """Tell Dynamo never to trace the recording hot path (recursively), without a wrapper."""
+    try:
+        from torch._dynamo.eval_frame import set_code_exec_strategy
+        from torch._dynamo.types import FrameAction, FrameExecStrategy
+    except ImportError:  # older torch: keep the default disable wrapper
+        return False
+    set_code_exec_strategy(_dispatch.__code__, FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP))
+    return True
+
+
+_SKIP_BY_CODE = _skip_dynamo_cheaply()
+
+
 class _RecordingMode(TorchDispatchMode):
     @classmethod
     def ignore_compile_internals(cls) -> bool:
         return True
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch >= 2.9 wraps __torch_dispatch__ in a dynamo-disable wrapper costing ~5 us per
+        # operator; _skip_dynamo_cheaply() marks the code object skipped instead (same effect).
+        return not _SKIP_BY_CODE
+
     def __init__(self, session: Session) -> None:
         super().__init__()
         self.session = session
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-        kwargs = kwargs or {}
-        t0 = _now()
-        out = func(*args, **kwargs)
-        t1 = _now()
-        self.session.on_op(func, args, kwargs, out, t0, t1)
-        return out
+    __torch_dispatch__ = _dispatch
 
 
 class Session:
@@ -58,6 +81,7 @@ class Session:
         self.modules: list[str] = []  # module path stack
         self.with_stack = False
         self.hooks: list[OpHook] = []  # e.g. the predictor; gets live tensors
+        self.root_hooks: list[Callable[[torch.nn.Module], None]] = []  # called when a top-level module runs
         self.root_model: Any = None
 
     def on_op(self, func: Any, args: tuple, kwargs: dict, out: Any, t0: int, t1: int) -> None:
@@ -114,6 +138,8 @@ def _module_name(module: torch.nn.Module, s: Session) -> str:
         if module not in _names:
             _names[module] = {id(m): n for n, m in module.named_modules()}
         s.root_model = module
+        for hook in s.root_hooks:
+            hook(module)
     root = s.root_model
     names = _names.get(root) if root is not None else None
     if names is not None and id(module) in names:

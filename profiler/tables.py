@@ -7,7 +7,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from portscope.ingest.builder import TraceBuilder
-from portscope.ingest.schema import Placement
+from portscope.ingest.schema import CompileKind, Placement
 from portscope.ingest.trace import RunInfo, Trace
 
 from .events import OpEvent, SignalRecord, TensorInfo, TransferRecord, measured_signals, placement
@@ -91,15 +91,17 @@ def build_trace(regions: list[Region], run_info: RunInfo) -> Trace:
             if stack is not None:
                 ev.stack_id = builder.stacks.intern((c.co_filename, line, c.co_name) for c, line in stack)
             if region.predictor is not None:
-                where, signals, transfers = region.predictor.outcome(index, ev)
+                where, signals, transfers = region.outcomes[index]
             else:
                 where = placement(ev, device)
                 signals, transfers = measured_signals(ev, device)
             _add_op(builder, rid, ev, where, fmt)
             _add_signals(builder, rid, ev, signals, transfers)
+        for index, key, compile_ns in getattr(region, "compiles", []):
+            builder.compiles.append(region_id=rid, kind=CompileKind.PROGRAM, key=key, op_count=1,
+                                    compile_ns=compile_ns, cache_hit=False, reason="first call with this key",
+                                    call_site=events[index].call_site, time_ns=events[index].start_ns)
         op_id += len(events)
-        if region.predictor is not None:
-            region.predictor.add_compiles(builder, rid, t_base)
     return builder.build()
 
 

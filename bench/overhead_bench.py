@@ -1,0 +1,81 @@
+"""Profiler overhead on a small random-init Llama forward (CPU), as ratios against an unprofiled baseline.
+
+Usage: python bench/overhead_bench.py [--repeats 30] [--layers 4] [--hidden 256] [--seq 64]
+Prints one line per mode: median ms and the ratio to the unprofiled median measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+from portscope.profiler import explain
+from transformers import LlamaConfig, LlamaForCausalLM
+
+
+def build(layers: int, hidden: int) -> LlamaForCausalLM:
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
+                      num_attention_heads=max(hidden // 64, 1), num_key_value_heads=max(hidden // 128, 1),
+                      vocab_size=1024, max_position_embeddings=512)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--repeats", type=int, default=30)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--seq", type=int, default=64)
+    p.add_argument("--json", help="write the figures here")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    model = build(args.layers, args.hidden)
+    ids = torch.randint(0, 1024, (1, args.seq))
+
+    def plain() -> None:
+        model(input_ids=ids)
+
+    def make(**kw):  # noqa: ANN202
+        def run() -> None:
+            with explain("bench", **kw):
+                model(input_ids=ids)
+        return run
+
+    def torch_prof() -> None:
+        with torch.profiler.profile(record_shapes=True):
+            model(input_ids=ids)
+
+    modes = {
+        "unprofiled": plain,
+        "explain": make(),
+        "explain(with_stack)": make(with_stack=True),
+        "explain(target=fp16-npu)": make(target="fp16-npu"),
+        "torch.profiler(record_shapes)": torch_prof,
+    }
+    times: dict[str, list[float]] = {m: [] for m in modes}
+    with torch.no_grad():
+        for fn in modes.values():
+            for _ in range(3):
+                fn()
+        for _ in range(args.repeats):  # interleave modes so machine noise hits all alike
+            for name, fn in modes.items():
+                t0 = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t0)
+    base = statistics.median(times["unprofiled"])
+    out = {}
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        out[name] = {"median_ms": med * 1e3, "ratio": med / base}
+        print(f"{name:32s} {med * 1e3:8.2f} ms  {med / base:5.2f}x")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

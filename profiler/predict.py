@@ -1,0 +1,275 @@
+"""Predict what a target device would have to do, while the program runs on the CPU for real.
+
+Every storage the program touches has a residency: which copies (host, device)
+are valid. A device operator needs device copies of its inputs (an h2d transfer
+where only the host copy is valid) and leaves its outputs valid on the device
+only; a fallback needs host copies (a d2h transfer where only the device copy
+is valid), runs on the host and leaves its outputs valid on the host only.
+Parameters and buffers of the model start on the device; any other tensor seen
+for the first time was created on the host.
+"""
+
+from __future__ import annotations
+
+import weakref
+from pathlib import Path
+from typing import Any
+
+import torch
+from portscope.ingest.schema import Direction, Placement, SignalKind
+
+from . import recorder
+from .events import SYNC_OPS, SignalRecord, TransferRecord
+from .targets import CopyWhere, Target, load_target, matches
+
+HOST, DEVICE = 1, 2
+_Tensor = torch.Tensor
+_COPIES = {"aten::_to_copy", "aten::copy_", "aten::to", "aten::_copy_from", "aten::clone"}
+
+# Programs compiled in this process, per target name: keys seen for the first time compile.
+_PROGRAMS: dict[str, set[tuple]] = {}
+
+
+def reset_program_cache(target: str | None = None) -> None:
+    """Forget compiled programs (a fresh process), for one target or all."""
+    if target is None:
+        _PROGRAMS.clear()
+    else:
+        _PROGRAMS.pop(target, None)
+
+
+class _Decision:
+    """What a target does with one (operator, input metadata) key; cached."""
+
+    __slots__ = ("kind", "reason", "note", "program", "broadcast")
+
+    def __init__(self, kind: str, reason: str | None = None, note: str | None = None,
+                 program: tuple | None = None, broadcast: bool = False) -> None:
+        self.kind = kind  # "device", "fallback", "bounce_dtype", "bounce_strided", "sync", "view"
+        self.reason = reason
+        self.note = note
+        self.program = program
+        self.broadcast = broadcast
+
+
+class Predictor:
+    """Residency tracking and target rules for the regions of one `explain(target=...)`."""
+
+    def __init__(self, target: str | Path | Target) -> None:
+        self.target = load_target(target)
+        self.device = self.target.device
+        self._state: dict[int, list] = {}  # id(storage) -> [state, weakref]
+        self._decisions: dict[tuple, _Decision] = {}
+        self._names: dict[Any, str] = {}
+        self._programs = _PROGRAMS.setdefault(self.target.name, set())
+        self._attached = 0
+        self._dtype_note = f"try: compute in {sorted(self.target.dtypes)[0]}"
+
+    # ---- session wiring -----------------------------------------------------------------
+
+    def attach(self, region: Any, session: recorder.Session) -> None:
+        region.outcomes = []
+        region.compiles = []
+        if self._attached == 0:
+            session.hooks.append(self.on_op)
+            session.root_hooks.append(self.on_root)
+        self._attached += 1
+
+    def detach(self, region: Any, session: recorder.Session) -> None:
+        self._attached -= 1
+        if self._attached == 0:
+            session.hooks.remove(self.on_op)
+            session.root_hooks.remove(self.on_root)
+
+    def on_root(self, module: torch.nn.Module) -> None:
+        """The model's parameters and buffers live on the device."""
+        for t in list(module.parameters()) + list(module.buffers()):
+            self._set(t, DEVICE, only_if_new=True)
+
+    # ---- residency ----------------------------------------------------------------------
+
+    def _entry(self, t: torch.Tensor) -> list:
+        storage = t.untyped_storage()
+        key = id(storage)
+        entry = self._state.get(key)
+        if entry is None:
+            state = DEVICE if isinstance(t, torch.nn.Parameter) else HOST
+            entry = self._state[key] = [state, weakref.ref(storage, self._forget(key)), storage.nbytes()]
+        return entry
+
+    def _forget(self, key: int):  # noqa: ANN202
+        states = self._state
+
+        def callback(_: Any) -> None:
+            states.pop(key, None)
+
+        return callback
+
+    def _set(self, t: torch.Tensor, state: int, *, only_if_new: bool = False) -> None:
+        storage = t.untyped_storage()
+        key = id(storage)
+        entry = self._state.get(key)
+        if entry is None:
+            self._state[key] = [state, weakref.ref(storage, self._forget(key)), storage.nbytes()]
+        elif not only_if_new:
+            entry[0] = state
+
+    def tracked(self) -> int:
+        """Number of storages whose residency is tracked (bounded by live tensors)."""
+        return len(self._state)
+
+    # ---- the hot path -------------------------------------------------------------------
+
+    def on_op(self, func: Any, args: tuple, kwargs: dict, out: Any, index: int) -> None:
+        region = recorder.session().regions[-1]
+        ins = [a for a in args if isinstance(a, _Tensor)]
+        for a in args:
+            if type(a) in (list, tuple):
+                ins.extend(x for x in a if isinstance(x, _Tensor))
+        outs = [out] if isinstance(out, _Tensor) else [x for x in out if isinstance(x, _Tensor)] if type(out) in (list, tuple) else []
+        decision = self._decide(func, ins, outs, kwargs)
+        signals: list[SignalRecord] = []
+        transfers: list[TransferRecord] = []
+        kind = decision.kind
+        if kind == "view":
+            where = Placement.DEVICE if ins and self._entry(ins[0])[0] & DEVICE else Placement.HOST
+            region.outcomes.append((where, signals, transfers))
+            return
+        if kind == "device":
+            self._need(ins, DEVICE, transfers, "device-input")
+            for t in outs:
+                self._set(t, DEVICE)
+            if decision.program is not None and self.target.programs:
+                self._program(region, index, decision, signals)
+            region.outcomes.append((Placement.DEVICE, signals, transfers))
+            return
+        if kind == "sync":
+            self._need(ins, HOST, transfers, "sync")
+            signals.append(SignalRecord(SignalKind.SYNC, decision.reason, 0, "try: keep the value on the device"))
+            for t in outs:
+                self._set(t, HOST)
+            signals.extend(SignalRecord(tr.direction.signal, "sync", tr.bytes) for tr in transfers)
+            region.outcomes.append((Placement.FALLBACK, signals, transfers))
+            return
+        # fallback or bounce: runs on the host
+        cause = "fallback-input" if kind == "fallback" else "bounce"
+        self._need(ins, HOST, transfers, cause)
+        for t in outs:
+            self._set(t, HOST)
+        size = sum(t.nbytes for t in ins[:1]) if kind != "fallback" else 0
+        signal_kind = {
+            "fallback": SignalKind.CPU_FALLBACK,
+            "bounce_dtype": SignalKind.BOUNCE_DTYPE,
+            "bounce_strided": SignalKind.BOUNCE_STRIDED,
+        }[kind]
+        signals.append(SignalRecord(signal_kind, decision.reason, size, decision.note))
+        signals.extend(SignalRecord(tr.direction.signal, cause, tr.bytes) for tr in transfers)
+        region.outcomes.append((Placement.FALLBACK, signals, transfers))
+
+    def _need(self, tensors: list[torch.Tensor], where: int, transfers: list[TransferRecord], cause: str) -> None:
+        for t in tensors:
+            entry = self._entry(t)
+            if not entry[0] & where:
+                entry[0] |= where
+                if where == DEVICE:
+                    transfers.append(TransferRecord(Direction.H2D, entry[2], "cpu", self.device, cause))
+                else:
+                    transfers.append(TransferRecord(Direction.D2H, entry[2], self.device, "cpu", cause))
+
+    def _program(self, region: Any, index: int, decision: _Decision, signals: list[SignalRecord]) -> None:
+        key = decision.program
+        if key not in self._programs:
+            self._programs.add(key)
+            signals.append(SignalRecord(SignalKind.RECOMPILE, "new-key", 0, "try: pad or bucket shapes to a few fixed sizes"))
+            region.compiles.append((index, _key_text(key), int(self.target.compile_ns)))
+        elif decision.broadcast and self.target.broadcast_views_miss:
+            signals.append(SignalRecord(SignalKind.WARM_MISS, "broadcast-view-input", 0,
+                                        "try: materialise broadcast views (.contiguous()) outside the step"))
+
+    # ---- rules (cached per operator and input metadata) ---------------------------------
+
+    def _name(self, func: Any) -> str:
+        name = self._names.get(func)
+        if name is None:
+            try:
+                name = func.name()
+            except AttributeError:
+                name = str(func)
+            self._names[func] = name
+        return name
+
+    def _decide(self, func: Any, ins: list[torch.Tensor], outs: list[torch.Tensor], kwargs: dict) -> _Decision:
+        in_ptrs = {id(t.untyped_storage()) for t in ins}
+        is_alias = bool(outs) and all(id(t.untyped_storage()) in in_ptrs for t in outs)
+        name = self._name(func)
+        packet = name.split(".", 1)[0]
+        if is_alias and not packet.endswith("_") and "out" not in kwargs:
+            return _VIEW
+        key = (func, tuple((t.shape, t.stride(), t.dtype) for t in ins), tuple(t.dtype for t in outs))
+        decision = self._decisions.get(key)
+        if decision is None:
+            decision = self._decisions[key] = self._rules(name, packet, ins, outs)
+        return decision
+
+    def _rules(self, name: str, packet: str, ins: list[torch.Tensor], outs: list[torch.Tensor]) -> _Decision:
+        t = self.target
+        if packet in SYNC_OPS and SYNC_OPS[packet] is not None and packet == "aten::_local_scalar_dense":
+            return _Decision("sync", SYNC_OPS[packet])
+        if packet in _COPIES and ins:
+            src = ins[-1] if packet in ("aten::copy_", "aten::_copy_from") else ins[0]
+            dst = ins[0] if packet == "aten::copy_" else (outs[0] if outs else src)
+            if src.dtype != dst.dtype and t.dtype_change is CopyWhere.HOST:
+                return _Decision("bounce_dtype", f"{_dt(src.dtype)}->{_dt(dst.dtype)}", self._dtype_note)
+            if packet == "aten::copy_" and not dst.is_contiguous() and t.strided_write is CopyWhere.HOST:
+                return _Decision("bounce_strided", "strided-destination", "try: write into contiguous tensors")
+            return self._device(name, ins)
+        if matches(name, t.no_kernel):
+            return _Decision("fallback", "no-kernel", "try: graph mode (compile the whole forward)")
+        allowed = t.dtypes | (t.index_dtypes if matches(name, t.index_ops) else frozenset())
+        for x in ins + outs[:1]:  # secondary outputs (e.g. attention's logsumexp) are scratch
+            if x.dim() > 0 and _dt(x.dtype) not in allowed:
+                return _Decision("fallback", "dtype-not-supported", self._dtype_note)
+        shapes = [tuple(x.shape) for x in ins]
+        for cond in t.shape_conditions:
+            if cond.violated_by(name, shapes):
+                return _Decision("fallback", "shape-condition", f"try: pad to a multiple of {cond.multiple_of} ({cond.why})")
+        for rule in t.alignment:
+            for x in ins:
+                if rule.violated_by(name, tuple(x.shape), tuple(x.stride())):
+                    return _Decision("fallback", "unaligned", f"try: pad to a multiple of {rule.multiple_of}")
+        return self._device(name, ins)
+
+    def _device(self, name: str, ins: list[torch.Tensor]) -> _Decision:
+        parts = self.target.cache_key
+        key = (
+            name if "op" in parts else None,
+            tuple(tuple(x.shape) for x in ins) if "shapes" in parts else None,
+            tuple(_layout(x) for x in ins) if "strides" in parts else None,
+            tuple(_dt(x.dtype) for x in ins) if "dtypes" in parts else None,
+        )
+        broadcast = any(0 in x.stride() and x.numel() > 1 for x in ins)
+        return _Decision("device", program=key, broadcast=broadcast)
+
+
+_VIEW = _Decision("view")
+
+
+def _layout(t: torch.Tensor) -> tuple[int, ...]:
+    """Strides as the device sees the layout: a size-1 dimension's stride means nothing."""
+    return tuple(s if n != 1 else 0 for n, s in zip(t.shape, t.stride(), strict=True))
+
+
+def _dt(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _key_text(key: tuple) -> str:
+    name, shapes, strides, dtypes = key
+    parts = [name or "*"]
+    if shapes is not None:
+        parts.append(",".join("x".join(map(str, s)) or "()" for s in shapes))
+    if strides is not None:
+        parts.append("strides " + ",".join("x".join(map(str, s)) or "()" for s in strides))
+    if dtypes is not None:
+        parts.append(",".join(dtypes))
+    return " ".join(parts)
