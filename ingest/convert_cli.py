@@ -1,9 +1,62 @@
-"""Sub-commands of this package (filled in by its issue)."""
+"""`portscope convert` (other tools' traces -> portscope) and `portscope export` (portscope -> other viewers)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+
+from .convert import FORMATS, load_any
+from .errors import UsageError
+from .export_chrome import write_chrome
+from .trace import write_trace
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add this package's sub-commands to the `portscope` parser."""
+    """Add `convert` and `export`."""
+    c = sub.add_parser(
+        "convert",
+        help="convert a PyTorch profiler trace, fallback log or TORCH_TRACE log into a portscope trace",
+        description="The input format is recognised from the content: " + "; ".join(
+            f"{f.name} ({f.looks_like})" for f in FORMATS.values()),
+    )
+    c.add_argument("input", help="a file (.json, .json.gz, .log...) or a TORCH_TRACE directory")
+    c.add_argument("-o", "--output", required=True, help="the portscope trace to write (.arrow)")
+    c.add_argument("--format", choices=sorted(FORMATS), help="skip detection and read as this format")
+    c.add_argument("--infer-fallback", action="store_true",
+                   help="kineto: count leaf operators of a GPU trace that launched no GPU work as cpu_fallback (a guess)")
+    c.add_argument("--compression", choices=["zstd", "lz4"], help="compress the Arrow tables (not memory-mappable)")
+    c.set_defaults(func=_convert)
+
+    e = sub.add_parser("export", help="write a trace in another tool's format (Chrome trace JSON for Perfetto)")
+    e.add_argument("trace", help="a portscope trace, or any input `convert` reads")
+    e.add_argument("--chrome", action="store_true", required=True, help="Chrome trace JSON (Perfetto, chrome://tracing)")
+    e.add_argument("-o", "--output", required=True, help="the .json file to write")
+    e.set_defaults(func=_export)
+
+
+def _convert(args: argparse.Namespace) -> int:
+    options = {"infer_fallback": True} if args.infer_fallback else {}
+    if options and args.format not in (None, "kineto"):
+        raise UsageError("--infer-fallback applies to kineto traces only")
+    trace = load_any(args.input, format=args.format, **options)
+    if options and trace.run_info.converted_from != "kineto":
+        raise UsageError("--infer-fallback applies to kineto traces only")
+    write_trace(trace, args.output, compression=args.compression)
+    counts = ", ".join(f"{trace[t].num_rows} {t}" for t in ("regions", "ops", "signals", "transfers", "compiles", "engine_slices"))
+    print(f"{args.output}: converted from {trace.run_info.converted_from}: {counts}")
+    for problem in trace.run_info.extra.get("problems") or []:
+        print(f"  warning: {problem}", file=sys.stderr)
+    unknown = trace.run_info.extra.get("unknown_lines")
+    if unknown:
+        print(f"  warning: {unknown} lines were not understood (see run_info.extra)", file=sys.stderr)
+    if trace.run_info.missing_signals:
+        print("  this source could not provide: " + "; ".join(trace.run_info.missing_signals))
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    trace = load_any(args.trace)
+    write_chrome(trace, args.output)
+    print(f"{args.output}: Chrome trace JSON of {trace['ops'].num_rows} ops, {trace['transfers'].num_rows} transfers, "
+          f"{trace['signals'].num_rows} signals; open it in https://ui.perfetto.dev")
+    return 0

@@ -145,6 +145,7 @@ def _run_info(log: StructuredLog) -> RunInfo:
     for r in log.records:
         if r.kind == "artifact" and isinstance(r.value, dict) and r.value.get("name") == "torch_version":
             v = r.value.get("_json")
+            v = v.get("pytorch_version") if isinstance(v, dict) else v
             version = v if isinstance(v, str) else None
     return RunInfo(
         source=Source.CONVERTED,

@@ -96,7 +96,7 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
 
 
 def _document(path: Path, raw: bytes) -> ChromeDocument:
-    if not raw.lstrip()[:1] in (b"{", b"["):
+    if raw.lstrip()[:1] not in (b"{", b"["):
         raise TraceFormatError(path, "not a JSON document (does not start with '{' or '[')")
     return ChromeDocument(path, raw)
 
@@ -195,6 +195,11 @@ def _tensor_args(args: dict) -> tuple[str | None, str | None, str | None, int]:
     """(shapes, strides, dtypes, bytes_in) in the trace format's notation from a cpu_op's args."""
     dims = args.get("Input Dims")
     if type(dims) is not list:
+        shapes = args.get("input_shapes")  # a portscope export
+        if type(shapes) is str:
+            strides = args.get("input_strides")
+            dtypes = args.get("input_dtypes")
+            return shapes, strides if type(strides) is str else None, dtypes if type(dtypes) is str else None, 0
         return None, None, None, 0
     types = args.get("Input type")
     if type(types) is not list:

@@ -1,0 +1,96 @@
+"""Recognise a trace file by its content and load it as a Trace, whatever wrote it."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+from .errors import TraceFormatError
+from .readers import fallback_log, torch_trace
+from .readers._source import DEFAULT_CAPS, GZIP_MAGIC, SizeCaps, head
+from .readers.kineto import read_kineto
+from .trace import Trace, read_trace
+
+_SNIFF_BYTES = 64 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class InputFormat:
+    """A format `load_any` recognises: its name, what it looks like (for error messages) and its reader."""
+
+    name: str
+    looks_like: str
+    read: Callable[..., Trace]
+
+
+FORMATS: dict[str, InputFormat] = {
+    f.name: f
+    for f in (
+        InputFormat("portscope", "a ZIP of Arrow tables with manifest.json", lambda p, caps, **kw: read_trace(p)),
+        InputFormat("kineto", "JSON with a 'traceEvents' list (torch.profiler export_chrome_trace, .json or .json.gz)",
+                    lambda p, caps, **kw: read_kineto(p, caps=caps, **kw)),  # fmt: skip
+        InputFormat("torch-trace", "TORCH_TRACE log lines 'V0403 07:28:48.05 123 file.py:1] {json}' (file or directory)",
+                    lambda p, caps, **kw: torch_trace.read_torch_trace(p, caps=caps)),  # fmt: skip
+        InputFormat("fallback-log", "lines '[time][I] `op` op ran on CPU instead of DEVICE'",
+                    lambda p, caps, **kw: fallback_log.read_fallback_log(p, caps=caps)),  # fmt: skip
+    )
+}
+
+
+def detect(path: str | Path) -> str:
+    """The name of the format of a file or TORCH_TRACE directory, from its content (never its extension)."""
+    path = Path(path)
+    if path.is_dir():
+        files = torch_trace.log_files(path)
+        for file in files:
+            if _sniff_text(head(file, _SNIFF_BYTES)) == "torch-trace":
+                return "torch-trace"
+        raise TraceFormatError(path, f"a directory, and none of its {len(files)} files is a TORCH_TRACE log")
+    if not path.exists():
+        raise TraceFormatError(path, "no such file")
+    try:
+        if path.stat().st_size == 0:
+            raise TraceFormatError(path, "the file is empty (0 bytes)")
+        with open(path, "rb") as f:
+            magic = f.read(4)
+        start = head(path, _SNIFF_BYTES)
+    except OSError as exc:
+        raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
+    if magic == b"PK\x03\x04":
+        return "portscope"
+    found = _sniff_text(start)
+    if found:
+        return found
+    what = "gzip-compressed content" if magic[:2] == GZIP_MAGIC else "content"
+    tried = [f"{f.name}: {f.looks_like}" for f in FORMATS.values()]
+    raise TraceFormatError(path, [f"unrecognised {what}; tried these formats:", *tried])
+
+
+def _sniff_text(start: bytes) -> str | None:
+    text = start.decode("utf-8", errors="replace")
+    stripped = text.lstrip()
+    if stripped[:1] in ("{", "[") and ('"traceEvents"' in text or '"ph"' in text):
+        return "kineto"
+    # the last line of the sniffed bytes may be cut short: drop it
+    lines = text if len(start) < _SNIFF_BYTES else text[: text.rfind("\n") + 1]
+    if torch_trace.sniff(lines):
+        return "torch-trace"
+    if fallback_log.sniff(lines):
+        return "fallback-log"
+    return None
+
+
+def load_any(path: str | Path, *, format: str | None = None, caps: SizeCaps = DEFAULT_CAPS, **options: object) -> Trace:
+    """Load any supported file as a Trace; `format` skips detection. Options go to the reader (kineto: infer_fallback)."""
+    path = Path(path)
+    name = format or detect(path)
+    if name not in FORMATS:
+        raise TraceFormatError(path, f"unknown format {name!r} (known: {', '.join(FORMATS)})")
+    trace = FORMATS[name].read(path, caps, **options)
+    if trace.path is None:
+        trace.path = str(path)
+    return trace
+
+
+__all__ = ["FORMATS", "InputFormat", "SizeCaps", "detect", "load_any"]
