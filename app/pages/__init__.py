@@ -1,0 +1,15 @@
+"""One module per page; each has `layout(**path_and_query)` and `register(app)`."""
+
+from __future__ import annotations
+
+import dash
+
+from . import compare, region, run, runs, timeline
+
+PAGES = (runs, run, region, timeline, compare)
+
+
+def register_all(app: dash.Dash) -> None:
+    """Register every page and its callbacks on `app` (callbacks go on the app, not dash's global list)."""
+    for module in PAGES:
+        module.register(app)

@@ -1,0 +1,94 @@
+"""Small layout pieces shared by the pages. Every trace string goes in as text, never as HTML."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import dash_ag_grid as dag
+import pandas as pd
+from dash import dcc, html
+from portscope.ingest.summary import format_bytes
+
+Column = tuple[str, str, Callable[[Any], str] | None]  # (key, header, formatter)
+
+STATUS_TEXT = {
+    "clean": "clean",
+    "compiles": "compiles only",
+    "not-clean": "host work",
+    "error": "error",
+}
+
+
+def fmt_int(v: Any) -> str:
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{int(v):,}"
+
+
+def fmt_bytes(v: Any) -> str:
+    return "-" if not v else format_bytes(int(v))
+
+
+def fmt_ratio(v: Any) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if math.isinf(v):
+        return "new"
+    return f"{v:.2f}x"
+
+
+def fmt_signed(v: Any) -> str:
+    return f"{int(v):+,}" if v else "0"
+
+
+def text_table(rows: Sequence[dict[str, Any]] | pd.DataFrame, columns: Sequence[Column], *, table_id: str | None = None, class_name: str = "table") -> html.Table:
+    """A plain table; cells are strings (React renders them as text)."""
+    records = rows.to_dict("records") if isinstance(rows, pd.DataFrame) else list(rows)
+    head = html.Thead(html.Tr([html.Th(label) for _, label, _ in columns]))
+    body = html.Tbody(
+        [html.Tr([html.Td(_cell(r.get(key), fmt)) for key, _, fmt in columns]) for r in records]
+    )
+    kwargs = {"id": table_id} if table_id else {}
+    return html.Table([head, body], className=class_name, **kwargs)
+
+
+def _cell(value: Any, fmt: Callable[[Any], str] | None) -> Any:
+    if isinstance(value, html.Div | html.Span | dcc.Link | html.A):
+        return value
+    if fmt is not None:
+        return fmt(value)
+    return "" if value is None else str(value)
+
+
+def status_badge(status: str) -> html.Span:
+    return html.Span(STATUS_TEXT.get(status, status), className=f"badge badge-{status}")
+
+
+def problem(message: str) -> html.Div:
+    """A clear error box (the text is shown as is, newlines kept)."""
+    return html.Div(html.Pre(message, className="problem-text"), className="problem")
+
+
+def page(title: str, *children: Any, subtitle: Any = None) -> html.Div:
+    head = [html.H2(title)]
+    if subtitle is not None:
+        head.append(html.Div(subtitle, className="subtitle"))
+    return html.Div([*head, *children], className="page")
+
+
+def grid(grid_id: Any, frame: pd.DataFrame | list[dict[str, Any]], columns: Sequence[dict[str, Any]], *, height: int = 300, **kwargs: Any) -> dag.AgGrid:
+    """An AG Grid (cells are text: no HTML renderers) with sortable, filterable columns."""
+    rows = frame.to_dict("records") if isinstance(frame, pd.DataFrame) else frame
+    return dag.AgGrid(
+        id=grid_id,
+        rowData=rows,
+        columnDefs=list(columns),
+        defaultColDef={"sortable": True, "resizable": True, "filter": True},
+        dashGridOptions={"rowSelection": {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True}, "animateRows": False},
+        style={"height": f"{height}px"},
+        **kwargs,
+    )
+
+
+def grid_height(rows: int, *, row_px: int = 42, header_px: int = 50, most: int = 480) -> int:
+    return min(most, header_px + row_px * max(rows, 1) + 4)

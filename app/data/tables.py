@@ -1,0 +1,162 @@
+"""Tables behind the region page: breakdowns, operator details, stacks, op pages, numerics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from portscope.ingest.summary import descendants
+from portscope.ingest.trace import Trace
+
+BREAKDOWN_BY = {"operator": "op_name", "module": "module", "call site": "call_site"}
+OPS_COLUMNS = ["op_id", "name", "placement", "start_ns", "dur_ns", "input_shapes", "input_dtypes", "bytes_in", "bytes_out", "module", "call_site"]
+
+
+def _decoded(table: pa.Table, columns: list[str]) -> pd.DataFrame:
+    arrays = []
+    for name in columns:
+        col = table.column(name)
+        if pa.types.is_dictionary(col.type):
+            col = col.cast(pa.string())
+        arrays.append(col)
+    return pa.Table.from_arrays(arrays, names=columns).to_pandas()
+
+
+def _in_region(table: pa.Table, trace: Trace, region_id: int) -> pa.Table:
+    ids = pa.array(descendants(trace, region_id), pa.int32())
+    return table.filter(pc.is_in(table.column("region_id"), value_set=ids))
+
+
+def breakdown(trace: Trace, region_id: int, *, by: str, signal: str | None = None, top: int = 20) -> pd.DataFrame:
+    """Where the signals of a region come from: columns key, count, bytes; top rows by count.
+
+    by: "operator", "module" or "call site"; signal: one signal kind, or every kind.
+    """
+    column = BREAKDOWN_BY[by]
+    signals = _in_region(trace["signals"], trace, region_id)
+    if signal:
+        signals = signals.filter(pc.equal(signals.column("kind").cast(pa.string()), signal))
+    if not signals.num_rows:
+        return pd.DataFrame({"key": [], "count": [], "bytes": []})
+    frame = _decoded(signals, [column, "count", "bytes"]).rename(columns={column: "key"})
+    frame["key"] = frame["key"].fillna("(unknown)")
+    grouped = frame.groupby("key", sort=False).agg(count=("count", "sum"), bytes=("bytes", "sum")).reset_index()
+    return grouped.sort_values(["count", "bytes"], ascending=False).head(top).reset_index(drop=True)
+
+
+def stack_frames(trace: Trace, stack_id: int | None) -> list[str]:
+    """A stack as `file:line (function)` lines, innermost first."""
+    if stack_id is None:
+        return []
+    stacks = trace["stacks"]
+    match = pc.equal(stacks.column("stack_id"), stack_id)
+    rows = stacks.filter(match)
+    if not rows.num_rows:
+        return []
+    frame_ids = rows.column("frame_ids")[0].as_py()
+    frames = trace["frames"]
+    by_id = {fid: i for i, fid in enumerate(frames.column("frame_id").to_pylist())}
+    files, lines, funcs = (frames.column(c).to_pylist() for c in ("file", "line", "function"))
+    return [f"{files[by_id[f]]}:{lines[by_id[f]]} ({funcs[by_id[f]]})" for f in frame_ids if f in by_id]
+
+
+def operator_detail(trace: Trace, region_id: int, signal: str, operator: str) -> dict[str, Any]:
+    """An operator's signals in a region: counts, bytes, why-breakdown, call sites, modules, one stack."""
+    signals = _in_region(trace["signals"], trace, region_id)
+    frame = _decoded(signals, ["kind", "op_name", "reason", "count", "bytes", "call_site", "module", "stack_id"])
+    frame = frame[(frame["kind"] == signal) & (frame["op_name"].fillna("(unknown)") == operator)]
+
+    def counts(column: str) -> dict[str, int]:
+        sub = frame.dropna(subset=[column])
+        if not len(sub):
+            return {}
+        grouped = sub.groupby(column)["count"].sum().sort_values(ascending=False)
+        return {str(k): int(v) for k, v in grouped.items()}
+
+    stacks = frame["stack_id"].dropna()
+    return {
+        "signal": signal,
+        "operator": operator,
+        "count": int(frame["count"].sum()),
+        "bytes": int(frame["bytes"].sum()),
+        "reasons": counts("reason"),
+        "call_sites": counts("call_site"),
+        "modules": counts("module"),
+        "stack": stack_frames(trace, int(stacks.iloc[0])) if len(stacks) else [],
+    }
+
+
+def region_ops_page(trace: Trace, region_id: int, start: int, end: int, sort: list[dict[str, str]] | None = None) -> tuple[list[dict[str, Any]], int]:
+    """Rows start:end of a region's ops (optionally sorted), and the total row count.
+
+    Only the requested page is decoded, so a page of a million-op region costs
+    one filter, (optionally) one sort and one slice.
+    """
+    ops = trace["ops"]
+    if ops.num_rows:
+        ops = _in_region(ops, trace, region_id)
+    total = ops.num_rows
+    if sort:
+        keys = [(s["colId"], "descending" if s.get("sort") == "desc" else "ascending") for s in sort if s.get("colId") in OPS_COLUMNS]
+        if keys:
+            order = pc.sort_indices(ops.select([k for k, _ in keys]), sort_keys=keys)
+            ops = ops.take(order.slice(start, max(end - start, 0)))
+            start, end = 0, ops.num_rows
+    page = ops.slice(start, max(end - start, 0))
+    frame = _decoded(page, OPS_COLUMNS)
+    return frame.replace({np.nan: None}).to_dict("records"), total
+
+
+def slice_detail(trace: Trace, row: int) -> dict[str, Any]:
+    """One engine slice and, when it has one, its operator (name, module, shapes, bytes, call site)."""
+    slices = trace["engine_slices"]
+    out = {name: slices.column(name)[row].as_py() for name in slices.column_names}
+    op_id = out.get("op_id")
+    if op_id is not None:
+        ops = trace["ops"]
+        hit = ops.filter(pc.equal(ops.column("op_id"), op_id))
+        if hit.num_rows:
+            op = {name: hit.column(name)[0].as_py() for name in hit.column_names}
+            out["op"] = op
+            out["stack"] = stack_frames(trace, op.get("stack_id"))
+    return out
+
+
+def numerics_frame(trace: Trace) -> pd.DataFrame:
+    """Validation results: comparison, metric, value, text."""
+    table = trace["numerics"]
+    if not table.num_rows:
+        return pd.DataFrame({"comparison": [], "metric": [], "value": [], "text": []})
+    return _decoded(table, ["comparison", "metric", "value", "text"])
+
+
+def region_bands(trace: Trace) -> list[tuple[float, float, str]]:
+    """Top-level regions as (start, end, label) in the unit of engine_slices.
+
+    With a ns time unit these are the regions' own times; with cycles, the extent of
+    each region's slices (a static schedule has no wall-clock times).
+    """
+    regions = trace["regions"]
+    labels = {}
+    for rid, parent, name, phase, mode in zip(*(regions.column(c).to_pylist() for c in ("region_id", "parent_id", "name", "phase", "mode")), strict=True):
+        if parent is None:
+            bits = [b for b in (phase, mode) if b not in ("none", "unknown")]
+            labels[rid] = name + (f" [{', '.join(bits)}]" if bits else "")
+    if trace.run_info.time_unit.value == "ns":
+        starts = regions.column("start_ns").to_pylist()
+        durs = regions.column("dur_ns").to_pylist()
+        rids = regions.column("region_id").to_pylist()
+        return [(float(s), float(s + d), labels[r]) for r, s, d in zip(rids, starts, durs, strict=True) if r in labels]
+    slices = trace["engine_slices"].select(["region_id", "start", "dur"]).filter(pc.is_valid(trace["engine_slices"].column("region_id")))
+    if not slices.num_rows:
+        return []
+    ends = pc.add(slices.column("start"), slices.column("dur"))
+    grouped = pa.table({"region_id": slices.column("region_id"), "start": slices.column("start"), "end": ends}).group_by("region_id").aggregate([("start", "min"), ("end", "max")])
+    return [
+        (float(s), float(e), labels[r])
+        for r, s, e in zip(*(grouped.column(c).to_pylist() for c in ("region_id", "start_min", "end_max")), strict=True)
+        if r in labels
+    ]

@@ -1,0 +1,175 @@
+"""Figure builders: reduced timelines and breakdown bars, as plain Plotly dicts.
+
+Timelines follow NOTES.md: one Scattergl per colour, three points per bar
+(x0, x1, NaN), line width = row height, arrays sent base64-encoded (typed arrays).
+Text from traces goes through `plot_text`, since Plotly interprets a few HTML tags.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from dash import Patch
+
+from .data.viewport import KINDS, Lanes, Viewport
+
+KIND_COLOURS = {
+    "compute": "#4C78A8",
+    "fallback": "#E45756",
+    "transfer": "#F58518",
+    "compile": "#B279A2",
+    "dispatch": "#9D9D9D",
+    "sync": "#EECA3B",
+    "annotation": "#72B7B2",
+}
+ROW_PX = 26
+BAR_PX = 18
+VIEW_PX = 2000  # pixels a viewport is reduced to (wider than most screens)
+
+
+def plot_text(text: Any) -> str:
+    """Text for Plotly labels, with the characters of its HTML subset escaped."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def typed(array: np.ndarray) -> dict[str, str]:
+    """A numpy array as a Plotly typed array (base64), far smaller than a JSON list."""
+    code = {np.dtype("float64"): "f8", np.dtype("float32"): "f4", np.dtype("uint16"): "u2", np.dtype("int32"): "i4"}[array.dtype]
+    return {"dtype": code, "bdata": base64.b64encode(np.ascontiguousarray(array).tobytes()).decode("ascii")}
+
+
+@dataclasses.dataclass
+class Panel:
+    """One run's timeline inside a figure."""
+
+    title: str
+    lanes: Lanes
+    viewport: Viewport
+    bands: list[tuple[float, float, str]]
+    unit: str
+
+
+def timeline_figure(panels: list[Panel]) -> dict[str, Any]:
+    """Panels stacked vertically with one shared (matched) x axis; trace index = panel * len(KINDS) + kind."""
+    heights = [max(len(p.lanes.lanes), 1) * ROW_PX + 40 for p in panels]
+    total = sum(heights)
+    data, shapes, annotations, layout = [], [], [], {}
+    top = 1.0
+    for i, panel in enumerate(panels):
+        suffix = "" if i == 0 else str(i + 1)
+        present = {KINDS[int(k)] for k in np.unique(panel.lanes.group_kind)}
+        for kind in KINDS:
+            data.append(
+                {
+                    "type": "scattergl",
+                    "mode": "lines",
+                    "name": kind,
+                    "legendgroup": kind,
+                    "showlegend": i == 0 and kind in present,
+                    "x": typed(panel.viewport.x[kind]),
+                    "y": typed(panel.viewport.y[kind]),
+                    "xaxis": f"x{suffix}",
+                    "yaxis": f"y{suffix}",
+                    "line": {"width": BAR_PX, "color": KIND_COLOURS[kind]},
+                    "hoverinfo": "none",
+                    "connectgaps": False,
+                }
+            )
+        height = heights[i] / total
+        domain = [max(top - height + 0.04 / len(panels), 0.0), top]
+        top -= height
+        n = len(panel.lanes.lanes)
+        layout[f"yaxis{suffix}"] = {
+            "domain": domain,
+            "tickvals": list(range(n)),
+            "ticktext": [plot_text(name) for name in panel.lanes.lanes],
+            "range": [n - 0.5, -0.5] if n else [0.5, -0.5],
+            "fixedrange": True,
+            "showgrid": False,
+            "zeroline": False,
+            "anchor": f"x{suffix}",
+        }
+        layout[f"xaxis{suffix}"] = {
+            "title": {"text": f"time ({panel.unit})"} if i == len(panels) - 1 else None,
+            "anchor": f"y{suffix}",
+            "showspikes": False,
+            "zeroline": False,
+            **({"matches": "x"} if i else {"range": [panel.viewport.x0, panel.viewport.x1]}),
+        }
+        for x0, x1, label in panel.bands:
+            shapes.append({"type": "rect", "xref": f"x{suffix}", "yref": f"y{suffix} domain", "x0": x0, "x1": x1, "y0": 0, "y1": 1, "fillcolor": "rgba(120,120,120,0.08)", "line": {"width": 0}, "layer": "below"})
+            annotations.append({"xref": f"x{suffix}", "yref": f"y{suffix} domain", "x": x0, "y": 1.0, "xanchor": "left", "yanchor": "bottom", "text": plot_text(label), "showarrow": False, "font": {"size": 10, "color": "#555"}})
+        if len(panels) > 1:
+            annotations.append({"xref": "paper", "yref": f"y{suffix} domain", "x": 0, "y": 1.08, "xanchor": "left", "text": f"<b>{plot_text(panel.title)}</b>", "showarrow": False})
+    layout.update(
+        {
+            "height": total + 90,
+            "margin": {"l": 110, "r": 20, "t": 30, "b": 50},
+            "hovermode": "closest",
+            "spikedistance": 20,
+            "hoverdistance": 20,
+            "dragmode": "zoom",
+            "uirevision": "timeline",
+            "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 1, "xanchor": "right"},
+            "shapes": shapes,
+            "annotations": annotations,
+            "plot_bgcolor": "white",
+        }
+    )
+    return {"data": data, "layout": layout}
+
+
+def timeline_patch(viewports: list[Viewport]) -> Patch:
+    """Replace only the bars of every panel (the layout, zoom included, stays as the browser has it)."""
+    patch = Patch()
+    for i, viewport in enumerate(viewports):
+        for k, kind in enumerate(KINDS):
+            patch["data"][i * len(KINDS) + k]["x"] = typed(viewport.x[kind])
+            patch["data"][i * len(KINDS) + k]["y"] = typed(viewport.y[kind])
+    return patch
+
+
+def viewport_from_relayout(relayout: dict[str, Any] | None, extent: tuple[float, float]) -> tuple[float, float] | None:
+    """The x range a relayout event asks for (any x axis; autorange = the whole run), or None if not a zoom."""
+    if not relayout:
+        return None
+    for key, value in relayout.items():
+        if key.startswith("xaxis") and key.endswith(".autorange") and value:
+            return extent
+        if key.startswith("xaxis") and key.endswith(".range") and isinstance(value, list) and len(value) == 2:
+            return (float(value[0]), float(value[1]))
+        if key.startswith("xaxis") and key.endswith(".range[0]"):
+            end = relayout.get(key.replace("[0]", "[1]"))
+            if end is not None:
+                return (float(value), float(end))
+    return None
+
+
+def breakdown_figure(frame: pd.DataFrame, *, by: str, metric: str) -> dict[str, Any]:
+    """Horizontal bars of a breakdown table (key, count, bytes), largest on top."""
+    frame = frame.iloc[::-1]
+    values = frame[metric].astype(float).tolist()
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "orientation": "h",
+                "x": values,
+                "y": [plot_text(k) for k in frame["key"]],
+                "marker": {"color": "#E45756" if metric == "count" else "#F58518"},
+                "hovertemplate": "%{y}: %{x}<extra></extra>",
+            }
+        ],
+        "layout": {
+            "height": 80 + 24 * max(len(frame), 1),
+            "margin": {"l": 20, "r": 20, "t": 30, "b": 40},
+            "yaxis": {"automargin": True},
+            "xaxis": {"title": {"text": "signals" if metric == "count" else "bytes"}},
+            "title": {"text": f"by {by}", "font": {"size": 13}},
+            "plot_bgcolor": "white",
+        },
+    }

@@ -1,0 +1,66 @@
+"""Helpers shared by the run pages: loading a run for a page, region rows from report data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import html
+from portscope.ingest.errors import PortscopeError
+from portscope.ingest.schema import SignalKind
+from portscope.ingest.trace import Trace
+
+from ..components import problem
+from ..context import store
+from ..data.runs import regions_frame
+
+_BOUNCES = {k.value for k in SignalKind if k.is_bounce}
+_COMPILES = {SignalKind.RECOMPILE.value, SignalKind.COMPILE_GRAPH.value, SignalKind.COMPILE_RECOMPILE.value}
+
+
+def load(run_id: str) -> tuple[Trace | None, html.Div | None]:
+    """The run, or a page-sized problem box saying why it cannot be shown."""
+    try:
+        return store().trace(run_id), None
+    except PortscopeError as exc:
+        return None, problem(str(exc))
+
+
+def region_label(row: dict[str, Any]) -> str:
+    bits = [b for b in (row.get("phase"), row.get("mode")) if b and b not in ("none", "unknown")]
+    return row["name"] + (f" [{', '.join(bits)}]" if bits else "")
+
+
+def region_rows(run_id: str, trace: Trace) -> list[dict[str, Any]]:
+    """One row per region: identity, nth among same-named regions, and its report counters."""
+    frame = regions_frame(trace)
+    seen: dict[str, int] = {}
+    rows = []
+    for r in frame.to_dict("records"):
+        nth = seen.get(r["name"], 0)
+        seen[r["name"]] = nth + 1
+        report = store().report(run_id, int(r["region_id"]))
+        counts = {"fallbacks": 0, "bounces": 0, "compiles": 0}
+        for s in report["signals"]:
+            if s["signal"] == SignalKind.CPU_FALLBACK.value:
+                counts["fallbacks"] += s["count"]
+            elif s["signal"] in _BOUNCES:
+                counts["bounces"] += s["count"]
+            elif s["signal"] in _COMPILES:
+                counts["compiles"] += s["count"]
+        rows.append(
+            {
+                "region_id": int(r["region_id"]),
+                "parent_id": None if r["parent_id"] != r["parent_id"] or r["parent_id"] is None else int(r["parent_id"]),
+                "name": r["name"],
+                "nth": nth,
+                "mode": r["mode"],
+                "phase": r["phase"],
+                "label": region_label(r),
+                "wall_ms": f"{report['wall_ns'] / 1e6:.3f}",
+                "ops": report["ops"],
+                "d2h_bytes": report["d2h_bytes"],
+                "clean": report["verdict"]["clean"],
+                **counts,
+            }
+        )
+    return rows

@@ -1,0 +1,154 @@
+"""Compare: two runs (or two regions of one run) side by side: A, B, Δ, ratio; operators added/removed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import Input, Output, State, dcc, html
+
+from .. import ids, urls
+from ..components import fmt_bytes, fmt_int, fmt_ratio, fmt_signed, page, problem, text_table
+from ..context import store
+from ..data.diff import diff_call_sites, diff_operators, diff_signals, pair_regions
+from ..data.runs import regions_frame
+from ..data.tables import numerics_frame
+from ..figures import timeline_figure
+from .common import load, region_label
+from .timeline import click_detail, panels, relayout_update
+
+SIGNAL_COLUMNS = [
+    ("signal", "Signal", None),
+    ("a_count", "A", fmt_int),
+    ("b_count", "B", fmt_int),
+    ("delta", "Δ (B − A)", fmt_signed),
+    ("ratio", "ratio B/A", fmt_ratio),
+    ("a_bytes", "A bytes", fmt_bytes),
+    ("b_bytes", "B bytes", fmt_bytes),
+    ("delta_bytes", "Δ bytes", fmt_signed),
+]
+OPERATOR_COLUMNS = [
+    ("change", "Change", None),
+    ("signal", "Signal", None),
+    ("operator", "Operator", None),
+    ("a_count", "A", fmt_int),
+    ("b_count", "B", fmt_int),
+    ("delta", "Δ", fmt_signed),
+]
+SITE_COLUMNS = [("change", "Change", None), ("call_site", "Call site", None), ("a_count", "A", fmt_int), ("b_count", "B", fmt_int), ("delta", "Δ", fmt_signed)]
+
+
+def region_options(trace: Any) -> list[dict[str, Any]]:
+    return [{"label": region_label(r), "value": int(r["region_id"])} for r in regions_frame(trace).to_dict("records")]
+
+
+def _pick(raw: str | None, options: list[dict[str, Any]], default: int | None) -> int | None:
+    values = {o["value"] for o in options}
+    if raw is not None and str(raw).isdigit() and int(raw) in values:
+        return int(raw)
+    return default
+
+
+def layout(a: str = "", b: str = "", ra: str | None = None, rb: str | None = None, **_query: str) -> html.Div:
+    trace_a, error_a = load(a)
+    trace_b, error_b = load(b)
+    if trace_a is None or trace_b is None:
+        return page("Compare", *(e for e in (error_a, error_b) if e is not None))
+    default_a, default_b = pair_regions(regions_frame(trace_a), regions_frame(trace_b), same_run=a == b)
+    options_a, options_b = region_options(trace_a), region_options(trace_b)
+    children: list[Any] = [
+        dcc.Store(id=ids.COMPARE_KEY, data={"a": a, "b": b}),
+        html.Div(
+            [
+                html.Span("A:"),
+                dcc.Dropdown(id=ids.COMPARE_REGION_A, options=options_a, value=_pick(ra, options_a, default_a), clearable=False),
+                html.Span("B:"),
+                dcc.Dropdown(id=ids.COMPARE_REGION_B, options=options_b, value=_pick(rb, options_b, default_b), clearable=False),
+            ],
+            className="compare-bar",
+        ),
+        html.Div([dcc.Link(f"A: run {a}", href=urls.run(a)), dcc.Link(f"B: run {b}", href=urls.run(b))], className="links"),
+        html.H3("Signals"),
+        html.Div(id=ids.COMPARE_SIGNALS),
+        html.H3("Operators added, removed, increased, decreased"),
+        html.Div(id=ids.COMPARE_OPERATORS),
+        html.H3("Call sites"),
+        html.Div(id=ids.COMPARE_SITES),
+        html.Div(numerics_side_by_side(trace_a, trace_b), id=ids.COMPARE_NUMERICS),
+    ]
+    if a != b and trace_a["engine_slices"].num_rows and trace_b["engine_slices"].num_rows:
+        children += [
+            html.H3("Timelines (zoom one, both follow)"),
+            dcc.Store(id=ids.TIMELINE_KEY, data={"run_ids": [a, b]}),
+            html.Div(id=ids.TIMELINE_STATUS, className="muted"),
+            dcc.Graph(id=ids.COMPARE_TIMELINES, figure=timeline_figure(panels([a, b], [f"A: {a}", f"B: {b}"])), config={"scrollZoom": True, "displaylogo": False}),
+            html.Div(id=ids.TIMELINE_DETAIL, className="detail"),
+        ]
+    title = f"Compare {a} with {b}" if a != b else f"Compare regions of {a}"
+    return page(title, *children, subtitle="Δ = B − A; ratio = B / A; the counts are those of `portscope report` on each file.")
+
+
+def numerics_side_by_side(trace_a: Any, trace_b: Any) -> list[Any]:
+    na, nb = numerics_frame(trace_a), numerics_frame(trace_b)
+    if not len(na) and not len(nb):
+        return []
+    merged = na.merge(nb, on=["comparison", "metric"], how="outer", suffixes=("_a", "_b"))
+
+    def value(v: Any) -> str:
+        return "" if v is None or v != v else f"{v:.4g}"
+
+    columns = [("comparison", "Comparison", None), ("metric", "Metric", None), ("value_a", "A", value), ("value_b", "B", value)]
+    return [html.H3("Numerics"), text_table(merged, columns)]
+
+
+def comparison_tables(a: str, b: str, region_a: int | None, region_b: int | None) -> tuple[Any, Any, Any]:
+    if region_a is None or region_b is None:
+        message = problem("pick a region on each side")
+        return message, "", ""
+    report_a = store().report(a, region_a)
+    report_b = store().report(b, region_b)
+    signals = diff_signals(report_a, report_b)
+    operators = diff_operators(report_a, report_b)
+    sites = diff_call_sites(report_a, report_b).head(30)
+    changed = operators[operators["change"] != "same"]
+    ops_view = text_table(changed, OPERATOR_COLUMNS, table_id="compare-operators-table") if len(changed) else html.P("No operator changed.", className="muted")
+    return (
+        text_table(signals, SIGNAL_COLUMNS, table_id="compare-signals-table"),
+        ops_view,
+        text_table(sites, SITE_COLUMNS) if len(sites) else html.P("No call sites.", className="muted"),
+    )
+
+
+def register(app: dash.Dash) -> None:
+    dash.register_page(__name__, path_template="/compare/<a>/<b>", name="Compare", title="portscope: compare", layout=layout)
+
+    @app.callback(
+        Output(ids.COMPARE_SIGNALS, "children"),
+        Output(ids.COMPARE_OPERATORS, "children"),
+        Output(ids.COMPARE_SITES, "children"),
+        Input(ids.COMPARE_REGION_A, "value"),
+        Input(ids.COMPARE_REGION_B, "value"),
+        State(ids.COMPARE_KEY, "data"),
+    )
+    def compare(region_a: int | None, region_b: int | None, key: dict[str, str]) -> tuple[Any, Any, Any]:
+        return comparison_tables(key["a"], key["b"], region_a, region_b)
+
+    @app.callback(
+        Output(ids.COMPARE_TIMELINES, "figure"),
+        Output(ids.TIMELINE_STATUS, "children", allow_duplicate=True),
+        Input(ids.COMPARE_TIMELINES, "relayoutData"),
+        State(ids.TIMELINE_KEY, "data"),
+        prevent_initial_call=True,
+    )
+    def zoom(relayout: dict[str, Any] | None, key: dict[str, Any]) -> tuple[Any, str]:
+        return relayout_update(key["run_ids"], relayout)
+
+    @app.callback(
+        Output(ids.TIMELINE_DETAIL, "children", allow_duplicate=True),
+        Input(ids.COMPARE_TIMELINES, "clickData"),
+        State(ids.COMPARE_TIMELINES, "relayoutData"),
+        State(ids.TIMELINE_KEY, "data"),
+        prevent_initial_call=True,
+    )
+    def click(click: dict[str, Any] | None, relayout: dict[str, Any] | None, key: dict[str, Any]) -> Any:
+        return click_detail(key["run_ids"], click, relayout)

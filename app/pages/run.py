@@ -1,0 +1,72 @@
+"""Run: what the run was, its regions with their verdicts, cold/warm and eager/compiled pairs, numerics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import dcc, html
+
+from .. import urls
+from ..components import fmt_bytes, fmt_int, page, status_badge, text_table
+from ..data.diff import pair_regions
+from ..data.runs import model_text, regions_frame
+from ..data.tables import numerics_frame
+from .common import load, region_rows
+
+REGION_COLUMNS = [
+    ("link", "Region", None),
+    ("wall_ms", "Wall (ms)", None),
+    ("ops", "Ops", fmt_int),
+    ("fallbacks", "Fallbacks", fmt_int),
+    ("bounces", "Host bounces", fmt_int),
+    ("d2h_bytes", "D2H bytes", fmt_bytes),
+    ("compiles", "Compiles", fmt_int),
+    ("badge", "Verdict", None),
+]
+
+
+def facts(trace: Any) -> html.Dl:
+    info = trace.run_info
+    pairs = [
+        ("source", info.source.value + (f" for target {info.target}" if info.target else "") + (f" from {info.converted_from}" if info.converted_from else "")),
+        ("model", model_text(info.model)),
+        ("devices", ", ".join(info.devices) or "?"),
+        ("torch", info.torch_version or "?"),
+        ("command", info.command or "?"),
+        ("recorded", info.start_time or "?"),
+        ("time unit", info.time_unit.value),
+    ]
+    if info.config:
+        pairs.append(("configuration", ", ".join(f"{k}={v}" for k, v in info.config.items())))
+    if info.missing_signals:
+        pairs.append(("not in this source", ", ".join(info.missing_signals)))
+    items: list[Any] = []
+    for key, value in pairs:
+        items += [html.Dt(key), html.Dd(str(value))]
+    return html.Dl(items, className="facts")
+
+
+def layout(run_id: str = "", **_query: str) -> html.Div:
+    trace, error = load(run_id)
+    if trace is None:
+        return page("Run", error)
+    rows = region_rows(run_id, trace)
+    for r in rows:
+        r["link"] = dcc.Link(r["label"], href=urls.region(run_id, r["name"], r["nth"]))
+        r["badge"] = status_badge("clean" if r["clean"] else "not-clean")
+    regions = regions_frame(trace)
+    a, b = pair_regions(regions, regions, same_run=True)
+    links = [dcc.Link("Engine timeline", href=urls.timeline(run_id)), dcc.Link("All runs", href=urls.runs())]
+    if a is not None and b is not None and a != b:
+        label = {r["region_id"]: r["label"] for r in rows}
+        links.insert(1, dcc.Link(f"Compare {label[a]} with {label[b]}", href=urls.compare(run_id, run_id, a, b)))
+    children: list[Any] = [facts(trace), html.Div(links, className="links", style={"margin": "12px 0"}), html.H3("Regions"), text_table(rows, REGION_COLUMNS, table_id="regions-list")]
+    numerics = numerics_frame(trace)
+    if len(numerics):
+        children += [html.H3("Numerics (validation)"), text_table(numerics, [("comparison", "Comparison", None), ("metric", "Metric", None), ("value", "Value", lambda v: "" if v is None or v != v else f"{v:.4g}"), ("text", "Text", None)])]
+    return page(f"Run {run_id}", *children, subtitle=trace.path and trace.path.rsplit("/", 1)[-1])
+
+
+def register(app: dash.Dash) -> None:
+    dash.register_page(__name__, path_template="/run/<run_id>", name="Run", title="portscope: run", layout=layout)

@@ -1,0 +1,86 @@
+"""Runs: every loaded trace, what it is, and a verdict that reads at a glance; pick two to compare."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import Input, Output, dcc, html
+
+from .. import ids, urls
+from ..components import fmt_bytes, fmt_int, page, problem, status_badge, text_table
+from ..context import store
+
+COLUMNS = [
+    ("pick", "", None),
+    ("open", "Run", None),
+    ("source", "Source", None),
+    ("model", "Model", None),
+    ("modes", "Modes", None),
+    ("regions", "Regions", fmt_int),
+    ("fallbacks", "Fallbacks", fmt_int),
+    ("bounces", "Host bounces", fmt_int),
+    ("d2h_bytes", "D2H bytes", fmt_bytes),
+    ("compiles", "Compiles", fmt_int),
+    ("badge", "Verdict", None),
+]
+
+
+def layout(**_query: str) -> html.Div:
+    return page(
+        "Runs",
+        html.Div(id=ids.RUNS_TABLE),
+        html.Div(id=ids.RUNS_COMPARE, className="compare-bar"),
+        subtitle="Every trace this viewer knows about. Open one, or tick two and compare them.",
+    )
+
+
+def runs_rows(session_runs: list[str] | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """Rows for the listed traces and this browser's uploads, and messages for files that are not traces."""
+    s = store()
+    listed, problems = s.listed()
+    rows, seen = [], set()
+    for run_id, path in listed:
+        rows.append({**s.run_row(run_id, path.name).to_json(), "uploaded": False})
+        seen.add(run_id)
+    for run_id in session_runs or []:
+        if run_id not in seen and s.exists(run_id):
+            rows.append({**s.run_row(run_id, f"upload {run_id}").to_json(), "uploaded": True})
+            seen.add(run_id)
+    return rows, problems
+
+
+def _decorate(row: dict[str, Any]) -> dict[str, Any]:
+    source = row["source"] + (f" ({row['target']})" if row.get("target") else "")
+    return {
+        **row,
+        "pick": dcc.Checklist(id=ids.run_pick(row["run_id"]), options=[{"label": "", "value": row["run_id"]}], value=[], className="pick"),
+        "open": html.Div([dcc.Link(row["file"], href=urls.run(row["run_id"])), html.Div(row["run_id"], className="muted")]),
+        "source": source + (" · uploaded" if row.get("uploaded") else ""),
+        "badge": status_badge(row["status"]),
+    }
+
+
+def register(app: dash.Dash) -> None:
+    dash.register_page(__name__, path="/runs", name="Runs", title="portscope: runs", layout=layout)
+    dash.register_page(f"{__name__}.home", path="/", name="Home", title="portscope: runs", layout=layout)
+
+    @app.callback(Output(ids.RUNS_TABLE, "children"), Input(ids.SESSION_RUNS, "data"))
+    def show_runs(session_runs: list[str] | None) -> list[Any]:
+        rows, problems = runs_rows(session_runs)
+        out: list[Any] = []
+        if rows:
+            out.append(text_table([_decorate(r) for r in rows], COLUMNS, table_id="runs-list"))
+        else:
+            out.append(html.P("No traces yet: drop a .arrow trace on the upload zone above, or start `portscope view DIR`."))
+        out += [problem(p) for p in problems]
+        return out
+
+    @app.callback(Output(ids.RUNS_COMPARE, "children"), Input(ids.RUN_PICK_ALL, "value"))
+    def compare_link(values: list[list[str]]) -> Any:
+        picked = [v for vs in values or [] for v in vs]
+        if len(picked) == 2:
+            return dcc.Link(f"Compare {picked[0]} with {picked[1]}", href=urls.compare(picked[0], picked[1]), id="compare-link", className="button")
+        if len(picked) == 1:
+            return [html.Span("Pick one more run to compare, or "), dcc.Link("compare its regions", href=urls.compare(picked[0], picked[0]))]
+        return html.Span("Tick two runs to compare them.", className="muted")

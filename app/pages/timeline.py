@@ -1,0 +1,131 @@
+"""Timeline: per-engine lanes, bars coloured by kind, region bands; level of detail from the server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import Input, Output, State, dcc, html
+from dash.exceptions import PreventUpdate
+
+from .. import ids, urls
+from ..components import fmt_bytes, page
+from ..context import store
+from ..data.tables import region_bands, slice_detail
+from ..data.viewport import KINDS, Viewport, reduce_viewport, slice_at
+from ..figures import VIEW_PX, Panel, timeline_figure, timeline_patch, viewport_from_relayout
+from .common import load
+
+
+def panels(run_ids: list[str], titles: list[str], window: tuple[float, float] | None = None) -> list[Panel]:
+    """One timeline panel per run, reduced to `window` (default: the union of the runs' extents)."""
+    lanes = [store().lanes(r) for r in run_ids]
+    x0, x1 = window or (min(lane.extent[0] for lane in lanes), max(lane.extent[1] for lane in lanes))
+    out = []
+    for run_id, title, lane in zip(run_ids, titles, lanes, strict=True):
+        trace = store().trace(run_id)
+        out.append(Panel(title=title, lanes=lane, viewport=reduce_viewport(lane, x0, x1, VIEW_PX), bands=region_bands(trace), unit=trace.run_info.time_unit.value))
+    return out
+
+
+def status_text(viewports: list[Viewport], totals: list[int]) -> str:
+    parts = [f"{v.drawn:,} bars drawn for {v.in_view:,} of {t:,} slices in view" for v, t in zip(viewports, totals, strict=True)]
+    return "; ".join(parts) + " (bars closer than a pixel are merged; zoom in for detail, double-click to reset)"
+
+
+def relayout_update(run_ids: list[str], relayout: dict[str, Any] | None) -> tuple[Any, str]:
+    """The Patch and status line answering a zoom or pan, computed on the server."""
+    lanes = [store().lanes(r) for r in run_ids]
+    extent = (min(lane.extent[0] for lane in lanes), max(lane.extent[1] for lane in lanes))
+    window = viewport_from_relayout(relayout, extent)
+    if window is None:
+        raise PreventUpdate
+    viewports = [reduce_viewport(lane, window[0], window[1], VIEW_PX) for lane in lanes]
+    return timeline_patch(viewports), status_text(viewports, [len(lane) for lane in lanes])
+
+
+def click_detail(run_ids: list[str], click: dict[str, Any] | None, relayout: dict[str, Any] | None) -> Any:
+    """The slice under a click (resolved on the server: the nearest slice in that lane)."""
+    if not click or not click.get("points"):
+        raise PreventUpdate
+    point = click["points"][0]
+    panel = int(point.get("curveNumber", 0)) // len(KINDS)
+    run_id = run_ids[min(panel, len(run_ids) - 1)]
+    lanes = store().lanes(run_id)
+    window = viewport_from_relayout(relayout, lanes.extent) or lanes.extent
+    row = slice_at(lanes, int(round(float(point["y"]))), float(point["x"]), 3 * (window[1] - window[0]) / VIEW_PX)
+    if row is None:
+        return html.Div("No slice there; zoom in and click a bar.", className="muted")
+    detail = slice_detail(store().trace(run_id), row)
+    lines = [
+        ("engine", detail.get("engine")),
+        ("kind", detail.get("kind")),
+        ("name", detail.get("name")),
+        ("start", detail.get("start")),
+        ("duration", detail.get("dur")),
+        ("module", detail.get("module")),
+        ("bytes", fmt_bytes(detail.get("bytes"))),
+        ("waited on", detail.get("waited_on")),
+    ]
+    op = detail.get("op")
+    if op:
+        lines += [
+            ("operator", op.get("name")),
+            ("placement", op.get("placement")),
+            ("input shapes", op.get("input_shapes")),
+            ("input dtypes", op.get("input_dtypes")),
+            ("output shapes", op.get("output_shapes")),
+            ("bytes in / out", f"{fmt_bytes(op.get('bytes_in'))} / {fmt_bytes(op.get('bytes_out'))}"),
+            ("op module", op.get("module")),
+            ("call site", op.get("call_site")),
+        ]
+    items: list[Any] = []
+    for key, value in lines:
+        if value not in (None, "", "-"):
+            items += [html.Dt(key), html.Dd(str(value))]
+    if detail.get("stack"):
+        items += [html.Dt("stack"), html.Dd(html.Pre("\n".join(detail["stack"])))]
+    return html.Dl(items, className="facts", id="slice-detail")
+
+
+def layout(run_id: str = "", **_query: str) -> html.Div:
+    trace, error = load(run_id)
+    if trace is None:
+        return page("Timeline", error)
+    if not trace["engine_slices"].num_rows:
+        return page("Timeline", html.P("This run has no engine slices (the source recorded none)."), dcc.Link("back to the run", href=urls.run(run_id)))
+    built = panels([run_id], [run_id])
+    return page(
+        f"Timeline of {run_id}",
+        html.Div([dcc.Link("run", href=urls.run(run_id)), dcc.Link("all runs", href=urls.runs())], className="links"),
+        dcc.Store(id=ids.TIMELINE_KEY, data={"run_ids": [run_id]}),
+        html.Div(status_text([p.viewport for p in built], [len(p.lanes) for p in built]), id=ids.TIMELINE_STATUS, className="muted"),
+        dcc.Graph(id=ids.TIMELINE_GRAPH, figure=timeline_figure(built), config={"scrollZoom": True, "displaylogo": False}),
+        html.H3("Clicked slice"),
+        html.Div(html.Div("Click a bar to see its operator, module, shapes, bytes and call site.", className="muted"), id=ids.TIMELINE_DETAIL, className="detail"),
+        subtitle=f"{len(trace['engine_slices']):,} engine slices, unit {trace.run_info.time_unit.value}",
+    )
+
+
+def register(app: dash.Dash) -> None:
+    dash.register_page(__name__, path_template="/run/<run_id>/timeline", name="Timeline", title="portscope: timeline", layout=layout)
+
+    @app.callback(
+        Output(ids.TIMELINE_GRAPH, "figure"),
+        Output(ids.TIMELINE_STATUS, "children"),
+        Input(ids.TIMELINE_GRAPH, "relayoutData"),
+        State(ids.TIMELINE_KEY, "data"),
+        prevent_initial_call=True,
+    )
+    def zoom(relayout: dict[str, Any] | None, key: dict[str, Any]) -> tuple[Any, str]:
+        return relayout_update(key["run_ids"], relayout)
+
+    @app.callback(
+        Output(ids.TIMELINE_DETAIL, "children"),
+        Input(ids.TIMELINE_GRAPH, "clickData"),
+        State(ids.TIMELINE_GRAPH, "relayoutData"),
+        State(ids.TIMELINE_KEY, "data"),
+        prevent_initial_call=True,
+    )
+    def click(click: dict[str, Any] | None, relayout: dict[str, Any] | None, key: dict[str, Any]) -> Any:
+        return click_detail(key["run_ids"], click, relayout)

@@ -1,0 +1,81 @@
+"""The frame around every page: navigation, the upload widget, and the browser-side run list."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import Input, Output, State, dcc, html
+
+from . import ids, urls
+from .components import problem
+from .config import ViewerConfig
+
+
+def layout(config: ViewerConfig) -> html.Div:
+    zone = html.Div(
+        [
+            html.Div("Drop traces here, or click to choose (.arrow; PyTorch profiler JSON and fallback logs when converters are installed)", className="upload-hint"),
+            html.Progress(id=ids.UPLOAD_PROGRESS, value="0", max="100", className="upload-progress"),
+            html.Span(id=ids.UPLOAD_STATUS, className="upload-status"),
+        ],
+        id=ids.UPLOAD_ZONE,
+        className="upload-zone",
+        title="Upload traces",
+        **{"data-max-bytes": str(config.max_upload_bytes)},
+    )
+    return html.Div(
+        [
+            html.Header(
+                [
+                    dcc.Link("portscope", href=urls.runs(), className="brand"),
+                    html.Nav([dcc.Link("Runs", href=urls.runs())]),
+                    zone,
+                ],
+                className="topbar",
+            ),
+            html.Div(id=ids.UPLOAD_MESSAGES, className="upload-messages"),
+            dcc.Store(id=ids.UPLOAD_RESULT),
+            dcc.Store(id=ids.SESSION_RUNS, storage_type="local", data=[]),
+            html.Main(dash.page_container, className="content"),
+        ],
+        className="shell",
+    )
+
+
+def apply_upload_results(batch: dict[str, Any] | None, session_runs: list[str] | None) -> tuple[list[str], list[dict[str, Any]]]:
+    """Add the good uploads of a batch to this browser's run list; one message per file."""
+    runs = list(session_runs or [])
+    messages = []
+    for result in (batch or {}).get("results", []):
+        name = str(result.get("file", "upload"))
+        if result.get("ok") and isinstance(result.get("run_id"), str):
+            if result["run_id"] not in runs:
+                runs.append(result["run_id"])
+            messages.append({"ok": True, "file": name, "run_id": result["run_id"]})
+        else:
+            messages.append({"ok": False, "file": name, "error": str(result.get("error") or f"{name}: upload failed")})
+    return runs, messages
+
+
+def render_messages(messages: list[dict[str, Any]]) -> list[Any]:
+    out = []
+    for m in messages:
+        if m["ok"]:
+            out.append(html.Div([html.Span(f"Loaded {m['file']}: "), dcc.Link("open run " + m["run_id"], href=urls.run(m["run_id"]))], className="upload-ok"))
+        else:
+            out.append(problem(m["error"]))
+    return out
+
+
+def register_callbacks(app: dash.Dash) -> None:
+    @app.callback(
+        Output(ids.SESSION_RUNS, "data"),
+        Output(ids.UPLOAD_MESSAGES, "children"),
+        Input(ids.UPLOAD_RESULT, "data"),
+        State(ids.SESSION_RUNS, "data"),
+        prevent_initial_call=True,
+    )
+    def on_upload(batch: dict[str, Any] | None, session_runs: list[str] | None) -> tuple[list[str], list[Any]]:
+        runs, messages = apply_upload_results(batch, session_runs)
+        return runs, render_messages(messages)

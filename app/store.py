@@ -1,0 +1,217 @@
+"""The server-side store of runs, keyed by content hash.
+
+Runs come from the folders and files named on the command line (listed for
+everyone) and from uploads (kept in `<store>/runs/<run id>.arrow`, listed only
+in the browser that uploaded them; anyone with the URL can open them). Derived
+data goes to the shared cache (small tables) or to `<store>/derived/<run id>/`
+(timeline arrays, memory-mapped by every worker). Nothing here is global: a
+store belongs to one app.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from flask_caching import Cache
+from portscope.ingest.errors import PortscopeError, TraceFormatError
+from portscope.ingest.report import region_report_data
+from portscope.ingest.summary import summarize
+from portscope.ingest.trace import Trace, read_trace, write_trace
+
+from .config import private_dir
+from .data.runs import RunRow, run_row
+from .data.viewport import Lanes, build_lanes
+
+RUN_ID = re.compile(r"^[0-9a-f]{16}$")
+_ZIP_MAGIC = b"PK\x03\x04"
+T = TypeVar("T")
+
+
+class RunNotFound(PortscopeError, KeyError):
+    """No run with this id is in the store or in the listed folders."""
+
+    def __str__(self) -> str:
+        return f"no run {self.args[0]!r} here (uploads are kept per store; open the URL on the viewer that received it)"
+
+
+def _load_any() -> Callable[[Path], Trace] | None:
+    """portscope.ingest.convert.load_any when that converter is installed."""
+    try:
+        from portscope.ingest.convert import load_any  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return load_any
+
+
+class _Lru(collections.OrderedDict):
+    """A tiny bounded mapping for per-process handles (memory-mapped traces, lane arrays)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+        self.lock = threading.Lock()
+
+    def get_or(self, key: str, make: Callable[[], T]) -> T:
+        with self.lock:
+            if key in self:
+                self.move_to_end(key)
+                return self[key]
+        value = make()
+        with self.lock:
+            self[key] = value
+            while len(self) > self.size:
+                self.popitem(last=False)
+        return value
+
+
+class TraceStore:
+    """Runs by content hash: listing, opening, uploads and derived data."""
+
+    def __init__(self, *, root: Path, sources: Sequence[Path], cache: Cache, open_traces: int = 4) -> None:
+        self.root = private_dir(root)
+        self.runs_dir = private_dir(root / "runs")
+        self.incoming = private_dir(root / "incoming")
+        self.derived = private_dir(root / "derived")
+        self.sources = tuple(Path(s) for s in sources)
+        self.cache = cache
+        self._traces = _Lru(open_traces)
+        self._lanes = _Lru(open_traces)
+
+    # listing -----------------------------------------------------------------
+
+    def source_files(self) -> list[Path]:
+        files: list[Path] = []
+        for source in self.sources:
+            if source.is_dir():
+                files += sorted(p for p in source.iterdir() if p.suffix == ".arrow" and not p.name.startswith("."))
+            elif source.exists():
+                files.append(source)
+        return files
+
+    def listed(self) -> tuple[list[tuple[str, Path]], list[str]]:
+        """(run id, path) of every listed trace, and one message per file that is not a valid trace."""
+        runs, problems, seen = [], [], set()
+        for path in self.source_files():
+            entry = self._identify(path)
+            if "error" in entry:
+                problems.append(entry["error"])
+            elif entry["run_id"] not in seen:
+                seen.add(entry["run_id"])
+                runs.append((entry["run_id"], path))
+        return runs, problems
+
+    def _identify(self, path: Path) -> dict[str, str]:
+        st = path.stat()
+        key = f"file:{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+        entry = self.cache.get(key)
+        if entry is None:
+            try:
+                trace = self._read(path)
+                entry = {"run_id": trace.content_hash()}
+            except TraceFormatError as exc:
+                entry = {"error": str(exc)}
+            self.cache.set(key, entry)
+        return entry
+
+    def _read(self, path: Path, name: str | None = None) -> Trace:
+        """Read a portscope trace (validated), or convert another format when a converter is installed."""
+        with path.open("rb") as f:
+            head = f.read(4)
+        if head == _ZIP_MAGIC or Path(name or path.name).suffix == ".arrow":
+            return read_trace(path)
+        load_any = _load_any()
+        if load_any is None:
+            raise TraceFormatError(path, "not a portscope trace (.arrow); converting other formats needs portscope.ingest.convert, which this installation lacks")
+        return load_any(path)
+
+    # opening -----------------------------------------------------------------
+
+    def path(self, run_id: str) -> Path:
+        if not isinstance(run_id, str) or not RUN_ID.match(run_id):
+            raise RunNotFound(run_id)
+        stored = self.runs_dir / f"{run_id}.arrow"
+        if stored.exists():
+            return stored
+        for rid, path in self.listed()[0]:
+            if rid == run_id:
+                return path
+        raise RunNotFound(run_id)
+
+    def trace(self, run_id: str) -> Trace:
+        """The run, memory-mapped (kept open for the next request in this process)."""
+        path = self.path(run_id)
+        return self._traces.get_or(run_id, lambda: self._read(path))
+
+    def exists(self, run_id: str) -> bool:
+        try:
+            self.path(run_id)
+        except RunNotFound:
+            return False
+        return True
+
+    def lanes(self, run_id: str) -> Lanes:
+        """Timeline arrays of a run, built once per store and memory-mapped by every worker."""
+        folder = self.derived / run_id / "lanes"
+
+        def make() -> Lanes:
+            if not (folder / "lanes.txt").exists():
+                tmp = self.derived / run_id / f".lanes-{uuid.uuid4().hex}"
+                build_lanes(self.trace(run_id)["engine_slices"]).save(tmp)
+                try:
+                    os.rename(tmp, folder)
+                except OSError:  # another worker got there first
+                    shutil.rmtree(tmp, ignore_errors=True)
+            return Lanes.load(folder)
+
+        self.path(run_id)
+        return self._lanes.get_or(run_id, make)
+
+    # cached small tables -------------------------------------------------------
+
+    def cached(self, key: str, make: Callable[[], Any]) -> Any:
+        value = self.cache.get(key)
+        if value is None:
+            value = make()
+            self.cache.set(key, value)
+        return value
+
+    def run_row(self, run_id: str, file: str | None = None) -> RunRow:
+        raw = self.cached(f"row:{run_id}", lambda: run_row(self.trace(run_id), run_id, file or self.path(run_id).name).to_json())
+        return RunRow(**raw)
+
+    def report(self, run_id: str, region_id: int) -> dict[str, Any]:
+        """`portscope report --json` data of one region (cached by run id and region id)."""
+        return self.cached(f"report:{run_id}:{int(region_id)}", lambda: region_report_data(summarize(self.trace(run_id), int(region_id))))
+
+    # uploads -------------------------------------------------------------------
+
+    def new_upload_path(self) -> Path:
+        return self.incoming / f"{uuid.uuid4().hex}.part"
+
+    def add_upload(self, tmp: Path, name: str) -> str:
+        """Validate (or convert) an uploaded file and keep it under its content hash; return the run id.
+
+        Raises TraceFormatError naming `name` (the user's file name), not the temporary path.
+        """
+        with tmp.open("rb") as f:
+            native = f.read(4) == _ZIP_MAGIC
+        try:
+            trace = self._read(tmp, name)
+        except TraceFormatError as exc:
+            raise TraceFormatError(name, exc.problems) from None
+        run_id = trace.content_hash()
+        dest = self.runs_dir / f"{run_id}.arrow"
+        if not dest.exists():
+            if native:
+                os.replace(tmp, dest)  # already a valid portscope trace: keep the bytes as they are
+            else:
+                write_trace(trace, dest)
+        return run_id

@@ -1,0 +1,87 @@
+"""The streaming upload route: the request body goes to disk in chunks, hashed as it streams.
+
+POST /api/upload?name=<file name> with the raw file as the body (application/octet-stream)
+and the header `X-Portscope-Upload: 1` (a custom header, so other sites cannot post here
+without a CORS preflight). One file per request; the answer is JSON:
+{"file", "ok", "run_id", "bytes", "sha256"} or {"file", "ok": false, "error"} with
+413 (too large), 400 (empty or malformed request), 422 (not a valid trace) or 500.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import unicodedata
+from typing import Any
+
+from flask import Flask, jsonify, request
+from portscope.ingest.errors import TraceFormatError
+from portscope.ingest.summary import format_bytes
+from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
+
+from .store import TraceStore
+
+log = logging.getLogger(__name__)
+CHUNK = 1 << 20
+UPLOAD_HEADER = "X-Portscope-Upload"
+
+
+def display_name(raw: str | None) -> str:
+    """A file name fit to show as text: no path, no control characters, at most 200 characters."""
+    name = (raw or "upload").replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(c for c in name if unicodedata.category(c)[0] != "C")
+    return name[:200] or "upload"
+
+
+def too_large_message(name: str, size: int | None, limit: int) -> str:
+    what = f"is {format_bytes(size)}" if size is not None else "is larger than the limit"
+    return f"{name} {what}; this viewer accepts files up to {format_bytes(limit)} (start it with --max-upload-mb to change that)"
+
+
+def _answer(status: int, **body: Any) -> tuple[Any, int]:
+    return jsonify(body), status
+
+
+def register_upload_route(server: Flask, store: TraceStore, max_bytes: int) -> None:
+    """Add POST /api/upload to the Flask server."""
+
+    def upload() -> tuple[Any, int]:
+        name = display_name(request.args.get("name"))
+        if request.headers.get(UPLOAD_HEADER) != "1":
+            return _answer(400, file=name, ok=False, error=f"{name}: upload requests need the {UPLOAD_HEADER} header")
+        length = request.content_length
+        if length is not None and length > max_bytes:
+            return _answer(413, file=name, ok=False, error=too_large_message(name, length, max_bytes))
+        tmp = store.new_upload_path()
+        digest = hashlib.sha256()
+        size = 0
+        try:
+            try:
+                with tmp.open("wb") as out:
+                    while True:
+                        chunk = request.stream.read(CHUNK)
+                        if not chunk:
+                            break
+                        size += len(chunk)
+                        if size > max_bytes:
+                            return _answer(413, file=name, ok=False, error=too_large_message(name, None, max_bytes))
+                        digest.update(chunk)
+                        out.write(chunk)
+            except RequestEntityTooLarge:
+                return _answer(413, file=name, ok=False, error=too_large_message(name, None, max_bytes))
+            except ClientDisconnected:
+                return _answer(400, file=name, ok=False, error=f"{name}: the upload was interrupted after {format_bytes(size)}")
+            if size == 0:
+                return _answer(400, file=name, ok=False, error=f"{name}: the file is empty (0 bytes)")
+            try:
+                run_id = store.add_upload(tmp, name)
+            except TraceFormatError as exc:
+                return _answer(422, file=name, ok=False, error=str(exc))
+            except Exception as exc:  # a converter bug must not take the server down
+                log.exception("upload of %s failed", name)
+                return _answer(500, file=name, ok=False, error=f"{name}: could not be loaded ({type(exc).__name__}: {exc})")
+            return _answer(200, file=name, ok=True, run_id=run_id, bytes=size, sha256=digest.hexdigest())
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    server.add_url_rule("/api/upload", "portscope_upload", upload, methods=["POST"])

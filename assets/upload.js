@@ -1,0 +1,138 @@
+/* portscope uploads: drag and drop anywhere (or click the upload zone), several files at once.
+ * Each file is POSTed raw to /api/upload (streamed to disk by the server, not base64 in memory);
+ * progress goes to the <progress> bar, results to the upload-result store via set_props. */
+(function () {
+  "use strict";
+  var ZONE = "upload-zone";
+  var input = null;
+
+  function prefix() {
+    try {
+      var cfg = JSON.parse(document.getElementById("_dash-config").textContent);
+      return cfg.requests_pathname_prefix || "/";
+    } catch (e) {
+      return "/";
+    }
+  }
+
+  function setProps(id, props) {
+    if (window.dash_clientside && window.dash_clientside.set_props) {
+      window.dash_clientside.set_props(id, props);
+    }
+  }
+
+  function limit() {
+    var zone = document.getElementById(ZONE);
+    var n = zone ? parseInt(zone.getAttribute("data-max-bytes"), 10) : NaN;
+    return isNaN(n) ? Infinity : n;
+  }
+
+  function mb(n) {
+    return (n / 1e6).toFixed(1) + " MB";
+  }
+
+  function uploadOne(file, onProgress) {
+    return new Promise(function (resolve) {
+      if (file.size > limit()) {
+        resolve({file: file.name, ok: false,
+                 error: file.name + " is " + mb(file.size) + "; this viewer accepts files up to " + mb(limit()) +
+                        " (start it with --max-upload-mb to change that)"});
+        return;
+      }
+      var xhr = new XMLHttpRequest();
+      xhr.open("POST", prefix() + "api/upload?name=" + encodeURIComponent(file.name));
+      xhr.setRequestHeader("X-Portscope-Upload", "1");
+      xhr.setRequestHeader("Content-Type", "application/octet-stream");
+      xhr.upload.onprogress = function (e) { onProgress(e.loaded); };
+      xhr.onload = function () {
+        var answer;
+        try {
+          answer = JSON.parse(xhr.responseText);
+        } catch (e) {
+          answer = {file: file.name, ok: false, error: file.name + ": the server answered " + xhr.status + " " + xhr.statusText};
+        }
+        resolve(answer);
+      };
+      xhr.onerror = function () {
+        resolve({file: file.name, ok: false, error: file.name + ": the upload failed (connection lost)"});
+      };
+      xhr.send(file);
+    });
+  }
+
+  function upload(files) {
+    if (!files.length) { return; }
+    var total = 0, done = 0, results = [];
+    files.forEach(function (f) { total += f.size; });
+    setProps("upload-progress", {value: "0"});
+    var chain = Promise.resolve();
+    files.forEach(function (file, i) {
+      chain = chain.then(function () {
+        setProps("upload-status", {children: "uploading " + file.name + " (" + (i + 1) + " of " + files.length + ")"});
+        return uploadOne(file, function (loaded) {
+          setProps("upload-progress", {value: String(Math.round(100 * (done + loaded) / Math.max(total, 1)))});
+        }).then(function (answer) {
+          done += file.size;
+          results.push(answer);
+        });
+      });
+    });
+    chain.then(function () {
+      var bad = results.filter(function (r) { return !r.ok; }).length;
+      setProps("upload-progress", {value: "100"});
+      setProps("upload-status", {children: (results.length - bad) + " loaded" + (bad ? ", " + bad + " failed" : "")});
+      setProps("upload-result", {data: {results: results, at: Date.now()}});
+    });
+  }
+
+  function fileInput() {
+    if (!input) {
+      input = document.createElement("input");
+      input.type = "file";
+      input.multiple = true;
+      input.id = "upload-file-input";
+      input.style.display = "none";
+      input.addEventListener("change", function () {
+        upload(Array.prototype.slice.call(input.files));
+        input.value = "";
+      });
+      document.body.appendChild(input);
+    }
+    return input;
+  }
+
+  function zoneOf(target) {
+    return target && target.closest ? target.closest("#" + ZONE) : null;
+  }
+
+  function init() {
+    fileInput();
+    document.addEventListener("click", function (e) {
+      if (zoneOf(e.target)) { fileInput().click(); }
+    });
+    document.addEventListener("dragover", function (e) {
+      if (e.dataTransfer && Array.prototype.indexOf.call(e.dataTransfer.types, "Files") >= 0) {
+        e.preventDefault();
+        var zone = document.getElementById(ZONE);
+        if (zone) { zone.classList.add("dragging"); }
+      }
+    });
+    document.addEventListener("dragleave", function (e) {
+      var zone = document.getElementById(ZONE);
+      if (zone && !e.relatedTarget) { zone.classList.remove("dragging"); }
+    });
+    document.addEventListener("drop", function (e) {
+      if (!e.dataTransfer || !e.dataTransfer.files.length) { return; }
+      e.preventDefault();
+      var zone = document.getElementById(ZONE);
+      if (zone) { zone.classList.remove("dragging"); }
+      upload(Array.prototype.slice.call(e.dataTransfer.files));
+    });
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", init);
+  } else {
+    init();
+  }
+})();
