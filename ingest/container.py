@@ -19,6 +19,8 @@ ALIGN = 64
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
 _LOCAL_MAGIC = b"PK\x03\x04"
 _CHUNK = 64 << 20
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 _PAD_ID = 0xD935  # the extra-field id zipalign uses for padding
 
 
@@ -35,6 +37,7 @@ def write_members(path: str | Path, members: list[tuple[str, bytes | pa.Buffer]]
     folder = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=folder)
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; a trace gets the usual permissions
         with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_STORED) as zf:
             for name, payload in members:
                 info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))

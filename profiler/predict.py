@@ -139,6 +139,7 @@ class Predictor:
             self._need(ins, DEVICE, transfers, "device-input")
             for t in outs:
                 self._set(t, DEVICE)
+            signals.extend(SignalRecord(tr.direction.signal, "device-input", tr.bytes) for tr in transfers)
             if decision.program is not None and self.target.programs:
                 self._program(region, index, decision, signals)
             region.outcomes.append((Placement.DEVICE, signals, transfers))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextvars
+import dataclasses
 import datetime
 import sys
 import time
@@ -17,6 +19,18 @@ from portscope.ingest.trace import RunInfo, Trace, write_trace
 
 from . import recorder
 from .tables import build_trace, model_summary
+
+
+@dataclasses.dataclass
+class RecordRun:
+    """Defaults and collected regions while `portscope record` runs a script."""
+
+    target: str | None = None
+    with_stack: bool = False
+    regions: list[Region] = dataclasses.field(default_factory=list)
+
+
+_record_run: contextvars.ContextVar[RecordRun | None] = contextvars.ContextVar("portscope_record_run", default=None)
 
 
 class Region:
@@ -63,6 +77,10 @@ class Region:
         if s.regions:
             self.parent = s.regions[-1]
             self.parent.children.append(self)
+        else:
+            run = _record_run.get()
+            if run is not None:
+                run.regions.append(self)
         if self._target is not None:
             from .predict import Predictor
 
@@ -161,6 +179,10 @@ def explain(
     target: predict for a target device (name or TOML path) instead of measuring.
     device: the device the region works on (default: the most used non-host device).
     """
+    run = _record_run.get()
+    if run is not None:
+        target = target if target is not None else run.target
+        with_stack = with_stack or run.with_stack
     return Region(name, with_stack=with_stack, target=target, device=device, mode=mode, phase=phase, tags=tags)
 
 
