@@ -193,8 +193,10 @@ class TraceStore:
 
     # uploads -------------------------------------------------------------------
 
-    def new_upload_path(self) -> Path:
-        return self.incoming / f"{uuid.uuid4().hex}.part"
+    def new_upload_path(self, name: str = "") -> Path:
+        """A fresh temporary file for an upload, keeping the name's suffixes (.json.gz) for format detection."""
+        suffix = "".join(s for s in Path(name).suffixes[-2:] if re.fullmatch(r"\.[A-Za-z0-9]{1,8}", s))
+        return self.incoming / f"{uuid.uuid4().hex}.part{suffix}"
 
     def add_upload(self, tmp: Path, name: str) -> str:
         """Validate (or convert) an uploaded file and keep it under its content hash; return the run id.

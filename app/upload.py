@@ -52,7 +52,7 @@ def register_upload_route(server: Flask, store: TraceStore, max_bytes: int) -> N
         length = request.content_length
         if length is not None and length > max_bytes:
             return _answer(413, file=name, ok=False, error=too_large_message(name, length, max_bytes))
-        tmp = store.new_upload_path()
+        tmp = store.new_upload_path(name)
         digest = hashlib.sha256()
         size = 0
         try:

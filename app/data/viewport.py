@@ -178,7 +178,13 @@ def _reduce(lanes: Lanes, x0: float, x1: float, px: float) -> Viewport:
             continue
         s = np.asarray(lanes.start[lo:hi])
         e = np.asarray(lanes.end[lo:hi])
-        in_view += hi - lo
+        r = np.asarray(lanes.row[lo:hi])
+        touching = e >= x0  # after a long bar, `reach` lets through short ones that end before x0
+        if not touching.all():
+            s, e, r = s[touching], e[touching], r[touching]
+            if not len(s):
+                continue
+        in_view += len(s)
         ce = np.maximum.accumulate(e)
         new = np.empty(len(s), bool)
         new[0] = True
@@ -188,7 +194,7 @@ def _reduce(lanes: Lanes, x0: float, x1: float, px: float) -> Viewport:
         ge = np.maximum.reduceat(e, firsts)
         counts = np.diff(np.append(firsts, len(s)))
         ge = np.maximum(ge, gs + px)  # every bar at least one pixel wide
-        bar_rows = np.where(counts == 1, np.asarray(lanes.row[lo:hi])[firsts], -1)
+        bar_rows = np.where(counts == 1, r[firsts], -1)
         x = np.empty(3 * len(gs))
         x[0::3], x[1::3], x[2::3] = gs, ge, np.nan
         kind = KINDS[int(lanes.group_kind[g])]

@@ -1,0 +1,102 @@
+"""Diffs and tables behind the pages, on demo traces whose contents are known (app/_dev_samples.py)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from portscope.app._dev_samples import NORM_SITE, ODD_MODULE, ROPE_SITE, demo_trace
+from portscope.app.data.diff import diff_call_sites, diff_operators, diff_signals, pair_regions
+from portscope.app.data.runs import regions_frame, run_row
+from portscope.app.data.tables import breakdown, numerics_frame, operator_detail, region_bands, region_ops_page, slice_detail
+from portscope.ingest import read_trace
+from portscope.ingest.report import region_report_data
+from portscope.ingest.summary import summarize
+
+
+def reports(kind: str = "eager") -> tuple[dict, dict]:
+    trace = demo_trace(kind)
+    return region_report_data(summarize(trace, 0)), region_report_data(summarize(trace, 1))
+
+
+def test_diff_signals_cold_vs_warm() -> None:
+    cold, warm = reports()
+    frame = diff_signals(cold, warm).set_index("signal")
+    assert frame.loc["dispatch/cpu_fallback", ["a_count", "b_count", "delta"]].tolist() == [14, 10, -4]
+    assert math.isclose(frame.loc["dispatch/cpu_fallback", "ratio"], 10 / 14)
+    assert frame.loc["dispatch/recompile", ["a_count", "b_count", "delta"]].tolist() == [7, 0, -7]
+    assert frame.loc["dispatch/warm_miss", "ratio"] == math.inf
+    assert frame.loc["host_bounce/dtype_cast", ["a_bytes", "b_bytes", "delta_bytes"]].tolist() == [40960, 40960, 0]
+    assert frame.loc["d2h volume (bytes)", ["a_count", "b_count"]].tolist() == [2048, 2048]
+
+
+def test_diff_signals_agree_with_the_report_for_every_signal() -> None:
+    cold, warm = reports()
+    frame = diff_signals(cold, warm).set_index("signal")
+    for side, report in (("a_count", cold), ("b_count", warm)):
+        for s in report["signals"]:
+            assert frame.loc[s["signal"], side] == s["count"]
+
+
+def test_diff_operators_classifies_changes() -> None:
+    cold, warm = reports()
+    frame = diff_operators(cold, warm)
+    change = {(r.signal, r.operator): r.change for r in frame.itertuples()}
+    assert change[("dispatch/cpu_fallback", "aten::neg")] == "removed"
+    assert change[("dispatch/warm_miss", "aten::mul.Tensor")] == "added"
+    assert change[("dispatch/cpu_fallback", "aten::rsqrt")] == "same"
+    assert frame["change"].iloc[0] == "added"  # added first, then removed...
+    sites = diff_call_sites(cold, warm).set_index("call_site")
+    assert sites.loc[ROPE_SITE, ["a_count", "b_count"]].tolist() == [4, 2]
+
+
+def test_pair_regions_defaults() -> None:
+    eager = regions_frame(demo_trace("eager"))
+    compiled = regions_frame(demo_trace("compiled"))
+    assert pair_regions(eager, eager, same_run=True) == (0, 1)  # cold vs warm of "generate"
+    assert pair_regions(eager, compiled, same_run=False) == (0, 0)
+
+
+def test_run_row_totals(tmp_path: Path) -> None:
+    row = run_row(demo_trace("eager"), "abc", "demo.arrow")
+    # cold + warm + narrow rmsnorm (top level): 14 + 10 + 10 fallbacks
+    assert (row.fallbacks, row.bounces, row.compiles, row.d2h_bytes) == (34, 20, 7, 4096)
+    assert row.status == "not-clean" and row.modes == "eager"
+    compiled = run_row(demo_trace("compiled"), "def", "c.arrow")
+    assert compiled.status == "not-clean" and compiled.compiles == 2  # d2h of .item() keeps it not clean
+    predicted = run_row(demo_trace("predicted"), "p", "p.arrow")
+    assert predicted.source == "predicted" and predicted.target == "demo-npu"
+
+
+def test_breakdown_and_operator_detail() -> None:
+    trace = demo_trace("eager")
+    by_op = breakdown(trace, 0, by="operator", signal="dispatch/cpu_fallback").set_index("key")
+    assert by_op["count"].to_dict() == {"aten::pow.Tensor_Scalar": 5, "aten::rsqrt": 5, "aten::neg": 4}
+    by_module = breakdown(trace, 0, by="module").set_index("key")
+    assert by_module.loc[ODD_MODULE, "count"] == 4
+    assert by_module.loc["model.layers.0.input_layernorm", "bytes"] == 40960
+    detail = operator_detail(trace, 0, "dispatch/cpu_fallback", "aten::pow.Tensor_Scalar")
+    assert detail["count"] == 5 and detail["reasons"] == {"dtype-not-supported": 5}
+    assert detail["call_sites"] == {NORM_SITE: 5}
+    assert detail["stack"][0].startswith("transformers/models/llama/modeling_llama.py:72")
+
+
+def test_ops_pages_and_sorting() -> None:
+    trace = demo_trace("eager")
+    rows, total = region_ops_page(trace, 0, 0, 10)
+    assert total == 40 and len(rows) == 10 and rows[0]["op_id"] == 0
+    rows, _ = region_ops_page(trace, 0, 35, 50)
+    assert [r["op_id"] for r in rows] == [35, 36, 37, 38, 39]
+    rows, _ = region_ops_page(trace, 0, 0, 3, [{"colId": "op_id", "sort": "desc"}])
+    assert [r["op_id"] for r in rows] == [39, 38, 37]
+
+
+def test_bands_numerics_and_slices(demo_paths: dict[str, Path]) -> None:
+    trace = read_trace(demo_paths["eager"])
+    bands = region_bands(trace)
+    assert [b[2] for b in bands] == ["generate [cold, eager]", "generate [warm, eager]", "rmsnorm [eager]"]
+    assert bands[0][:2] == (0.0, 100_000.0)
+    numerics = numerics_frame(trace).set_index("metric")
+    assert numerics.loc["max_abs_diff", "value"] == 0.031
+    detail = slice_detail(trace, 0)
+    assert detail["engine"] == "host" and detail["op"]["name"] == "aten::mm"
