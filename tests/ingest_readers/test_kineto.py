@@ -1,0 +1,145 @@
+"""Kineto / PyTorch profiler traces -> Trace: counts match an independent json reading."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+
+from portscope.ingest import Direction, EngineKind, Placement, SignalKind, Source, read_trace, write_trace
+from portscope.ingest.convert import detect, load_any
+from portscope.ingest.readers import read_kineto
+from portscope.ingest.report import format_trace
+
+from . import plain
+from .conftest import FIXTURES, shared
+
+ALEXNET = FIXTURES / "kineto" / "cuda_alexnet_small.json.gz"
+ROCM = FIXTURES / "kineto" / "rocm_mi250_small.json.gz"
+
+
+def _col(trace, table: str, column: str) -> list:
+    col = trace[table].column(column)
+    return col.cast("string").to_pylist() if str(col.type).startswith("dictionary") else col.to_pylist()
+
+
+def _signals(trace, kind: SignalKind) -> int:
+    return sum(c for k, c in zip(_col(trace, "signals", "kind"), _col(trace, "signals", "count"), strict=True) if k == kind.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["plain", "shapes_stack"])
+def test_cpu_llama_trace_counts(kineto_cpu: dict[str, Path], variant: str, tmp_path: Path) -> None:
+    path = kineto_cpu[variant]
+    ops = plain.complete(path, "cpu_op")
+    annotations = plain.complete(path, "user_annotation")
+    assert detect(path) == "kineto"
+    trace = load_any(path)
+    assert trace.run_info.source is Source.CONVERTED and trace.run_info.converted_from == "kineto"
+    assert trace["ops"].num_rows == len(ops) > 100
+    assert collections.Counter(_col(trace, "ops", "name")) == collections.Counter(e["name"] for e in ops)
+    assert set(_col(trace, "ops", "placement")) == {Placement.HOST.value}
+    assert _col(trace, "regions", "name")[1:] == ["prefill", "decode"] == [e["name"] for e in annotations]
+    assert trace["regions"].num_rows == len(annotations) + 1  # plus the root region over the whole trace
+    # every op lies in the region whose span contains it
+    names = dict(zip(_col(trace, "regions", "region_id"), _col(trace, "regions", "name"), strict=True))
+    starts = {e["args"]["External id"]: e["ts"] for e in ops}
+    prefill, decode = annotations
+    expected_prefill = sum(prefill["ts"] <= t < prefill["ts"] + prefill["dur"] for t in starts.values())
+    assert collections.Counter(names[r] for r in _col(trace, "ops", "region_id"))["prefill"] == expected_prefill
+    # CPU trace: no device, so no transfers and no syncs, and the run says so
+    assert trace["transfers"].num_rows == 0 and trace["signals"].num_rows == 0
+    assert any("CPU-only" in m for m in trace.run_info.missing_signals)
+    # host lane: one slice per top-level op
+    assert set(_col(trace, "engine_slices", "engine_kind")) == {EngineKind.HOST.value}
+    shapes = _col(trace, "ops", "input_shapes")
+    sites = _col(trace, "ops", "call_site")
+    if variant == "plain":
+        assert set(shapes) == {None} and set(sites) == {None}
+        assert any("with_stack" in m for m in trace.run_info.missing_signals)
+    else:
+        embedding = next(e for e in ops if e["name"] == "aten::embedding")
+        row = _col(trace, "ops", "name").index("aten::embedding")
+        assert shapes[row] == ";".join("x".join(map(str, d)) if t in ("float", "long int") else ""
+                                       for d, t in zip(embedding["args"]["Input Dims"], embedding["args"]["Input type"], strict=True))
+        assert _col(trace, "ops", "input_dtypes")[row].split(";")[:2] == ["float32", "int64"]
+        assert _col(trace, "ops", "bytes_in")[row] == 128 * 64 * 4 + 7 * 8
+        assert sum(s is not None for s in sites) == len(ops)
+        assert all(s.startswith(str(path.parent / "profile_llama.py")) or "profile_llama.py" in s for s in sites)
+        assert trace["frames"].num_rows > 5 and trace["stacks"].num_rows > 1
+    out = write_trace(trace, tmp_path / "t.arrow")
+    again = read_trace(out)
+    assert again["ops"].num_rows == len(ops)
+    assert "Region 'prefill'" in format_trace(again)
+
+
+def test_alexnet_cuda_hand_checked() -> None:
+    """Hand-checked: 16 `Memcpy HtoD (Pageable -> Device)` of 244,403,360 bytes in all, each launched by
+    aten::copy_ via cudaMemcpyAsync; 16 cudaStreamSynchronize + 5 cudaDeviceSynchronize; kernels on streams 7 and 20."""
+    assert plain.memcpy_by_direction(ALEXNET) == {"h2d": (16, 244_403_360)}  # the independent reading agrees
+    trace = read_kineto(ALEXNET)
+    directions = _col(trace, "transfers", "direction")
+    assert directions == [Direction.H2D.value] * 16
+    assert sum(_col(trace, "transfers", "bytes")) == 244_403_360
+    assert _col(trace, "transfers", "bytes")[:3] == [92928, 256, 1228800]
+    op_names = _col(trace, "ops", "name")
+    assert {op_names[i] for i in _col(trace, "transfers", "op_id")} == {"aten::copy_"}
+    assert _signals(trace, SignalKind.TRANSFER_H2D) == 16
+    assert _signals(trace, SignalKind.TRANSFER_D2H) == 0
+    assert _signals(trace, SignalKind.SYNC) == 21
+    engines = collections.Counter(_col(trace, "engine_slices", "engine"))
+    assert engines["DMA h2d"] == 16
+    per_stream = collections.Counter(e["tid"] for cat in ("kernel", "gpu_memset") for e in plain.complete(ALEXNET, cat))
+    assert per_stream == {7: 75, 20: 7}  # 79 kernels (73 + 6) and 3 memsets
+    assert engines["stream 7"] == 75 and engines["stream 20"] == 7
+    assert trace["regions"].num_rows == 1 + len(plain.complete(ALEXNET, "user_annotation"))
+    assert trace.run_info.devices == ["cpu", "cuda:0"]
+    assert trace.run_info.start_time.startswith("2023-09-27")  # absolute epoch microseconds
+    report = format_trace(trace)
+    assert "transfer/h2d" in report and "244.4 MB" in report
+
+
+def test_rocm_relative_timestamps_and_runtime_sizes() -> None:
+    trace = read_kineto(ROCM)
+    assert trace.run_info.start_time.startswith("2025-")  # baseTimeNanoseconds + relative ts
+    assert min(_col(trace, "ops", "start_ns")) >= 0
+    # ROCm memcpys carry no bytes; the hipMemcpyWithStream runtime call has size "2560"
+    assert _col(trace, "transfers", "bytes") == [2560, 2560]
+    assert trace["ops"].num_rows == len(plain.complete(ROCM, "cpu_op"))
+    assert _signals(trace, SignalKind.SYNC) == 1  # hipDeviceSynchronize
+
+
+@pytest.mark.parametrize("name", ["cuda_sampled_rank0.json.gz", "cuda_diff_control.json.gz", "cuda_diff_test.json.gz"])
+def test_shared_cuda_traces_match_json(name: str) -> None:
+    path = shared(f"kineto/{name}")
+    trace = read_kineto(path)
+    assert trace["ops"].num_rows == len(plain.complete(path, "cpu_op"))
+    expected = plain.memcpy_by_direction(path)
+    got: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+    for d, b in zip(_col(trace, "transfers", "direction"), _col(trace, "transfers", "bytes"), strict=True):
+        got[d][0] += 1
+        got[d][1] += b
+    assert {k: tuple(v) for k, v in got.items()} == expected
+    kernels = len(plain.complete(path, "kernel")) + len(plain.complete(path, "gpu_memset"))
+    stream_slices = pc.sum(pc.equal(trace["engine_slices"].column("engine_kind").cast("string"), "stream")).as_py()
+    assert stream_slices == kernels
+    # every memcpy whose runtime call is in the trace is traced back to the operator that made that call
+    calls = {e["args"].get("correlation") for e in plain.complete(path, "cuda_runtime")}
+    launched = sum(e["args"].get("correlation") in calls for e in plain.complete(path, "gpu_memcpy"))
+    linked = pc.sum(pc.is_valid(trace["transfers"].column("op_id"))).as_py()
+    assert linked == launched > 0
+
+
+def test_eager_vs_compiled_pair_differs_in_d2d() -> None:
+    control = read_kineto(shared("kineto/cuda_diff_control.json.gz"))
+    test = read_kineto(shared("kineto/cuda_diff_test.json.gz"))
+    assert _signals(test, SignalKind.TRANSFER_D2D) == 4645 and _signals(control, SignalKind.TRANSFER_D2D) == 18
+
+
+def test_infer_fallback_is_opt_in() -> None:
+    path = ROCM
+    assert _signals(read_kineto(path), SignalKind.CPU_FALLBACK) == 0
+    guessed = read_kineto(path, infer_fallback=True)
+    assert _signals(guessed, SignalKind.CPU_FALLBACK) == _col(guessed, "ops", "placement").count(Placement.FALLBACK.value) > 0
