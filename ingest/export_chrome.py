@@ -53,6 +53,16 @@ def _rows(table: pa.Table, columns: list[str]) -> Iterator[tuple]:
     return zip(*cols, strict=True)
 
 
+def _host_lanes(trace: Trace) -> dict[int | None, str]:
+    """thread -> the name of its host engine lane (from the host engine slices of its ops)."""
+    thread_of = dict(zip(trace["ops"].column("op_id").to_pylist(), trace["ops"].column("thread").to_pylist(), strict=True))
+    lanes: dict[int | None, str] = {}
+    for engine, kind, op_id in _rows(trace["engine_slices"], ["engine", "engine_kind", "op_id"]):
+        if kind == EngineKind.HOST.value and op_id in thread_of:
+            lanes.setdefault(thread_of[op_id], engine)
+    return lanes
+
+
 def _us(ns: int) -> float:
     return ns / 1000.0
 
@@ -69,8 +79,9 @@ def chrome_events(trace: Trace) -> Iterator[dict[str, Any]]:
     for rid, name, start, dur, device in _rows(regions, ["region_id", "name", "start_ns", "dur_ns", "device"]):
         yield {"ph": "X", "cat": "user_annotation", "name": name, "pid": PID, "tid": region_tid, "ts": _us(start),
                "dur": _us(dur), "args": {"region_id": rid, "device": device}}  # fmt: skip
+    lanes = _host_lanes(trace)
     for op_id, name, start, dur, placement, device, shapes, strides, dtypes, site, thread, rid in _rows(ops, op_cols):
-        tid = tracks("host" if thread is None else f"host thread {thread}")
+        tid = tracks(lanes.get(thread) or ("host" if thread is None else f"host thread {thread}"))
         op_pos[op_id] = (tid, start)
         args: dict[str, Any] = {"External id": op_id, "placement": placement, "device": device, "region_id": rid}
         if shapes is not None:

@@ -164,6 +164,10 @@ def read_trace(path: str | Path) -> Trace:
             raise TraceFormatError(path, "the file is empty (0 bytes)")
         members, problems = read_members(path)
     except _NotAContainer as exc:
+        with open(path, "rb") as f:
+            head = f.read(4)
+        if head == b"PK\x03\x04":
+            raise TraceFormatError(path, f"truncated or corrupt: the ZIP container has no readable directory ({exc})") from None
         raise TraceFormatError(path, f"not a portscope trace: not a ZIP container of Arrow tables ({exc})") from None
     except FileNotFoundError:
         raise TraceFormatError(path, "no such file") from None
