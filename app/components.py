@@ -79,9 +79,10 @@ def page(title: str, *children: Any, subtitle: Any = None) -> html.Div:
 def grid(grid_id: Any, frame: pd.DataFrame | list[dict[str, Any]], columns: Sequence[dict[str, Any]], *, height: int = 300, **kwargs: Any) -> dag.AgGrid:
     """An AG Grid (cells are text: no HTML renderers) with sortable, filterable columns."""
     rows = frame.to_dict("records") if isinstance(frame, pd.DataFrame) else frame
+    if kwargs.get("rowModelType") != "infinite":  # rows of an infinite grid come from getRowsResponse
+        kwargs["rowData"] = rows
     return dag.AgGrid(
         id=grid_id,
-        rowData=rows,
         columnDefs=list(columns),
         defaultColDef={"sortable": True, "resizable": True, "filter": True},
         dashGridOptions={"rowSelection": {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True}, "animateRows": False},

@@ -108,13 +108,13 @@ def timeline_figure(panels: list[Panel]) -> dict[str, Any]:
     layout.update(
         {
             "height": total + 90,
-            "margin": {"l": 110, "r": 20, "t": 30, "b": 50},
+            "margin": {"l": 110, "r": 20, "t": 60, "b": 50},
             "hovermode": "closest",
             "spikedistance": 20,
             "hoverdistance": 20,
             "dragmode": "zoom",
             "uirevision": "timeline",
-            "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 1, "xanchor": "right"},
+            "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0, "xanchor": "left", "yref": "container"},
             "shapes": shapes,
             "annotations": annotations,
             "plot_bgcolor": "white",

@@ -6,7 +6,8 @@ import dash
 
 from . import compare, region, run, runs, timeline
 
-PAGES = (runs, run, region, timeline, compare)
+# Dash matches templates in `order`; specific ones come first ("/run/<run_id>" would match "/run/x/timeline").
+PAGES = (runs, region, timeline, compare, run)
 
 
 def register_all(app: dash.Dash) -> None:

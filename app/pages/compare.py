@@ -120,7 +120,7 @@ def comparison_tables(a: str, b: str, region_a: int | None, region_b: int | None
 
 
 def register(app: dash.Dash) -> None:
-    dash.register_page(__name__, path_template="/compare/<a>/<b>", name="Compare", title="portscope: compare", layout=layout)
+    dash.register_page(__name__, path_template="/compare/<a>/<b>", order=4, name="Compare", title="portscope: compare", layout=layout)
 
     @app.callback(
         Output(ids.COMPARE_SIGNALS, "children"),

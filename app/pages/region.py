@@ -160,7 +160,7 @@ def detail_panel(detail: dict[str, Any]) -> list[Any]:
 
 
 def register(app: dash.Dash) -> None:
-    dash.register_page(__name__, path_template="/run/<run_id>/region/<region>", name="Region", title="portscope: region", layout=layout)
+    dash.register_page(__name__, path_template="/run/<run_id>/region/<region>", order=2, name="Region", title="portscope: region", layout=layout)
 
     @app.callback(Output(ids.OPERATOR_GRID, "rowData"), Input(ids.SIGNAL_GRID, "selectedRows"), State(ids.REGION_KEY, "data"), prevent_initial_call=True)
     def filter_operators(selected: list[dict[str, Any]] | None, key: dict[str, Any]) -> list[dict[str, Any]]:

@@ -69,4 +69,4 @@ def layout(run_id: str = "", **_query: str) -> html.Div:
 
 
 def register(app: dash.Dash) -> None:
-    dash.register_page(__name__, path_template="/run/<run_id>", name="Run", title="portscope: run", layout=layout)
+    dash.register_page(__name__, path_template="/run/<run_id>", order=5, name="Run", title="portscope: run", layout=layout)

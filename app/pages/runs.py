@@ -62,8 +62,8 @@ def _decorate(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def register(app: dash.Dash) -> None:
-    dash.register_page(__name__, path="/runs", name="Runs", title="portscope: runs", layout=layout)
-    dash.register_page(f"{__name__}.home", path="/", name="Home", title="portscope: runs", layout=layout)
+    dash.register_page(__name__, path="/runs", order=1, name="Runs", title="portscope: runs", layout=layout)
+    dash.register_page(f"{__name__}.home", path="/", order=0, name="Home", title="portscope: runs", layout=layout)
 
     @app.callback(Output(ids.RUNS_TABLE, "children"), Input(ids.SESSION_RUNS, "data"))
     def show_runs(session_runs: list[str] | None) -> list[Any]:

@@ -108,7 +108,7 @@ def layout(run_id: str = "", **_query: str) -> html.Div:
 
 
 def register(app: dash.Dash) -> None:
-    dash.register_page(__name__, path_template="/run/<run_id>/timeline", name="Timeline", title="portscope: timeline", layout=layout)
+    dash.register_page(__name__, path_template="/run/<run_id>/timeline", order=3, name="Timeline", title="portscope: timeline", layout=layout)
 
     @app.callback(
         Output(ids.TIMELINE_GRAPH, "figure"),

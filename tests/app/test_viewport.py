@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-
 from portscope.app.data.viewport import KINDS, Lanes, build_lanes, reduce_viewport, slice_at
 from portscope.ingest.builder import TableBuilder
 

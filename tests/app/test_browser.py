@@ -1,0 +1,130 @@
+"""The viewer in real headless Chromium (dash[testing]).
+
+Run alone:  DASH_TEST_CHROMEPATH=/usr/bin/chromium .venv/bin/pytest --headless -m browser tests/app
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from portscope.app._dev_samples import ODD_MODULE
+from portscope.ingest import read_trace
+from portscope.ingest.report import region_report_data
+from portscope.ingest.summary import summarize
+from selenium.webdriver.common.by import By
+
+pytestmark = pytest.mark.browser
+
+
+def run_id(path: Path) -> str:
+    return read_trace(path).content_hash()
+
+
+def wait_for(predicate, timeout: float = 15.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("timed out")
+
+
+def grid_rows(dash_duo, grid_id: str) -> list[dict[str, str]]:
+    """Cells of the rendered rows of an AG Grid, by column id."""
+    rows = []
+    for row in dash_duo.find_elements(f"#{grid_id} .ag-center-cols-container .ag-row"):
+        cells = row.find_elements(By.CSS_SELECTOR, ".ag-cell")
+        rows.append({c.get_attribute("col-id"): c.text for c in cells})
+    return rows
+
+
+def table_rows(dash_duo, table_id: str) -> list[list[str]]:
+    return [[td.text for td in tr.find_elements(By.CSS_SELECTOR, "td")] for tr in dash_duo.find_elements(f"#{table_id} tbody tr")]
+
+
+def test_runs_page_lists_the_traces(dash_duo, make_app, demo_paths) -> None:
+    dash_duo.start_server(make_app())
+    dash_duo.wait_for_contains_text("#runs-list", "demo-eager.arrow", timeout=15)
+    text = dash_duo.find_element("#runs-list").text
+    for name in ("demo-compiled.arrow", "demo-predicted.arrow", "predicted (demo-npu)", "LlamaForCausalLM"):
+        assert name in text
+    eager = next(r for r in table_rows(dash_duo, "runs-list") if "demo-eager.arrow" in r[1])
+    assert eager[5:10] == ["3", "34", "20", "4.1 KB", "7"]
+    assert dash_duo.get_logs() == []
+
+
+def test_region_page_shows_the_counts_in_the_trace(dash_duo, make_app, demo_paths) -> None:
+    rid = run_id(demo_paths["eager"])
+    dash_duo.start_server(make_app())
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/run/{rid}/region/generate")
+    dash_duo.wait_for_contains_text("#signal-grid", "dispatch/cpu_fallback", timeout=15)
+    counts = {r["signal"]: r["count"] for r in grid_rows(dash_duo, "signal-grid")}
+    report = region_report_data(summarize(read_trace(demo_paths["eager"]), 0))
+    assert counts == {s["signal"]: str(s["count"]) for s in report["signals"]}
+    assert counts["dispatch/cpu_fallback"] == "14"
+    # click an operator: its why, call site and stack show up
+    cell = wait_for(lambda: [c for c in dash_duo.find_elements("#operator-grid .ag-cell") if c.text == "aten::pow.Tensor_Scalar"])
+    cell[0].click()
+    dash_duo.wait_for_contains_text("#operator-detail", "dtype-not-supported (5x)", timeout=10)
+    assert "modeling_llama.py:72" in dash_duo.find_element("#operator-detail").text
+    # untrusted names are text: the <b> of the module name is shown, never parsed
+    dash_duo.find_element("#breakdown-by input[value='module']").click()
+    wait_for(lambda: ODD_MODULE in dash_duo.driver.page_source.replace("&lt;", "<").replace("&gt;", ">"))
+    assert not dash_duo.driver.find_elements(By.XPATH, "//b[text()='mlp']")
+    assert dash_duo.get_logs() == []
+
+
+def test_timeline_draws_webgl_bars_and_zooms_on_the_server(dash_duo, make_app, demo_paths, tmp_path) -> None:
+    rid = run_id(demo_paths["eager"])
+    dash_duo.start_server(make_app())
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/run/{rid}/timeline")
+    dash_duo.wait_for_element("#timeline-graph .gl-container canvas", timeout=20)
+    dash_duo.wait_for_contains_text("#timeline-status", "of 92 slices in view", timeout=10)
+    dash_duo.driver.execute_script(
+        "const g = document.querySelector('#timeline-graph .js-plotly-plot'); Plotly.relayout(g, {'xaxis.range': [0, 20000]});"
+    )
+    dash_duo.wait_for_contains_text("#timeline-status", "20 of 92 slices in view", timeout=10)
+    canvas = dash_duo.find_element("#timeline-graph .gl-container canvas")
+    assert canvas.size["width"] > 300
+    dash_duo.driver.save_screenshot(str(tmp_path / "timeline.png"))
+    assert dash_duo.get_logs() == []
+
+
+def test_upload_adds_runs_and_a_broken_file_gets_its_own_error(dash_duo, make_app, demo_paths, broken_file, tmp_path) -> None:
+    dash_duo.start_server(make_app(trace_paths=()))
+    dash_duo.wait_for_contains_text("#runs-table", "No traces yet", timeout=15)
+    upload = dash_duo.driver.find_element(By.ID, "upload-file-input")
+    upload.send_keys(f"{demo_paths['compiled']}\n{broken_file}")
+    dash_duo.wait_for_contains_text("#upload-messages", "Loaded demo-compiled.arrow", timeout=20)
+    dash_duo.wait_for_contains_text("#upload-messages", "broken.arrow: ", timeout=10)
+    dash_duo.wait_for_contains_text("#upload-status", "1 loaded, 1 failed", timeout=10)
+    rid = run_id(demo_paths["compiled"])
+    dash_duo.wait_for_contains_text("#runs-list", rid, timeout=10)
+    # the app keeps working after the bad file: open the uploaded run
+    dash_duo.find_element(f"#upload-messages a[href='/run/{rid}']").click()
+    dash_duo.wait_for_contains_text("#regions-list", "generate [cold, compiled]", timeout=15)
+    # the only console entry is the browser's note of the 422 answer for the broken file
+    logs = dash_duo.get_logs()
+    assert all("api/upload" in entry["message"] and "422" in entry["message"] for entry in logs), logs
+
+
+def test_compare_shows_the_deltas_of_the_reports(dash_duo, make_app, demo_paths) -> None:
+    a, b = run_id(demo_paths["eager"]), run_id(demo_paths["compiled"])
+    dash_duo.start_server(make_app())
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/compare/{a}/{b}")
+    dash_duo.wait_for_element("#compare-signals-table", timeout=15)
+    rows = {r[0]: r for r in table_rows(dash_duo, "compare-signals-table")}
+    report_a = region_report_data(summarize(read_trace(demo_paths["eager"]), 0))
+    report_b = region_report_data(summarize(read_trace(demo_paths["compiled"]), 0))
+    counts_a = {s["signal"]: s["count"] for s in report_a["signals"]}
+    counts_b = {s["signal"]: s["count"] for s in report_b["signals"]}
+    for signal in set(counts_a) | set(counts_b):
+        x, y = counts_a.get(signal, 0), counts_b.get(signal, 0)
+        assert rows[signal][1:4] == [f"{x:,}", f"{y:,}", f"{y - x:+,}" if y != x else "0"], signal
+    assert rows["dispatch/cpu_fallback"][3] == "-14"
+    assert "removed" in dash_duo.find_element("#compare-operators-table").text
+    dash_duo.wait_for_element("#compare-timelines .gl-container canvas", timeout=20)
+    assert dash_duo.get_logs() == []
