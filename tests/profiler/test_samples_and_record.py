@@ -1,0 +1,86 @@
+"""The sample traces regenerate with the committed counts; `portscope record` always writes a trace."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from portscope.ingest import read_trace, summarize
+from portscope.ingest.summary import region_ids
+from portscope.profiler.demo import SAMPLES, make_samples
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE_DIR = REPO / "sample_traces"
+
+
+def counts(path: Path) -> dict:
+    trace = read_trace(path)
+    out = {}
+    for rid in region_ids(trace):
+        s = summarize(trace, rid)
+        out[s.name] = {
+            "ops": s.op_count,
+            "signals": {r.signal: (int(r.count), int(r.bytes)) for r in s.signals.itertuples()},
+            "transfers": {d.value: (s.transfer_counts[d], s.transfer_bytes[d]) for d in s.transfer_counts},
+        }
+    return out
+
+
+def test_samples_are_listed_in_the_readme() -> None:
+    readme = (SAMPLE_DIR / "README.md").read_text()
+    for sample in SAMPLES:
+        assert f"`{sample.file}`" in readme
+        assert (SAMPLE_DIR / sample.file).is_file()
+
+
+@pytest.mark.parametrize("sample", [s.file for s in SAMPLES])
+def test_regenerated_samples_match_committed_counts(sample: str, tmp_path: Path) -> None:
+    (path,) = make_samples(tmp_path, only=[sample])
+    assert counts(path) == counts(SAMPLE_DIR / sample)
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "portscope.app.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_record_script_with_regions(tmp_path: Path) -> None:
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent("""
+        import sys, torch
+        from portscope.profiler import explain
+        x = torch.randn(4, 64, dtype=torch.float16)
+        with explain("cast"):
+            y = x.float().sum()
+        with explain("plain"):
+            z = x * 2
+        print("args", sys.argv[1:])
+    """))
+    out = tmp_path / "run.arrow"
+    proc = run_cli("record", "--target", "fp16-npu", "-o", str(out), "--", "python", str(script), "a", "b", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "args ['a', 'b']" in proc.stdout
+    trace = read_trace(out)
+    assert trace.region_names() == ["cast", "plain"] and trace.run_info.target == "fp16-npu"
+    assert summarize(trace, 0).count(__import__("portscope.ingest").ingest.SignalKind.BOUNCE_DTYPE) == 1
+
+
+def test_record_whole_script_and_failure(tmp_path: Path) -> None:
+    script = tmp_path / "fails.py"
+    script.write_text("import torch\nx = torch.randn(8)\ny = x.to('meta')\nraise RuntimeError('model exploded')\n")
+    out = tmp_path / "run.arrow"
+    proc = run_cli("record", "-o", str(out), "--", str(script), cwd=tmp_path)
+    assert proc.returncode == 1 and "model exploded" in proc.stderr
+    trace = read_trace(out)  # written although the script failed
+    assert trace.region_names() == ["script"]
+    s = summarize(trace, 0)
+    assert s.error == "RuntimeError: model exploded" and s.op_count >= 2  # marked with the error, ops kept
+    assert s.transfer_counts[__import__("portscope.ingest").ingest.Direction.H2D] == 1
+
+
+def test_record_needs_a_command(tmp_path: Path) -> None:
+    proc = run_cli("record", "-o", str(tmp_path / "x.arrow"), cwd=tmp_path)
+    assert proc.returncode == 2 and "nothing to run" in proc.stderr
