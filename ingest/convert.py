@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .errors import TraceFormatError
 from .readers import fallback_log, torch_trace
-from .readers._source import DEFAULT_CAPS, GZIP_MAGIC, SizeCaps, head
+from .readers._source import DEFAULT_CAPS, GZIP_MAGIC, SizeCaps, head, read_bytes
 from .readers.kineto import read_kineto
 from .trace import Trace, read_trace
 
@@ -62,6 +62,8 @@ def detect(path: str | Path) -> str:
     found = _sniff_text(start)
     if found:
         return found
+    if magic[:2] == GZIP_MAGIC:
+        read_bytes(path)  # a broken gzip stream (truncated, not deflate, a bomb) says so itself
     what = "gzip-compressed content" if magic[:2] == GZIP_MAGIC else "content"
     tried = [f"{f.name}: {f.looks_like}" for f in FORMATS.values()]
     raise TraceFormatError(path, [f"unrecognised {what}; tried these formats:", *tried])
