@@ -8,7 +8,8 @@ from typing import Any
 
 import dash_ag_grid as dag
 import pandas as pd
-from dash import dcc, html
+from dash import html
+from dash.development.base_component import Component
 from portscope.ingest.summary import format_bytes
 
 Column = tuple[str, str, Callable[[Any], str] | None]  # (key, header, formatter)
@@ -53,7 +54,7 @@ def text_table(rows: Sequence[dict[str, Any]] | pd.DataFrame, columns: Sequence[
 
 
 def _cell(value: Any, fmt: Callable[[Any], str] | None) -> Any:
-    if isinstance(value, html.Div | html.Span | dcc.Link | html.A):
+    if isinstance(value, Component):
         return value
     if fmt is not None:
         return fmt(value)

@@ -114,7 +114,7 @@ def timeline_figure(panels: list[Panel]) -> dict[str, Any]:
             "hoverdistance": 20,
             "dragmode": "zoom",
             "uirevision": "timeline",
-            "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0, "xanchor": "left", "yref": "container"},
+            "legend": {"orientation": "h", "y": 1.0, "yanchor": "top", "x": 0, "xanchor": "left", "yref": "container"},
             "shapes": shapes,
             "annotations": annotations,
             "plot_bgcolor": "white",

@@ -28,6 +28,7 @@ from portscope.ingest.trace import Trace, read_trace, write_trace
 
 from .config import private_dir
 from .data.runs import RunRow, run_row
+from .data.tables import timeline_slices
 from .data.viewport import Lanes, build_lanes
 
 RUN_ID = re.compile(r"^[0-9a-f]{16}$")
@@ -164,7 +165,7 @@ class TraceStore:
         def make() -> Lanes:
             if not (folder / "lanes.txt").exists():
                 tmp = self.derived / run_id / f".lanes-{uuid.uuid4().hex}"
-                build_lanes(self.trace(run_id)["engine_slices"]).save(tmp)
+                build_lanes(timeline_slices(self.trace(run_id))[0]).save(tmp)
                 try:
                     os.rename(tmp, folder)
                 except OSError:  # another worker got there first

@@ -12,7 +12,19 @@ from portscope.ingest.summary import descendants
 from portscope.ingest.trace import Trace
 
 BREAKDOWN_BY = {"operator": "op_name", "module": "module", "call site": "call_site"}
-OPS_COLUMNS = ["op_id", "name", "placement", "start_ns", "dur_ns", "input_shapes", "input_dtypes", "bytes_in", "bytes_out", "module", "call_site"]
+OPS_COLUMNS = [
+    "op_id",
+    "name",
+    "placement",
+    "start_ns",
+    "dur_ns",
+    "input_shapes",
+    "input_dtypes",
+    "bytes_in",
+    "bytes_out",
+    "module",
+    "call_site",
+]
 
 
 def _decoded(table: pa.Table, columns: list[str]) -> pd.DataFrame:
@@ -30,7 +42,9 @@ def _in_region(table: pa.Table, trace: Trace, region_id: int) -> pa.Table:
     return table.filter(pc.is_in(table.column("region_id"), value_set=ids))
 
 
-def breakdown(trace: Trace, region_id: int, *, by: str, signal: str | None = None, top: int = 20) -> pd.DataFrame:
+def breakdown(
+    trace: Trace, region_id: int, *, by: str, signal: str | None = None, top: int = 20
+) -> pd.DataFrame:
     """Where the signals of a region come from: columns key, count, bytes; top rows by count.
 
     by: "operator", "module" or "call site"; signal: one signal kind, or every kind.
@@ -43,7 +57,9 @@ def breakdown(trace: Trace, region_id: int, *, by: str, signal: str | None = Non
         return pd.DataFrame({"key": [], "count": [], "bytes": []})
     frame = _decoded(signals, [column, "count", "bytes"]).rename(columns={column: "key"})
     frame["key"] = frame["key"].fillna("(unknown)")
-    grouped = frame.groupby("key", sort=False).agg(count=("count", "sum"), bytes=("bytes", "sum")).reset_index()
+    grouped = (
+        frame.groupby("key", sort=False).agg(count=("count", "sum"), bytes=("bytes", "sum")).reset_index()
+    )
     return grouped.sort_values(["count", "bytes"], ascending=False).head(top).reset_index(drop=True)
 
 
@@ -66,7 +82,9 @@ def stack_frames(trace: Trace, stack_id: int | None) -> list[str]:
 def operator_detail(trace: Trace, region_id: int, signal: str, operator: str) -> dict[str, Any]:
     """An operator's signals in a region: counts, bytes, why-breakdown, call sites, modules, one stack."""
     signals = _in_region(trace["signals"], trace, region_id)
-    frame = _decoded(signals, ["kind", "op_name", "reason", "count", "bytes", "call_site", "module", "stack_id"])
+    frame = _decoded(
+        signals, ["kind", "op_name", "reason", "count", "bytes", "call_site", "module", "stack_id"]
+    )
     frame = frame[(frame["kind"] == signal) & (frame["op_name"].fillna("(unknown)") == operator)]
 
     def counts(column: str) -> dict[str, int]:
@@ -89,7 +107,9 @@ def operator_detail(trace: Trace, region_id: int, signal: str, operator: str) ->
     }
 
 
-def region_ops_page(trace: Trace, region_id: int, start: int, end: int, sort: list[dict[str, str]] | None = None) -> tuple[list[dict[str, Any]], int]:
+def region_ops_page(
+    trace: Trace, region_id: int, start: int, end: int, sort: list[dict[str, str]] | None = None
+) -> tuple[list[dict[str, Any]], int]:
     """Rows start:end of a region's ops (optionally sorted), and the total row count.
 
     Only the requested page is decoded, so a page of a million-op region costs
@@ -100,7 +120,11 @@ def region_ops_page(trace: Trace, region_id: int, start: int, end: int, sort: li
         ops = _in_region(ops, trace, region_id)
     total = ops.num_rows
     if sort:
-        keys = [(s["colId"], "descending" if s.get("sort") == "desc" else "ascending") for s in sort if s.get("colId") in OPS_COLUMNS]
+        keys = [
+            (s["colId"], "descending" if s.get("sort") == "desc" else "ascending")
+            for s in sort
+            if s.get("colId") in OPS_COLUMNS
+        ]
         if keys:
             order = pc.sort_indices(ops.select([k for k, _ in keys]), sort_keys=keys)
             ops = ops.take(order.slice(start, max(end - start, 0)))
@@ -112,7 +136,7 @@ def region_ops_page(trace: Trace, region_id: int, start: int, end: int, sort: li
 
 def slice_detail(trace: Trace, row: int) -> dict[str, Any]:
     """One engine slice and, when it has one, its operator (name, module, shapes, bytes, call site)."""
-    slices = trace["engine_slices"]
+    slices, _ = timeline_slices(trace)
     out = {name: slices.column(name)[row].as_py() for name in slices.column_names}
     op_id = out.get("op_id")
     if op_id is not None:
@@ -141,22 +165,115 @@ def region_bands(trace: Trace) -> list[tuple[float, float, str]]:
     """
     regions = trace["regions"]
     labels = {}
-    for rid, parent, name, phase, mode in zip(*(regions.column(c).to_pylist() for c in ("region_id", "parent_id", "name", "phase", "mode")), strict=True):
+    for rid, parent, name, phase, mode in zip(
+        *(regions.column(c).to_pylist() for c in ("region_id", "parent_id", "name", "phase", "mode")),
+        strict=True,
+    ):
         if parent is None:
             bits = [b for b in (phase, mode) if b not in ("none", "unknown")]
             labels[rid] = name + (f" [{', '.join(bits)}]" if bits else "")
-    if trace.run_info.time_unit.value == "ns":
+    if trace.run_info.time_unit.value == "ns" or not trace["engine_slices"].num_rows:
         starts = regions.column("start_ns").to_pylist()
         durs = regions.column("dur_ns").to_pylist()
         rids = regions.column("region_id").to_pylist()
-        return [(float(s), float(s + d), labels[r]) for r, s, d in zip(rids, starts, durs, strict=True) if r in labels]
-    slices = trace["engine_slices"].select(["region_id", "start", "dur"]).filter(pc.is_valid(trace["engine_slices"].column("region_id")))
+        return [
+            (float(s), float(s + d), labels[r])
+            for r, s, d in zip(rids, starts, durs, strict=True)
+            if r in labels
+        ]
+    slices = (
+        trace["engine_slices"]
+        .select(["region_id", "start", "dur"])
+        .filter(pc.is_valid(trace["engine_slices"].column("region_id")))
+    )
     if not slices.num_rows:
         return []
     ends = pc.add(slices.column("start"), slices.column("dur"))
-    grouped = pa.table({"region_id": slices.column("region_id"), "start": slices.column("start"), "end": ends}).group_by("region_id").aggregate([("start", "min"), ("end", "max")])
+    grouped = (
+        pa.table({"region_id": slices.column("region_id"), "start": slices.column("start"), "end": ends})
+        .group_by("region_id")
+        .aggregate([("start", "min"), ("end", "max")])
+    )
     return [
         (float(s), float(e), labels[r])
-        for r, s, e in zip(*(grouped.column(c).to_pylist() for c in ("region_id", "start_min", "end_max")), strict=True)
+        for r, s, e in zip(
+            *(grouped.column(c).to_pylist() for c in ("region_id", "start_min", "end_max")), strict=True
+        )
         if r in labels
     ]
+
+
+_PLACEMENT_LANES = {  # placement -> (lane, engine kind, slice kind)
+    "fallback": ("host (fallback)", "host", "fallback"),
+    "host": ("host", "host", "compute"),
+    "device": ("dispatch", "dispatch", "dispatch"),
+    "graph": ("graph calls", "dispatch", "compute"),
+}
+
+
+def timeline_slices(trace: Trace) -> tuple[pa.Table, bool]:
+    """The slices a timeline draws, and whether they were derived.
+
+    A run with engine slices draws those. A run without (eager recordings, most
+    predictions) draws its ops by placement, its timed transfers on DMA lanes and
+    its compiles on a compiler lane, all in ns.
+    """
+    if trace["engine_slices"].num_rows:
+        return trace["engine_slices"], False
+    from portscope.ingest.builder import TableBuilder
+
+    b = TableBuilder("engine_slices")
+    ops = trace["ops"]
+    if ops.num_rows:
+        frame = _decoded(
+            ops, ["op_id", "region_id", "name", "start_ns", "dur_ns", "placement", "module", "bytes_in"]
+        )
+        for placement, (lane, engine_kind, kind) in _PLACEMENT_LANES.items():
+            part = frame[frame["placement"] == placement]
+            if len(part):
+                b.extend(
+                    {
+                        "region_id": part["region_id"].tolist(),
+                        "engine": [lane] * len(part),
+                        "engine_kind": [engine_kind] * len(part),
+                        "kind": [kind] * len(part),
+                        "name": part["name"].tolist(),
+                        "start": part["start_ns"].tolist(),
+                        "dur": part["dur_ns"].tolist(),
+                        "op_id": part["op_id"].tolist(),
+                        "module": part["module"].tolist(),
+                    }
+                )
+    transfers = trace["transfers"]
+    if transfers.num_rows:
+        frame = _decoded(
+            transfers, ["region_id", "op_id", "direction", "bytes", "start_ns", "dur_ns", "cause"]
+        ).dropna(subset=["start_ns"])
+        for row in frame.itertuples():
+            b.append(
+                region_id=row.region_id,
+                engine=f"DMA {row.direction}",
+                engine_kind=f"dma_{row.direction}",
+                kind="transfer",
+                name=f"{row.direction} {row.cause or ''}".strip(),
+                start=int(row.start_ns),
+                dur=int(row.dur_ns if row.dur_ns == row.dur_ns else 0),
+                op_id=None if row.op_id != row.op_id else int(row.op_id),
+                bytes=int(row.bytes),
+            )
+    compiles = trace["compiles"]
+    if compiles.num_rows:
+        frame = _decoded(compiles, ["region_id", "kind", "key", "compile_ns", "time_ns"]).dropna(
+            subset=["time_ns"]
+        )
+        for row in frame.itertuples():
+            b.append(
+                region_id=row.region_id,
+                engine="compiler",
+                engine_kind="compiler",
+                kind="compile",
+                name=f"{row.kind} {row.key or ''}".strip(),
+                start=int(row.time_ns),
+                dur=int(row.compile_ns if row.compile_ns == row.compile_ns else 0),
+            )
+    return b.build(), True

@@ -76,7 +76,7 @@ def layout(a: str = "", b: str = "", ra: str | None = None, rb: str | None = Non
         html.Div(id=ids.COMPARE_SITES),
         html.Div(numerics_side_by_side(trace_a, trace_b), id=ids.COMPARE_NUMERICS),
     ]
-    if a != b and trace_a["engine_slices"].num_rows and trace_b["engine_slices"].num_rows:
+    if a != b:
         children += [
             html.H3("Timelines (zoom one, both follow)"),
             dcc.Store(id=ids.TIMELINE_KEY, data={"run_ids": [a, b]}),

@@ -36,8 +36,8 @@ SIGNAL_COLUMNS = [
 OPERATOR_COLUMNS = [
     {"field": "signal", "headerName": "Signal", "flex": 2},
     {"field": "operator", "headerName": "Operator", "flex": 2},
-    {"field": "count", "headerName": "Count", "type": "numericColumn", "flex": 1},
-    {"field": "bytes_text", "headerName": "Bytes", "type": "numericColumn", "flex": 1},
+    {"field": "count", "headerName": "Count", "type": "numericColumn", "flex": 1, "minWidth": 100},
+    {"field": "bytes_text", "headerName": "Bytes", "type": "numericColumn", "flex": 1, "minWidth": 100},
     {"field": "why", "headerName": "Why", "flex": 2},
     {"field": "site", "headerName": "Top call site", "flex": 4},
 ]

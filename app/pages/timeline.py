@@ -17,14 +17,22 @@ from ..figures import VIEW_PX, Panel, timeline_figure, timeline_patch, viewport_
 from .common import load
 
 
+def extent(run_ids: list[str]) -> tuple[float, float]:
+    """The span of every run's slices and region bands (what "reset zoom" shows)."""
+    spans = [store().lanes(r).extent for r in run_ids]
+    spans += [(b[0], b[1]) for r in run_ids for b in region_bands(store().trace(r))]
+    return (min(s[0] for s in spans), max(s[1] for s in spans))
+
+
 def panels(run_ids: list[str], titles: list[str], window: tuple[float, float] | None = None) -> list[Panel]:
     """One timeline panel per run, reduced to `window` (default: the union of the runs' extents)."""
     lanes = [store().lanes(r) for r in run_ids]
-    x0, x1 = window or (min(lane.extent[0] for lane in lanes), max(lane.extent[1] for lane in lanes))
+    x0, x1 = window or extent(run_ids)
     out = []
     for run_id, title, lane in zip(run_ids, titles, lanes, strict=True):
         trace = store().trace(run_id)
-        out.append(Panel(title=title, lanes=lane, viewport=reduce_viewport(lane, x0, x1, VIEW_PX), bands=region_bands(trace), unit=trace.run_info.time_unit.value))
+        unit = trace.run_info.time_unit.value if trace["engine_slices"].num_rows else "ns"
+        out.append(Panel(title=title, lanes=lane, viewport=reduce_viewport(lane, x0, x1, VIEW_PX), bands=region_bands(trace), unit=unit))
     return out
 
 
@@ -36,8 +44,7 @@ def status_text(viewports: list[Viewport], totals: list[int]) -> str:
 def relayout_update(run_ids: list[str], relayout: dict[str, Any] | None) -> tuple[Any, str]:
     """The Patch and status line answering a zoom or pan, computed on the server."""
     lanes = [store().lanes(r) for r in run_ids]
-    extent = (min(lane.extent[0] for lane in lanes), max(lane.extent[1] for lane in lanes))
-    window = viewport_from_relayout(relayout, extent)
+    window = viewport_from_relayout(relayout, extent(run_ids))
     if window is None:
         raise PreventUpdate
     viewports = [reduce_viewport(lane, window[0], window[1], VIEW_PX) for lane in lanes]
@@ -92,9 +99,10 @@ def layout(run_id: str = "", **_query: str) -> html.Div:
     trace, error = load(run_id)
     if trace is None:
         return page("Timeline", error)
-    if not trace["engine_slices"].num_rows:
-        return page("Timeline", html.P("This run has no engine slices (the source recorded none)."), dcc.Link("back to the run", href=urls.run(run_id)))
     built = panels([run_id], [run_id])
+    if not len(built[0].lanes):
+        return page("Timeline", html.P("This run has nothing to draw: no engine slices, ops, timed transfers or compiles."), dcc.Link("back to the run", href=urls.run(run_id)))
+    derived = not trace["engine_slices"].num_rows
     return page(
         f"Timeline of {run_id}",
         html.Div([dcc.Link("run", href=urls.run(run_id)), dcc.Link("all runs", href=urls.runs())], className="links"),
@@ -103,7 +111,11 @@ def layout(run_id: str = "", **_query: str) -> html.Div:
         dcc.Graph(id=ids.TIMELINE_GRAPH, figure=timeline_figure(built), config={"scrollZoom": True, "displaylogo": False}),
         html.H3("Clicked slice"),
         html.Div(html.Div("Click a bar to see its operator, module, shapes, bytes and call site.", className="muted"), id=ids.TIMELINE_DETAIL, className="detail"),
-        subtitle=f"{len(trace['engine_slices']):,} engine slices, unit {trace.run_info.time_unit.value}",
+        subtitle=(
+            f"no engine slices in this run: {len(built[0].lanes):,} ops, timed transfers and compiles drawn by where they ran (host wall time, ns)"
+            if derived
+            else f"{len(trace['engine_slices']):,} engine slices, unit {trace.run_info.time_unit.value}"
+        ),
     )
 
 
