@@ -11,7 +11,9 @@ import os
 import struct
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 
@@ -31,8 +33,14 @@ def _padding_extra(offset: int, name: str, zip64: bool) -> bytes:
     return struct.pack("<HH", _PAD_ID, pad) + b"\0" * pad
 
 
-def write_members(path: str | Path, members: list[tuple[str, bytes | pa.Buffer]]) -> None:
-    """Write (name, payload) members atomically as an aligned, stored ZIP."""
+Payload = bytes | pa.Buffer | Callable[[BinaryIO], None]
+
+
+def write_members(path: str | Path, members: list[tuple[str, Payload]]) -> None:
+    """Write (name, payload) members atomically as an aligned, stored ZIP.
+
+    A payload is bytes, or a callable that streams the member into the file object it is given.
+    """
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=folder)
@@ -42,6 +50,11 @@ def write_members(path: str | Path, members: list[tuple[str, bytes | pa.Buffer]]
             for name, payload in members:
                 info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
                 info.compress_type = zipfile.ZIP_STORED
+                if callable(payload):
+                    info.extra = _padding_extra(raw.tell(), name, True)
+                    with zf.open(info, "w", force_zip64=True) as member:
+                        payload(member)
+                    continue
                 view = memoryview(payload)
                 info.file_size = view.nbytes
                 zip64 = view.nbytes * 1.05 > zipfile.ZIP64_LIMIT

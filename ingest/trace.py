@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -126,18 +127,22 @@ def write_trace(trace: Trace, path: str | Path, *, compression: str | None = Non
         "run_info": trace.run_info.to_json(),
         "tables": {name: trace.tables[name].num_rows for name in schema.TABLES},
     }
-    members: list[tuple[str, bytes | pa.Buffer]] = [
+    members: list[tuple[str, Any]] = [
         (MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str).encode())
     ]
     options = pa.ipc.IpcWriteOptions(compression=compression)
     for name, table_schema in schema.TABLES.items():
-        table = conform(trace.tables[name], table_schema)
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_file(sink, table.schema, options=options) as writer:
-            writer.write_table(table)
-        members.append((f"{name}.arrow", sink.getvalue()))
+        members.append((f"{name}.arrow", _ipc_writer(conform(trace.tables[name], table_schema), options)))
     write_members(path, members)
     return path
+
+
+def _ipc_writer(table: pa.Table, options: pa.ipc.IpcWriteOptions) -> Callable[[BinaryIO], None]:
+    def write(member: BinaryIO) -> None:
+        with pa.ipc.new_file(pa.PythonFile(member, mode="w"), table.schema, options=options) as writer:
+            writer.write_table(table, max_chunksize=1 << 20)
+
+    return write
 
 
 def conform(table: pa.Table, table_schema: pa.Schema) -> pa.Table:
@@ -249,25 +254,46 @@ def validate_tables(tables: dict[str, pa.Table], *, check_missing: bool = True) 
         if bad:
             problems.append(f"table {name!r}: column {column!r} has unknown values {bad[:5]} (allowed: {sorted(allowed)})")
     for name, column in schema.NON_NEGATIVE:
-        if name not in usable:
+        if name not in usable or not usable[name].num_rows:
             continue
         col = usable[name].column(column)
-        if len(col) and pc.min(col).as_py() is not None and pc.min(col).as_py() < 0:
+        low = pc.min(col).as_py()
+        if low is not None and low < 0:
             n = pc.sum(pc.less(col, 0)).as_py()
             problems.append(f"table {name!r}: {n} rows have a negative {column!r}")
     for (name, column), (target, target_column) in schema.REFERENCES.items():
         if name not in usable or target not in usable:
             continue
-        col = usable[name].column(column).drop_null()
-        if not len(col):
-            continue
-        known = usable[target].column(target_column)
-        dangling = pc.invert(pc.is_in(col, value_set=known.combine_chunks() if known.num_chunks else pa.array([], known.type)))
-        n = pc.sum(dangling).as_py() or 0
-        if n:
-            example = col.filter(dangling)[0].as_py()
-            problems.append(f"table {name!r}: {n} rows have a {column!r} that points nowhere (e.g. {example})")
+        problem = _dangling(usable[name].column(column), usable[target].column(target_column))
+        if problem:
+            problems.append(f"table {name!r}: {problem.replace('COLUMN', repr(column))}")
+    for name, column in (("regions", "region_id"), ("ops", "op_id"), ("stacks", "stack_id"), ("frames", "frame_id")):
+        if name in usable and usable[name].num_rows:
+            ids = usable[name].column(column).combine_chunks()
+            increasing = len(ids) < 2 or pc.all(pc.greater(ids[1:], ids[:-1])).as_py()
+            if not increasing and pc.count_distinct(ids).as_py() != len(ids):
+                problems.append(f"table {name!r}: {column!r} values are not unique")
     return problems
+
+
+def _dangling(col: pa.ChunkedArray, known: pa.ChunkedArray) -> str | None:
+    """A message when some non-null value of `col` is not among `known` (fast path for dense id ranges)."""
+    if col.null_count == len(col):
+        return None
+    if not len(known):
+        return f"{len(col) - col.null_count} rows have a COLUMN that points nowhere (e.g. {col.drop_null()[0].as_py()})"
+    bounds = pc.min_max(known).as_py()
+    lo, hi = bounds["min"], bounds["max"]
+    dense = hi - lo + 1 == len(known)  # ids are unique (checked separately), so a dense range is exactly lo..hi
+    got = pc.min_max(col).as_py()
+    if dense and got["min"] >= lo and got["max"] <= hi:
+        return None
+    missing = pc.invert(pc.is_in(col.drop_null(), value_set=known.combine_chunks()))
+    n = pc.sum(missing).as_py() or 0
+    if not n:
+        return None
+    example = col.drop_null().filter(missing)[0].as_py()
+    return f"{n} rows have a COLUMN that points nowhere (e.g. {example})"
 
 
 def _compatible(got: pa.DataType, want: pa.DataType) -> bool:

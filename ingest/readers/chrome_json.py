@@ -36,6 +36,7 @@ class ChromeDocument:
         self.raw = raw
         self.metadata: dict[str, Any] = {}
         self._plan: tuple[int, int, bytes] | None = None  # first event, last event start, separator
+        self.span: tuple[int, int] | None = None  # raw[span[0]:span[1]] holds every event (split layout only)
         try:
             self._plan = self._split_plan()
         except _SplitFailed:
@@ -108,6 +109,7 @@ class ChromeDocument:
         if not isinstance(self.metadata, dict):
             raise _SplitFailed()
         self.metadata.pop("traceEvents", None)
+        self.span = (newline, end)
         return newline, last, sep
 
     def _parse_whole(self) -> list[Any]:
@@ -145,5 +147,6 @@ def _value_end(raw: bytes, start: int) -> int:
 def whole(doc: ChromeDocument) -> ChromeDocument:
     """The same document parsed at once (after a batch failed to parse)."""
     doc._plan = None
+    doc.span = None
     doc._whole = doc._parse_whole()
     return doc

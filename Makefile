@@ -1,0 +1,44 @@
+# portscope: `make view` installs and opens the viewer on the sample traces; `make test` installs and runs every test.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH ?= torch==2.13.0
+
+.PHONY: view test install install-dev system-deps lint bench samples screenshots clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install -q -e .
+
+view: install
+	$(BIN)/portscope view
+
+# Debian packages the browser tests and the scale-out test need (installed when running as root).
+system-deps:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null || ! command -v redis-server >/dev/null; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver redis-server >/dev/null; \
+		else echo "install chromium, chromium-driver and redis-server (sudo apt-get install ...)"; exit 1; fi; \
+	fi
+
+install-dev: $(BIN)/python system-deps
+	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip install -q -e '.[dev,profile]'
+
+test: install-dev
+	DASH_TEST_CHROMEPATH=/usr/bin/chromium $(BIN)/python -m pytest -q --headless
+
+lint: install-dev
+	$(BIN)/ruff check .
+
+bench: install-dev
+	$(BIN)/python bench/overhead_bench.py
+
+samples: install-dev
+	$(BIN)/portscope demo -o sample_traces
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info
