@@ -149,7 +149,7 @@ class Viewport:
         return sum(a.nbytes for a in self.x.values()) + sum(a.nbytes for a in self.y.values())
 
 
-def reduce_viewport(lanes: Lanes, x0: float, x1: float, width_px: int, *, max_bars: int = 40_000) -> Viewport:
+def reduce_viewport(lanes: Lanes, x0: float, x1: float, width_px: int, *, max_bars: int = 20_000) -> Viewport:
     """The bars touching [x0, x1], merged when closer than a pixel; at most about `max_bars` bars.
 
     When more than `max_bars` bars survive merging at one pixel, the merge distance

@@ -1,0 +1,214 @@
+"""Viewer bench: a synthetic trace of N engine events written by the real writer, then the
+server-side work behind each page, timed (no browser).
+
+    .venv/bin/python bench/viewer_bench.py [--events 10000000] [--keep DIR]
+
+Prints: file size and write time; opening the run (validate + hash + run row), cold and
+cached; building the timeline index; viewport updates (full, 10 %, 1 %) with their Patch
+sizes; pages of the region's op table (N/10 ops in one region), plain and sorted; peak RSS.
+Targets (issue 6): open <= 2 s, viewport <= 300 ms and <= 1 MB, op page <= 200 ms,
+memory <= 2x file size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from portscope.app.config import ViewerConfig
+from portscope.app.data.tables import region_ops_page
+from portscope.app.data.viewport import reduce_viewport
+from portscope.app.figures import VIEW_PX, timeline_patch
+from portscope.app.server import create_app
+from portscope.ingest import RunInfo, Source, write_trace
+from portscope.ingest.schema import TABLES
+from portscope.ingest.trace import Trace
+
+ENGINES = [(f"stream {i}", "stream") for i in range(8)] + [("DMA h2d", "dma_h2d"), ("DMA d2h", "dma_d2h"), ("matrix 0", "matrix"), ("matrix 1", "matrix"), ("vector 0", "vector"), ("vector 1", "vector"), ("host", "host"), ("dispatch", "dispatch")]
+KINDS = ["compute", "fallback", "transfer", "compile", "dispatch", "sync"]
+OP_NAMES = [f"aten::op{i}" for i in range(200)]
+
+
+def _dict(codes: np.ndarray, values: list[str]) -> pa.DictionaryArray:
+    return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), pa.array(values))
+
+
+def synthetic_trace(events: int, seed: int = 0) -> Trace:
+    """events engine slices on 16 engines, events/10 ops in one region, events/100 signals."""
+    rng = np.random.default_rng(seed)
+    n_ops = max(events // 10, 1)
+    n_sig = max(events // 100, 1)
+    per_engine = events // len(ENGINES)
+    engine = np.repeat(np.arange(len(ENGINES)), per_engine)
+    n = len(engine)
+    gaps = rng.integers(5, 200, n)
+    durs = rng.integers(1, 150, n)
+    start = np.empty(n, np.int64)
+    for e in range(len(ENGINES)):  # back to back per engine, with gaps
+        sl = slice(e * per_engine, (e + 1) * per_engine)
+        start[sl] = np.cumsum(gaps[sl] + durs[sl]) - durs[sl]
+    span = int(start.max() + 200)
+    kind = rng.integers(0, len(KINDS), n)
+    op_id = rng.integers(0, n_ops, n)
+    slices = pa.table(
+        {
+            "region_id": pa.array(np.where(start < span // 2, 0, 1).astype(np.int32)),
+            "engine": _dict(engine, [e for e, _ in ENGINES]),
+            "engine_kind": _dict(engine, [k for _, k in ENGINES]),
+            "kind": _dict(kind, KINDS),
+            "name": _dict(rng.integers(0, len(OP_NAMES), n), OP_NAMES),
+            "start": pa.array(start),
+            "dur": pa.array(durs.astype(np.int64)),
+            "op_id": pa.array(op_id.astype(np.int64)),
+            "bytes": pa.nulls(n, pa.int64()),
+            "correlation": pa.nulls(n, pa.int64()),
+            "module": pa.nulls(n, pa.dictionary(pa.int32(), pa.string())),
+            "waited_on": pa.nulls(n, pa.dictionary(pa.int32(), pa.string())),
+        },
+        schema=TABLES["engine_slices"],
+    )
+    op_start = np.sort(rng.integers(0, span, n_ops))
+    placement = rng.choice(4, n_ops, p=[0.85, 0.02, 0.1, 0.03])
+    ops = pa.table(
+        {
+            "op_id": pa.array(np.arange(n_ops, dtype=np.int64)),
+            "region_id": pa.array(np.zeros(n_ops, np.int32)),
+            "name": _dict(rng.integers(0, len(OP_NAMES), n_ops), OP_NAMES),
+            "start_ns": pa.array(op_start),
+            "dur_ns": pa.array(rng.integers(100, 5000, n_ops)),
+            "placement": _dict(placement, ["device", "host", "fallback", "graph"]),
+            "device": _dict(np.zeros(n_ops), ["npu:0"]),
+            "input_shapes": _dict(rng.integers(0, 3, n_ops), ["1x7x128;", "1x1x128;", "128x128;1x7x128"]),
+            "input_strides": pa.nulls(n_ops, pa.dictionary(pa.int32(), pa.string())),
+            "input_dtypes": _dict(np.zeros(n_ops), ["float16;"]),
+            "output_shapes": pa.nulls(n_ops, pa.dictionary(pa.int32(), pa.string())),
+            "output_dtypes": pa.nulls(n_ops, pa.dictionary(pa.int32(), pa.string())),
+            "bytes_in": pa.array(rng.integers(0, 1 << 20, n_ops)),
+            "bytes_out": pa.array(rng.integers(0, 1 << 20, n_ops)),
+            "flops": pa.nulls(n_ops, pa.int64()),
+            "module": _dict(rng.integers(0, 32, n_ops), [f"model.layers.{i}.mlp" for i in range(32)]),
+            "call_site": _dict(rng.integers(0, 50, n_ops), [f"model.py:{i} (forward)" for i in range(50)]),
+            "stack_id": pa.nulls(n_ops, pa.int32()),
+            "graph_id": pa.nulls(n_ops, pa.int32()),
+            "thread": pa.nulls(n_ops, pa.int32()),
+        },
+        schema=TABLES["ops"],
+    )
+    sig_kind = rng.choice(["dispatch/cpu_fallback", "host_bounce/dtype_cast", "transfer/d2h", "dispatch/recompile"], n_sig)
+    signals = pa.table(
+        {
+            "region_id": pa.array(np.zeros(n_sig, np.int32)),
+            "op_id": pa.array(rng.integers(0, n_ops, n_sig)),
+            "kind": pa.array(sig_kind).dictionary_encode(),
+            "reason": _dict(rng.integers(0, 2, n_sig), ["dtype-not-supported", "unaligned"]),
+            "op_name": _dict(rng.integers(0, len(OP_NAMES), n_sig), OP_NAMES),
+            "count": pa.array(np.ones(n_sig, np.int64)),
+            "bytes": pa.array(rng.integers(0, 4096, n_sig)),
+            "call_site": _dict(rng.integers(0, 50, n_sig), [f"model.py:{i} (forward)" for i in range(50)]),
+            "stack_id": pa.nulls(n_sig, pa.int32()),
+            "module": _dict(rng.integers(0, 32, n_sig), [f"model.layers.{i}.mlp" for i in range(32)]),
+            "note": pa.nulls(n_sig, pa.dictionary(pa.int32(), pa.string())),
+            "time_ns": pa.nulls(n_sig, pa.int64()),
+        },
+        schema=TABLES["signals"],
+    )
+    regions = pa.table(
+        {
+            "region_id": pa.array([0, 1], pa.int32()),
+            "parent_id": pa.array([None, None], pa.int32()),
+            "name": ["step", "step"],
+            "start_ns": pa.array([0, span // 2], pa.int64()),
+            "dur_ns": pa.array([span // 2, span - span // 2], pa.int64()),
+            "mode": pa.array(["eager", "eager"]).dictionary_encode(),
+            "phase": pa.array(["cold", "warm"]).dictionary_encode(),
+            "device": ["npu:0", "npu:0"],
+            "peak_memory_bytes": pa.array([None, None], pa.int64()),
+            "error": pa.array([None, None], pa.string()),
+            "tags": pa.array([None, None], pa.string()),
+        },
+        schema=TABLES["regions"],
+    )
+    info = RunInfo(source=Source.PREDICTED, target="bench-npu", model={"class": "Synthetic", "events": events})
+    return Trace(run_info=info, tables={"engine_slices": slices, "ops": ops, "signals": signals, "regions": regions})
+
+
+def timed(fn, repeat: int = 1):
+    best, value = float("inf"), None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        value = fn()
+        best = min(best, time.perf_counter() - t0)
+    return value, best
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--keep", type=Path, default=None, help="keep the trace and store in this folder")
+    parser.add_argument("--generate-only", type=Path, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.generate_only:
+        write_trace(synthetic_trace(args.events), args.generate_only)
+        return 0
+    work = args.keep or Path(tempfile.mkdtemp(prefix="portscope-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    traces = work / "traces"
+    traces.mkdir(exist_ok=True)
+    path = traces / f"synthetic-{args.events}.arrow"
+    results: dict[str, object] = {"events": args.events}
+    if not path.exists():  # in a child process, so its memory does not count as the server's
+        command = [sys.executable, __file__, "--events", str(args.events), "--generate-only", str(path)]
+        _, t_gen = timed(lambda: subprocess.run(command, check=True))
+        results["generate_and_write_s"] = round(t_gen, 2)
+    size = path.stat().st_size
+    results["file_mb"] = round(size / 1e6, 1)
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    app = create_app(ViewerConfig(trace_paths=(traces,), store_dir=work / "store"))
+    second = create_app(ViewerConfig(trace_paths=(traces,), store_dir=work / "store"))  # another worker: shares the store
+    with app.server.test_request_context("/"):
+        store = app.server.extensions["portscope"].store
+        listed, t_list = timed(lambda: store.listed())
+        run_id = listed[0][0][0]
+        _, t_row = timed(lambda: store.run_row(run_id))
+        results["open_run_first_s"] = round(t_list + t_row, 2)
+        fresh = second.server.extensions["portscope"].store
+        with second.server.test_request_context("/"):
+            _, t_cached = timed(lambda: (fresh.listed(), fresh.run_row(run_id), fresh.trace(run_id)))
+        results["open_run_cached_s"] = round(t_cached, 3)
+        lanes, t_lanes = timed(lambda: store.lanes(run_id))
+        results["timeline_index_first_s"] = round(t_lanes, 2)
+        x0, x1 = lanes.extent
+        for label, frac in (("full", 1.0), ("10pct", 0.1), ("1pct", 0.01)):
+            mid = (x0 + x1) / 2
+            w0, w1 = mid - (x1 - x0) * frac / 2, mid + (x1 - x0) * frac / 2
+            view, t_view = timed(lambda w0=w0, w1=w1: reduce_viewport(lanes, w0, w1, VIEW_PX), repeat=3)
+            body, t_json = timed(lambda view=view: json.dumps(timeline_patch([view]).to_plotly_json()), repeat=3)
+            results[f"viewport_{label}_ms"] = round((t_view + t_json) * 1000, 1)
+            results[f"viewport_{label}_kb"] = round(len(body) / 1000, 1)
+            results[f"viewport_{label}_bars"] = f"{view.drawn}/{view.in_view}"
+        trace = store.trace(run_id)
+        n_ops = trace["ops"].num_rows
+        _, t_page = timed(lambda: region_ops_page(trace, 0, n_ops // 2, n_ops // 2 + 100), repeat=3)
+        _, t_sorted = timed(lambda: region_ops_page(trace, 0, n_ops // 2, n_ops // 2 + 100, [{"colId": "dur_ns", "sort": "desc"}]), repeat=1)
+        results.update(region_ops=n_ops, ops_page_ms=round(t_page * 1000, 1), ops_page_sorted_ms=round(t_sorted * 1000, 1))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    results["peak_rss_mb"] = round(peak / 1e6)
+    results["rss_growth_over_file"] = round((peak - rss_before) / size, 2)
+    for key, value in results.items():
+        print(f"{key:28s} {value}")
+    if args.keep is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
