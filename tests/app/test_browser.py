@@ -83,10 +83,12 @@ def test_timeline_draws_webgl_bars_and_zooms_on_the_server(dash_duo, make_app, d
     dash_duo.wait_for_page(url=f"{dash_duo.server_url}/run/{rid}/timeline")
     dash_duo.wait_for_element("#timeline-graph .gl-container canvas", timeout=20)
     dash_duo.wait_for_contains_text("#timeline-status", "of 92 slices in view", timeout=10)
+    time.sleep(1)  # dcc.Graph listens for relayout events only once the figure is fully set up
+    # zoom to the first 20 us: slices start every 1000 ns, so 21 of them touch [0, 20000]
     dash_duo.driver.execute_script(
         "const g = document.querySelector('#timeline-graph .js-plotly-plot'); Plotly.relayout(g, {'xaxis.range': [0, 20000]});"
     )
-    dash_duo.wait_for_contains_text("#timeline-status", "20 of 92 slices in view", timeout=10)
+    dash_duo.wait_for_contains_text("#timeline-status", "21 bars drawn for 21 of 92 slices in view", timeout=10)
     canvas = dash_duo.find_element("#timeline-graph .gl-container canvas")
     assert canvas.size["width"] > 300
     dash_duo.driver.save_screenshot(str(tmp_path / "timeline.png"))

@@ -102,7 +102,7 @@ def test_gunicorn_workers_share_uploads_through_store_and_redis(tmp_path: Path, 
             answer = json.loads(r.read())
         assert answer["ok"], answer
         served_by = set()
-        for _ in range(40):
+        for _ in range(200):
             status, row = get_json(f"{base}/api/run/{answer['run_id']}")
             assert status == 200, row
             assert row["source"] == "measured" and row["compiles"] == 2
