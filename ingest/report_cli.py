@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from .budget import check, parse_budgets
+from .numerics import check_numerics, tolerances_from
 from .report import format_trace, trace_report_data
 from .summary import region_ids, summarize
 from .trace import read_trace
@@ -18,6 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("trace", help="a portscope trace (.arrow)")
     p.add_argument("--region", help="only regions with this name")
     p.add_argument("--json", action="store_true", help="print the same facts as JSON")
+    p.add_argument("--schedule", action="store_true", help="print the per-engine schedule summary of each region")
     p.set_defaults(func=_report)
 
     c = sub.add_parser("check", help="exit 1 when a region exceeds a budget (a CI gate)")
@@ -30,6 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a budget, e.g. cpu_fallback=0 or d2h_bytes=1MB (repeatable)",
     )
     c.add_argument("--region", help="only regions with this name")
+    c.add_argument("--numerics", metavar="TOLERANCES.json", help="also enforce numerics tolerances recorded earlier")
+    c.add_argument("--record-numerics", metavar="TOLERANCES.json",
+                   help="write this (trusted) trace's numerics as tolerances for later checks, and exit")
     c.set_defaults(func=_check)
 
 
@@ -39,6 +45,13 @@ def _report(args: argparse.Namespace) -> int:
         print(f"portscope report: {args.trace}: no region named {args.region!r} "
               f"(regions: {', '.join(trace.region_names())})", file=sys.stderr)
         return 2
+    if args.schedule:  # engine schedules (ingest/schedule_summary.py)
+        from .schedule_summary import format_schedule, schedule_summaries
+
+        regions = trace["regions"]
+        modes = {r: (m, p) for r, m, p in zip(*(regions.column(c).to_pylist() for c in ("region_id", "mode", "phase")), strict=True)}
+        sys.stdout.write(format_schedule(schedule_summaries(trace, args.region), unit=trace.run_info.time_unit.value, modes=modes))
+        return 0
     if args.json:
         print(json.dumps(trace_report_data(trace, args.region), indent=1, default=str))
     else:
@@ -49,13 +62,20 @@ def _report(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     budgets = parse_budgets(args.max)
     trace = read_trace(args.trace)
+    if args.record_numerics:
+        limits = tolerances_from(trace)
+        Path(args.record_numerics).write_text(json.dumps(limits, indent=1, sort_keys=True) + "\n")
+        print(f"wrote tolerances for {', '.join(sorted(limits))} to {args.record_numerics}")
+        return 0
     ids = region_ids(trace, args.region)
     if args.region and not ids:
         print(f"portscope check: {args.trace}: no region named {args.region!r}", file=sys.stderr)
         return 2
-    violations = check([summarize(trace, rid) for rid in ids], budgets)
-    for v in violations:
-        print(v.line())
-    if not violations:
-        print(f"ok: {len(ids)} regions within {len(budgets)} budgets")
-    return 1 if violations else 0
+    lines = [v.line() for v in check([summarize(trace, rid) for rid in ids], budgets)]
+    if args.numerics:
+        lines += check_numerics(trace, args.numerics)
+    for line in lines:
+        print(line)
+    if not lines:
+        print(f"ok: {len(ids)} regions within {len(budgets)} budgets" + (" and the numerics tolerances" if args.numerics else ""))
+    return 1 if lines else 0

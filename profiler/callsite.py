@@ -13,7 +13,9 @@ _LIBRARY_DIRS: list[str] = []
 
 def _library_dirs() -> list[str]:
     if not _LIBRARY_DIRS:
-        dirs = [os.path.dirname(torch.__file__), os.path.dirname(__file__)]
+        import portscope.app
+
+        dirs = [os.path.dirname(torch.__file__), os.path.dirname(__file__), os.path.dirname(portscope.app.__file__)]
         try:
             import transformers
 
@@ -29,13 +31,15 @@ def _library_dirs() -> list[str]:
 
 
 _IS_LIBRARY: dict[CodeType, bool] = {}
+# portscope modules that play the user's part (the demo's model calls), so their lines are call sites
+_USER_CODE = (os.path.join("profiler", "demo.py"), os.path.join("profiler", "compare.py"))
 
 
 def _is_library(code: CodeType) -> bool:
     known = _IS_LIBRARY.get(code)
     if known is None:
         name = code.co_filename
-        known = name.startswith(tuple(_library_dirs())) or name.startswith("<frozen")
+        known = (name.startswith(tuple(_library_dirs())) or name.startswith("<frozen")) and not name.endswith(_USER_CODE)
         _IS_LIBRARY[code] = known
     return known
 

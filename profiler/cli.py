@@ -25,9 +25,80 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--only", action="append", help="only this file (repeatable)")
     d.set_defaults(func=_demo)
 
+    c = sub.add_parser("compare-modes", help="one model eager and compiled (fixed shapes), cold and warm, in one trace")
+    _model_args(c)
+    c.add_argument("--pad-to", type=int, default=64, help="pad the prompt to this length for the compiled run")
+    c.add_argument("--backend", default="inductor", help="torch.compile backend (default inductor)")
+    c.add_argument("-o", "--output", default="modes.arrow")
+    c.set_defaults(func=_compare_modes)
+
+    v = sub.add_parser("validate", help="the port's numerics against the model in float32 on the CPU")
+    _model_args(v)
+    v.add_argument("--steps", type=int, default=8, help="greedy decoding steps")
+    v.add_argument("--compiled", action="store_true", help="also validate the compiled model")
+    v.add_argument("-o", "--output", default="validate.arrow")
+    v.set_defaults(func=_validate)
+
     t = sub.add_parser("targets", help="list the built-in targets, or validate a target file")
     t.add_argument("path", nargs="?", help="a target TOML file to validate")
     t.set_defaults(func=_targets)
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="tiny-llama",
+                   help="tiny-llama, a transformers config.json or local model directory, or module:function")
+    p.add_argument("--dtype", default="float16", help="the port's dtype (float16, bfloat16, float32)")
+    p.add_argument("--prompt-len", type=int, default=7)
+    p.add_argument("--target", help="predict for a target instead of measuring")
+
+
+def _prompt(args: argparse.Namespace, model_builder) -> object:  # noqa: ANN001
+    import torch
+
+    vocab = getattr(getattr(model_builder(), "config", None), "vocab_size", 256)
+    return torch.randint(3, vocab, (1, args.prompt_len), generator=torch.Generator().manual_seed(args.prompt_len))
+
+
+def _compare_modes(args: argparse.Namespace) -> int:
+    from .compare import compare_modes
+    from .models import dtype_of, model_factory
+
+    build = model_factory(args.model, dtype_of(args.dtype))
+    ids = _prompt(args, build)
+    path = compare_modes(build, lambda: {"input_ids": ids}, args.output, target=args.target, pad_to=args.pad_to,
+                         backend=args.backend)
+    print(path)
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    import torch
+    from portscope.ingest.numerics import numerics_table
+    from portscope.ingest.trace import write_trace
+
+    from .compare import validate
+    from .models import dtype_of, model_factory
+    from .region import default_run_info, explain
+    from .tables import build_trace
+
+    dtype = dtype_of(args.dtype)
+    build = model_factory(args.model, dtype)
+    ids = _prompt(args, build)
+    comparisons = [validate(build, ids, dtype=dtype, steps=args.steps)]
+    if args.compiled:
+        comparisons.append(validate(build, ids, dtype=dtype, steps=args.steps, compiled=True))
+    model = build().eval().to(dtype)
+    with torch.no_grad(), explain("port forward", target=args.target, with_stack=True) as region:
+        model(input_ids=ids)
+    trace = build_trace([region], default_run_info([region]))
+    trace.tables["numerics"] = numerics_table(comparisons)
+    write_trace(trace, args.output)
+    for c in comparisons:
+        print(f"{c.name}: greedy tokens {'match' if c.greedy_match else 'DIFFER'}, first-step argmax "
+              f"{'match' if c.argmax_match else 'DIFFERS'}, max |logit diff| {c.max_abs_diff:.4g}, "
+              f"reference top-2 gap {c.top2_gap:.4g} -> {c.verdict.value}")
+    print(args.output)
+    return 1 if any(c.verdict.value == "defect" for c in comparisons) else 0
 
 
 def _record(args: argparse.Namespace) -> int:

@@ -73,6 +73,7 @@ class OpEvent:
     module: str | None = None
     thread: int = 0
     bool_index: bool = False  # an index operand is a boolean mask (a sync on accelerators)
+    graph_id: int | None = None  # the compiled graph this operator belongs to (or is, for a graph call)
 
     @property
     def tensors_in(self) -> list[TensorInfo]:
@@ -132,6 +133,8 @@ def copy_ends(ev: OpEvent) -> tuple[TensorInfo, TensorInfo] | None:
 
 def placement(ev: OpEvent, region_device: str) -> Placement:
     """Where an operator ran, given the device the region works on."""
+    if ev.graph_id is not None:
+        return Placement.GRAPH
     ins = ev.tensors_in
     on_host = all(t.on_host for t in ins) and all(t.on_host for t in ev.outputs)
     if not on_host:
@@ -145,6 +148,8 @@ def measured_signals(ev: OpEvent, region_device: str) -> tuple[list[SignalRecord
     """Signals and physical transfers that one measured operator implies."""
     signals: list[SignalRecord] = []
     transfers: list[TransferRecord] = []
+    if ev.graph_id is not None:  # inside compiled code (or the graph call itself): one program
+        return signals, transfers
     ends = copy_ends(ev)
     if ends is not None:
         src, dst = ends

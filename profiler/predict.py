@@ -59,6 +59,7 @@ class Predictor:
         self.target = load_target(target)
         self.device = self.target.device
         self._state: dict[int, list] = {}  # id(storage) -> [state, weakref]
+        self._producers: dict[int, tuple[int, int]] = {}  # schedules: id(storage) -> (id(region), op index)
         self._decisions: dict[tuple, _Decision] = {}
         self._names: dict[Any, str] = {}
         self._programs = _PROGRAMS.setdefault(self.target.name, set())
@@ -68,11 +69,13 @@ class Predictor:
     # ---- session wiring -----------------------------------------------------------------
 
     def attach(self, region: Any, session: recorder.Session) -> None:
-        region.outcomes = []
+        region.outcomes = {}  # op index -> (Placement, signals, transfers)
         region.compiles = []
+        region.deps = {}  # schedules: op index -> indices of the ops that produced its inputs (None: a view)
         if self._attached == 0:
             session.hooks.append(self.on_op)
             session.root_hooks.append(self.on_root)
+            session.graph_hooks.append(self.on_graph)
         self._attached += 1
 
     def detach(self, region: Any, session: recorder.Session) -> None:
@@ -80,6 +83,24 @@ class Predictor:
         if self._attached == 0:
             session.hooks.remove(self.on_op)
             session.root_hooks.remove(self.on_root)
+            session.graph_hooks.remove(self.on_graph)
+            self._producers.clear()
+
+    def on_graph(self, call: Any, ins: list[torch.Tensor], outs: list[torch.Tensor], index: int) -> None:
+        """A compiled graph is one device program keyed by its input shapes; data crosses only at its boundary."""
+        region = recorder.session().regions[-1]
+        self._record_deps(region, index, ins, outs, view=False)
+        signals: list[SignalRecord] = []
+        transfers: list[TransferRecord] = []
+        self._need(ins, DEVICE, transfers, "graph-input")
+        signals.extend(SignalRecord(tr.direction.signal, "graph-input", tr.bytes) for tr in transfers)
+        for t in outs:
+            self._set(t, DEVICE)
+        key = (f"graph {call.func.compile_id}", tuple(tuple(t.shape) for t in ins), None, tuple(_dt(t.dtype) for t in ins))
+        if key not in self._programs and self.target.programs:
+            self._programs.add(key)
+            region.compiles.append((index, _key_text(key), int(self.target.compile_ns)))
+        region.outcomes[index] = (Placement.GRAPH, signals, transfers)
 
     def on_root(self, module: torch.nn.Module) -> None:
         """The model's parameters and buffers live on the device."""
@@ -98,10 +119,11 @@ class Predictor:
         return entry
 
     def _forget(self, key: int):  # noqa: ANN202
-        states = self._state
+        states, producers = self._state, self._producers
 
         def callback(_: Any) -> None:
             states.pop(key, None)
+            producers.pop(key, None)
 
         return callback
 
@@ -121,7 +143,12 @@ class Predictor:
     # ---- the hot path -------------------------------------------------------------------
 
     def on_op(self, func: Any, args: tuple, kwargs: dict, out: Any, index: int) -> None:
-        region = recorder.session().regions[-1]
+        session = recorder.session()
+        region = session.regions[-1]
+        self._deps_of_op(region, index, func, args, kwargs, out)
+        if session.graph is not None:  # inside a compiled graph: part of one device program
+            region.outcomes[index] = (Placement.GRAPH, [], [])
+            return
         ins = [a for a in args if isinstance(a, _Tensor)]
         for a in args:
             if type(a) in (list, tuple):
@@ -133,7 +160,7 @@ class Predictor:
         kind = decision.kind
         if kind == "view":
             where = Placement.DEVICE if ins and self._entry(ins[0])[0] & DEVICE else Placement.HOST
-            region.outcomes.append((where, signals, transfers))
+            region.outcomes[index] = (where, signals, transfers)
             return
         if kind == "device":
             self._need(ins, DEVICE, transfers, "device-input")
@@ -142,7 +169,7 @@ class Predictor:
             signals.extend(SignalRecord(tr.direction.signal, "device-input", tr.bytes) for tr in transfers)
             if decision.program is not None and self.target.programs:
                 self._program(region, index, decision, signals)
-            region.outcomes.append((Placement.DEVICE, signals, transfers))
+            region.outcomes[index] = (Placement.DEVICE, signals, transfers)
             return
         if kind == "sync":
             self._need(ins, HOST, transfers, "sync")
@@ -150,7 +177,7 @@ class Predictor:
             for t in outs:
                 self._set(t, HOST)
             signals.extend(SignalRecord(tr.direction.signal, "sync", tr.bytes) for tr in transfers)
-            region.outcomes.append((Placement.FALLBACK, signals, transfers))
+            region.outcomes[index] = (Placement.FALLBACK, signals, transfers)
             return
         # fallback or bounce: runs on the host
         cause = "fallback-input" if kind == "fallback" else "bounce"
@@ -165,7 +192,31 @@ class Predictor:
         }[kind]
         signals.append(SignalRecord(signal_kind, decision.reason, size, decision.note))
         signals.extend(SignalRecord(tr.direction.signal, cause, tr.bytes) for tr in transfers)
-        region.outcomes.append((Placement.FALLBACK, signals, transfers))
+        region.outcomes[index] = (Placement.FALLBACK, signals, transfers)
+
+    # ---- producers (schedules: data dependencies by tensor identity) ---------------------
+
+    def _deps_of_op(self, region: Any, index: int, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        ins = [a for a in args if isinstance(a, _Tensor)]
+        for a in args:
+            if type(a) in (list, tuple):
+                ins.extend(x for x in a if isinstance(x, _Tensor))
+        outs = [out] if isinstance(out, _Tensor) else [x for x in out if isinstance(x, _Tensor)] if type(out) in (list, tuple) else []
+        in_keys = {id(t.untyped_storage()) for t in ins}
+        view = bool(outs) and all(id(t.untyped_storage()) in in_keys for t in outs)
+        view = view and not self._name(func).split(".", 1)[0].endswith("_") and "out" not in kwargs
+        self._record_deps(region, index, ins, outs, view=view)
+
+    def _record_deps(self, region: Any, index: int, ins: list, outs: list, *, view: bool) -> None:
+        """region.deps[index]: the earlier ops of this region whose outputs it reads; outputs now come from it."""
+        producers, rid = self._producers, id(region)
+        if view:  # a view shares its input's storage: consumers depend on the storage's producer
+            region.deps[index] = None
+            return
+        deps = {p[1] for t in ins if (p := producers.get(id(t.untyped_storage()))) is not None and p[0] == rid}
+        region.deps[index] = tuple(sorted(deps))
+        for t in outs:
+            producers[id(t.untyped_storage())] = (rid, index)
 
     def _need(self, tensors: list[torch.Tensor], where: int, transfers: list[TransferRecord], cause: str) -> None:
         for t in tensors:

@@ -22,8 +22,8 @@ _now = time.perf_counter_ns
 _Tensor = torch.Tensor
 _SEQ = (list, tuple)
 
-# (func, inputs, outputs, t0, t1, stack, module, bool_index)
-RawOp = tuple[Any, list[Any], list[Any], int, int, Any, "str | None", bool]
+# (func, inputs, outputs, t0, t1, stack, module, bool_index, graph_id)
+RawOp = tuple[Any, list[Any], list[Any], int, int, Any, "str | None", bool, "int | None"]
 OpHook = Callable[[Any, tuple, dict, Any, int], None]
 
 
@@ -40,18 +40,18 @@ def _dispatch(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN202
     return out
 
 
-def _skip_dynamo_cheaply() -> bool:
-    """Tell Dynamo never to trace the recording hot path (recursively), without a wrapper."""
+def skip_dynamo(code: Any) -> bool:
+    """Tell Dynamo never to trace this code (nor what it calls), without a per-call wrapper."""
     try:
         from torch._dynamo.eval_frame import set_code_exec_strategy
         from torch._dynamo.types import FrameAction, FrameExecStrategy
-    except ImportError:  # older torch: keep the default disable wrapper
+    except ImportError:  # older torch: callers keep a disable wrapper instead
         return False
-    set_code_exec_strategy(_dispatch.__code__, FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP))
+    set_code_exec_strategy(code, FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP))
     return True
 
 
-_SKIP_BY_CODE = _skip_dynamo_cheaply()
+_SKIP_BY_CODE = skip_dynamo(_dispatch.__code__)
 
 
 class _RecordingMode(TorchDispatchMode):
@@ -83,6 +83,9 @@ class Session:
         self.hooks: list[OpHook] = []  # e.g. the predictor; gets live tensors
         self.root_hooks: list[Callable[[torch.nn.Module], None]] = []  # called when a top-level module runs
         self.root_model: Any = None
+        self.graph: int | None = None  # id of the compiled graph running now
+        self.graph_hooks: list[Callable[..., None]] = []  # e.g. the predictor; gets a graph call's tensors
+        self.watcher: Any = None  # the compile-event watcher while regions are open
 
     def on_op(self, func: Any, args: tuple, kwargs: dict, out: Any, t0: int, t1: int) -> None:
         ins: list[Any] = []
@@ -110,9 +113,39 @@ class Session:
         stack = callsite.raw_stack(3) if self.with_stack else None
         region = self.regions[-1]
         index = len(region.raw)
-        region.raw.append((func, ins, outs, t0, t1, stack, self.modules[-1] if self.modules else None, bool_index))
+        region.raw.append((func, ins, outs, t0, t1, stack, self.modules[-1] if self.modules else None, bool_index,
+                           self.graph))
         for hook in self.hooks:
             hook(func, args, kwargs, out, index)
+
+    def graph_call(self, call: Any, args: tuple, kwargs: dict) -> Any:
+        """Run one compiled graph as one recorded operator; operators inside it carry its graph id."""
+        region = self.regions[-1]
+        index = len(region.raw)
+        region.raw.append(None)  # keeps the graph call before the operators it dispatches
+        tensors_in = [a for a in _flat(args) if isinstance(a, _Tensor)]
+        stack = callsite.raw_stack(3) if self.with_stack else None
+        module = self.modules[-1] if self.modules else None
+        self.graph = call.graph_id
+        t0 = _now()
+        out: Any = None
+        try:
+            out = call.fn(*args, **kwargs)
+            return out
+        finally:
+            t1 = _now()
+            self.graph = None
+            tensors_out = [o for o in _flat(out) if isinstance(o, _Tensor)]
+            region.raw[index] = (call.func, [_meta(t) for t in tensors_in], [_meta(t) for t in tensors_out], t0, t1,
+                                 stack, module, False, call.graph_id)
+            for hook in self.graph_hooks:
+                hook(call, tensors_in, tensors_out, index)
+
+
+def _flat(value: Any) -> list[Any]:
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _flat(v)]
+    return [value]
 
 
 _local = threading.local()
@@ -129,7 +162,6 @@ def session() -> Session:
 
 _names: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _hook_handles: list[Any] = []
-_active_sessions = 0
 _hook_lock = threading.Lock()
 
 
@@ -148,43 +180,52 @@ def _module_name(module: torch.nn.Module, s: Session) -> str:
     return f"{parent}.{type(module).__name__}" if parent else type(module).__name__
 
 
+_compiling = torch.compiler.is_compiling
+
+
 def _pre_hook(module: torch.nn.Module, args: Any) -> None:
+    if _compiling():  # Dynamo folds this to True while tracing: the hook vanishes from compiled graphs
+        return
     s = getattr(_local, "session", None)
     if s is not None and s.regions:
         s.modules.append(_module_name(module, s))
 
 
 def _post_hook(module: torch.nn.Module, args: Any, output: Any) -> None:
+    if _compiling():
+        return
     s = getattr(_local, "session", None)
     if s is not None and s.regions and s.modules:
         s.modules.pop()
 
 
 def start(s: Session) -> None:
-    """Push the dispatch mode and install module hooks (first region of the thread)."""
-    global _active_sessions
+    """Push the dispatch mode and the compile watcher (first region of the thread).
+
+    Module hooks are installed once and stay: adding and removing global hooks would change
+    what torch.compile guards on, and recompile the user's functions at every region boundary.
+    """
     with _hook_lock:
-        if _active_sessions == 0:
+        if not _hook_handles:
             _hook_handles.append(torch.nn.modules.module.register_module_forward_pre_hook(_pre_hook))
             _hook_handles.append(torch.nn.modules.module.register_module_forward_hook(_post_hook, always_call=True))
-        _active_sessions += 1
+    from .compiled import CompileWatcher
+
+    s.watcher = CompileWatcher(s)
+    s.watcher.install()
     s.mode = _RecordingMode(s)
     s.mode.__enter__()
 
 
 def stop(s: Session) -> None:
-    """Pop the dispatch mode; remove module hooks when no thread records."""
-    global _active_sessions
+    """Pop the dispatch mode and the compile watcher."""
     if s.mode is not None:
         s.mode.__exit__(None, None, None)
         s.mode = None
+    if s.watcher is not None:
+        s.watcher.uninstall()
+        s.watcher = None
     s.modules.clear()
-    with _hook_lock:
-        _active_sessions -= 1
-        if _active_sessions == 0:
-            for handle in _hook_handles:
-                handle.remove()
-            _hook_handles.clear()
 
 
 # ---- decoding -------------------------------------------------------------------------------
@@ -225,7 +266,7 @@ class Decoder:
         return got
 
     def event(self, op_id: int, raw: RawOp, t_base: int) -> OpEvent:
-        func, ins, outs, t0, t1, stack, module, bool_index = raw
+        func, ins, outs, t0, t1, stack, module, bool_index, graph_id = raw
         full, packet = self.name(func)
         tensor = self.tensor
         return OpEvent(
@@ -239,4 +280,5 @@ class Decoder:
             call_site=self.site(stack) if stack is not None else None,
             module=module,
             bool_index=bool_index,
+            graph_id=graph_id,
         )

@@ -46,6 +46,7 @@ class Region:
         mode: Mode = Mode.EAGER,
         phase: Phase = Phase.NONE,
         tags: dict[str, str] | None = None,
+        timeline: bool = False,
     ) -> None:
         self.name = name
         self.with_stack = with_stack
@@ -63,6 +64,10 @@ class Region:
         self.peak_memory_bytes: int | None = None
         self.model: dict[str, Any] = {}
         self.predictor: Any = None
+        self.timeline_wanted = timeline  # engine schedules: torch.profiler timeline (profiler/timeline.py)
+        self.timeline: Any = None
+        self._timeline_recorder: Any = None
+        self.compile_events: list[Any] = []  # torch.compile events (profiler/compiled.py)
         self._target = target
         self._trace: Trace | None = None
         self._saved_with_stack = False
@@ -99,6 +104,11 @@ class Region:
         if not s.regions:
             recorder.start(s)
         s.regions.append(self)
+        if self.timeline_wanted:  # engine schedules: the profiler starts outside the measured span
+            from .timeline import TimelineRecorder
+
+            recorder_ = TimelineRecorder()
+            self._timeline_recorder = recorder_ if recorder_.start() else None
         self._open = True
         self.wall_start = time.time()
         self.start_ns = time.perf_counter_ns()
@@ -108,6 +118,9 @@ class Region:
         if self._cuda:
             torch.cuda.synchronize()
         self.end_ns = time.perf_counter_ns()
+        if self._timeline_recorder is not None:  # engine schedules
+            self.timeline = self._timeline_recorder.stop()
+            self._timeline_recorder = None
         s = recorder.session()
         if s.regions and s.regions[-1] is self:
             s.regions.pop()
@@ -172,18 +185,21 @@ def explain(
     mode: Mode = Mode.EAGER,
     phase: Phase = Phase.NONE,
     tags: dict[str, str] | None = None,
+    timeline: bool = False,
 ) -> Region:
     """A region that records every operator dispatched inside it.
 
     with_stack: also record each operator's user call site and whole stack.
     target: predict for a target device (name or TOML path) instead of measuring.
     device: the device the region works on (default: the most used non-host device).
+    timeline: also record a torch.profiler (Kineto) timeline: engine slices per host thread, CUDA stream, copy direction.
     """
     run = _record_run.get()
     if run is not None:
         target = target if target is not None else run.target
         with_stack = with_stack or run.with_stack
-    return Region(name, with_stack=with_stack, target=target, device=device, mode=mode, phase=phase, tags=tags)
+    return Region(name, with_stack=with_stack, target=target, device=device, mode=mode, phase=phase, tags=tags,
+                  timeline=timeline)
 
 
 def explain_steady(
@@ -215,7 +231,9 @@ def default_run_info(regions: list[Region]) -> RunInfo:
     if torch.cuda.is_available():
         devices += [f"cuda:{i} ({torch.cuda.get_device_name(i)})" for i in range(torch.cuda.device_count())]
     predictor = next((r.predictor for r in regions if r.predictor is not None), None)
-    model = next((r.model for r in regions if r.model), {})
+    model = dict(next((r.model for r in regions if r.model), {}))
+    if predictor is not None and model:
+        model["device"] = predictor.device  # where the prediction puts it (it ran on the host)
     start = min((r.wall_start for r in regions), default=time.time())
     return RunInfo(
         source=Source.PREDICTED if predictor is not None else Source.MEASURED,

@@ -7,11 +7,13 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from portscope.ingest.builder import TraceBuilder
-from portscope.ingest.schema import CompileKind, Placement
+from portscope.ingest.schema import CompileKind, Placement, SignalKind
 from portscope.ingest.trace import RunInfo, Trace
 
 from .events import OpEvent, SignalRecord, TensorInfo, TransferRecord, measured_signals, placement
 from .recorder import Decoder
+from .schedule import add_region_schedule
+from .timeline import add_timeline
 
 if TYPE_CHECKING:
     from .region import Region
@@ -67,6 +69,7 @@ def build_trace(regions: list[Region], run_info: RunInfo) -> Trace:
     everything = flatten(regions)
     t_base = min(r.start_ns for r in everything)
     ids: dict[int, int] = {}
+    decoded: dict[int, tuple[int, list[OpEvent]]] = {}  # engine schedules: id(region) -> (region id, ops)
     op_id = 0
     for region in everything:
         parent = ids.get(id(region.parent)) if region.parent is not None else None
@@ -97,12 +100,45 @@ def build_trace(regions: list[Region], run_info: RunInfo) -> Trace:
                 signals, transfers = measured_signals(ev, device)
             _add_op(builder, rid, ev, where, fmt)
             _add_signals(builder, rid, ev, signals, transfers)
+        _add_compile_events(builder, rid, region, t_base)
         for index, key, compile_ns in getattr(region, "compiles", []):
             builder.compiles.append(region_id=rid, kind=CompileKind.PROGRAM, key=key, op_count=1,
                                     compile_ns=compile_ns, cache_hit=False, reason="first call with this key",
                                     call_site=events[index].call_site, time_ns=events[index].start_ns)
+        # ---- engine schedules: predicted (profiler/schedule.py) ----
+        decoded[id(region)] = (rid, events)
+        if region.predictor is not None:
+            add_region_schedule(builder, rid, region, events, region.start_ns - t_base, region.predictor.target)
+        # ----
         op_id += len(events)
+    for region in everything:  # engine schedules: measured timelines (profiler/timeline.py)
+        if getattr(region, "timeline", None) is not None:
+            add_timeline(builder, region, decoded, t_base)
     return builder.build()
+
+
+_COMPILE_SIGNALS = {
+    CompileKind.GRAPH: SignalKind.COMPILE_GRAPH,
+    CompileKind.GRAPH_BREAK: SignalKind.COMPILE_GRAPH_BREAK,
+    CompileKind.RECOMPILE: SignalKind.COMPILE_RECOMPILE,
+}
+
+
+def _add_compile_events(builder: TraceBuilder, rid: int, region: Region, t_base: int) -> None:
+    """torch.compile events seen while the region was open: compile rows and compile/* signals."""
+    for ev in region.compile_events:
+        at = max(ev.time_ns - t_base, 0)
+        builder.compiles.append(region_id=rid, kind=ev.kind, compile_id=ev.compile_id, graph_id=ev.graph_id,
+                                key=ev.compile_id, frame=ev.frame, op_count=ev.op_count, compile_ns=ev.compile_ns,
+                                cache_hit=ev.cache_hit, reason=ev.reason, call_site=ev.call_site, time_ns=at)
+        note = {
+            CompileKind.GRAPH: "one-time cost in a cold region" if not ev.cache_hit else "loaded from the compile cache",
+            CompileKind.GRAPH_BREAK: "try: remove the breaking call from the compiled function",
+            CompileKind.RECOMPILE: "try: fixed shapes (pad) or mark the dimension dynamic",
+        }[ev.kind]
+        builder.signals.append(region_id=rid, kind=_COMPILE_SIGNALS[ev.kind], reason=ev.reason,
+                               op_name=f"compiled graph {ev.compile_id}" if ev.compile_id else None, count=1, bytes=0,
+                               call_site=ev.call_site, note=note, time_ns=at)
 
 
 def _add_op(builder: TraceBuilder, rid: int, ev: OpEvent, where: Placement, fmt: _Formatter) -> None:
@@ -126,6 +162,7 @@ def _add_op(builder: TraceBuilder, rid: int, ev: OpEvent, where: Placement, fmt:
         module=ev.module,
         call_site=ev.call_site,
         stack_id=ev.stack_id,
+        graph_id=ev.graph_id,
         thread=ev.thread,
     )
 

@@ -1,0 +1,214 @@
+"""torch.compile inside a region: compile events from torch's structured trace log, and graph calls.
+
+Compile events come from the public structured-trace logger (`torch.__trace`),
+the one `TORCH_TRACE`/tlparse read: `compilation_metrics` (compile id, frame,
+operator count, compile time, the guard that failed for a recompile) and the
+`dynamo_graph_break_reason` artifact (reason and user source line). Fields are
+read defensively: they vary across torch versions.
+
+Graph calls: after a frame compiles, Dynamo stores each compiled graph as a
+`__compiled_fn_*` global of the frame's module; those are wrapped so each call
+is recorded as one operator (placement `graph`) with its duration, and the
+operators it dispatches carry its graph id.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+import threading
+import time
+from typing import Any
+
+from portscope.ingest.schema import CompileKind
+
+_TRACE_LOGGER = "torch.__trace"
+_COMPILED_PREFIX = "__compiled_fn"
+
+
+@dataclasses.dataclass
+class CompileEvent:
+    kind: CompileKind
+    compile_id: str | None
+    frame: str | None = None
+    op_count: int | None = None
+    compile_ns: int | None = None
+    cache_hit: bool | None = None
+    reason: str | None = None
+    call_site: str | None = None
+    time_ns: int = 0
+    graph_id: int | None = None
+
+
+def _graph_break(payload: str) -> tuple[str | None, str]:
+    """(user source line, reason) from a dynamo_graph_break_reason payload."""
+    site, reason_lines = None, []
+    lines = payload.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("Graph break in user code at "):
+            site = line.removeprefix("Graph break in user code at ").strip()
+        elif line.startswith("Graph Break Reason:"):
+            reason_lines.append(line.removeprefix("Graph Break Reason:").strip())
+            for more in lines[i + 1 :]:
+                text = more.strip()
+                if not text or text.startswith(("User code traceback", "Hint:", "Developer debug")):
+                    if reason_lines[-1:] != [""] and len(reason_lines) > 1:
+                        break
+                    continue
+                reason_lines.append(text)
+                if len(reason_lines) >= 4:
+                    break
+            break
+    reason = " ".join(r for r in reason_lines if r) or payload.strip().splitlines()[0] if payload.strip() else "unknown"
+    return site, reason
+
+
+class CompileWatcher(logging.Handler):
+    """Collects compile events while regions are open; attributes them to the innermost region."""
+
+    def __init__(self, session: Any) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.session = session
+        self._graph_ids: dict[str, int] = {}
+        self._cache_hits: set[str] = set()
+        self._wrapped_modules: set[int] = set()
+        self._thread = threading.get_ident()
+        self._saved: tuple[int, bool] | None = None
+
+    # ---- install ------------------------------------------------------------------------
+
+    def install(self) -> None:
+        logger = logging.getLogger(_TRACE_LOGGER)
+        self._saved = (logger.level, logger.propagate)
+        logger.addHandler(self)
+        if logger.level == logging.NOTSET or logger.level > logging.DEBUG:
+            logger.setLevel(logging.DEBUG)
+
+    def uninstall(self) -> None:
+        logger = logging.getLogger(_TRACE_LOGGER)
+        logger.removeHandler(self)
+        if self._saved is not None:
+            logger.setLevel(self._saved[0])
+
+    # ---- events -------------------------------------------------------------------------
+
+    def graph_id(self, compile_id: str) -> int:
+        gid = self._graph_ids.get(compile_id)
+        if gid is None:
+            gid = self._graph_ids[compile_id] = len(self._graph_ids)
+        return gid
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if threading.get_ident() != self._thread or not self.session.regions:
+            return
+        metadata = getattr(record, "metadata", None)
+        if not isinstance(metadata, dict) or not metadata:
+            return
+        try:
+            self._handle(metadata, getattr(record, "payload", None))
+        except Exception:  # noqa: BLE001 - a field we did not expect must never break the user's compile
+            return
+
+    def _handle(self, metadata: dict, payload: Any) -> None:
+        key = next(iter(metadata))
+        body = metadata[key]
+        compile_id = _compile_id(metadata)
+        region = self.session.regions[-1]
+        now = time.perf_counter_ns()
+        if key == "artifact" and isinstance(body, dict):
+            name = str(body.get("name", ""))
+            if name == "dynamo_graph_break_reason" and isinstance(payload, str):
+                site, reason = _graph_break(payload)
+                seen = {(e.kind, e.call_site) for e in region.compile_events}
+                if (CompileKind.GRAPH_BREAK, site) not in seen:
+                    region.compile_events.append(CompileEvent(CompileKind.GRAPH_BREAK, compile_id, reason=reason,
+                                                              call_site=site, time_ns=now))
+            elif "cache_hit" in name and compile_id:
+                self._cache_hits.add(compile_id)
+        elif key == "compilation_metrics" and isinstance(body, dict):
+            self._metrics(region, body, compile_id, now)
+
+    def _metrics(self, region: Any, m: dict, compile_id: str | None, now: int) -> None:
+        compile_id = str(m.get("compile_id") or compile_id or "?")
+        filename, line, name = m.get("co_filename"), m.get("co_firstlineno"), m.get("co_name")
+        frame = f"{filename}:{line} ({name})" if filename else None
+        seconds = m.get("entire_frame_compile_time_s")
+        compile_ns = int(seconds * 1e9) if isinstance(seconds, (int, float)) else None
+        ops = m.get("graph_op_count")
+        fail = m.get("fail_reason")
+        recompile = m.get("recompile_reason")
+        gid = self.graph_id(compile_id)
+        if recompile:
+            region.compile_events.append(CompileEvent(CompileKind.RECOMPILE, compile_id, frame, reason=str(recompile),
+                                                      call_site=frame, time_ns=now, graph_id=gid))
+        if not fail:
+            region.compile_events.append(CompileEvent(
+                CompileKind.GRAPH, compile_id, frame, op_count=ops if isinstance(ops, int) else None,
+                compile_ns=compile_ns, cache_hit=compile_id in self._cache_hits, call_site=frame, time_ns=now,
+                graph_id=gid))
+        if filename:
+            self._wrap_compiled(filename, compile_id, gid)
+
+    def _wrap_compiled(self, filename: str, compile_id: str, gid: int) -> None:
+        for module in list(sys.modules.values()):
+            if getattr(module, "__file__", None) != filename:
+                continue
+            namespace = module.__dict__
+            for name, value in list(namespace.items()):
+                if name.startswith(_COMPILED_PREFIX) and callable(value) and not isinstance(value, GraphCall):
+                    namespace[name] = GraphCall(value, compile_id, gid)
+
+
+def _compile_id(metadata: dict) -> str | None:
+    frame, attempt = metadata.get("frame_id"), metadata.get("frame_compile_id")
+    if frame is None or attempt is None:
+        return None
+    return f"{frame}/{attempt}"
+
+
+class GraphFunc:
+    """Stands for a compiled graph where the recorder expects an operator."""
+
+    __slots__ = ("compile_id",)
+
+    def __init__(self, compile_id: str) -> None:
+        self.compile_id = compile_id
+
+    def name(self) -> str:
+        return f"compiled graph {self.compile_id}"
+
+
+class GraphCall:
+    """A compiled graph that records each call (one operator) while a region is open."""
+
+    def __init__(self, fn: Any, compile_id: str, graph_id: int) -> None:
+        self.fn = fn
+        self.func = GraphFunc(compile_id)
+        self.graph_id = graph_id
+        self.__wrapped__ = fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from . import recorder
+
+        session = recorder.session()
+        if not session.regions or session.graph is not None:
+            return self.fn(*args, **kwargs)
+        return session.graph_call(self, args, kwargs)
+
+
+def _never_traced() -> None:
+    """Compiled code calls GraphCall; Dynamo must not trace the recording behind it."""
+    from . import recorder
+
+    if not recorder.skip_dynamo(GraphCall.__call__.__code__):
+        GraphCall.__call__ = torch_disable(GraphCall.__call__)  # type: ignore[method-assign]
+
+
+def torch_disable(fn: Any) -> Any:
+    import torch
+
+    return torch._dynamo.disable(fn, recursive=True)
+
+
+_never_traced()
