@@ -142,7 +142,7 @@ class CompileWatcher(logging.Handler):
         if recompile:
             region.compile_events.append(CompileEvent(CompileKind.RECOMPILE, compile_id, frame, reason=str(recompile),
                                                       call_site=frame, time_ns=now, graph_id=gid))
-        if not fail:
+        if not fail and ops != 0:  # an empty graph compiles nothing
             region.compile_events.append(CompileEvent(
                 CompileKind.GRAPH, compile_id, frame, op_count=ops if isinstance(ops, int) else None,
                 compile_ns=compile_ns, cache_hit=compile_id in self._cache_hits, call_site=frame, time_ns=now,

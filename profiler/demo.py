@@ -95,6 +95,10 @@ def _measured_cpu() -> list[Region]:
     return [cold, warm]
 
 
+def _eager_vs_compiled() -> list[Region]:
+    raise NotImplementedError  # made by make_samples through compare_modes (it writes its own trace)
+
+
 SAMPLES: list[Sample] = [
     Sample("llama_fp16-npu_forward.arrow",
            "tiny Llama (2 layers, hidden 128, float16) forward on a 7-token prompt, cold and warm, predicted for fp16-npu",
@@ -108,6 +112,9 @@ SAMPLES: list[Sample] = [
     Sample("llama_cuda_forward.arrow",
            "the same forward, cold and warm, predicted for cuda (nothing should fall back)",
            _forward_cold_warm("cuda"), "cuda"),
+    Sample("llama_fp16-npu_eager_vs_compiled.arrow",
+           "`portscope compare-modes`: the forward eager and torch.compile'd (inductor, prompt padded to 64), cold and warm, predicted for fp16-npu",
+           _eager_vs_compiled, "fp16-npu"),
     Sample("llama_cpu_measured.arrow",
            "the same model in float32, measured on this CPU (no target), cold and warm",
            _measured_cpu),
@@ -125,6 +132,13 @@ def make_samples(folder: str | Path, *, only: list[str] | None = None,
             continue
         progress(sample.file)
         reset_program_cache()  # each sample is profiled as in a fresh process
+        if sample.make is _eager_vs_compiled:
+            from .compare import compare_modes
+
+            ids = prompt(7)
+            written.append(compare_modes(lambda: tiny_llama(), lambda: {"input_ids": ids}, folder / sample.file,
+                                         target="fp16-npu", pad_to=64))
+            continue
         regions = sample.make()
         info = default_run_info(regions)
         info.command = f"portscope demo ({sample.file})"

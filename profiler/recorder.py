@@ -199,6 +199,10 @@ def _post_hook(module: torch.nn.Module, args: Any, output: Any) -> None:
         s.modules.pop()
 
 
+for _hook in (_pre_hook, _post_hook):  # called as frames of their own around compiled modules
+    skip_dynamo(_hook.__code__)
+
+
 def start(s: Session) -> None:
     """Push the dispatch mode and the compile watcher (first region of the thread).
 
