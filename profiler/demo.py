@@ -135,8 +135,7 @@ def make_samples(folder: str | Path, *, only: list[str] | None = None,
         if sample.make is _eager_vs_compiled:
             from .compare import compare_modes
 
-            ids = prompt(7)
-            written.append(compare_modes(lambda: tiny_llama(), lambda: {"input_ids": ids}, folder / sample.file,
+            written.append(compare_modes(tiny_llama, lambda: {"input_ids": prompt(7)}, folder / sample.file,
                                          target="fp16-npu", pad_to=64))
             continue
         regions = sample.make()
