@@ -7,6 +7,10 @@ import datetime
 import re
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+
+from .. import schema
 from ..builder import TraceBuilder
 from ..schema import Direction, EngineKind, Mode, Placement, SignalKind, SliceKind, Source
 from ..trace import RunInfo, Trace
@@ -68,7 +72,7 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False) -
     op_stack: list[int | None] = [None] * n_ops
     runtime_op = [-1] * len(ev.runtime)
     per_thread: dict[tuple, list[tuple]] = {}
-    for i, o in enumerate(ev.ops):
+    for i, o in enumerate(ev.ops if (ev.python or ev.runtime or ev.device) else ()):
         per_thread.setdefault((o[3], o[4]), []).append((o[0], -o[1], 1, i))
     for i, p in enumerate(ev.python):
         per_thread.setdefault((p[3], p[4]), []).append((p[0], -p[1], 0, i))
@@ -76,7 +80,8 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False) -
         per_thread.setdefault((r[3], r[4]), []).append((r[0], -r[1], 2, i))
     frames_cache: dict[int, tuple[str, int, str] | None] = {}
     sites_cache: dict[tuple[int, ...], tuple[str | None, int | None]] = {}
-    for items in per_thread.values():
+    nest = bool(ev.python or ev.runtime or ev.device)  # else only "top-level or not" is needed: vectorized below
+    for items in per_thread.values() if nest else ():
         items.sort()
         ops_open: list[tuple[float, int]] = []
         py_open: list[tuple[float, int]] = []
@@ -120,59 +125,47 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False) -
         if p >= 0:
             has_child[p] = True
 
-    # ops table (+ host lane slices for top-level ops)
-    op_region = [0] * n_ops
-    cols: dict[str, list] = {k: [] for k in (
-        "op_id", "region_id", "name", "start_ns", "dur_ns", "placement", "device", "input_shapes", "input_strides",
-        "input_dtypes", "bytes_in", "bytes_out", "call_site", "stack_id", "thread")}  # fmt: skip
-    lanes = {"op": [], "start": [], "dur": [], "engine": [], "kind": []}
-    op_threads: dict[object, int] = {}
-    for o in ev.ops:
-        op_threads[o[4]] = op_threads.get(o[4], 0) + 1
-    main_tid = max(op_threads, key=op_threads.__getitem__) if op_threads else None
+    # ops table (+ host lane slices for top-level ops), column by column
+    ts, dur, names, pids, tids, _ext, shapes, strides, dtypes, nbytes = (list(c) for c in zip(*ev.ops, strict=True)) if n_ops else ([],) * 10
+    ts_a = np.asarray(ts, dtype=np.float64)
+    start_a = np.rint((ts_a - t0) * 1000.0).astype(np.int64)
+    dur_a = np.maximum(np.rint((ts_a + np.asarray(dur, dtype=np.float64) - t0) * 1000.0).astype(np.int64) - start_a, 0)
+    region_a = regions.find_many(start_a)
+    op_region = region_a.tolist()
+    placement = [Placement.HOST.value] * n_ops
     fallback_ops: list[int] = []
-    for i, (ts, dur, name, pid, tid, _ext, shapes, strides, dtypes, nbytes) in enumerate(ev.ops):
-        start = ns(ts)
-        d = max(ns(ts + dur) - start, 0)
-        rid = regions.find(start)
-        op_region[i] = rid
-        if not gpu:
-            placement = Placement.HOST
-        elif launched[i]:
-            placement = Placement.DEVICE
-        elif (infer_fallback and not has_child[i] and name not in NO_WORK_OPS and dtypes and (pid, tid) in gpu_threads
-              and any(dtypes.split(";"))):  # fmt: skip
-            placement = Placement.FALLBACK
-            fallback_ops.append(i)
-        else:
-            placement = Placement.HOST
-        cols["op_id"].append(i)
-        cols["region_id"].append(rid)
-        cols["name"].append(name)
-        cols["start_ns"].append(start)
-        cols["dur_ns"].append(d)
-        cols["placement"].append(placement.value)
-        cols["device"].append(root_device if placement is Placement.DEVICE else "cpu")
-        cols["input_shapes"].append(shapes)
-        cols["input_strides"].append(strides)
-        cols["input_dtypes"].append(dtypes)
-        cols["bytes_in"].append(nbytes)
-        cols["bytes_out"].append(0)
-        cols["call_site"].append(op_site[i])
-        cols["stack_id"].append(op_stack[i])
-        cols["thread"].append(tid if type(tid) is int and -(2**31) <= tid < 2**31 else None)
-        if op_parent[i] < 0:
-            lanes["op"].append(i)
-            lanes["start"].append(start)
-            lanes["dur"].append(d)
-            lanes["engine"].append("host" if tid == main_tid else f"host thread {tid}")
-            lanes["kind"].append(SliceKind.FALLBACK.value if placement is Placement.FALLBACK else SliceKind.COMPUTE.value)
-    b.ops.extend(cols)
-    del cols
-    b.engine_slices.extend({
-        "region_id": [op_region[i] for i in lanes["op"]], "engine": lanes["engine"],
-        "engine_kind": [EngineKind.HOST.value] * len(lanes["op"]), "kind": lanes["kind"],
-        "name": [ev.ops[i][2] for i in lanes["op"]], "start": lanes["start"], "dur": lanes["dur"], "op_id": lanes["op"]})  # fmt: skip
+    if gpu:
+        for i in range(n_ops):
+            if launched[i]:
+                placement[i] = Placement.DEVICE.value
+            elif (infer_fallback and not has_child[i] and names[i] not in NO_WORK_OPS and dtypes[i]
+                  and (pids[i], tids[i]) in gpu_threads and any(dtypes[i].split(";"))):  # fmt: skip
+                placement[i] = Placement.FALLBACK.value
+                fallback_ops.append(i)
+    dev = {Placement.DEVICE.value: root_device}
+    threads = [t if type(t) is int and -(2**31) <= t < 2**31 else None for t in tids]
+    ops_table = _table("ops", {
+        "op_id": np.arange(n_ops, dtype=np.int64), "region_id": region_a.astype(np.int32), "name": names,
+        "start_ns": start_a, "dur_ns": dur_a, "placement": placement, "device": [dev.get(p, "cpu") for p in placement],
+        "input_shapes": shapes, "input_strides": strides, "input_dtypes": dtypes, "bytes_in": nbytes,
+        "bytes_out": np.zeros(n_ops, dtype=np.int64), "call_site": op_site, "stack_id": op_stack, "thread": threads})  # fmt: skip
+    if nest:
+        top = np.flatnonzero(np.asarray(op_parent, dtype=np.int64) < 0) if n_ops else np.zeros(0, dtype=np.int64)
+    else:
+        top = _top_level(ts_a, np.asarray(dur, dtype=np.float64), tids)
+    counts: dict[object, int] = {}
+    for t in tids:
+        counts[t] = counts.get(t, 0) + 1
+    main_tid = max(counts, key=counts.__getitem__) if counts else None
+    lane_of = {t: "host" if t == main_tid else f"host thread {t}" for t in counts}
+    top_list = top.tolist()
+    host_lanes = _table("engine_slices", {
+        "region_id": region_a[top].astype(np.int32), "engine": [lane_of[tids[i]] for i in top_list],
+        "engine_kind": [EngineKind.HOST.value] * len(top_list),
+        "kind": [SliceKind.FALLBACK.value if placement[i] == Placement.FALLBACK.value else SliceKind.COMPUTE.value
+                 for i in top_list],
+        "name": [names[i] for i in top_list], "start": start_a[top], "dur": dur_a[top], "op_id": top})  # fmt: skip
+    del ts, dur, shapes, strides, nbytes, threads
 
     for i in fallback_ops:
         b.signals.append(region_id=op_region[i], op_id=i, kind=SignalKind.CPU_FALLBACK, reason="no-device-work",
@@ -182,7 +175,45 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False) -
     if gpu:
         _syncs(b, ev, ns, op_parent, op_region, op_site, op_stack, runtime_op, regions)
     _device_work(b, ev, ns, device_op, op_region, op_site, op_stack, by_corr, regions, multi_device)
-    return b.build()
+    trace = b.build()
+    trace.tables["ops"] = ops_table
+    device_lanes = trace.tables["engine_slices"]
+    trace.tables["engine_slices"] = pa.concat_tables([host_lanes, device_lanes.cast(host_lanes.schema)]).combine_chunks() \
+        if device_lanes.num_rows else host_lanes
+    return trace
+
+
+def _top_level(ts: np.ndarray, dur: np.ndarray, tids: list) -> np.ndarray:
+    """Indices of the ops no other op on their thread encloses (the sweep's nesting rule, vectorized)."""
+    if not len(ts):
+        return np.zeros(0, dtype=np.int64)
+    codes = {t: i for i, t in enumerate(dict.fromkeys(tids))}
+    thread = np.fromiter((codes[t] for t in tids), dtype=np.int64, count=len(tids))
+    order = np.lexsort((-dur, ts, thread))
+    ends = (ts + dur)[order]
+    starts = ts[order]
+    top = np.zeros(len(ts), dtype=bool)
+    bounds = np.flatnonzero(np.diff(thread[order])) + 1
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(ts)], strict=True):
+        prev_max = np.maximum.accumulate(ends[lo:hi])
+        top[lo:hi] = np.r_[True, starts[lo + 1 : hi] >= prev_max[:-1]]
+    return np.sort(order[top])
+
+
+def _table(name: str, columns: dict[str, object]) -> pa.Table:
+    """An Arrow table of the schema from whole columns (lists or numpy arrays); missing columns are null."""
+    table_schema = schema.TABLES[name]
+    n = max(len(v) for v in columns.values())  # type: ignore[arg-type]
+    arrays = []
+    for field in table_schema:
+        values = columns.get(field.name)
+        if values is None:
+            arrays.append(pa.nulls(n, field.type))
+        elif pa.types.is_dictionary(field.type):
+            arrays.append(pa.array(values, pa.string()).dictionary_encode())
+        else:
+            arrays.append(pa.array(values, field.type))
+    return pa.Table.from_arrays(arrays, schema=table_schema)
 
 
 def _syncs(b, ev, ns, op_parent, op_region, op_site, op_stack, runtime_op, regions) -> None:  # noqa: ANN001
@@ -295,6 +326,9 @@ class _Regions:
 
     def find(self, t: int) -> int:
         return self._ids[bisect.bisect_right(self._times, t) - 1]
+
+    def find_many(self, t: np.ndarray) -> np.ndarray:
+        return np.asarray(self._ids, dtype=np.int64)[np.searchsorted(np.asarray(self._times, dtype=np.int64), t, side="right") - 1]
 
 
 def _run_info(path: Path, ev: KinetoEvents, t0: float, devices: list, infer_fallback: bool) -> RunInfo:

@@ -72,7 +72,7 @@ class ChromeDocument:
 
     def _split_plan(self) -> tuple[int, int, bytes] | None:
         raw = self.raw
-        start = len(raw) - len(raw.lstrip(_WS))
+        start = re.compile(rb"\s*").match(raw).end()
         if raw[start : start + 1] != b"{":
             return None
         key = raw.find(b'"traceEvents"')

@@ -9,6 +9,8 @@ innermost enclosing cpu_op) and builds the tables.
 from __future__ import annotations
 
 import dataclasses
+import gc
+import re
 from pathlib import Path
 from typing import Any
 
@@ -82,21 +84,31 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
     infer_fallback: mark leaf operators of a GPU trace that launched no GPU work as cpu_fallback
     (Kineto records no tensor devices, so this is a guess: host-side bookkeeping ops count too).
     """
+    from ._kineto_fast import fast_collect
     from ._kineto_link import build_trace
 
     path = Path(path)
     raw = read_bytes(path, caps)
     doc = _document(path, raw)
+    collecting = gc.isenabled()
+    gc.disable()  # millions of small tuples, no cycles: the collector would only rescan them
     try:
-        events = collect(path, doc)
-    except _SplitFailed:
-        events = collect(path, whole(doc))
-    del raw, doc
-    return build_trace(path, events, infer_fallback=infer_fallback)
+        events = fast_collect(doc)
+        if events is None:
+            try:
+                events = collect(path, doc)
+            except _SplitFailed:
+                events = collect(path, whole(doc))
+        del raw, doc
+        return build_trace(path, events, infer_fallback=infer_fallback)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _document(path: Path, raw: bytes) -> ChromeDocument:
-    if raw.lstrip()[:1] not in (b"{", b"["):
+    first = re.compile(rb"\s*").match(raw).end()
+    if raw[first : first + 1] not in (b"{", b"["):
         raise TraceFormatError(path, "not a JSON document (does not start with '{' or '[')")
     return ChromeDocument(path, raw)
 
