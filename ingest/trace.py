@@ -102,17 +102,38 @@ class Trace:
         return self.tables["regions"].column("name").to_pylist()
 
     def content_hash(self) -> str:
-        """A hash of the run's content (run info and every table), stable across writes."""
-        digest = hashlib.sha256()
+        """A hash of the run's content (run info and every table), stable across writes and reads.
+
+        Tables are streamed through the hash as Arrow IPC, batch by batch: no copy of the run is made.
+        """
+        digest = hashlib.sha256()  # SHA-NI: several times faster than blake2b here
         digest.update(json.dumps(self.run_info.to_json(), sort_keys=True, default=str).encode())
+        sink = _HashSink(digest)
         for name in schema.TABLES:
             table = self.tables[name]
             digest.update(name.encode())
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, table.schema) as writer:
-                writer.write_table(table)
-            digest.update(sink.getvalue())
+            with pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), table.schema) as writer:
+                writer.write_table(table, max_chunksize=1 << 20)
         return digest.hexdigest()[:16]
+
+
+class _HashSink:
+    """A write-only file object that feeds a hash."""
+
+    closed = False
+
+    def __init__(self, digest: Any) -> None:
+        self.digest = digest
+
+    def write(self, data: Any) -> int:
+        self.digest.update(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def write_trace(trace: Trace, path: str | Path, *, compression: str | None = None) -> Path:
