@@ -61,7 +61,7 @@ class KinetoEvents:
     """Compact per-category tuples of one Kineto trace (times in microseconds as read)."""
 
     metadata: dict[str, Any]
-    # (ts, dur, name, pid, tid, ext_id, shapes, strides, dtypes, bytes_in)
+    # (ts, dur, name, pid, tid, None (reserved), shapes, strides, dtypes, bytes_in)
     ops: list[tuple] = dataclasses.field(default_factory=list)
     # (ts, dur, name, pid, tid)
     annotations: list[tuple] = dataclasses.field(default_factory=list)
@@ -71,7 +71,6 @@ class KinetoEvents:
     runtime: list[tuple] = dataclasses.field(default_factory=list)
     # (ts, dur, cat, name, device, stream, correlation, bytes)
     device: list[tuple] = dataclasses.field(default_factory=list)
-    thread_names: dict[tuple[Any, Any], str] = dataclasses.field(default_factory=dict)
     t_min: float = float("inf")
     t_max: float = float("-inf")
     events: int = 0
@@ -132,10 +131,6 @@ def collect(path: Path, doc: ChromeDocument) -> KinetoEvents:
                 continue
             ph = ev.get("ph")
             if ph != "X":
-                if ph == "M" and ev.get("name") == "thread_name":
-                    args = ev.get("args")
-                    if isinstance(args, dict) and isinstance(args.get("name"), str):
-                        out.thread_names[(ev.get("pid"), ev.get("tid"))] = args["name"]
                 continue
             cat = ev.get("cat")
             ts = ev.get("ts")
@@ -160,7 +155,7 @@ def collect(path: Path, doc: ChromeDocument) -> KinetoEvents:
             pid, tid = ev.get("pid"), ev.get("tid")
             if cat == "cpu_op":
                 shapes, strides, dtypes, nbytes = _tensor_args(args)
-                ops.append((ts, dur, name, pid, tid, args.get("External id"), shapes, strides, dtypes, nbytes))
+                ops.append((ts, dur, name, pid, tid, None, shapes, strides, dtypes, nbytes))
             elif cat == "user_annotation":
                 annotations.append((ts, dur, name, pid, tid))
             elif cat == "python_function":

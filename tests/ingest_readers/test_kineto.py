@@ -142,3 +142,23 @@ def test_infer_fallback_is_opt_in() -> None:
     assert _signals(read_kineto(path), SignalKind.CPU_FALLBACK) == 0
     guessed = read_kineto(path, infer_fallback=True)
     assert _signals(guessed, SignalKind.CPU_FALLBACK) == _col(guessed, "ops", "placement").count(Placement.FALLBACK.value) > 0
+
+
+@pytest.mark.slow
+def test_fast_path_reads_what_the_json_path_reads(kineto_cpu: dict[str, Path]) -> None:
+    """The regex fast path over Kineto's layout and the general JSON path give identical events."""
+    import dataclasses
+
+    from portscope.ingest.readers._kineto_fast import fast_collect
+    from portscope.ingest.readers._source import read_bytes
+    from portscope.ingest.readers.chrome_json import ChromeDocument
+    from portscope.ingest.readers.kineto import collect
+
+    for path in (kineto_cpu["plain"], kineto_cpu["shapes_stack"], ALEXNET):
+        raw = read_bytes(path)
+        fast = fast_collect(ChromeDocument(path, raw))
+        assert fast is not None, path
+        assert dataclasses.asdict(fast) == dataclasses.asdict(collect(path, ChromeDocument(path, raw)))
+    # kernel names with braces inside args: the fast path declines, the JSON path reads them
+    assert fast_collect(ChromeDocument(ROCM, read_bytes(ROCM))) is None
+    assert read_kineto(ROCM)["ops"].num_rows == len(plain.complete(ROCM, "cpu_op"))
