@@ -1,0 +1,242 @@
+"""Schedule summaries: per region, what each engine did (busy, utilisation), the critical path, idle gaps by cause.
+
+A pure query on a trace's `engine_slices` (measured or predicted); returns
+dataclasses and Arrow tables, draws nothing.
+
+* busy: the union of an engine's slices (overlaps count once).
+* idle gap: the time an engine waited before a slice (from the end of its
+  previous slice, or from the region's first slice), attributed to the slice's
+  `waited_on` ("unknown" when the slice does not say).
+* critical path: walking back from the slice that ends last, each step goes to
+  the slice whose end released it: on another engine when the slice says what
+  it waited on, else the same engine's previous slice. Its length is the span
+  it covers; `critical_by_engine` says where that time went (the gaps it could
+  not attribute are "idle").
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .trace import Trace
+
+UNKNOWN = "unknown"
+# what a slice waited on -> the engine kinds that release it
+_RELEASED_BY = {
+    "dispatch": ("dispatch", "host"),
+    "compile": ("compiler",),
+    "fallback": ("host",),
+    "transfer": ("dma_h2d", "dma_d2h", "dma_d2d"),
+    "dependency": ("matrix", "vector", "stream", "dma_d2h", "dma_h2d", "other", "collective"),
+}
+
+
+@dataclasses.dataclass
+class EngineUse:
+    engine: str
+    engine_kind: str
+    slices: int
+    busy: int
+    utilisation: float  # busy / the region's schedule span
+    idle_by_cause: dict[str, int]
+
+
+@dataclasses.dataclass
+class ScheduleSummary:
+    """One region's schedule, in the trace's time unit."""
+
+    region_id: int | None
+    name: str
+    start: int
+    end: int
+    engines: list[EngineUse]
+    critical_path: int
+    critical_by_engine: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        """Schedule span: from the first slice's start (or the origin) to the last slice's end."""
+        return self.end - self.start
+
+    def idle_by_cause(self) -> dict[str, int]:
+        """Idle time of every engine but the host thread's lanes, summed by cause."""
+        out: dict[str, int] = {}
+        for e in self.engines:
+            if e.engine_kind in ("host", "dispatch", "compiler"):
+                continue
+            for cause, ns in e.idle_by_cause.items():
+                out[cause] = out.get(cause, 0) + ns
+        return out
+
+    def engines_table(self) -> pa.Table:
+        """One row per engine: engine, engine_kind, slices, busy, utilisation, idle_<cause>..."""
+        causes = sorted({c for e in self.engines for c in e.idle_by_cause})
+        cols: dict[str, list] = {"engine": [], "engine_kind": [], "slices": [], "busy": [], "utilisation": []}
+        cols.update({f"idle_{c}": [] for c in causes})
+        for e in self.engines:
+            for key in ("engine", "engine_kind", "slices", "busy", "utilisation"):
+                cols[key].append(getattr(e, key))
+            for c in causes:
+                cols[f"idle_{c}"].append(e.idle_by_cause.get(c, 0))
+        return pa.table(cols)
+
+
+def _strings(table: pa.Table, name: str) -> list:
+    col = table.column(name)
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(pa.string())
+    return col.to_pylist()
+
+
+def summarize_slices(table: pa.Table, *, origin: int | None = None, name: str = "",
+                     region_id: int | None = None) -> ScheduleSummary:
+    """Summary of engine slices (columns engine, engine_kind, start, dur, waited_on)."""
+    if table.num_rows == 0:
+        t0 = origin or 0
+        return ScheduleSummary(region_id, name, t0, t0, [], 0, {})
+    start = table.column("start").to_numpy().astype(np.int64)
+    dur = table.column("dur").to_numpy().astype(np.int64)
+    stop = start + dur
+    engine = np.asarray(_strings(table, "engine"), dtype=object)
+    kinds = _strings(table, "engine_kind")
+    waited = _strings(table, "waited_on") if "waited_on" in table.column_names else [None] * table.num_rows
+    t0 = int(start.min()) if origin is None else min(int(origin), int(start.min()))
+    t1 = int(stop.max())
+    span = max(t1 - t0, 1)
+    names, lane = np.unique(engine, return_inverse=True)
+    order = np.lexsort((start, lane))
+    kind_of: dict[str, str] = {}
+    for e, k in zip(engine.tolist(), kinds, strict=True):
+        kind_of.setdefault(e, k)
+    engines: list[EngineUse] = []
+    bounds = np.searchsorted(lane[order], np.arange(len(names) + 1))
+    for k, eng in enumerate(names.tolist()):
+        idx = order[bounds[k]:bounds[k + 1]]
+        s, e = start[idx], stop[idx]
+        prev_end = np.concatenate(([t0], np.maximum.accumulate(e)[:-1]))
+        busy = int(np.sum(np.maximum(e - np.maximum(s, prev_end), 0)))
+        gaps = np.maximum(s - prev_end, 0)
+        idle: dict[str, int] = {}
+        for pos in np.nonzero(gaps)[0].tolist():
+            cause = waited[idx[pos]] or UNKNOWN
+            idle[cause] = idle.get(cause, 0) + int(gaps[pos])
+        engines.append(EngineUse(eng, kind_of[eng], len(idx), busy, busy / span, idle))
+    engines.sort(key=lambda u: (_KIND_ORDER.get(u.engine_kind, 99), u.engine))
+    length, by_engine = _critical_path(start.tolist(), stop.tolist(), engine.tolist(), kinds, waited, t0)
+    return ScheduleSummary(region_id, name, t0, t1, engines, length, by_engine)
+
+
+_KIND_ORDER = {k: i for i, k in enumerate(
+    ["host", "dispatch", "compiler", "dma_h2d", "dma_d2h", "dma_d2d", "matrix", "vector", "stream", "collective", "other"])}
+
+
+def _critical_path(start: list[int], stop: list[int], engine: list[str], kinds: list[str], waited: list,
+                   t0: int) -> tuple[int, dict[str, int]]:
+    order = sorted(range(len(start)), key=stop.__getitem__)
+    ends = [stop[i] for i in order]
+    cur = max(range(len(start)), key=lambda i: (stop[i], -start[i]))
+    by_engine: dict[str, int] = {}
+    t_end = stop[cur]
+    seen = 0
+    while True:
+        by_engine[engine[cur]] = by_engine.get(engine[cur], 0) + stop[cur] - start[cur]
+        t = start[cur]
+        seen += 1
+        if t <= t0 or seen > len(start):
+            break
+        hi = bisect.bisect_right(ends, t)
+        if hi == 0:
+            by_engine["idle"] = by_engine.get("idle", 0) + t - t0
+            break
+        lo = bisect.bisect_left(ends, ends[hi - 1])
+        candidates = [order[p] for p in range(lo, hi) if order[p] != cur]
+        if not candidates:
+            break
+        if ends[hi - 1] < t:
+            by_engine["idle"] = by_engine.get("idle", 0) + t - ends[hi - 1]
+        cur = _pick(candidates, engine[cur], kinds, waited[cur], engine)
+    return t_end - t0, by_engine
+
+
+def _pick(candidates: list[int], eng: str, kinds: list[str], cause: str | None, engine: list[str]) -> int:
+    if cause is None:
+        same = [c for c in candidates if engine[c] == eng]
+        if same:
+            return same[-1]
+    wanted = _RELEASED_BY.get(cause or "", ())
+    for c in reversed(candidates):
+        if kinds[c] in wanted and engine[c] != eng:
+            return c
+    others = [c for c in candidates if engine[c] != eng]
+    return (others or candidates)[-1]
+
+
+def schedule_summary(trace: Trace, region_id: int) -> ScheduleSummary:
+    """The schedule summary of one region (its own engine slices; nested regions have their own)."""
+    slices = trace["engine_slices"]
+    mask = pc.equal(slices.column("region_id"), pa.scalar(region_id, pa.int32()))
+    table = slices.filter(pc.fill_null(mask, False))
+    regions = trace["regions"]
+    ids = regions.column("region_id").to_pylist()
+    name = regions.column("name").to_pylist()[ids.index(region_id)] if region_id in ids else ""
+    return summarize_slices(table, name=name, region_id=region_id)
+
+
+def schedule_summaries(trace: Trace, region: str | None = None) -> list[ScheduleSummary]:
+    """Summaries of every region that has engine slices (optionally only regions with this name)."""
+    slices = trace["engine_slices"]
+    present = set(slices.column("region_id").drop_null().to_pylist()) if slices.num_rows else set()
+    regions = trace["regions"]
+    out = []
+    for rid, name in zip(regions.column("region_id").to_pylist(), regions.column("name").to_pylist(), strict=True):
+        if rid in present and (region is None or name == region):
+            out.append(schedule_summary(trace, rid))
+    return out
+
+
+def _time(value: float, unit: str) -> str:
+    if unit != "ns":
+        return f"{value:,.0f} {unit}"
+    for scale, suffix in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {suffix}"
+    return f"{value:.0f} ns"
+
+
+def format_schedule(summaries: list[ScheduleSummary], *, unit: str = "ns", modes: dict[int, tuple[str, str]] | None = None) -> str:
+    """Text: per region the total, the critical path by engine, and one line per engine.
+
+    modes: region_id -> (mode, phase); regions compiled vs eager in the same phase get a ratio line.
+    """
+    lines: list[str] = []
+    for s in summaries:
+        lines.append(f"region {s.name!r}: schedule {_time(s.total, unit)}, critical path {_time(s.critical_path, unit)}")
+        if s.critical_path:
+            parts = sorted(s.critical_by_engine.items(), key=lambda kv: -kv[1])
+            lines.append("  critical path: " + ", ".join(f"{e} {100 * ns / s.critical_path:.1f}%" for e, ns in parts if ns))
+        lines.append(f"  {'engine':<16} {'kind':<10} {'slices':>8} {'busy':>10} {'util':>7}  idle waiting on")
+        for e in s.engines:
+            idle = ", ".join(f"{c} {_time(ns, unit)}" for c, ns in sorted(e.idle_by_cause.items(), key=lambda kv: -kv[1]))
+            lines.append(f"  {e.engine:<16} {e.engine_kind:<10} {e.slices:>8} {_time(e.busy, unit):>10} "
+                         f"{100 * e.utilisation:>6.1f}%  {idle or '-'}")
+        lines.append("")
+    if modes:
+        by_phase: dict[str, dict[str, ScheduleSummary]] = {}
+        for s in summaries:
+            mode, phase = modes.get(s.region_id, ("unknown", "none"))
+            by_phase.setdefault(phase, {}).setdefault(mode, s)
+        for phase, pair in by_phase.items():
+            if "eager" in pair and "compiled" in pair and pair["compiled"].total:
+                e, c = pair["eager"], pair["compiled"]
+                lines.append(f"eager/compiled ({phase}): {e.total / c.total:.2f}x "
+                             f"({e.name!r} {_time(e.total, unit)} vs {c.name!r} {_time(c.total, unit)})")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["EngineUse", "ScheduleSummary", "format_schedule", "schedule_summaries", "schedule_summary",
+           "summarize_slices"]

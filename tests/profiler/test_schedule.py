@@ -1,0 +1,176 @@
+"""Predicted engine schedules on a tiny random-init Llama under fp16-npu (profiler/schedule.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from portscope.ingest.export_chrome import write_chrome  # noqa: E402
+from portscope.ingest.schedule_summary import schedule_summaries  # noqa: E402
+from portscope.ingest.trace import read_trace  # noqa: E402
+from portscope.profiler.demo import prompt, tiny_llama  # noqa: E402
+from portscope.profiler.events import TensorInfo  # noqa: E402
+from portscope.profiler.predict import reset_program_cache  # noqa: E402
+from portscope.profiler.recorder import Decoder  # noqa: E402
+from portscope.profiler.region import explain_steady, save  # noqa: E402
+from portscope.profiler.schedule import compiled_view, estimate_flops, ops_from_events, schedule  # noqa: E402
+from portscope.profiler.targets import load_target  # noqa: E402
+
+TARGETS = Path(__file__).resolve().parents[2] / "profiler" / "targets"
+
+
+def _forward(target: str = "fp16-npu"):  # noqa: ANN202
+    reset_program_cache()
+    model, ids = tiny_llama(), prompt(7)
+    with torch.no_grad():
+        return explain_steady(lambda: model(input_ids=ids), warmup=2, return_cold=True, name="forward", target=target)
+
+
+@pytest.fixture(scope="module")
+def regions():  # noqa: ANN201
+    return _forward()
+
+
+@pytest.fixture(scope="module")
+def trace_path(regions, tmp_path_factory):  # noqa: ANN001, ANN201
+    return save(list(regions), tmp_path_factory.mktemp("sched") / "run.arrow")
+
+
+def _slices(trace, name: str):  # noqa: ANN001, ANN202
+    rid = trace.region_names().index(name)
+    df = trace["engine_slices"].to_pandas()
+    return df[df.region_id == rid]
+
+
+def _ops(region):  # noqa: ANN001, ANN202
+    decoder = Decoder()
+    events = [decoder.event(i, raw, region.start_ns) for i, raw in enumerate(region.raw)]
+    return ops_from_events(events, region.outcomes, region.deps, region.compiles)
+
+
+def test_flops_from_shapes() -> None:
+    t = lambda *s: TensorInfo(tuple(s), (), "float16", "npu:0", 2)  # noqa: E731
+    assert estimate_flops("aten::mm", [t(7, 128), t(128, 64)], [t(7, 64)]) == 2 * 7 * 64 * 128
+    assert estimate_flops("aten::addmm", [t(64), t(7, 128), t(128, 64)], [t(7, 64)]) == 2 * 7 * 64 * 128
+    assert estimate_flops("aten::bmm", [t(4, 7, 32), t(4, 32, 7)], [t(4, 7, 7)]) == 2 * 4 * 7 * 7 * 32
+    sdpa = estimate_flops("aten::_scaled_dot_product_flash_attention_for_cpu", [t(1, 4, 7, 32), t(1, 4, 9, 32), t(1, 4, 9, 32)], [])
+    assert sdpa == 2 * 4 * 7 * 9 * 64
+    assert estimate_flops("aten::add.Tensor", [t(7, 128), t(7, 128)], [t(7, 128)]) == 7 * 128
+
+
+def test_dependencies_recorded_by_tensor_identity(regions) -> None:  # noqa: ANN001
+    cold, _ = regions
+    names = [raw[0].name() for raw in cold.raw]
+    assert len(cold.deps) == len(cold.raw)
+    # every matrix product reads something an earlier op of the region computed (hidden states)
+    mms = [i for i, n in enumerate(names) if n in ("aten::mm", "aten::addmm")]
+    assert mms and all(cold.deps[i] for i in mms)
+    assert all(j < i for i in range(len(names)) for j in (cold.deps[i] or ()))
+    assert any(d is None for d in cold.deps.values())  # views: no work
+
+
+def test_eager_schedule_shows_dispatch_fallbacks_transfers_and_cold_compiles(trace_path) -> None:  # noqa: ANN001
+    trace = read_trace(trace_path)
+    cold, warm = _slices(trace, "forward:cold"), _slices(trace, "forward:warm")
+    for df in (cold, warm):
+        assert set(df.engine) >= {"host", "dispatch", "dma_h2d", "dma_d2h", "matrix", "vector"}
+        device = df[df.engine.isin(["matrix", "vector"])]
+        assert (df[df.engine == "dispatch"].dur == 25000).all()
+        assert len(df[df.engine == "dispatch"]) == len(device)  # one dispatch per eager device op
+        assert "dispatch" in set(device.waited_on.dropna())  # device engines idle on host dispatch
+        fallbacks = df[(df.engine == "host") & (df.kind == "fallback")]
+        assert len(fallbacks) > 20  # RMSNorm in float32, rotary...
+        # a round trip: a d2h before a host fallback, an h2d after it into a device op
+        assert "transfer" in set(fallbacks.waited_on.dropna())
+        assert "fallback" in set(df[df.engine == "dma_h2d"].waited_on.dropna())
+        assert df.op_id.notna().all() and df.module.notna().any()
+        assert df.module.str.contains(r"model\.layers\.\d+\.self_attn\.q_proj").any()
+    compiles = cold[cold.engine == "compiler"]
+    assert len(compiles) > 5 and (compiles.dur == 40_000_000).all()
+    assert len(warm[warm.engine == "compiler"]) == 0
+    s_cold, s_warm = schedule_summaries(trace)
+    assert s_cold.critical_by_engine["compiler"] > 0.9 * s_cold.critical_path
+    assert "compiler" not in s_warm.critical_by_engine
+    assert s_warm.critical_by_engine.get("host", 0) + s_warm.critical_by_engine.get("dispatch", 0) > 0.8 * s_warm.total
+    assert s_cold.total > 100 * s_warm.total / 10
+
+
+def test_compiled_view_is_one_program_and_faster(regions) -> None:  # noqa: ANN001
+    _, warm = regions
+    target = load_target("fp16-npu")
+    ops = _ops(warm)
+    eager = schedule(ops, target)
+    one = compiled_view(ops)
+    compiled = schedule(one, target)
+    kinds = dict(zip(compiled.engines, compiled.engine_kinds, strict=True))
+    lanes = [compiled.engines[k] for k in compiled.lane]
+    assert lanes.count("dispatch") == 1 and "host" not in lanes and "dma_d2h" not in lanes
+    assert kinds["matrix"] == "matrix"
+    ratio = eager.total_ns / compiled.total_ns
+    assert ratio > 5  # eager: ~100 dispatches and ~70 fallbacks; compiled: one launch
+    summary = compiled.summary(one)
+    device = sum(v for k, v in summary.critical_by_engine.items() if k in ("matrix", "vector"))
+    assert device > 0.5 * summary.critical_path  # the program's own work is what remains
+    # the compiled program also runs on the device what fell back in eager (attention on 7 tokens)
+    busy = lambda s: {e.engine: e.busy for e in s.engines}  # noqa: E731
+    assert busy(summary)["matrix"] > busy(eager.summary(ops))["matrix"]
+
+
+def test_one_cost_figure_changes_only_its_slices(regions, tmp_path) -> None:  # noqa: ANN001
+    cold, _ = regions
+    text = (TARGETS / "fp16-npu.toml").read_text()
+    faster = text.replace("[engines.dma_h2d]\nkind = \"dma_h2d\"\nbytes_per_ns = 16", "[engines.dma_h2d]\nkind = \"dma_h2d\"\nbytes_per_ns = 32")
+    faster = faster.replace("[engines.dma_d2h]\nkind = \"dma_d2h\"\nbytes_per_ns = 16", "[engines.dma_d2h]\nkind = \"dma_d2h\"\nbytes_per_ns = 32")
+    faster = faster.replace('name = "fp16-npu"', 'name = "fp16-npu-fast-dma"')
+    assert faster.count("bytes_per_ns = 32") == 2
+    path = tmp_path / "fast-dma.toml"
+    path.write_text(faster)
+    ops = _ops(cold)
+    a, b = schedule(ops, load_target("fp16-npu")), schedule(ops, load_target(path))
+    assert a.lane == b.lane and a.op == b.op and a.kind == b.kind
+    for lane, name, da, db in zip(a.lane, a.name, a.dur, b.dur, strict=True):
+        kind = a.engine_kinds[lane]
+        if kind in ("dma_h2d", "dma_d2h"):
+            assert db <= da
+        else:
+            assert da == db, (name, kind)
+    dma = [(da, db) for lane, da, db in zip(a.lane, a.dur, b.dur, strict=True) if a.engine_kinds[lane].startswith("dma")]
+    assert any(db < da for da, db in dma)
+    assert b.total_ns < a.total_ns
+
+
+def test_schedule_is_deterministic(regions) -> None:  # noqa: ANN001
+    cold, _ = regions
+    ops = _ops(cold)
+    target = load_target("fp16-npu")
+    assert schedule(ops, target).start == schedule(ops, target).start
+
+
+def test_report_schedule_cli(trace_path) -> None:  # noqa: ANN001
+    out = subprocess.run([sys.executable, "-m", "portscope.app.cli", "report", "--schedule", str(trace_path)],
+                         capture_output=True, text=True, check=True).stdout
+    assert "region 'forward:cold'" in out and "region 'forward:warm'" in out
+    assert "critical path: compiler" in out
+    for engine in ("dispatch", "compiler", "dma_h2d", "dma_d2h", "matrix", "vector"):
+        assert f"\n  {engine} " in out
+
+
+def test_chrome_export_has_one_track_per_engine(trace_path, tmp_path) -> None:  # noqa: ANN001
+    trace = read_trace(trace_path)
+    out = write_chrome(trace, tmp_path / "run.json")
+    doc = json.loads(out.read_text())
+    tracks = {e["args"]["name"] for e in doc["traceEvents"] if e.get("ph") == "M" and e["name"] == "thread_name"}
+    assert {"dispatch", "compiler", "dma_h2d", "dma_d2h", "matrix", "vector"} <= tracks
+    on = {}
+    tid = {e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e.get("ph") == "M" and e["name"] == "thread_name"}
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy"):
+            on.setdefault(tid[e["tid"]], set()).add(e["args"]["engine_kind"])
+    assert all(len(kinds) == 1 for kinds in on.values())
