@@ -18,7 +18,6 @@ from __future__ import annotations
 import collections
 import operator
 import re
-from typing import Any
 
 import orjson
 
@@ -70,48 +69,81 @@ def fast_collect(doc: ChromeDocument) -> KinetoEvents | None:
         return None
 
 
+CHUNK_BYTES = 16 << 20  # events are read this many bytes at a time: memory stays near the file's size
+
+
+class _State:
+    """What the chunks share: caches of decoded names, ids and tensor signatures, and running totals."""
+
+    def __init__(self) -> None:
+        self.names: dict[bytes, str] = {}
+        self.ids: dict[bytes, int | str] = {}
+        self.signatures: dict[bytes, tuple] = {}
+        self.categories: dict[str, int] = {}
+        self.matched = 0
+        self.t_min = float("inf")
+        self.t_max = float("-inf")
+
+
 def _collect(doc: ChromeDocument) -> KinetoEvents | None:
-    if doc.span is None:
+    if doc.span is None or doc.separator is None:
         return None
     raw = doc.raw
     start, end = doc.span
-    matches = _EVENT.findall(raw, start, end)
+    out = KinetoEvents(metadata=dict(doc.metadata))
+    state = _State()
+    pos = start
+    while pos < end:
+        nxt = raw.find(doc.separator, pos + CHUNK_BYTES, end)
+        nxt = end if nxt < 0 else nxt
+        _chunk(_EVENT.findall(raw, pos, nxt), out, state)
+        pos = nxt
     x_events = raw.count(b'"ph": "X"', start, end)  # Kineto's spacing; the regexes below cover any other
-    if x_events != len(matches):
+    if x_events != state.matched:
         x_events = len(_X.findall(raw, start, end))
     traces = raw.count(b'"cat": "Trace"', start, end) and len(_TRACE_SPAN.findall(raw, start, end))
-    out = KinetoEvents(metadata=dict(doc.metadata))
-    if not matches:
+    if state.matched + traces - state.categories.get("Trace", 0) != x_events:
+        return None  # some X event is in a layout the regex does not read
+    if traces:
+        state.categories["Trace"] = traces
+    if not (out.ops or out.device or out.annotations):
         return None
-    # column by column: C-level loops (map, zip, itemgetter) instead of one Python iteration per event
+    out.t_min, out.t_max = state.t_min, state.t_max
+    out.events = raw.count(b'"ph": "', start, end) or len(_ANY_EVENT.findall(raw, start, end))
+    out.categories = state.categories
+    return out
+
+
+def _chunk(matches: list[tuple], out: KinetoEvents, state: _State) -> None:
+    """Add one chunk's matched events, column by column (C-level map/zip/itemgetter, not a loop per event)."""
+    if not matches:
+        return
+    state.matched += len(matches)
     cat_c, name_c, pid_c, tid_c, ts_c, dur_c, rest_c = zip(*matches, strict=True)
     del matches
     counts = collections.Counter(cat_c)
-    categories: dict[Any, int] = {c.decode(): n for c, n in counts.items()}
-    if len(cat_c) + traces - categories.get("Trace", 0) != x_events:
-        return None  # some X event is in a layout the regex does not read
-    if traces:
-        categories["Trace"] = traces
+    for c, n in counts.items():
+        key = c.decode()
+        state.categories[key] = state.categories.get(key, 0) + n
     by_cat: dict[bytes, list[int]] = {c: [] for c in counts}
     for i, c in enumerate(cat_c):
         by_cat[c].append(i)
-    try:
-        names = {n: orjson.loads(b'"' + n + b'"') if b"\\" in n else n.decode() for n in set(name_c)}
-    except (orjson.JSONDecodeError, UnicodeDecodeError):
-        return None
-    try:
-        ids = {v: _id(v) for v in set(pid_c) | set(tid_c)}
-        ts_all = list(map(float, ts_c))
-        dur_all = list(map(float, dur_c))
-    except ValueError:
-        return None
+    names, ids = state.names, state.ids
+    for n in set(name_c).difference(names):
+        try:
+            names[n] = orjson.loads(b'"' + n + b'"') if b"\\" in n else n.decode()
+        except orjson.JSONDecodeError:
+            raise _NotKineto() from None
+    for v in (set(pid_c) | set(tid_c)).difference(ids):
+        ids[v] = _id(v)
+    ts_all = list(map(float, ts_c))
+    dur_all = list(map(float, dur_c))
     if min(dur_all) < 0:
-        return None
+        raise _NotKineto()
     live = [i for c, idx in by_cat.items() if c != b"Trace" for i in idx]
-    if not live:
-        return None
-    t_min = min(ts_all[i] for i in live)
-    t_max = max(ts_all[i] + dur_all[i] for i in live)
+    if live:
+        state.t_min = min(state.t_min, min(ts_all[i] for i in live))
+        state.t_max = max(state.t_max, max(ts_all[i] + dur_all[i] for i in live))
 
     def column(values: tuple | list, idx: list[int]) -> list:
         return [values[idx[0]]] if len(idx) == 1 else list(operator.itemgetter(*idx)(values))
@@ -127,10 +159,10 @@ def _collect(doc: ChromeDocument) -> KinetoEvents | None:
             # "External id" first and "Ev Idx" last (Kineto's order) differ between calls with the same arguments
             keys = [r[r.find(b",") + 1 : j] if r.startswith(b'"External id"') and (j := r.rfind(b'"Ev Idx"')) > r.rfind(b'"Input')
                     else r for r in rest]  # fmt: skip
-            signatures = {
-                k: _tensor_args(_args(r)) if (b'"Input' in r or b'"input_shapes"' in r) else _NO_TENSORS
-                for k, r in dict(zip(keys, rest, strict=True)).items()
-            }
+            signatures = state.signatures
+            for k, r in dict(zip(keys, rest, strict=True)).items():
+                if k not in signatures:
+                    signatures[k] = _tensor_args(_args(r)) if (b'"Input' in r or b'"input_shapes"' in r) else _NO_TENSORS
             sig = [signatures[k] for k in keys]
             shapes, strides, dtypes, nbytes = zip(*sig, strict=True)
             out.ops.extend(zip(*common(idx), [None] * len(idx), shapes, strides, dtypes, nbytes, strict=True))
@@ -150,9 +182,3 @@ def _collect(doc: ChromeDocument) -> KinetoEvents | None:
         pid, tid = ids[pid_c[i]], ids[tid_c[i]]
         out.device.append((ts_all[i], dur_all[i], cat_c[i].decode(), names[name_c[i]], a.get("device", pid),
                            a.get("stream", tid), a.get("correlation"), _int(a.get("bytes"))))  # fmt: skip
-    if not (out.ops or out.device or out.annotations):
-        return None
-    out.t_min, out.t_max = t_min, t_max
-    out.events = raw.count(b'"ph": "', start, end) or len(_ANY_EVENT.findall(raw, start, end))
-    out.categories = categories
-    return out

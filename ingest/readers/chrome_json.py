@@ -37,6 +37,7 @@ class ChromeDocument:
         self.metadata: dict[str, Any] = {}
         self._plan: tuple[int, int, bytes] | None = None  # first event, last event start, separator
         self.span: tuple[int, int] | None = None  # raw[span[0]:span[1]] holds every event (split layout only)
+        self.separator: bytes | None = None  # what starts each event in that layout (b"\\n  {")
         try:
             self._plan = self._split_plan()
         except _SplitFailed:
@@ -110,6 +111,7 @@ class ChromeDocument:
             raise _SplitFailed()
         self.metadata.pop("traceEvents", None)
         self.span = (newline, end)
+        self.separator = sep
         return newline, last, sep
 
     def _parse_whole(self) -> list[Any]:
@@ -148,5 +150,6 @@ def whole(doc: ChromeDocument) -> ChromeDocument:
     """The same document parsed at once (after a batch failed to parse)."""
     doc._plan = None
     doc.span = None
+    doc.separator = None
     doc._whole = doc._parse_whole()
     return doc
