@@ -162,3 +162,18 @@ def test_fast_path_reads_what_the_json_path_reads(kineto_cpu: dict[str, Path]) -
     # kernel names with braces inside args: the fast path declines, the JSON path reads them
     assert fast_collect(ChromeDocument(ROCM, read_bytes(ROCM))) is None
     assert read_kineto(ROCM)["ops"].num_rows == len(plain.complete(ROCM, "cpu_op"))
+
+
+@pytest.mark.slow
+def test_vectorized_top_level_agrees_with_the_sweep(kineto_cpu: dict[str, Path]) -> None:
+    from portscope.ingest.readers._kineto_link import build_trace
+    from portscope.ingest.readers._source import read_bytes
+    from portscope.ingest.readers.chrome_json import ChromeDocument
+    from portscope.ingest.readers.kineto import collect
+
+    path = kineto_cpu["shapes_stack"]
+    events = collect(path, ChromeDocument(path, read_bytes(path)))
+    swept = build_trace(path, events)["engine_slices"].column("op_id").to_pylist()  # python frames: per-thread sweep
+    events.python = []
+    assert build_trace(path, events)["engine_slices"].column("op_id").to_pylist() == swept  # numpy path
+    assert 0 < len(swept) < len(events.ops)
