@@ -94,11 +94,12 @@ def timeline_figure(panels: list[Panel]) -> dict[str, Any]:
             "anchor": f"x{suffix}",
         }
         layout[f"xaxis{suffix}"] = {
-            "title": {"text": f"time ({panel.unit})"} if i == len(panels) - 1 else None,
+            # cycles and ns never share an axis (issue 9): a panel in another unit than the first is not matched, and is titled
+            "title": {"text": f"time ({panel.unit})"} if i == len(panels) - 1 or panel.unit != panels[-1].unit else None,
             "anchor": f"y{suffix}",
             "showspikes": False,
             "zeroline": False,
-            **({"matches": "x"} if i else {"range": [panel.viewport.x0, panel.viewport.x1]}),
+            **({"matches": "x"} if i and panel.unit == panels[0].unit else {"range": [panel.viewport.x0, panel.viewport.x1]}),
         }
         for x0, x1, label in panel.bands:
             shapes.append({"type": "rect", "xref": f"x{suffix}", "yref": f"y{suffix} domain", "x0": x0, "x1": x1, "y0": 0, "y1": 1, "fillcolor": "rgba(120,120,120,0.08)", "line": {"width": 0}, "layer": "below"})

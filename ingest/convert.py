@@ -11,6 +11,7 @@ from .readers import fallback_log, torch_trace
 from .readers._source import DEFAULT_CAPS, GZIP_MAGIC, SizeCaps, head, read_bytes
 from .readers.kineto import read_kineto
 from .trace import Trace, read_trace
+from .vendor_formats import VENDOR_FORMATS, sniff_vendor  # vendor tools' outputs (issue 9)
 
 _SNIFF_BYTES = 64 * 1024
 
@@ -34,6 +35,7 @@ FORMATS: dict[str, InputFormat] = {
                     lambda p, caps, **kw: torch_trace.read_torch_trace(p, caps=caps)),  # fmt: skip
         InputFormat("fallback-log", "lines '[time][I] `op` op ran on CPU instead of DEVICE'",
                     lambda p, caps, **kw: fallback_log.read_fallback_log(p, caps=caps)),  # fmt: skip
+        *(InputFormat(*vendor) for vendor in VENDOR_FORMATS),
     )
 }
 
@@ -72,6 +74,9 @@ def detect(path: str | Path) -> str:
 def _sniff_text(start: bytes) -> str | None:
     text = start.decode("utf-8", errors="replace")
     stripped = text.lstrip()
+    vendor = sniff_vendor(text)  # before kineto: some vendor formats are Chrome JSON too
+    if vendor:
+        return vendor
     if stripped[:1] in ("{", "[") and ('"traceEvents"' in text or '"ph"' in text):
         return "kineto"
     # the last line of the sniffed bytes may be cut short: drop it

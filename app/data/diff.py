@@ -56,9 +56,10 @@ def diff_operators(a: dict[str, Any], b: dict[str, Any]) -> pd.DataFrame:
     Sorted by change (added, removed, increased, decreased, same), then by |Δ| descending.
     """
     rows: dict[tuple[str, str], dict[str, Any]] = {}
+    bare = _bare_packets(a, b)
     for side, report in (("a", a), ("b", b)):
         for op in report["operators"]:
-            key = (op["signal"], op["operator"])
+            key = (op["signal"], _operator_key(op["operator"], bare))
             row = rows.setdefault(key, {"signal": key[0], "operator": key[1], "a_count": 0, "b_count": 0, "a_bytes": 0, "b_bytes": 0})
             row[f"{side}_count"] += int(op["count"])
             row[f"{side}_bytes"] += int(op["bytes"])
@@ -68,6 +69,19 @@ def diff_operators(a: dict[str, Any], b: dict[str, Any]) -> pd.DataFrame:
     order = {"added": 0, "removed": 1, "increased": 2, "decreased": 3, "same": 4}
     ranked = sorted(rows.values(), key=lambda r: (order[r["change"]], -abs(r["delta"]), _ORDER.get(r["signal"], 99), r["operator"]))
     return pd.DataFrame(ranked, columns=OPERATOR_COLUMNS)
+
+
+# --- operator names across sources (issue 9): vendor dumps say `aten::neg`, recordings `aten::neg.default`
+def _bare_packets(a: dict[str, Any], b: dict[str, Any]) -> set[str]:
+    """Overload packets some report names without an overload (``aten::neg``)."""
+    return {op["operator"] for r in (a, b) for op in r["operators"] if "::" in op["operator"] and "." not in op["operator"].split("::", 1)[1]}
+
+
+def _operator_key(name: str, bare: set[str]) -> str:
+    """Compare by overload packet when either side names only the packet, else by the full name."""
+    packet = name.split(".", 1)[0] if "::" in name else name
+    return packet if packet in bare else name
+# --- end operator names across sources
 
 
 def diff_call_sites(a: dict[str, Any], b: dict[str, Any]) -> pd.DataFrame:

@@ -15,6 +15,7 @@ from ..builder import TraceBuilder
 from ..schema import Direction, EngineKind, Mode, Placement, SignalKind, SliceKind, Source
 from ..trace import RunInfo, Trace
 from .kineto import FORMAT, KinetoEvents
+from .npu_kineto import NpuLayout  # hook: lanes of NPU processes
 
 SYNC_OPS = {"aten::item", "aten::_local_scalar_dense"}
 SYNC_CALLS = {
@@ -45,7 +46,7 @@ def memcpy_direction(name: str) -> Direction | None:
     return None
 
 
-def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False) -> Trace:
+def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lanes: NpuLayout | None = None) -> Trace:
     """The portscope Trace of one collected Kineto trace."""
     t0 = ev.t_min if ev.t_min != float("inf") else 0.0
 
@@ -56,7 +57,7 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False) -
     devices = sorted({d[4] for d in ev.device}, key=str)
     multi_device = len(devices) > 1
     b = TraceBuilder(_run_info(path, ev, t0, devices, infer_fallback))
-    root_device = f"cuda:{devices[0]}" if gpu else "cpu"
+    root_device = (lanes.device_name(devices[0]) if lanes else f"cuda:{devices[0]}") if gpu else "cpu"
     end_ns = ns(ev.t_max) if ev.t_max != float("-inf") else 0
     root = b.add_region(str(ev.metadata.get("traceName") or path.name), start_ns=0, dur_ns=max(end_ns, 0),
                         mode=Mode.UNKNOWN, device=root_device)  # fmt: skip
@@ -174,7 +175,7 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False) -
                          time_ns=ns(ev.ops[i][0]))  # fmt: skip
     if gpu:
         _syncs(b, ev, ns, op_parent, op_region, op_site, op_stack, runtime_op, regions)
-    _device_work(b, ev, ns, device_op, op_region, op_site, op_stack, by_corr, regions, multi_device)
+    _device_work(b, ev, ns, device_op, op_region, op_site, op_stack, by_corr, regions, multi_device, lanes)
     trace = b.build()
     trace.tables["ops"] = ops_table
     device_lanes = trace.tables["engine_slices"]
@@ -240,7 +241,7 @@ def _syncs(b, ev, ns, op_parent, op_region, op_site, op_stack, runtime_op, regio
                              time_ns=start)  # fmt: skip
 
 
-def _device_work(b, ev, ns, device_op, op_region, op_site, op_stack, by_corr, regions, multi_device) -> None:  # noqa: ANN001
+def _device_work(b, ev, ns, device_op, op_region, op_site, op_stack, by_corr, regions, multi_device, lanes=None) -> None:  # noqa: ANN001
     for d, oi in zip(ev.device, device_op, strict=True):
         ts, dur, cat, name, dev, stream, corr, nbytes = d
         start = ns(ts)
@@ -248,16 +249,18 @@ def _device_work(b, ev, ns, device_op, op_region, op_site, op_stack, by_corr, re
         rid = op_region[oi] if oi >= 0 else regions.find(start)
         op_id = oi if oi >= 0 else None
         prefix = f"cuda:{dev} " if multi_device else ""
+        lane = lanes.lane(cat, name, dev, stream) if lanes else None  # NPU lanes hook
         if cat == "gpu_memcpy":
-            direction = memcpy_direction(name) or Direction.D2D
+            direction = (lane.direction if lane else None) or memcpy_direction(name) or Direction.D2D
             if nbytes is None and corr in by_corr:
                 nbytes = ev.runtime[by_corr[corr]][7]
             nbytes = nbytes or 0
-            b.engine_slices.append(region_id=rid, engine=f"{prefix}DMA {direction.value}", engine_kind=_DMA[direction],
+            b.engine_slices.append(region_id=rid, engine=lane.engine if lane else f"{prefix}DMA {direction.value}",
+                                   engine_kind=lane.engine_kind if lane else _DMA[direction],
                                    kind=SliceKind.TRANSFER, name=name, start=start, dur=span, op_id=op_id, bytes=nbytes,
                                    correlation=corr if type(corr) is int else None)  # fmt: skip
-            src = "cpu" if direction is Direction.H2D else f"cuda:{dev}"
-            dst = "cpu" if direction is Direction.D2H else f"cuda:{dev}"
+            src = "cpu" if direction is Direction.H2D else lane.device if lane else f"cuda:{dev}"
+            dst = "cpu" if direction is Direction.D2H else lane.device if lane else f"cuda:{dev}"
             site = op_site[oi] if oi >= 0 else None
             stack = op_stack[oi] if oi >= 0 else None
             b.transfers.append(region_id=rid, op_id=op_id, direction=direction, bytes=nbytes, src_device=src, dst_device=dst,
@@ -265,8 +268,9 @@ def _device_work(b, ev, ns, device_op, op_region, op_site, op_stack, by_corr, re
             b.signals.append(region_id=rid, op_id=op_id, kind=direction.signal, reason=name, op_name=ev.ops[oi][2] if oi >= 0 else name,
                              count=1, bytes=nbytes, call_site=site, stack_id=stack, time_ns=start)  # fmt: skip
         else:
-            b.engine_slices.append(region_id=rid, engine=f"{prefix}stream {stream}", engine_kind=EngineKind.STREAM,
-                                   kind=SliceKind.COMPUTE, name=name, start=start, dur=span, op_id=op_id,
+            b.engine_slices.append(region_id=rid, engine=lane.engine if lane else f"{prefix}stream {stream}",
+                                   engine_kind=lane.engine_kind if lane else EngineKind.STREAM,
+                                   kind=lane.slice_kind if lane else SliceKind.COMPUTE, name=name, start=start, dur=span, op_id=op_id,
                                    bytes=nbytes if cat == "gpu_memset" else None,
                                    correlation=corr if type(corr) is int else None)  # fmt: skip
 

@@ -98,8 +98,14 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
                 events = collect(path, doc)
             except _SplitFailed:
                 events = collect(path, whole(doc))
+        from . import npu_kineto  # hook: NPU lanes (e.g. RBLN's Kineto plugin); None for other traces
+
+        lanes = npu_kineto.npu_layout(doc)
+        if lanes is not None:
+            npu_kineto.link(events, lanes)
         del raw, doc
-        return build_trace(path, events, infer_fallback=infer_fallback)
+        trace = build_trace(path, events, infer_fallback=infer_fallback, lanes=lanes)
+        return npu_kineto.finish(trace, lanes, events) if lanes is not None else trace
     finally:
         if collecting:
             gc.enable()

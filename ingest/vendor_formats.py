@@ -1,0 +1,37 @@
+"""The vendor formats `load_any` recognises (issue 9): explain dumps, compiler schedules, runtime profiles.
+
+Kept apart from convert.py so that module only lists them; NPU Kineto exports
+need no entry here: they are Kineto traces, and the Kineto reader maps their NPU
+lanes itself (readers/npu_kineto.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .readers import furiosa_schedule, furiosa_trace, rbln_dump
+from .trace import Trace
+
+# (name, what it looks like, reader(path, caps, **options)) -- convert.py wraps each in an InputFormat
+VENDOR_FORMATS: tuple[tuple[str, str, Callable[..., Trace]], ...] = (
+    (rbln_dump.FORMAT, "RBLN torch.rbln.explain dump() JSON (hidden_host_bounce, cpu_fallback_by_op, runtime or "
+     "rebel_runtime...; one dump or a list)", lambda p, caps, **kw: rbln_dump.read_rbln_dump(p, caps=caps)),
+    (furiosa_schedule.FORMAT, "FuriosaAI --dump-schedule JSON ('instructions' with lifetimes in cycles, 'tensors')",
+     lambda p, caps, **kw: furiosa_schedule.read_furiosa_schedule(p, caps=caps)),
+    (furiosa_trace.FORMAT, "FuriosaAI runtime profiler Chrome trace (threads 'NPU <pe>', args pe_index)",
+     lambda p, caps, **kw: furiosa_trace.read_furiosa_trace(p, caps=caps)),
+)
+
+
+def sniff_vendor(text: str) -> str | None:
+    """The vendor format the start of a file looks like, or None."""
+    if furiosa_trace.sniff(text):
+        return furiosa_trace.FORMAT
+    if rbln_dump.sniff(text):
+        return rbln_dump.FORMAT
+    if furiosa_schedule.sniff(text):
+        return furiosa_schedule.FORMAT
+    return None
+
+
+__all__ = ["VENDOR_FORMATS", "sniff_vendor"]
