@@ -89,10 +89,11 @@ class Predictor:
     def on_graph(self, call: Any, ins: list[torch.Tensor], outs: list[torch.Tensor], index: int) -> None:
         """A compiled graph is one device program keyed by its input shapes; data crosses only at its boundary."""
         region = recorder.session().regions[-1]
-        self._record_deps(region, index, ins, outs, view=False)
+        in_st = [t.untyped_storage() for t in ins]
+        self._record_deps(region, index, {id(st) for st in in_st}, [t.untyped_storage() for t in outs], view=False)
         signals: list[SignalRecord] = []
         transfers: list[TransferRecord] = []
-        self._need(ins, DEVICE, transfers, "graph-input")
+        self._need(ins, in_st, DEVICE, transfers, "graph-input")
         signals.extend(SignalRecord(tr.direction.signal, "graph-input", tr.bytes) for tr in transfers)
         for t in outs:
             self._set(t, DEVICE)
@@ -109,8 +110,10 @@ class Predictor:
 
     # ---- residency ----------------------------------------------------------------------
 
-    def _entry(self, t: torch.Tensor) -> list:
-        storage = t.untyped_storage()
+    def _entry(self, t: torch.Tensor, storage: Any = None) -> list:
+        """[state, weakref, nbytes] of a tensor's storage (created on first sight)."""
+        if storage is None:
+            storage = t.untyped_storage()
         key = id(storage)
         entry = self._state.get(key)
         if entry is None:
@@ -127,8 +130,9 @@ class Predictor:
 
         return callback
 
-    def _set(self, t: torch.Tensor, state: int, *, only_if_new: bool = False) -> None:
-        storage = t.untyped_storage()
+    def _set(self, t: torch.Tensor, state: int, *, only_if_new: bool = False, storage: Any = None) -> None:
+        if storage is None:
+            storage = t.untyped_storage()
         key = id(storage)
         entry = self._state.get(key)
         if entry is None:
@@ -145,82 +149,80 @@ class Predictor:
     def on_op(self, func: Any, args: tuple, kwargs: dict, out: Any, index: int) -> None:
         session = recorder.session()
         region = session.regions[-1]
-        self._deps_of_op(region, index, func, args, kwargs, out)
-        if session.graph is not None:  # inside a compiled graph: part of one device program
-            region.outcomes[index] = (Placement.GRAPH, [], [])
-            return
         ins = [a for a in args if isinstance(a, _Tensor)]
         for a in args:
             if type(a) in (list, tuple):
                 ins.extend(x for x in a if isinstance(x, _Tensor))
-        outs = [out] if isinstance(out, _Tensor) else [x for x in out if isinstance(x, _Tensor)] if type(out) in (list, tuple) else []
-        decision = self._decide(func, ins, outs, kwargs)
+        if isinstance(out, _Tensor):
+            outs = [out]
+        elif type(out) in (list, tuple):
+            outs = [x for x in out if isinstance(x, _Tensor)]
+        else:
+            outs = []
+        in_st = [t.untyped_storage() for t in ins]
+        out_st = [t.untyped_storage() for t in outs]
+        in_keys = {id(st) for st in in_st}
+        name = self._name(func)
+        view = (bool(outs) and all(id(st) in in_keys for st in out_st)
+                and not name.split(".", 1)[0].endswith("_") and "out" not in kwargs)
+        self._record_deps(region, index, in_keys, out_st, view=view)
+        if session.graph is not None:  # inside a compiled graph: part of one device program
+            region.outcomes[index] = (Placement.GRAPH, [], [])
+            return
         signals: list[SignalRecord] = []
         transfers: list[TransferRecord] = []
-        kind = decision.kind
-        if kind == "view":
-            where = Placement.DEVICE if ins and self._entry(ins[0])[0] & DEVICE else Placement.HOST
+        if view:
+            where = Placement.DEVICE if ins and self._entry(ins[0], in_st[0])[0] & DEVICE else Placement.HOST
             region.outcomes[index] = (where, signals, transfers)
             return
+        key = (func, tuple((t.shape, t.stride(), t.dtype) for t in ins), tuple(t.dtype for t in outs))
+        decision = self._decisions.get(key)
+        if decision is None:
+            decision = self._decisions[key] = self._rules(name, name.split(".", 1)[0], ins, outs)
+        kind = decision.kind
         if kind == "device":
-            self._need(ins, DEVICE, transfers, "device-input")
-            for t in outs:
-                self._set(t, DEVICE)
+            self._need(ins, in_st, DEVICE, transfers, "device-input")
+            for t, st in zip(outs, out_st, strict=True):
+                self._set(t, DEVICE, storage=st)
             signals.extend(SignalRecord(tr.direction.signal, "device-input", tr.bytes) for tr in transfers)
             if decision.program is not None and self.target.programs:
                 self._program(region, index, decision, signals)
             region.outcomes[index] = (Placement.DEVICE, signals, transfers)
             return
+        cause = {"sync": "sync", "fallback": "fallback-input"}.get(kind, "bounce")
+        self._need(ins, in_st, HOST, transfers, cause)
+        for t, st in zip(outs, out_st, strict=True):
+            self._set(t, HOST, storage=st)
         if kind == "sync":
-            self._need(ins, HOST, transfers, "sync")
             signals.append(SignalRecord(SignalKind.SYNC, decision.reason, 0, "try: keep the value on the device"))
-            for t in outs:
-                self._set(t, HOST)
-            signals.extend(SignalRecord(tr.direction.signal, "sync", tr.bytes) for tr in transfers)
-            region.outcomes[index] = (Placement.FALLBACK, signals, transfers)
-            return
-        # fallback or bounce: runs on the host
-        cause = "fallback-input" if kind == "fallback" else "bounce"
-        self._need(ins, HOST, transfers, cause)
-        for t in outs:
-            self._set(t, HOST)
-        size = sum(t.nbytes for t in ins[:1]) if kind != "fallback" else 0
-        signal_kind = {
-            "fallback": SignalKind.CPU_FALLBACK,
-            "bounce_dtype": SignalKind.BOUNCE_DTYPE,
-            "bounce_strided": SignalKind.BOUNCE_STRIDED,
-        }[kind]
-        signals.append(SignalRecord(signal_kind, decision.reason, size, decision.note))
+        else:  # fallback or bounce: runs on the host
+            size = sum(t.nbytes for t in ins[:1]) if kind != "fallback" else 0
+            signal_kind = {
+                "fallback": SignalKind.CPU_FALLBACK,
+                "bounce_dtype": SignalKind.BOUNCE_DTYPE,
+                "bounce_strided": SignalKind.BOUNCE_STRIDED,
+            }[kind]
+            signals.append(SignalRecord(signal_kind, decision.reason, size, decision.note))
         signals.extend(SignalRecord(tr.direction.signal, cause, tr.bytes) for tr in transfers)
         region.outcomes[index] = (Placement.FALLBACK, signals, transfers)
 
     # ---- producers (schedules: data dependencies by tensor identity) ---------------------
 
-    def _deps_of_op(self, region: Any, index: int, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
-        ins = [a for a in args if isinstance(a, _Tensor)]
-        for a in args:
-            if type(a) in (list, tuple):
-                ins.extend(x for x in a if isinstance(x, _Tensor))
-        outs = [out] if isinstance(out, _Tensor) else [x for x in out if isinstance(x, _Tensor)] if type(out) in (list, tuple) else []
-        in_keys = {id(t.untyped_storage()) for t in ins}
-        view = bool(outs) and all(id(t.untyped_storage()) in in_keys for t in outs)
-        view = view and not self._name(func).split(".", 1)[0].endswith("_") and "out" not in kwargs
-        self._record_deps(region, index, ins, outs, view=view)
-
-    def _record_deps(self, region: Any, index: int, ins: list, outs: list, *, view: bool) -> None:
+    def _record_deps(self, region: Any, index: int, in_keys: set[int], out_st: list, *, view: bool) -> None:
         """region.deps[index]: the earlier ops of this region whose outputs it reads; outputs now come from it."""
-        producers, rid = self._producers, id(region)
         if view:  # a view shares its input's storage: consumers depend on the storage's producer
             region.deps[index] = None
             return
-        deps = {p[1] for t in ins if (p := producers.get(id(t.untyped_storage()))) is not None and p[0] == rid}
+        producers, rid = self._producers, id(region)
+        deps = {p[1] for k in in_keys if (p := producers.get(k)) is not None and p[0] == rid}
         region.deps[index] = tuple(sorted(deps))
-        for t in outs:
-            producers[id(t.untyped_storage())] = (rid, index)
+        for st in out_st:
+            producers[id(st)] = (rid, index)
 
-    def _need(self, tensors: list[torch.Tensor], where: int, transfers: list[TransferRecord], cause: str) -> None:
-        for t in tensors:
-            entry = self._entry(t)
+    def _need(self, tensors: list[torch.Tensor], storages: list, where: int, transfers: list[TransferRecord],
+              cause: str) -> None:
+        for t, st in zip(tensors, storages, strict=True):
+            entry = self._entry(t, st)
             if not entry[0] & where:
                 entry[0] |= where
                 if where == DEVICE:
@@ -249,19 +251,6 @@ class Predictor:
                 name = str(func)
             self._names[func] = name
         return name
-
-    def _decide(self, func: Any, ins: list[torch.Tensor], outs: list[torch.Tensor], kwargs: dict) -> _Decision:
-        in_ptrs = {id(t.untyped_storage()) for t in ins}
-        is_alias = bool(outs) and all(id(t.untyped_storage()) in in_ptrs for t in outs)
-        name = self._name(func)
-        packet = name.split(".", 1)[0]
-        if is_alias and not packet.endswith("_") and "out" not in kwargs:
-            return _VIEW
-        key = (func, tuple((t.shape, t.stride(), t.dtype) for t in ins), tuple(t.dtype for t in outs))
-        decision = self._decisions.get(key)
-        if decision is None:
-            decision = self._decisions[key] = self._rules(name, packet, ins, outs)
-        return decision
 
     def _rules(self, name: str, packet: str, ins: list[torch.Tensor], outs: list[torch.Tensor]) -> _Decision:
         t = self.target
@@ -301,9 +290,6 @@ class Predictor:
         )
         broadcast = any(0 in x.stride() and x.numel() > 1 for x in ins)
         return _Decision("device", program=key, broadcast=broadcast)
-
-
-_VIEW = _Decision("view")
 
 
 def _layout(t: torch.Tensor) -> tuple[int, ...]:
