@@ -135,7 +135,9 @@ def _build(path: Path, fallbacks: list[_Fallback], n_lines: int, unknown: int, e
     t0 = min(times) if times else None
 
     def ns(t: datetime.datetime | None) -> int | None:
-        return int((t - t0).total_seconds() * 1e9) if t is not None and t0 is not None else None
+        if t is None or t0 is None or (t - t0).days >= 100_000:  # int64 nanoseconds span 292 years
+            return None
+        return int((t - t0).total_seconds() * 1e9)
 
     devices = sorted({f.device for f in fallbacks})
     sources = {f.call_site: f.source for f in fallbacks if f.call_site and f.source}

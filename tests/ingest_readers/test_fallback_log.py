@@ -77,3 +77,11 @@ def test_windows_line_endings_and_no_timestamps(tmp_path: Path) -> None:
     trace = read_fallback_log(path)
     assert trace["signals"].num_rows == 2 and trace.run_info.extra["unknown_lines"] == 0
     assert trace["signals"].column("time_ns").null_count == 2
+
+
+def test_timestamps_centuries_apart_do_not_overflow(tmp_path: Path) -> None:
+    path = tmp_path / "x.log"
+    path.write_text("[0001-01-01 00:00:00.000][I] `aten::neg` op ran on CPU instead of RBLN\n"
+                    "[9999-12-31 23:59:59.999][I] `aten::neg` op ran on CPU instead of RBLN\n")
+    trace = read_fallback_log(path)
+    assert trace["signals"].column("time_ns").to_pylist() == [0, None]
