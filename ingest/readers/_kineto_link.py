@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import datetime
+import math
 import re
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pyarrow as pa
 
 from .. import schema
 from ..builder import TraceBuilder
+from ..errors import TraceFormatError
 from ..schema import Direction, EngineKind, Mode, Placement, SignalKind, SliceKind, Source
 from ..trace import RunInfo, Trace
 from .kineto import FORMAT, KinetoEvents
@@ -49,6 +51,8 @@ def memcpy_direction(name: str) -> Direction | None:
 def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lanes: NpuLayout | None = None) -> Trace:
     """The portscope Trace of one collected Kineto trace."""
     t0 = ev.t_min if ev.t_min != float("inf") else 0.0
+    if not (math.isfinite(t0) and math.isfinite(ev.t_max)) or (ev.t_max - t0) * 1000.0 >= 2**62:
+        raise TraceFormatError(path, f"timestamps span {ev.t_max - t0:g} us: not a profile (ts/dur out of range)")
 
     def ns(ts: float) -> int:
         return int(round((ts - t0) * 1000.0))
@@ -258,7 +262,7 @@ def _device_work(b, ev, ns, device_op, op_region, op_site, op_stack, by_corr, re
             b.engine_slices.append(region_id=rid, engine=lane.engine if lane else f"{prefix}DMA {direction.value}",
                                    engine_kind=lane.engine_kind if lane else _DMA[direction],
                                    kind=SliceKind.TRANSFER, name=name, start=start, dur=span, op_id=op_id, bytes=nbytes,
-                                   correlation=corr if type(corr) is int else None)  # fmt: skip
+                                   correlation=corr if type(corr) is int and -(2**63) <= corr < 2**63 else None)  # fmt: skip
             src = "cpu" if direction is Direction.H2D else lane.device if lane else f"cuda:{dev}"
             dst = "cpu" if direction is Direction.D2H else lane.device if lane else f"cuda:{dev}"
             site = op_site[oi] if oi >= 0 else None
@@ -272,7 +276,7 @@ def _device_work(b, ev, ns, device_op, op_region, op_site, op_stack, by_corr, re
                                    engine_kind=lane.engine_kind if lane else EngineKind.STREAM,
                                    kind=lane.slice_kind if lane else SliceKind.COMPUTE, name=name, start=start, dur=span, op_id=op_id,
                                    bytes=nbytes if cat == "gpu_memset" else None,
-                                   correlation=corr if type(corr) is int else None)  # fmt: skip
+                                   correlation=corr if type(corr) is int and -(2**63) <= corr < 2**63 else None)  # fmt: skip
 
 
 def _call_site(b: TraceBuilder, python: list[tuple], key: tuple[int, ...], cache: dict) -> tuple[str | None, int | None]:

@@ -195,13 +195,12 @@ def _why_bad(ts: Any, dur: Any, name: Any) -> str:
 
 
 def _int(value: Any) -> int | None:
-    if type(value) is int:
-        return value
+    """A non-negative int64 from an int, a digit string or a float; None for anything else."""
     if type(value) is str and value.isdigit():
-        return int(value)
-    if type(value) is float and value >= 0:
-        return int(value)
-    return None
+        value = int(value)
+    elif type(value) is float and 0 <= value < 2**63:
+        value = int(value)
+    return value if type(value) is int and 0 <= value < 2**63 else None
 
 
 def _tensor_args(args: dict) -> tuple[str | None, str | None, str | None, int]:
@@ -240,4 +239,5 @@ def _tensor_args(args: dict) -> tuple[str | None, str | None, str | None, int]:
             s = strides_in[i] if i < len(strides_in) else None
             ok = is_tensor and type(s) is list and all(type(x) is int for x in s)
             strides.append(("x".join(map(str, s)) if s else "()") if ok else "")
+    nbytes = min(max(nbytes, 0), 2**63 - 1)  # negative or absurd dims in a broken file
     return ";".join(shapes), (";".join(strides) if strides_in is not None else None), ";".join(dtypes), nbytes

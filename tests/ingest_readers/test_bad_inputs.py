@@ -104,3 +104,26 @@ def test_malformed_events_are_all_listed(tmp_path: Path) -> None:
         load_any(path)
     assert "30 of 30 events are malformed (and 20 more)" in str(info.value)
     assert len(info.value.problems) == 11
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        '{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1e300, "dur": 1}',
+        '{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1,'
+        ' "args": {"Input Dims": [[-5, 99999999999999]], "Input type": ["float"]}}',
+        '{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH", "pid": 0, "tid": 7, "ts": 1, "dur": 1,'
+        ' "args": {"bytes": 99999999999999999999999, "correlation": 99999999999999999999999}}',
+    ],
+)
+def test_out_of_range_numbers(tmp_path: Path, event: str) -> None:
+    path = tmp_path / "r.json"
+    path.write_text('{"traceEvents": [' + event + "]}")
+    try:
+        trace = load_any(path)
+    except TraceFormatError as exc:
+        assert "out of range" in str(exc)
+    else:
+        from portscope.ingest import write_trace
+
+        write_trace(trace, tmp_path / "r.arrow")  # whatever was kept is a valid trace
