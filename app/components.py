@@ -10,6 +10,7 @@ import dash_ag_grid as dag
 import pandas as pd
 from dash import html
 from dash.development.base_component import Component
+
 from portscope.ingest.summary import format_bytes
 
 Column = tuple[str, str, Callable[[Any], str] | None]  # (key, header, formatter)

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from dash import Patch
 
-from .data.viewport import KINDS, Lanes, Viewport
+from portscope.ingest.viewport import KINDS, Lanes, Viewport
 
 KIND_COLOURS = {
     "compute": "#4C78A8",

@@ -12,8 +12,9 @@ import statistics
 import time
 
 import torch
-from portscope.profiler import explain
 from transformers import LlamaConfig, LlamaForCausalLM
+
+from portscope.profiler import explain
 
 
 def build(layers: int, hidden: int) -> LlamaForCausalLM:

@@ -13,6 +13,7 @@ import sys
 import time
 
 import pyarrow as pa
+
 from portscope.ingest.builder import TableBuilder
 from portscope.profiler.schedule import ScheduleOps, schedule
 from portscope.profiler.targets import load_target

@@ -24,14 +24,15 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+
 from portscope.app.config import ViewerConfig
 from portscope.app.data.tables import region_ops_page
-from portscope.app.data.viewport import reduce_viewport
 from portscope.app.figures import VIEW_PX, timeline_patch
 from portscope.app.server import create_app
 from portscope.ingest import RunInfo, Source, write_trace
 from portscope.ingest.schema import TABLES
 from portscope.ingest.trace import Trace
+from portscope.ingest.viewport import reduce_viewport
 
 ENGINES = [(f"stream {i}", "stream") for i in range(8)] + [("DMA h2d", "dma_h2d"), ("DMA d2h", "dma_d2h"), ("matrix 0", "matrix"), ("matrix 1", "matrix"), ("vector 0", "vector"), ("vector 1", "vector"), ("host", "host"), ("dispatch", "dispatch")]
 KINDS = ["compute", "fallback", "transfer", "compile", "dispatch", "sync"]

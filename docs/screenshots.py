@@ -14,11 +14,6 @@ import threading
 import time
 from pathlib import Path
 
-from portscope.app._dev_samples import write_demo_traces
-from portscope.app.config import ViewerConfig, bundled_traces_dir
-from portscope.app.server import create_app
-from portscope.ingest import read_trace
-from portscope.ingest.summary import region_ids
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
@@ -26,6 +21,12 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 from werkzeug.serving import make_server
+
+from portscope.app._dev_samples import write_demo_traces
+from portscope.app.config import ViewerConfig, bundled_traces_dir
+from portscope.app.server import create_app
+from portscope.ingest import read_trace
+from portscope.ingest.summary import region_ids
 
 OUT = Path(__file__).resolve().parent / "screenshots"
 

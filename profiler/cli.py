@@ -73,6 +73,7 @@ def _compare_modes(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     import torch
+
     from portscope.ingest.numerics import numerics_table
     from portscope.ingest.trace import write_trace
 

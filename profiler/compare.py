@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from portscope.ingest.numerics import Comparison, numerics_table
 from portscope.ingest.schema import Mode
 from portscope.ingest.trace import write_trace

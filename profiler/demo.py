@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from portscope.ingest.trace import write_trace
 
 from .predict import reset_program_cache

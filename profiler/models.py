@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+
 from portscope.ingest.errors import UsageError
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}

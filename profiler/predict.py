@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from portscope.ingest.schema import Direction, Placement, SignalKind
 
 from . import recorder

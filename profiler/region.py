@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from portscope.ingest.report import format_region, region_report_data
 from portscope.ingest.schema import Mode, Phase, Source
 from portscope.ingest.summary import summarize

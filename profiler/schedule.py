@@ -226,6 +226,7 @@ class Schedule:
     def to_table(self, ops: ScheduleOps, region_id: int | None = None) -> Any:
         """The engine_slices Arrow table of this schedule, built without per-row Python strings."""
         import pyarrow as pa
+
         from portscope.ingest.schema import ENGINE_SLICES
 
         n = len(self.lane)
@@ -248,6 +249,7 @@ class Schedule:
     def summary(self, ops: ScheduleOps, name: str = "") -> Any:
         """The per-engine summary (ingest.schedule_summary.ScheduleSummary) of this schedule."""
         import pyarrow as pa
+
         from portscope.ingest.schedule_summary import summarize_slices
 
         cols = self.columns(ops)

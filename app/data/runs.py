@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 import pandas as pd
+
 from portscope.ingest.report import region_report_data
 from portscope.ingest.schema import SignalKind
 from portscope.ingest.summary import summarize

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from portscope.ingest.summary import descendants
 from portscope.ingest.trace import Trace
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dash import html
+
 from portscope.ingest.errors import PortscopeError
 from portscope.ingest.schema import SignalKind
 from portscope.ingest.trace import Trace

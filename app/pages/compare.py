@@ -7,10 +7,11 @@ from typing import Any
 import dash
 from dash import Input, Output, State, dcc, html
 
+from portscope.ingest.diff import diff_call_sites, diff_operators, diff_signals, pair_regions
+
 from .. import ids, urls
 from ..components import fmt_bytes, fmt_int, fmt_ratio, fmt_signed, page, problem, text_table
 from ..context import store
-from ..data.diff import diff_call_sites, diff_operators, diff_signals, pair_regions
 from ..data.runs import regions_frame
 from ..data.tables import numerics_frame
 from ..figures import timeline_figure

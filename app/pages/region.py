@@ -6,6 +6,8 @@ from typing import Any
 
 import dash
 from dash import Input, Output, State, dcc, html
+
+from portscope.ingest.diff import diff_signals
 from portscope.ingest.summary import region_ids
 
 from .. import ids, urls
@@ -22,7 +24,6 @@ from ..components import (
     text_table,
 )
 from ..context import store
-from ..data.diff import diff_signals
 from ..data.tables import OPS_COLUMNS, breakdown, operator_detail, region_ops_page
 from ..figures import breakdown_figure
 from .common import load, region_rows

@@ -7,9 +7,10 @@ from typing import Any
 import dash
 from dash import dcc, html
 
+from portscope.ingest.diff import pair_regions
+
 from .. import urls
 from ..components import fmt_bytes, fmt_int, page, status_badge, text_table
-from ..data.diff import pair_regions
 from ..data.runs import model_text, regions_frame
 from ..data.tables import numerics_frame
 from .common import load, region_rows

@@ -8,11 +8,12 @@ import dash
 from dash import Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
+from portscope.ingest.viewport import KINDS, Viewport, reduce_viewport, slice_at
+
 from .. import ids, urls
 from ..components import fmt_bytes, page
 from ..context import store
 from ..data.tables import region_bands, slice_detail
-from ..data.viewport import KINDS, Viewport, reduce_viewport, slice_at
 from ..figures import VIEW_PX, Panel, timeline_figure, timeline_patch, viewport_from_relayout
 from .common import load
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from portscope.app._dev_samples import write_demo_traces
 from portscope.app.config import ViewerConfig
 

@@ -9,11 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
+from selenium.webdriver.common.by import By
+
 from portscope.app._dev_samples import ODD_MODULE
 from portscope.ingest import read_trace
 from portscope.ingest.report import region_report_data
 from portscope.ingest.summary import summarize
-from selenium.webdriver.common.by import By
 
 pytestmark = pytest.mark.browser
 

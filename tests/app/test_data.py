@@ -6,7 +6,6 @@ import math
 from pathlib import Path
 
 from portscope.app._dev_samples import NORM_SITE, ODD_MODULE, ROPE_SITE, demo_trace
-from portscope.app.data.diff import diff_call_sites, diff_operators, diff_signals, pair_regions
 from portscope.app.data.runs import regions_frame, run_row
 from portscope.app.data.tables import (
     breakdown,
@@ -17,6 +16,7 @@ from portscope.app.data.tables import (
     slice_detail,
 )
 from portscope.ingest import read_trace
+from portscope.ingest.diff import diff_call_sites, diff_operators, diff_signals, pair_regions
 from portscope.ingest.report import region_report_data
 from portscope.ingest.summary import summarize
 

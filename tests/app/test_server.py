@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from portscope.app import view_cli
 from portscope.app.config import ViewerConfig, bundled_traces_dir
 from portscope.app.pages import compare, region, run, timeline

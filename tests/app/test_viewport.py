@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-from portscope.app.data.viewport import KINDS, Lanes, build_lanes, reduce_viewport, slice_at
+
 from portscope.ingest.builder import TableBuilder
+from portscope.ingest.viewport import KINDS, Lanes, build_lanes, reduce_viewport, slice_at
 
 
 def slices(rows: list[tuple[str, str, str, int, int]]) -> pa.Table:

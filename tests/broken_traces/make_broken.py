@@ -12,6 +12,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "ingest"))
 
 from fulltrace import full_trace  # noqa: E402
+
 from portscope.ingest.container import write_members  # noqa: E402
 from portscope.ingest.schema import TABLES  # noqa: E402
 from portscope.ingest.trace import write_trace  # noqa: E402

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from fulltrace import full_trace
+
 from portscope.app.cli import main
 from portscope.ingest import UsageError, write_trace
 from portscope.ingest.budget import METRICS, parse_budgets, parse_size

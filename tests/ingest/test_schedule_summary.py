@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pyarrow as pa
+
 from portscope.ingest.builder import TraceBuilder
 from portscope.ingest.schedule_summary import format_schedule, schedule_summaries, summarize_slices
 from portscope.ingest.schema import EngineKind, SliceKind

@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from fulltrace import full_trace
+
 from portscope.ingest import TraceFormatError, read_trace, write_trace
 from portscope.ingest.container import ALIGN
 from portscope.ingest.schema import TABLES

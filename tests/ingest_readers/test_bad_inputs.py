@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from portscope.ingest import TraceFormatError
 from portscope.ingest.convert import SizeCaps, detect, load_any
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from portscope.app.cli import main
 from portscope.ingest import read_trace
 

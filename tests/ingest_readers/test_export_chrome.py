@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from portscope.ingest import write_trace
 from portscope.ingest.convert import detect, load_any
 from portscope.ingest.export_chrome import write_chrome

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from portscope.ingest import SignalKind, TraceFormatError
 from portscope.ingest.convert import detect, load_any
 from portscope.ingest.readers import read_fallback_log

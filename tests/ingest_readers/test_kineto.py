@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
+
 from portscope.ingest import Direction, EngineKind, Placement, SignalKind, Source, read_trace, write_trace
 from portscope.ingest.convert import detect, load_any
 from portscope.ingest.readers import read_kineto

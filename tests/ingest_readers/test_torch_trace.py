@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from portscope.ingest import CompileKind, SignalKind
 from portscope.ingest.convert import detect, load_any
 from portscope.ingest.readers import read_torch_trace

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from portscope.app.cli import main
 from portscope.ingest import CompileKind, Mode, Phase, SignalKind, read_trace, summarize
 from portscope.ingest.numerics import Comparison, Verdict, read_numerics, verdict

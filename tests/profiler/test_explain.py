@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from portscope.ingest import Direction, Mode, Phase, Placement, SignalKind, Source, read_trace, summarize
 from portscope.profiler import explain, explain_steady, save
 from portscope.profiler.demo import prompt, tiny_llama

@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 
 import pytest
 import torch
+
 from portscope.ingest import Direction, Placement, SignalKind, Source, Trace, summarize
 from portscope.profiler import explain
 from portscope.profiler.demo import generate, prompt, tiny_llama

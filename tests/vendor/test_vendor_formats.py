@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+
 from portscope.app.cli import main
-from portscope.app.data.diff import diff_operators, diff_signals
 from portscope.ingest import read_trace
 from portscope.ingest.convert import detect, load_any
+from portscope.ingest.diff import diff_operators, diff_signals
 from portscope.ingest.errors import TraceFormatError
 from portscope.ingest.report import trace_report_data
 from portscope.ingest.schedule_summary import schedule_summaries
@@ -153,8 +154,8 @@ def test_cycle_schedule_has_engine_lanes_in_cycles(tmp_path: Path) -> None:
 def test_cycle_axis_is_labelled_cycles_and_never_matched_with_ns() -> None:
     pytest.importorskip("plotly")
     from portscope.app.data.tables import region_bands, timeline_slices
-    from portscope.app.data.viewport import build_lanes, reduce_viewport
     from portscope.app.figures import Panel, timeline_figure
+    from portscope.ingest.viewport import build_lanes, reduce_viewport
 
     def panel(trace) -> Panel:  # noqa: ANN001  (as app/pages/timeline.panels builds it)
         lanes = build_lanes(timeline_slices(trace)[0])

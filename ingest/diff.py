@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 import pandas as pd
+
 from portscope.ingest.schema import SignalKind
 
 _ORDER = {k.value: i for i, k in enumerate(SignalKind)}

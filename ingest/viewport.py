@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from portscope.ingest.schema import EngineKind, SliceKind
 
 KINDS: tuple[str, ...] = tuple(k.value for k in SliceKind)
