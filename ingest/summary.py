@@ -191,28 +191,31 @@ def _most_common(values: pd.Series) -> str | None:
 
 
 def _operator_table(signals: pd.DataFrame, order: dict[str, int]) -> pd.DataFrame:
+    """Per (signal, operator): count, bytes, and the why / call-site breakdowns (most frequent first)."""
     signals = signals.assign(
         op_name=signals["op_name"].fillna("(unknown)"),
         reason=signals["reason"].fillna(""),
         call_site=signals["call_site"].fillna(""),
     )
-    rows = []
-    for (kind, op), group in signals.groupby(["kind", "op_name"], sort=False):
-        reasons = group.groupby("reason")["count"].sum().sort_values(ascending=False)
-        sites = group.groupby("call_site")["count"].sum().sort_values(ascending=False)
-        rows.append(
-            {
-                "signal": kind,
-                "operator": op,
-                "count": int(group["count"].sum()),
-                "bytes": int(group["bytes"].sum()),
-                "reasons": {k: int(v) for k, v in reasons.items() if k},
-                "call_sites": {k: int(v) for k, v in sites.items() if k},
-            }
-        )
-    table = pd.DataFrame(rows)
+    keys = ["kind", "op_name"]
+    table = signals.groupby(keys, sort=False).agg(count=("count", "sum"), bytes=("bytes", "sum")).reset_index()
+    breakdowns = {}
+    for column in ("reason", "call_site"):
+        sub = signals[signals[column] != ""]
+        sums = sub.groupby([*keys, column], sort=False)["count"].sum().sort_values(ascending=False, kind="stable")
+        found: dict[tuple[str, str], dict[str, int]] = {}
+        for (kind, op, value), n in sums.items():
+            found.setdefault((kind, op), {})[value] = int(n)
+        breakdowns[column] = found
+    pairs = list(zip(table["kind"], table["op_name"], strict=True))
+    table["reasons"] = [breakdowns["reason"].get(p, {}) for p in pairs]
+    table["call_sites"] = [breakdowns["call_site"].get(p, {}) for p in pairs]
+    table = table.rename(columns={"kind": "signal", "op_name": "operator"})
+    table["count"] = table["count"].astype(int)
+    table["bytes"] = table["bytes"].astype(int)
     table["_order"] = table["signal"].map(order)
-    return table.sort_values(["_order", "count"], ascending=[True, False]).drop(columns="_order").reset_index(drop=True)
+    table = table.sort_values(["_order", "count"], ascending=[True, False], kind="stable")
+    return table.drop(columns="_order").reset_index(drop=True)[["signal", "operator", "count", "bytes", "reasons", "call_sites"]]
 
 
 def format_bytes(n: float) -> str:
