@@ -45,10 +45,13 @@ class TableBuilder:
             raise ValueError(f"table {self.name!r}: columns of unequal length {sorted(lengths)}")
         n = lengths.pop() if lengths else 0
         for name, values in self.columns.items():
-            if name in columns:
-                values.extend(v.value if isinstance(v, _ENUM_TYPES) else v for v in columns[name])
-            else:
+            given = columns.get(name)
+            if given is None:
                 values.extend([None] * n)
+            elif any(isinstance(v, _ENUM_TYPES) for v in given[:1]):  # enum columns: one check per column
+                values.extend(v.value if isinstance(v, _ENUM_TYPES) else v for v in given)
+            else:
+                values.extend(given)
         self._rows += n
 
     def build(self) -> pa.Table:

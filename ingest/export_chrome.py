@@ -54,7 +54,12 @@ def _rows(table: pa.Table, columns: list[str]) -> Iterator[tuple]:
 
 
 def _host_lanes(trace: Trace) -> dict[int | None, str]:
-    """thread -> the name of its host engine lane (from the host engine slices of its ops)."""
+    """thread -> the name of its host engine lane (from the host engine slices of its ops).
+
+    Predicted schedules put host slices at predicted times: the measured ops keep tracks of their own.
+    """
+    if trace.predicted:
+        return {}
     thread_of = dict(zip(trace["ops"].column("op_id").to_pylist(), trace["ops"].column("thread").to_pylist(), strict=True))
     lanes: dict[int | None, str] = {}
     for engine, kind, op_id in _rows(trace["engine_slices"], ["engine", "engine_kind", "op_id"]):
@@ -81,7 +86,11 @@ def chrome_events(trace: Trace) -> Iterator[dict[str, Any]]:
                "dur": _us(dur), "args": {"region_id": rid, "device": device}}  # fmt: skip
     lanes = _host_lanes(trace)
     for op_id, name, start, dur, placement, device, shapes, strides, dtypes, site, thread, rid in _rows(ops, op_cols):
-        tid = tracks(lanes.get(thread) or ("host" if thread is None else f"host thread {thread}"))
+        if trace.predicted:
+            name_of = "ops measured on the host" + ("" if thread is None else f" (thread {thread})")
+        else:
+            name_of = "host" if thread is None else f"host thread {thread}"
+        tid = tracks(lanes.get(thread) or name_of)
         op_pos[op_id] = (tid, start)
         args: dict[str, Any] = {"External id": op_id, "placement": placement, "device": device, "region_id": rid}
         if shapes is not None:
@@ -95,8 +104,8 @@ def chrome_events(trace: Trace) -> Iterator[dict[str, Any]]:
     dma_slices: dict[tuple[str, int], int] = {}  # (direction, start) -> tid of a DMA slice
     slice_cols = ["engine", "engine_kind", "kind", "name", "start", "dur", "op_id", "bytes", "correlation"]
     for engine, ekind, kind, name, start, dur, op_id, nbytes, corr in _rows(trace["engine_slices"], slice_cols):
-        if ekind == EngineKind.HOST.value and op_id is not None:
-            continue  # the operator's own slice already shows it
+        if ekind == EngineKind.HOST.value and op_id is not None and not trace.predicted:
+            continue  # a measured host slice: the operator's own slice already shows it
         tid = tracks(engine)
         if ekind in _DMA_KINDS:
             dma_slices[(ekind[4:], start)] = tid
