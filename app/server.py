@@ -10,8 +10,10 @@ with PORTSCOPE_CACHE_URL), so a run uploaded through one worker opens through an
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import dash
 import flask
@@ -68,6 +70,7 @@ def create_app(config: ViewerConfig) -> dash.Dash:
     store = TraceStore(root=config.store_dir, sources=config.trace_paths, cache=cache)
     server.extensions["portscope"] = Viewer(config=config, store=store)
     server.after_request(_security_headers)
+    server.before_request(_unknown_runs_are_404(app))
     register_upload_route(server, store, config.max_upload_bytes)
     server.add_url_rule("/api/run/<run_id>", "portscope_run", _run_json)
     server.add_url_rule("/api/runs", "portscope_runs", _runs_json)
@@ -75,6 +78,24 @@ def create_app(config: ViewerConfig) -> dash.Dash:
     app.layout = shell.layout(config)
     shell.register_callbacks(app)
     return app
+
+
+_RUN_PAGE = re.compile(r"^/(?:run/(?P<run>[^/]+)|compare/(?P<a>[^/]+)/(?P<b>[^/]+))(?:/|$)")
+
+
+def _unknown_runs_are_404(app: dash.Dash) -> Any:
+    """A page URL naming a run this viewer does not have answers 404 (the page itself says which run)."""
+
+    def check() -> tuple[Any, int] | None:
+        match = _RUN_PAGE.match(flask.request.path)
+        if match is None or flask.request.method != "GET":
+            return None
+        store = viewer().store
+        if all(store.exists(unquote(rid)) for rid in match.groupdict().values() if rid):
+            return None
+        return app.index(), 404
+
+    return check
 
 
 def _run_json(run_id: str) -> tuple[Any, int]:

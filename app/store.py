@@ -15,25 +15,44 @@ import os
 import re
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from flask_caching import Cache
+
 from portscope.ingest.errors import PortscopeError, TraceFormatError
 from portscope.ingest.report import region_report_data
 from portscope.ingest.summary import summarize
 from portscope.ingest.trace import Trace, read_trace, write_trace
+from portscope.ingest.viewport import Lanes, build_lanes
 
 from .config import private_dir
 from .data.runs import RunRow, run_row
 from .data.tables import timeline_slices
-from .data.viewport import Lanes, build_lanes
 
 RUN_ID = re.compile(r"^[0-9a-f]{16}$")
 _ZIP_MAGIC = b"PK\x03\x04"
 T = TypeVar("T")
+
+
+def _writer_dead(name: str) -> bool:
+    """Whether the process that wrote `<pid>-<uuid>.part…` is gone (False when the name carries no pid)."""
+    pid = name.split("-", 1)[0]
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, owned by someone else
+        return False
+    try:  # a killed worker whose parent died too can linger as a zombie until it is reaped
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return False
 
 
 class RunNotFound(PortscopeError, KeyError):
@@ -85,6 +104,7 @@ class TraceStore:
         self.cache = cache
         self._traces = _Lru(open_traces)
         self._lanes = _Lru(open_traces)
+        self.discard_partial_uploads()
 
     # listing -----------------------------------------------------------------
 
@@ -197,7 +217,30 @@ class TraceStore:
     def new_upload_path(self, name: str = "") -> Path:
         """A fresh temporary file for an upload, keeping the name's suffixes (.json.gz) for format detection."""
         suffix = "".join(s for s in Path(name).suffixes[-2:] if re.fullmatch(r"\.[A-Za-z0-9]{1,8}", s))
-        return self.incoming / f"{uuid.uuid4().hex}.part{suffix}"
+        return self.incoming / f"{os.getpid()}-{uuid.uuid4().hex}.part{suffix}"
+
+    def discard_partial_uploads(self, *, stale_s: float = 3600.0) -> list[Path]:
+        """Delete what a killed server left behind: uploads whose worker is gone, and stale temporary files.
+
+        An upload in `incoming/` is named `<worker pid>-<uuid>.part…`: it is partial for good once that
+        process is dead (the store is shared by workers, so a live worker's upload is left alone). Temporary
+        traces and timeline folders (`runs/.*.partial`, `derived/*/.lanes-*`) carry no pid: they go when
+        older than `stale_s`. Returns what was deleted.
+        """
+        now = time.time()
+        gone: list[Path] = []
+        candidates = [(p, _writer_dead(p.name) or now - p.lstat().st_mtime > stale_s) for p in self.incoming.iterdir()]
+        candidates += [(p, now - p.lstat().st_mtime > stale_s) for p in self.runs_dir.glob(".*.partial")]
+        candidates += [(p, now - p.lstat().st_mtime > stale_s) for p in self.derived.glob("*/.lanes-*")]
+        for path, discard in candidates:
+            if not discard:
+                continue
+            try:
+                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+                gone.append(path)
+            except FileNotFoundError:
+                pass  # another worker starting at the same time got it first
+        return gone
 
     def add_upload(self, tmp: Path, name: str) -> str:
         """Validate (or convert) an uploaded file and keep it under its content hash; return the run id.

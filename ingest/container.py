@@ -91,6 +91,9 @@ def read_members(path: str | Path) -> tuple[dict[str, pa.Buffer], list[str]]:
             problems.append(f"member {info.filename!r} is compressed; members must be stored")
             continue
         start = info.header_offset
+        if start < 0:  # the central directory points before the file's start (bytes cut from its head)
+            problems.append(f"member {info.filename!r} starts before the beginning of the file (corrupt directory)")
+            continue
         if start + _LOCAL_HEADER.size > size:
             problems.append(f"member {info.filename!r} lies past the end of the file (truncated)")
             continue

@@ -229,7 +229,7 @@ def read_trace(path: str | Path) -> Trace:
         try:
             table = pa.ipc.open_file(members[member]).read_all()
             table.validate(full=True)
-        except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
+        except (pa.ArrowException, OSError, ValueError, IndexError, OverflowError) as exc:  # ValueError: e.g. a column name that is not UTF-8
             problems.append(f"table {name!r} is not a readable Arrow IPC file (truncated or corrupt: {exc})")
             continue
         if name in declared and declared[name] != table.num_rows:

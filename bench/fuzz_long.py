@@ -1,0 +1,99 @@
+"""Coverage-guided fuzzing (atheris / libFuzzer) of every reader, one reader per process.
+
+    .venv/bin/python bench/fuzz_long.py --reader portscope --seconds 600
+    .venv/bin/python bench/fuzz_long.py --all --seconds 60      # each reader in turn
+
+Readers: portscope, kineto, fallback-log, torch-trace, detect (format detection + conversion),
+target. The corpus starts from the seeds in tests/hardening/fuzz_targets.py (real small inputs)
+and grows in a scratch folder; an input that makes a reader raise anything but its own error
+(TraceFormatError / TargetError), or run past the time bound, is a crash: libFuzzer writes it to
+tests/fuzz_regressions/<reader>/crash-<sha1> (commit it: tests/hardening/test_fuzz_regressions.py
+replays every file there). Exit status: 0 when no reader crashed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def fuzz_one(reader: str, seconds: float, bound_s: float) -> None:
+    """Run libFuzzer on one reader in this process (atheris can fuzz once per process)."""
+    import atheris
+
+    import portscope.ingest.convert  # noqa: F401
+    import portscope.ingest.readers.fallback_log  # noqa: F401
+    import portscope.ingest.readers.kineto  # noqa: F401
+    import portscope.ingest.readers.torch_trace  # noqa: F401
+    import portscope.ingest.trace  # noqa: F401
+    from tests.hardening.fuzz_targets import REGRESSIONS, feed, seed
+
+    if reader == "target":
+        import portscope.profiler.targets  # noqa: F401
+    # portscope is installed editable (a custom finder atheris's import hook does not see):
+    # instrument our modules' code objects after import instead.
+    for name, module in list(sys.modules.items()):
+        if name.startswith("portscope.") and module is not None:
+            for value in list(vars(module).values()):
+                if getattr(value, "__module__", "") != name:
+                    continue
+                functions = [v for v in vars(value).values() if callable(v)] if isinstance(value, type) else [value]
+                for function in functions:
+                    try:
+                        atheris.instrument_func(function)
+                    except Exception:  # noqa: BLE001 - builtins, C functions and descriptors cannot be instrumented
+                        pass
+
+    corpus = Path(tempfile.mkdtemp(prefix=f"portscope-corpus-{reader}-"))
+    (corpus / "seed").write_bytes(seed(reader))
+    crashes = REGRESSIONS / reader
+    crashes.mkdir(parents=True, exist_ok=True)
+
+    def one_input(data: bytes) -> None:
+        feed(reader, data, bound_s=bound_s)
+
+    libfuzzer_args = [
+        sys.argv[0],
+        str(corpus),
+        f"-max_total_time={int(seconds)}",
+        f"-artifact_prefix={crashes}/",
+        f"-timeout={int(bound_s * 2) + 1}",
+        "-rss_limit_mb=4096",
+        "-max_len=262144",
+        "-print_final_stats=1",
+    ]
+    atheris.Setup(libfuzzer_args, one_input)
+    atheris.Fuzz()
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tests.hardening.fuzz_targets import READERS, TIME_BOUND_S
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--reader", choices=sorted(READERS))
+    p.add_argument("--all", action="store_true", help="fuzz every reader in turn (one process each)")
+    p.add_argument("--seconds", type=float, default=600.0, help="time per reader")
+    p.add_argument("--bound", type=float, default=TIME_BOUND_S, help="per-input time bound (s)")
+    args = p.parse_args(argv)
+    if args.all:
+        failed = []
+        for reader in sorted(READERS):
+            rc = subprocess.call([sys.executable, __file__, "--reader", reader, "--seconds", str(args.seconds), "--bound", str(args.bound)])
+            print(f"{reader}: {'ok' if rc == 0 else f'CRASHED (exit {rc})'}", flush=True)
+            if rc:
+                failed.append(reader)
+        return 1 if failed else 0
+    if not args.reader:
+        p.error("give --reader NAME or --all")
+    fuzz_one(args.reader, args.seconds, args.bound)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

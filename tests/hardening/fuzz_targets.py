@@ -1,0 +1,171 @@
+"""One function per reader that feeds it bytes: shared by the hypothesis tests and bench/fuzz_long.py (atheris).
+
+Each target writes the bytes to a file (readers take paths, as users give them), reads it
+within a time bound, and lets through only the reader's own error type: anything else
+(or running past the bound) propagates and fails the caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gzip
+import importlib
+import os
+import signal
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from portscope.ingest.errors import TargetError, TraceFormatError
+from portscope.ingest.readers._source import SizeCaps
+
+REPO = Path(__file__).resolve().parents[2]
+REGRESSIONS = REPO / "tests" / "fuzz_regressions"
+TIME_BOUND_S = 10.0  # generous: CI machines are shared; a real hang runs far past it
+# Small caps keep every parse bounded in memory too: 16 MiB decompressed at most.
+FUZZ_CAPS = SizeCaps(max_input_bytes=4 << 20, max_decompressed_bytes=16 << 20, max_gzip_ratio=200)
+
+
+class Hang(Exception):
+    """A reader ran past TIME_BOUND_S on one input."""
+
+
+@contextlib.contextmanager
+def time_bound(seconds: float = TIME_BOUND_S) -> Iterator[None]:
+    """Raise Hang in the main thread when the block runs longer than `seconds` (SIGALRM)."""
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise Hang(f"one input took longer than {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _read_portscope(path: Path) -> object:
+    from portscope.ingest.trace import read_trace
+
+    return read_trace(path)
+
+
+def _read_kineto(path: Path) -> object:
+    from portscope.ingest.readers.kineto import read_kineto
+
+    return read_kineto(path, caps=FUZZ_CAPS)
+
+
+def _read_fallback(path: Path) -> object:
+    from portscope.ingest.readers.fallback_log import read_fallback_log
+
+    return read_fallback_log(path, caps=FUZZ_CAPS)
+
+
+def _read_torch_trace(path: Path) -> object:
+    from portscope.ingest.readers.torch_trace import read_torch_trace
+
+    return read_torch_trace(path, caps=FUZZ_CAPS)
+
+
+def _read_detected(path: Path) -> object:
+    from portscope.ingest.convert import load_any
+
+    return load_any(path, caps=FUZZ_CAPS)
+
+
+def _read_target(path: Path) -> object:
+    from portscope.profiler.targets import load_target
+
+    return load_target(path)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reader:
+    """A reader under test: the suffix its input file gets, how to read it, the error it may raise."""
+
+    name: str
+    suffix: str
+    read: Callable[[Path], object]
+    error: type[Exception]
+    module: str  # imported before the time bound starts (importing torch alone can take seconds)
+
+
+READERS: dict[str, Reader] = {
+    r.name: r
+    for r in (
+        Reader("portscope", ".arrow", _read_portscope, TraceFormatError, "portscope.ingest.trace"),
+        Reader("kineto", ".json", _read_kineto, TraceFormatError, "portscope.ingest.readers.kineto"),
+        Reader("fallback-log", ".log", _read_fallback, TraceFormatError, "portscope.ingest.readers.fallback_log"),
+        Reader("torch-trace", ".log", _read_torch_trace, TraceFormatError, "portscope.ingest.readers.torch_trace"),
+        Reader("detect", ".bin", _read_detected, TraceFormatError, "portscope.ingest.convert"),
+        Reader("target", ".toml", _read_target, TargetError, "portscope.profiler.targets"),
+    )
+}
+
+_SCRATCH = Path(tempfile.mkdtemp(prefix="portscope-fuzz-"))
+
+
+def feed(reader: str, data: bytes, *, bound_s: float = TIME_BOUND_S) -> str:
+    """Read `data` with one reader: "ok" when it loads, "error" when it raises the reader's own error."""
+    r = READERS[reader]
+    importlib.import_module(r.module)
+    path = _SCRATCH / f"input-{os.getpid()}{r.suffix}"
+    path.write_bytes(data)
+    try:
+        with time_bound(bound_s):
+            r.read(path)
+    except r.error:
+        return "error"
+    finally:
+        path.unlink(missing_ok=True)
+    return "ok"
+
+
+# ---- seeds: small valid inputs of every format --------------------------------------------------
+
+
+def seed(reader: str) -> bytes:
+    """A small valid input of a reader's format (the starting point of mutations)."""
+    if reader in ("portscope", "detect"):
+        return (REPO / "sample_traces" / "llama_cpu_measured.arrow").read_bytes()
+    if reader == "kineto":
+        return KINETO_SEED
+    if reader == "fallback-log":
+        return FALLBACK_SEED
+    if reader == "torch-trace":
+        return (REPO / "tests" / "fixtures" / "torch_trace" / "graph_breaks_small.log").read_bytes()[:6000]
+    if reader == "target":
+        return (REPO / "profiler" / "targets" / "fp16-npu.toml").read_bytes()
+    raise KeyError(reader)
+
+
+def kineto_gz_seed() -> bytes:
+    """A real small Kineto export (ROCm), decompressed."""
+    return gzip.decompress((REPO / "tests" / "fixtures" / "kineto" / "rocm_mi250_small.json.gz").read_bytes())
+
+
+KINETO_SEED = b"""{"schemaVersion": 1, "baseTimeNanoseconds": 1700000000000000000, "traceEvents": [
+{"ph": "X", "cat": "user_annotation", "name": "forward", "pid": 1, "tid": 1, "ts": 0.0, "dur": 100.0},
+{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1.0, "dur": 10.5,
+ "args": {"Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"], "External id": 7}},
+{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 2.0, "dur": 3.0,
+ "args": {"correlation": 11, "External id": 7}},
+{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 5.0, "dur": 4.0,
+ "args": {"correlation": 11, "External id": 7, "device": 0, "stream": 7}},
+{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pageable)", "pid": 0, "tid": 7, "ts": 20.0,
+ "dur": 2.0, "args": {"bytes": 4096, "correlation": 12}},
+{"ph": "s", "id": 11, "pid": 1, "tid": 1, "ts": 2.0, "cat": "ac2g", "name": "ac2g"}
+]}
+"""
+
+FALLBACK_SEED = b"""[2026-09-14 19:49:00.145][I] `aten::neg` op ran on CPU instead of RBLN
+[2026-09-14 19:49:00.146][W] TRACE: /work/model.py:85 in rotate_half
+    return torch.cat((-x2, x1), dim=-1)
+[2026-09-14 19:49:00.200][I] `sdpa_overrideable (query sequence length 7 not aligned to 32)` op ran on CPU instead of RBLN
+[2026-09-14 19:49:01.000][I] `aten::pow.Tensor_Scalar (dtype Half not supported)` op ran on CPU instead of RBLN
+some unrelated line
+"""

@@ -1,0 +1,129 @@
+"""Security: safe defaults, upload caps, no unpickling, a private store, security headers, dependency floors."""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import os
+import re
+import stat
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from .conftest import upload
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _view_args(*argv: str) -> argparse.Namespace:
+    from portscope.app import view_cli
+
+    parser = argparse.ArgumentParser()
+    view_cli.register(parser.add_subparsers())
+    return parser.parse_args(["view", *argv])
+
+
+def test_portscope_view_binds_loopback_without_debug_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    from portscope.app import server, view_cli
+    from portscope.app.config import ViewerConfig
+
+    args = _view_args("--no-browser")
+    assert args.host == "127.0.0.1" and args.debug is False
+    assert view_cli.config_from_args(args).debug is False and ViewerConfig().debug is False
+    ran: dict[str, object] = {}
+
+    class FakeApp:
+        def run(self, **kwargs: object) -> None:
+            ran.update(kwargs)
+
+    monkeypatch.setattr(server, "create_app", lambda config: FakeApp())
+    assert view_cli.run(args) == 0
+    assert ran == {"host": "127.0.0.1", "port": 8050, "debug": False}
+
+
+def test_uploads_over_the_size_cap_get_413(make_app, demo_paths: dict[str, Path]) -> None:
+    app = make_app(max_upload_bytes=10_000)
+    with app.server.test_client() as c:
+        answer = upload(c, demo_paths["eager"])  # ~50 KB
+        assert answer.status_code == 413 and "accepts files up to" in answer.get_json()["error"]
+        chunked = c.post(  # no Content-Length (chunked): counted while streaming
+            "/api/upload?name=x.arrow",
+            input_stream=io.BytesIO(b"x" * 32_000),
+            headers={"X-Portscope-Upload": "1"},
+            environ_overrides={"wsgi.input_terminated": True},
+        )
+        assert chunked.status_code == 413, chunked.get_json()
+    assert not any((Path(app.server.extensions["portscope"].store.incoming)).iterdir())
+
+
+def test_a_gzip_bomb_is_refused_by_ratio_without_inflating_it(make_app, tmp_path: Path) -> None:
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * (200 << 20), compresslevel=9))  # 200 MiB -> ~200 KB
+    assert bomb.stat().st_size < 400_000
+    app = make_app()
+    with app.server.test_client() as c:
+        answer = upload(c, bomb)
+    assert answer.status_code == 422
+    assert "gzip bomb" in answer.get_json()["error"]
+
+
+_UNSAFE = re.compile(r"\b(pickle|cPickle|dill|cloudpickle|marshal|shelve|joblib|PyExtensionType|yaml\.load|jsonpickle)\b|\beval\(|\bexec\(")
+
+
+def test_no_module_that_reads_input_can_unpickle() -> None:
+    """Readers and the viewer never deserialise code: no pickle/marshal/eval anywhere in ingest/ or app/."""
+    hits = [
+        f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+        for folder in ("ingest", "app")
+        for path in sorted((REPO / folder).rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if _UNSAFE.search(line) and not line.lstrip().startswith("#")
+    ]
+    assert hits == []
+
+
+def test_cache_and_store_folders_are_private(make_app, tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        loose = tmp_path / "store"
+        loose.mkdir(mode=0o755)  # an existing folder is tightened too
+        app = make_app(store_dir=loose)
+    finally:
+        os.umask(old)
+    store = app.server.extensions["portscope"].store
+    for folder in (store.root, store.runs_dir, store.incoming, store.derived, loose / "cache"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+
+
+def test_security_headers_on_every_kind_of_response(make_app, demo_paths: dict[str, Path]) -> None:
+    app = make_app(max_upload_bytes=10_000)
+    with app.server.test_client() as c:
+        answers = [
+            c.get("/"),
+            c.get("/_dash-layout"),
+            c.get("/api/runs"),
+            c.get("/api/run/0123456789abcdef"),  # 404 JSON
+            c.get("/run/0123456789abcdef"),  # 404 page
+            c.post("/api/upload?name=a.arrow", data=b"x", headers={"X-Portscope-Upload": "1"}),  # 422
+            upload(c, demo_paths["eager"]),  # 413
+            c.get("/assets/does-not-exist.css"),
+        ]
+    for answer in answers:
+        assert answer.headers.get("X-Content-Type-Options") == "nosniff", answer.status
+        assert answer.headers.get("X-Frame-Options") == "DENY", answer.status
+
+
+def _floor(name: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", version(name))[:3])
+
+
+def test_installed_dependencies_are_past_their_known_advisories() -> None:
+    """The offline part of the audit (pip-audit needs PyPI's advisory data; see README "Reliability")."""
+    assert _floor("pyarrow") >= (14, 0, 1)  # CVE-2023-47248: unpickling extension types
+    assert _floor("werkzeug") >= (3, 0, 3)  # CVE-2024-34069: debugger RCE
+    assert _floor("flask") >= (3, 0, 0)
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert '"pyarrow>=14.0.1"' in pyproject and '"werkzeug>=3.0.3"' in pyproject
