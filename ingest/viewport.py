@@ -103,13 +103,14 @@ def build_lanes(slices: pa.Table) -> Lanes:
     lane_of = np.full(len(engine_names), -1, np.int64)
     lane_of[used] = np.arange(len(used))
     kind_of = np.array([KINDS.index(k) if k in KINDS else len(KINDS) - 1 for k in kind_names], np.int64)
-    lane = lane_of[engine_codes]
-    kind = kind_of[kind_codes]
+    # small integer types and early deletes keep the peak near the size of the arrays kept
+    key = lane_of.astype(np.int32)[engine_codes] * np.int32(len(KINDS)) + kind_of.astype(np.int32)[kind_codes]
+    del engine_codes, ekind_codes, kind_codes
     start = slices.column("start").to_numpy().astype(np.float64)
-    end = start + slices.column("dur").to_numpy().astype(np.float64)
-    key = lane * len(KINDS) + kind
     order = np.lexsort((start, key))
-    key, start, end = key[order], start[order], end[order]
+    key, start = key[order], start[order]
+    end = slices.column("dur").to_numpy().astype(np.float64)[order]
+    end += start
     bounds = np.flatnonzero(np.diff(key)) + 1
     offsets = np.concatenate([[0], bounds, [n]]).astype(np.int64)
     group_key = key[offsets[:-1]]
@@ -122,7 +123,7 @@ def build_lanes(slices: pa.Table) -> Lanes:
         start=start,
         end=end,
         reach=reach,
-        row=order.astype(np.int64),
+        row=order if order.dtype == np.int64 else order.astype(np.int64),
         group_offsets=offsets,
         group_lane=group_key // len(KINDS),
         group_kind=group_key % len(KINDS),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -109,12 +110,19 @@ def operator_detail(trace: Trace, region_id: int, signal: str, operator: str) ->
 
 
 def region_ops_page(
-    trace: Trace, region_id: int, start: int, end: int, sort: list[dict[str, str]] | None = None
+    trace: Trace,
+    region_id: int,
+    start: int,
+    end: int,
+    sort: list[dict[str, str]] | None = None,
+    *,
+    remember: Callable[[str, Callable[[], Any]], Any] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Rows start:end of a region's ops (optionally sorted), and the total row count.
 
     Only the requested page is decoded, so a page of a million-op region costs
-    one filter, (optionally) one sort and one slice.
+    one filter, (optionally) one sort and one slice. `remember(key, make)` (the
+    server's cache) keeps a sort order, so paging through a sorted table sorts once.
     """
     ops = trace["ops"]
     if ops.num_rows:
@@ -127,8 +135,12 @@ def region_ops_page(
             if s.get("colId") in OPS_COLUMNS
         ]
         if keys:
-            order = pc.sort_indices(ops.select([k for k, _ in keys]), sort_keys=keys)
-            ops = ops.take(order.slice(start, max(end - start, 0)))
+            def make_order() -> np.ndarray:
+                return pc.sort_indices(ops.select([k for k, _ in keys]), sort_keys=keys).to_numpy()
+
+            key = f"ops-order:{region_id}:{keys}"
+            order = remember(key, make_order) if remember is not None else make_order()
+            ops = ops.take(pa.array(order[start:max(end, start)]))
             start, end = 0, ops.num_rows
     page = ops.slice(start, max(end - start, 0))
     frame = _decoded(page, OPS_COLUMNS)

@@ -189,5 +189,8 @@ def register(app: dash.Dash) -> None:
     def ops_page(request: dict[str, Any] | None, key: dict[str, Any]) -> dict[str, Any]:
         if not request:
             return dash.no_update
-        rows, total = region_ops_page(store().trace(key["run_id"]), key["region_id"], int(request["startRow"]), int(request["endRow"]), request.get("sortModel"))
+        run_store = store()
+        rows, total = region_ops_page(
+            run_store.trace(key["run_id"]), key["region_id"], int(request["startRow"]), int(request["endRow"]),
+            request.get("sortModel"), remember=lambda k, make: run_store.cached(f"{key['run_id']}:{k}", make))
         return {"rowData": rows, "rowCount": total}
