@@ -70,6 +70,7 @@ def build_trace(regions: list[Region], run_info: RunInfo) -> Trace:
     t_base = min(r.start_ns for r in everything)
     ids: dict[int, int] = {}
     decoded: dict[int, tuple[int, list[OpEvent]]] = {}  # engine schedules: id(region) -> (region id, ops)
+    predicted_end = 0
     op_id = 0
     for region in everything:
         parent = ids.get(id(region.parent)) if region.parent is not None else None
@@ -108,7 +109,14 @@ def build_trace(regions: list[Region], run_info: RunInfo) -> Trace:
         # ---- engine schedules: predicted (profiler/schedule.py) ----
         decoded[id(region)] = (rid, events)
         if region.predictor is not None:
-            add_region_schedule(builder, rid, region, events, region.start_ns - t_base, region.predictor.target)
+            # predicted regions follow each other on the predicted time axis: a region starts no earlier
+            # than the previous top-level region's predicted end (a cold compile can outlast its wall time)
+            start = region.start_ns - t_base
+            if region.parent is None:
+                start = max(start, predicted_end)
+            sched = add_region_schedule(builder, rid, region, events, start, region.predictor.target)
+            if region.parent is None:
+                predicted_end = max(predicted_end, sched.end_ns)
         # ----
         op_id += len(events)
     for region in everything:  # engine schedules: measured timelines (profiler/timeline.py)

@@ -173,8 +173,9 @@ def numerics_frame(trace: Trace) -> pd.DataFrame:
 def region_bands(trace: Trace) -> list[tuple[float, float, str]]:
     """Top-level regions as (start, end, label) in the unit of engine_slices.
 
-    With a ns time unit these are the regions' own times; with cycles, the extent of
-    each region's slices (a static schedule has no wall-clock times).
+    Measured runs: the regions' own times. Cycle-unit and predicted runs: the extent of
+    each region's slices (a static schedule has no wall-clock times; a predicted schedule
+    runs on its own time axis).
     """
     regions = trace["regions"]
     labels = {}
@@ -185,7 +186,7 @@ def region_bands(trace: Trace) -> list[tuple[float, float, str]]:
         if parent is None:
             bits = [b for b in (phase, mode) if b not in ("none", "unknown")]
             labels[rid] = name + (f" [{', '.join(bits)}]" if bits else "")
-    if trace.run_info.time_unit.value == "ns" or not trace["engine_slices"].num_rows:
+    if (trace.run_info.time_unit.value == "ns" and not trace.predicted) or not trace["engine_slices"].num_rows:
         starts = regions.column("start_ns").to_pylist()
         durs = regions.column("dur_ns").to_pylist()
         rids = regions.column("region_id").to_pylist()
