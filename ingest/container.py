@@ -83,7 +83,7 @@ def read_members(path: str | Path) -> tuple[dict[str, pa.Buffer], list[str]]:
     try:
         with zipfile.ZipFile(pa.BufferReader(whole)) as zf:
             infos = zf.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:  # NotImplementedError: an unknown ZIP version
         raise _NotAContainer(str(exc)) from None
     size = whole.size
     for info in infos:

@@ -63,6 +63,8 @@ def test_an_extension_column_is_read_as_plain_storage_or_refused(demo_paths: dic
         for table in trace.tables.values():
             assert not any(isinstance(f.type, pa.ExtensionType) for f in table.schema)
     assert not marker.exists()
+    pickle.loads(pickle.dumps(_Touch(marker)))  # control: the payload is live when something does unpickle it
+    assert marker.exists()
 
 
 def test_an_uploaded_extension_type_runs_nothing(make_app, demo_paths: dict[str, Path], tmp_path: Path) -> None:
