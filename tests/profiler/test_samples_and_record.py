@@ -89,3 +89,12 @@ def test_record_whole_script_and_failure(tmp_path: Path) -> None:
 def test_record_needs_a_command(tmp_path: Path) -> None:
     proc = run_cli("record", "-o", str(tmp_path / "x.arrow"), cwd=tmp_path)
     assert proc.returncode == 2 and "nothing to run" in proc.stderr
+
+
+@pytest.mark.parametrize("name", ["cuda_diff_control", "cuda_diff_test"])
+def test_converted_samples_match_their_source(name: str, tmp_path: Path, shared_fixtures: Path) -> None:
+    from portscope.app.cli import main
+
+    out = tmp_path / f"{name}.arrow"
+    assert main(["convert", str(shared_fixtures / "kineto" / f"{name}.json.gz"), "-o", str(out)]) == 0
+    assert counts(out) == counts(SAMPLE_DIR / f"{name}.arrow")
