@@ -15,9 +15,10 @@ import unicodedata
 from typing import Any
 
 from flask import Flask, jsonify, request
+from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
+
 from portscope.ingest.errors import TraceFormatError
 from portscope.ingest.summary import format_bytes
-from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
 
 from .store import TraceStore
 

@@ -243,7 +243,7 @@ def default_run_info(regions: list[Region]) -> RunInfo:
         devices=devices,
         command=" ".join(sys.argv),
         model=model,
-        start_time=datetime.datetime.fromtimestamp(start, datetime.timezone.utc).isoformat(timespec="seconds"),
+        start_time=datetime.datetime.fromtimestamp(start, datetime.UTC).isoformat(timespec="seconds"),
         producer="portscope 0.1.0",
     )
 

@@ -345,7 +345,7 @@ def _run_info(path: Path, ev: KinetoEvents, t0: float, devices: list, infer_fall
     start_ns = int(base) + int(t0 * 1000) if isinstance(base, int) else int(t0 * 1000)
     start_time = None
     if 10**17 < start_ns < 10**19:  # plausibly epoch nanoseconds
-        start_time = datetime.datetime.fromtimestamp(start_ns / 1e9, datetime.timezone.utc).isoformat()
+        start_time = datetime.datetime.fromtimestamp(start_ns / 1e9, datetime.UTC).isoformat()
     missing = ["dispatch/recompile (not in profiler traces)", "host_bounce/* (Kineto records no tensor devices)"]
     if not ev.python:
         missing.append("call sites (recorded without with_stack=True)")

@@ -8,11 +8,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 import fnmatch
+import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import tomllib
 from portscope.ingest.errors import TargetError
 from portscope.ingest.schema import EngineKind
 

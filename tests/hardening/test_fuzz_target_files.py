@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from portscope.ingest import TargetError
 from portscope.profiler.targets import CopyWhere, builtin_targets, load_target
