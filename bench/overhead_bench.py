@@ -1,6 +1,6 @@
 """Profiler overhead on a small random-init Llama forward (CPU), as ratios against an unprofiled baseline.
 
-Usage: python bench/overhead_bench.py [--repeats 30] [--layers 4] [--hidden 256] [--seq 64]
+Usage: python bench/overhead_bench.py [--repeats 30] [--layers 4] [--hidden 512] [--seq 128]
 Prints one line per mode: median ms and the ratio to the unprofiled median measured in the same run.
 """
 
@@ -29,8 +29,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--repeats", type=int, default=30)
     p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--hidden", type=int, default=256)
-    p.add_argument("--seq", type=int, default=64)
+    p.add_argument("--hidden", type=int, default=512)
+    p.add_argument("--seq", type=int, default=128)
     p.add_argument("--json", help="write the figures here")
     args = p.parse_args()
     torch.set_num_threads(1)

@@ -29,6 +29,8 @@ _COPIES = {"aten::_to_copy", "aten::copy_", "aten::to", "aten::_copy_from", "ate
 
 # Programs compiled in this process, per target name: keys seen for the first time compile.
 _PROGRAMS: dict[str, set[tuple]] = {}
+# What a target does with an (operator, input metadata) key depends only on the target: shared by regions.
+_DECISIONS: dict[Target, dict[tuple, _Decision]] = {}
 
 
 def reset_program_cache(target: str | None = None) -> None:
@@ -61,7 +63,7 @@ class Predictor:
         self.device = self.target.device
         self._state: dict[int, list] = {}  # id(storage) -> [state, weakref]
         self._producers: dict[int, tuple[int, int]] = {}  # schedules: id(storage) -> (id(region), op index)
-        self._decisions: dict[tuple, _Decision] = {}
+        self._decisions = _DECISIONS.setdefault(self.target, {})
         self._names: dict[Any, str] = {}
         self._programs = _PROGRAMS.setdefault(self.target.name, set())
         self._attached = 0
@@ -176,7 +178,8 @@ class Predictor:
             where = Placement.DEVICE if ins and self._entry(ins[0], in_st[0])[0] & DEVICE else Placement.HOST
             region.outcomes[index] = (where, signals, transfers)
             return
-        key = (func, tuple((t.shape, t.stride(), t.dtype) for t in ins), tuple(t.dtype for t in outs))
+        raw = region.raw[index]  # the recorder's metadata of this op: reuse it for the rule cache key
+        key = (func, tuple(m[:3] for m in raw[1] if m is not None), tuple(m[2] for m in raw[2]))
         decision = self._decisions.get(key)
         if decision is None:
             decision = self._decisions[key] = self._rules(name, name.split(".", 1)[0], ins, outs)

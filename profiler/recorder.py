@@ -6,6 +6,7 @@ a region is open (a plain dispatch mode makes Dynamo skip the frame for good).
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 import weakref
@@ -86,6 +87,7 @@ class Session:
         self.graph: int | None = None  # id of the compiled graph running now
         self.graph_hooks: list[Callable[..., None]] = []  # e.g. the predictor; gets a graph call's tensors
         self.watcher: Any = None  # the compile-event watcher while regions are open
+        self.froze_gc = False  # whether start() froze the collector's view of the heap
 
     def on_op(self, func: Any, args: tuple, kwargs: dict, out: Any, t0: int, t1: int) -> None:
         ins: list[Any] = []
@@ -215,6 +217,12 @@ def start(s: Session) -> None:
             _hook_handles.append(torch.nn.modules.module.register_module_forward_hook(_post_hook, always_call=True))
     from .compiled import CompileWatcher
 
+    # Records are small tuples that live until the region ends; the collector would otherwise keep
+    # re-scanning the whole (large: torch, transformers, the model) heap as they accumulate.
+    # Freezing moves what exists now out of its sight; stop() hands it back.
+    s.froze_gc = gc.isenabled()
+    if s.froze_gc:
+        gc.freeze()
     s.watcher = CompileWatcher(s)
     s.watcher.install()
     s.mode = _RecordingMode(s)
@@ -229,6 +237,9 @@ def stop(s: Session) -> None:
     if s.watcher is not None:
         s.watcher.uninstall()
         s.watcher = None
+    if s.froze_gc:
+        gc.unfreeze()
+        s.froze_gc = False
     s.modules.clear()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import fnmatch
+import functools
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -267,17 +268,37 @@ def load_target(name_or_path: str | Path | Target) -> Target:
     if isinstance(name_or_path, Target):
         return name_or_path
     text_name = str(name_or_path)
-    if text_name in builtin_targets():
-        resource = resources.files(__name__) / f"{text_name}.toml"
-        return _load(resource.read_text(encoding="utf-8"), f"{text_name} ({resource})")
+    if text_name in _builtin_names():
+        return _builtin(text_name)
     path = Path(text_name)
     if not path.exists():
         raise TargetError(text_name, f"no such target file, and not a built-in target ({', '.join(builtin_targets())})")
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        stat = path.stat()
+        return _from_file(str(path.resolve()), stat.st_mtime_ns, stat.st_size, str(path))
+    except OSError as exc:
         raise TargetError(path, f"cannot read: {exc}") from None
-    return _load(text, str(path))
+
+
+@functools.cache
+def _builtin_names() -> frozenset[str]:
+    return frozenset(builtin_targets())
+
+
+@functools.cache
+def _builtin(name: str) -> Target:
+    resource = resources.files(__name__) / f"{name}.toml"
+    return _load(resource.read_text(encoding="utf-8"), f"{name} ({resource})")
+
+
+@functools.lru_cache(maxsize=32)
+def _from_file(resolved: str, mtime_ns: int, size: int, shown: str) -> Target:
+    """A target file, parsed once per (path, modification time, size)."""
+    try:
+        text = Path(resolved).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TargetError(shown, f"cannot read: {exc}") from None
+    return _load(text, shown)
 
 
 def _load(text: str, path: str) -> Target:
