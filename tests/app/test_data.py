@@ -107,3 +107,19 @@ def test_bands_numerics_and_slices(demo_paths: dict[str, Path]) -> None:
     assert numerics.loc["max_abs_diff", "value"] == 0.031
     detail = slice_detail(trace, 0)
     assert detail["engine"] == "host" and detail["op"]["name"] == "aten::mm"
+
+
+def test_sorted_pages_by_partition_equal_a_stable_sort() -> None:
+    """Pages of a one-column integer sort come from a partition, yet equal a full stable sort, ties included."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from portscope.app.data.tables import _page_by_partition
+
+    table = pa.table({"dur_ns": pa.array(np.random.default_rng(0).integers(0, 50, 1003))})
+    for direction in ("ascending", "descending"):
+        full = pc.sort_indices(table, sort_keys=[("dur_ns", direction)]).to_numpy()
+        pages = [_page_by_partition(table, [("dur_ns", direction)], a, a + 100) for a in range(0, 1003, 100)]
+        assert (np.concatenate(pages) == full).all()
+    assert _page_by_partition(table, [("dur_ns", "ascending"), ("dur_ns", "descending")], 0, 10) is None
