@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,3 +17,42 @@ def shared_fixtures() -> Path:
     if not SHARED_FIXTURES.is_dir():
         pytest.skip("../shared/fixtures is not present in this checkout")
     return SHARED_FIXTURES
+
+
+def pytest_setup_options():  # dash[testing] hook: options of the headless Chromium (NOTES.md)
+    from selenium.webdriver.chrome.options import Options
+
+    options = Options()
+    for flag in (
+        "--no-sandbox",
+        "--disable-gpu",
+        "--enable-unsafe-swiftshader",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+    ):
+        options.add_argument(flag)
+    return options
+
+
+@pytest.fixture(scope="session")
+def demo_paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """{"eager", "compiled", "predicted"}: viewer demo traces written by the real writer."""
+    from portscope.app._dev_samples import write_demo_traces
+
+    return write_demo_traces(tmp_path_factory.mktemp("traces"))
+
+
+@pytest.fixture
+def make_app(tmp_path: Path, demo_paths: dict[str, Path]) -> Callable[..., object]:
+    """Build a viewer app on the demo traces with a private store in tmp_path."""
+    from portscope.app.config import ViewerConfig
+    from portscope.app.server import create_app
+
+    def make(**overrides: object):
+        kwargs: dict[str, object] = {"trace_paths": (demo_paths["eager"].parent,), "store_dir": tmp_path / "store"}
+        kwargs.update(overrides)
+        return create_app(ViewerConfig(**kwargs))  # type: ignore[arg-type]
+
+    return make
