@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 install: $(BIN)/python
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q -c requirements-lock.txt -e .
 
 view: install
 	$(BIN)/portscope view
@@ -26,7 +26,7 @@ system-deps:
 
 install-dev: $(BIN)/python system-deps
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[dev,profile]'
+	$(BIN)/pip install -q -c requirements-lock.txt -e '.[dev,profile]'
 
 test: install-dev
 	DASH_TEST_CHROMEPATH=/usr/bin/chromium $(BIN)/python -m pytest -q --headless
