@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import warnings
 import time
 import weakref
 from collections.abc import Callable
@@ -151,6 +152,7 @@ def _flat(value: Any) -> list[Any]:
 
 
 _local = threading.local()
+_MODE_SKIPS_COMPILATION = "ignore_compile_internals" in vars(TorchDispatchMode)
 
 
 def session() -> Session:
@@ -216,6 +218,14 @@ def start(s: Session) -> None:
             _hook_handles.append(torch.nn.modules.module.register_module_forward_pre_hook(_pre_hook))
             _hook_handles.append(torch.nn.modules.module.register_module_forward_hook(_post_hook, always_call=True))
     from .compiled import CompileWatcher
+
+    if not _MODE_SKIPS_COMPILATION:
+        warnings.warn(
+            f"torch {torch.__version__} has no TorchDispatchMode.ignore_compile_internals (torch >= 2.9): "
+            "a torch.compile'd function first called inside a portscope region may stay eager",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
     # Records are small tuples that live until the region ends; the collector would otherwise keep
     # re-scanning the whole (large: torch, transformers, the model) heap as they accumulate.
