@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import gc
 import threading
-import warnings
 import time
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
