@@ -53,10 +53,14 @@ class Panel:
     unit: str
 
 
+PANEL_GAP_PX = 56
+
+
 def timeline_figure(panels: list[Panel]) -> dict[str, Any]:
     """Panels stacked vertically with one shared (matched) x axis; trace index = panel * len(KINDS) + kind."""
     heights = [max(len(p.lanes.lanes), 1) * ROW_PX + 40 for p in panels]
-    total = sum(heights)
+    gap = PANEL_GAP_PX if len(panels) > 1 else 0  # room for the axis ticks above and the band labels below
+    total = sum(heights) + gap * (len(panels) - 1)
     data, shapes, annotations, layout = [], [], [], {}
     top = 1.0
     for i, panel in enumerate(panels):
@@ -80,8 +84,8 @@ def timeline_figure(panels: list[Panel]) -> dict[str, Any]:
                 }
             )
         height = heights[i] / total
-        domain = [max(top - height + 0.04 / len(panels), 0.0), top]
-        top -= height
+        domain = [max(top - height, 0.0), top]
+        top -= height + gap / total
         n = len(panel.lanes.lanes)
         layout[f"yaxis{suffix}"] = {
             "domain": domain,
@@ -105,7 +109,8 @@ def timeline_figure(panels: list[Panel]) -> dict[str, Any]:
             shapes.append({"type": "rect", "xref": f"x{suffix}", "yref": f"y{suffix} domain", "x0": x0, "x1": x1, "y0": 0, "y1": 1, "fillcolor": "rgba(120,120,120,0.08)", "line": {"width": 0}, "layer": "below"})
             annotations.append({"xref": f"x{suffix}", "yref": f"y{suffix} domain", "x": x0, "y": 1.0, "xanchor": "left", "yanchor": "bottom", "text": plot_text(label), "showarrow": False, "font": {"size": 10, "color": "#555"}})
         if len(panels) > 1:
-            annotations.append({"xref": "paper", "yref": f"y{suffix} domain", "x": 0, "y": 1.08, "xanchor": "left", "text": f"<b>{plot_text(panel.title)}</b>", "showarrow": False})
+            # in the left margin, above the lane names: never on top of the region band labels
+            annotations.append({"xref": "paper", "yref": f"y{suffix} domain", "x": 0, "y": 1.0, "xanchor": "right", "yanchor": "bottom", "xshift": -8, "text": f"<b>{plot_text(panel.title)}</b>", "showarrow": False, "font": {"size": 14}})
     layout.update(
         {
             "height": total + 90,

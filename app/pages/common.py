@@ -26,6 +26,12 @@ def load(run_id: str) -> tuple[Trace | None, html.Div | None]:
         return None, problem(str(exc))
 
 
+def run_label(run_id: str, trace: Trace) -> str:
+    """How a page names a run: its file name when it has a meaningful one, else its id."""
+    name = (trace.path or "").rsplit("/", 1)[-1].removesuffix(".arrow")
+    return name if name and name != run_id else run_id
+
+
 def region_label(row: dict[str, Any]) -> str:
     bits = [b for b in (row.get("phase"), row.get("mode")) if b and b not in ("none", "unknown")]
     return row["name"] + (f" [{', '.join(bits)}]" if bits else "")

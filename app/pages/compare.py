@@ -15,7 +15,7 @@ from ..context import store
 from ..data.runs import regions_frame
 from ..data.tables import numerics_frame
 from ..figures import timeline_figure
-from .common import load, region_label
+from .common import load, region_label, run_label
 from .timeline import click_detail, panels, relayout_update
 
 SIGNAL_COLUMNS = [
@@ -68,7 +68,8 @@ def layout(a: str = "", b: str = "", ra: str | None = None, rb: str | None = Non
             ],
             className="compare-bar",
         ),
-        html.Div([dcc.Link(f"A: run {a}", href=urls.run(a)), dcc.Link(f"B: run {b}", href=urls.run(b))], className="links"),
+        html.Div([dcc.Link(f"A: {run_label(a, trace_a)} ({a})", href=urls.run(a)),
+                  dcc.Link(f"B: {run_label(b, trace_b)} ({b})", href=urls.run(b))], className="links"),
         html.H3("Signals"),
         html.Div(id=ids.COMPARE_SIGNALS),
         html.H3("Operators added, removed, increased, decreased"),
@@ -82,10 +83,11 @@ def layout(a: str = "", b: str = "", ra: str | None = None, rb: str | None = Non
             html.H3("Timelines (zoom one, both follow)"),
             dcc.Store(id=ids.TIMELINE_KEY, data={"run_ids": [a, b]}),
             html.Div(id=ids.TIMELINE_STATUS, className="muted"),
-            dcc.Graph(id=ids.COMPARE_TIMELINES, figure=timeline_figure(panels([a, b], [f"A: {a}", f"B: {b}"])), config={"scrollZoom": True, "displaylogo": False}),
+            dcc.Graph(id=ids.COMPARE_TIMELINES, figure=timeline_figure(panels([a, b], ["A", "B"])), config={"scrollZoom": True, "displaylogo": False}),
             html.Div(id=ids.TIMELINE_DETAIL, className="detail"),
         ]
-    title = f"Compare {a} with {b}" if a != b else f"Compare regions of {a}"
+    name_a, name_b = run_label(a, trace_a), run_label(b, trace_b)
+    title = f"Compare {name_a} with {name_b}" if a != b else f"Compare regions of {name_a}"
     return page(title, *children, subtitle="Δ = B − A; ratio = B / A; the counts are those of `portscope report` on each file.")
 
 

@@ -15,7 +15,7 @@ from ..components import fmt_bytes, page
 from ..context import store
 from ..data.tables import region_bands, slice_detail
 from ..figures import VIEW_PX, Panel, timeline_figure, timeline_patch, viewport_from_relayout
-from .common import load
+from .common import load, run_label
 
 
 def extent(run_ids: list[str]) -> tuple[float, float]:
@@ -105,7 +105,7 @@ def layout(run_id: str = "", **_query: str) -> html.Div:
         return page("Timeline", html.P("This run has nothing to draw: no engine slices, ops, timed transfers or compiles."), dcc.Link("back to the run", href=urls.run(run_id)))
     derived = not trace["engine_slices"].num_rows
     return page(
-        f"Timeline of {run_id}",
+        f"Timeline of {run_label(run_id, trace)}",
         html.Div([dcc.Link("run", href=urls.run(run_id)), dcc.Link("all runs", href=urls.runs())], className="links"),
         dcc.Store(id=ids.TIMELINE_KEY, data={"run_ids": [run_id]}),
         html.Div(status_text([p.viewport for p in built], [len(p.lanes) for p in built]), id=ids.TIMELINE_STATUS, className="muted"),
