@@ -44,20 +44,6 @@ def _is_library(code: CodeType) -> bool:
     return known
 
 
-def user_frame(skip: int = 2) -> FrameType | None:
-    """The innermost frame that is not torch, transformers or portscope code."""
-    frame: FrameType | None = sys._getframe(skip)
-    while frame is not None and _is_library(frame.f_code):
-        frame = frame.f_back
-    return frame
-
-
-def format_site(frame: FrameType | None) -> str | None:
-    if frame is None:
-        return None
-    return f"{frame.f_code.co_filename}:{frame.f_lineno} ({frame.f_code.co_name})"
-
-
 def raw_stack(skip: int = 2) -> tuple[tuple[CodeType, int], ...]:
     """The whole Python stack as (code, line) pairs, innermost first (cheap; formatted later)."""
     out = []

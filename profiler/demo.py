@@ -50,10 +50,13 @@ def generate(model: torch.nn.Module, ids: torch.Tensor, *, new_tokens: int = 4, 
 
 @dataclasses.dataclass(frozen=True)
 class Sample:
+    """A sample trace: either regions to save (`make`) or a function that writes the file itself (`write`)."""
+
     file: str
     description: str
-    make: Callable[[], list[Region]]
+    make: Callable[[], list[Region]] | None = None
     predicted_target: str | None = None
+    write: Callable[[Path], Path] | None = None
 
 
 def _forward_cold_warm(target: str | None, length: int = 7) -> Callable[[], list[Region]]:
@@ -96,8 +99,10 @@ def _measured_cpu() -> list[Region]:
     return [cold, warm]
 
 
-def _eager_vs_compiled() -> list[Region]:
-    raise NotImplementedError  # made by make_samples through compare_modes (it writes its own trace)
+def _eager_vs_compiled(path: Path) -> Path:
+    from .compare import compare_modes
+
+    return compare_modes(tiny_llama, lambda: {"input_ids": prompt(7)}, path, target="fp16-npu", pad_to=64)
 
 
 SAMPLES: list[Sample] = [
@@ -115,7 +120,7 @@ SAMPLES: list[Sample] = [
            _forward_cold_warm("cuda"), "cuda"),
     Sample("llama_fp16-npu_eager_vs_compiled.arrow",
            "`portscope compare-modes`: the forward eager and torch.compile'd (inductor, prompt padded to 64), cold and warm, predicted for fp16-npu",
-           _eager_vs_compiled, "fp16-npu"),
+           predicted_target="fp16-npu", write=_eager_vs_compiled),
     Sample("llama_cpu_measured.arrow",
            "the same model in float32, measured on this CPU (no target), cold and warm",
            _measured_cpu),
@@ -133,12 +138,10 @@ def make_samples(folder: str | Path, *, only: list[str] | None = None,
             continue
         progress(sample.file)
         reset_program_cache()  # each sample is profiled as in a fresh process
-        if sample.make is _eager_vs_compiled:
-            from .compare import compare_modes
-
-            written.append(compare_modes(tiny_llama, lambda: {"input_ids": prompt(7)}, folder / sample.file,
-                                         target="fp16-npu", pad_to=64))
+        if sample.write is not None:
+            written.append(sample.write(folder / sample.file))
             continue
+        assert sample.make is not None, sample.file
         regions = sample.make()
         info = default_run_info(regions)
         info.command = f"portscope demo ({sample.file})"
