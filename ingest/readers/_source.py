@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import zlib
 from pathlib import Path
 
@@ -96,3 +97,11 @@ def decode_text(path: Path, raw: bytes) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise TraceFormatError(path, f"not UTF-8 text (invalid byte at offset {exc.start})") from None
+
+
+def read_json(path: str | Path, caps: SizeCaps = DEFAULT_CAPS) -> object:
+    """A JSON document from a (possibly gzipped) file, within the size caps; one clear error otherwise."""
+    try:
+        return json.loads(read_bytes(path, caps))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise TraceFormatError(path, f"not valid JSON ({exc})") from None

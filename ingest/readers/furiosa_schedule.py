@@ -34,7 +34,7 @@ from ..builder import TraceBuilder
 from ..errors import TraceFormatError
 from ..schema import EngineKind, Mode, SliceKind, Source, TimeUnit
 from ..trace import RunInfo, Trace
-from ._source import DEFAULT_CAPS, SizeCaps, read_bytes
+from ._source import DEFAULT_CAPS, SizeCaps, read_json
 
 FORMAT = "furiosa-schedule"
 KNOWN_INSTRUCTION_KEYS = {"index", "tpe", "lifetime", "contexts", "description", "input_tensors", "output_tensors",
@@ -66,10 +66,7 @@ def engine_kind(context: str) -> EngineKind:
 def read_furiosa_schedule(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Trace:
     """Convert a ``--dump-schedule`` JSON into a Trace of engine slices whose unit is cycles."""
     path = Path(path)
-    try:
-        doc = json.loads(read_bytes(path, caps))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise TraceFormatError(path, f"not valid JSON ({exc})") from None
+    doc = read_json(path, caps)
     if not isinstance(doc, dict) or not isinstance(doc.get("instructions"), list):
         got = type(doc).__name__ if not isinstance(doc, dict) else f"keys {sorted(doc)[:8]}"
         raise TraceFormatError(path, f"a schedule dump is an object with an 'instructions' list (got {got})")

@@ -13,7 +13,6 @@ the host span of the same execution (the same link as Kineto's launch flows).
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from ..builder import TraceBuilder
 from ..errors import TraceFormatError
 from ..schema import Direction, EngineKind, Mode, SliceKind, Source
 from ..trace import RunInfo, Trace
-from ._source import DEFAULT_CAPS, SizeCaps, read_bytes
+from ._source import DEFAULT_CAPS, SizeCaps, read_json
 
 FORMAT = "furiosa-trace"
 NPU_TID_BASE = 10_000_000
@@ -39,10 +38,7 @@ def sniff(text: str) -> bool:
 def read_furiosa_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Trace:
     """Convert a Furiosa runtime profiler Chrome trace into a Trace (times in ns)."""
     path = Path(path)
-    try:
-        doc = json.loads(read_bytes(path, caps))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise TraceFormatError(path, f"not valid JSON ({exc})") from None
+    doc = read_json(path, caps)
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(events, list):
         raise TraceFormatError(path, "no 'traceEvents' list: not a Chrome trace")

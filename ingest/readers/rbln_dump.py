@@ -45,7 +45,7 @@ from ..errors import TraceFormatError
 from ..schema import Mode, Phase, SignalKind, Source
 from ..trace import RunInfo, Trace
 from ._rbln_signals import EXCLUDED_SITE_SUFFIX, SITES, DumpProblems, notes_for, transfer_rows
-from ._source import DEFAULT_CAPS, SizeCaps, read_bytes
+from ._source import DEFAULT_CAPS, SizeCaps, read_json
 
 FORMAT = "rbln-explain"
 
@@ -70,11 +70,7 @@ def sniff(text: str) -> bool:
 def read_rbln_dump(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Trace:
     """Convert an explain dump (one, a list, or an object of named dumps) into a Trace."""
     path = Path(path)
-    raw = read_bytes(path, caps)
-    try:
-        doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise TraceFormatError(path, f"not valid JSON ({exc})") from None
+    doc = read_json(path, caps)
     dumps = _dumps(path, doc)
     problems = DumpProblems()
     builder = TraceBuilder(RunInfo(source=Source.CONVERTED, producer="portscope convert", converted_from=FORMAT,
