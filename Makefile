@@ -8,7 +8,7 @@ TORCH ?= torch==2.13.0
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q --upgrade 'pip>=25.3'
 
 install: $(BIN)/python
 	$(BIN)/pip install -q -c requirements-lock.txt -e .

@@ -19,7 +19,7 @@ def shared_fixtures() -> Path:
     return SHARED_FIXTURES
 
 
-def pytest_setup_options():  # dash[testing] hook: options of the headless Chromium (NOTES.md)
+def pytest_setup_options():  # dash pytest-plugin hook: options of the headless Chromium (NOTES.md)
     from selenium.webdriver.chrome.options import Options
 
     options = Options()

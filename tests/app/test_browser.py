@@ -1,4 +1,4 @@
-"""The viewer in real headless Chromium (dash[testing]).
+"""The viewer in real headless Chromium (dash's pytest plugin).
 
 Run alone:  DASH_TEST_CHROMEPATH=/usr/bin/chromium .venv/bin/pytest --headless -m browser tests/app
 """
