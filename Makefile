@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 
-.PHONY: view test install install-dev system-deps lint bench samples screenshots clean
+.PHONY: view test test-torch install install-dev system-deps lint bench samples screenshots clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -30,6 +30,17 @@ install-dev: $(BIN)/python system-deps
 
 test: install-dev
 	DASH_TEST_CHROMEPATH=/usr/bin/chromium $(BIN)/python -m pytest -q --headless
+
+# The profiler's tests on another torch, in its own venv (x86_64 wheels from PyPI are CUDA builds of
+# several GB). transformers 5 needs torch >= 2.6: older torch gets the last 4.x.
+TORCH_VERSION ?= 2.5.1
+TRANSFORMERS ?= transformers>=4.45,<5
+test-torch:
+	$(PY) -m venv .venv-torch-$(TORCH_VERSION)
+	.venv-torch-$(TORCH_VERSION)/bin/pip install -q --upgrade 'pip>=25.3'
+	.venv-torch-$(TORCH_VERSION)/bin/pip install -q torch==$(TORCH_VERSION)
+	.venv-torch-$(TORCH_VERSION)/bin/pip install -q -e '.[dev,profile]' '$(TRANSFORMERS)'
+	.venv-torch-$(TORCH_VERSION)/bin/python -m pytest -q -p no:logging tests/profiler
 
 lint: install-dev
 	$(BIN)/ruff check .

@@ -2,9 +2,11 @@
 
 Compile events come from the public structured-trace logger (`torch.__trace`),
 the one `TORCH_TRACE`/tlparse read: `compilation_metrics` (compile id, frame,
-operator count, compile time, the guard that failed for a recompile) and the
-`dynamo_graph_break_reason` artifact (reason and user source line). Fields are
-read defensively: they vary across torch versions.
+operator count, compile time, the guard that failed for a recompile), the
+`dynamo_graph_break_reason` artifact (reason and user source line) and the
+`recompile_reasons` artifact. Fields are read defensively: they vary across torch
+versions. torch 2.5 has no graph-break artifact; there the `graph_breaks` artifact
+logger (what `TORCH_LOGS=graph_breaks` prints) is read instead, without printing.
 
 Graph calls: after a frame compiles, Dynamo stores each compiled graph as a
 `__compiled_fn_*` global of the frame's module; those are wrapped so each call
@@ -15,7 +17,9 @@ operators it dispatches carry its graph id.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
+import re
 import sys
 import threading
 import time
@@ -24,6 +28,8 @@ from typing import Any
 from portscope.ingest.schema import CompileKind
 
 _TRACE_LOGGER = "torch.__trace"
+_GRAPH_BREAK_LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"
+_STACK_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 _COMPILED_PREFIX = "__compiled_fn"
 
 
@@ -64,6 +70,30 @@ def _graph_break(payload: str) -> tuple[str | None, str]:
     return site, reason
 
 
+def _graph_break_record(record: logging.LogRecord) -> tuple[str | None, str]:
+    """(user source line, reason) from a `graph_breaks` log record: a formatted user stack, the cause as exc_info."""
+    frames = _STACK_FRAME.findall(record.getMessage())
+    site = f"{frames[-1][0]}:{frames[-1][1]}" if frames else None
+    exc = record.exc_info[1] if record.exc_info else None
+    text = str(getattr(exc, "msg", None) or exc or "").strip()
+    return site, (text.splitlines()[0] if text else "graph break")
+
+
+class _GraphBreakLog(logging.Handler):
+    def __init__(self, watcher: CompileWatcher) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.watcher = watcher
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if threading.get_ident() != self.watcher._thread or not self.watcher.session.regions:
+            return
+        try:
+            site, reason = _graph_break_record(record)
+            self.watcher.graph_break(None, site, reason, structured=False)
+        except Exception:  # noqa: BLE001 - never break the user's compile
+            return
+
+
 class CompileWatcher(logging.Handler):
     """Collects compile events while regions are open; attributes them to the innermost region."""
 
@@ -75,6 +105,9 @@ class CompileWatcher(logging.Handler):
         self._wrapped_modules: set[int] = set()
         self._thread = threading.get_ident()
         self._saved: tuple[int, bool] | None = None
+        self._recompile_reasons: dict[str | None, str] = {}
+        self._break_log = _GraphBreakLog(self)
+        self._break_state: tuple[int, bool] | None = None
 
     # ---- install ------------------------------------------------------------------------
 
@@ -84,12 +117,27 @@ class CompileWatcher(logging.Handler):
         logger.addHandler(self)
         if logger.level == logging.NOTSET or logger.level > logging.DEBUG:
             logger.setLevel(logging.DEBUG)
+        # Only an artifact logger torch registered (never created here). Unless the user enabled it
+        # (TORCH_LOGS=graph_breaks), its records stop at this handler: nothing is printed.
+        breaks = logging.Logger.manager.loggerDict.get(_GRAPH_BREAK_LOGGER)
+        if isinstance(breaks, logging.Logger):
+            self._break_state = (breaks.level, breaks.propagate)
+            breaks.addHandler(self._break_log)
+            if breaks.level == logging.NOTSET or breaks.level > logging.DEBUG:
+                breaks.setLevel(logging.DEBUG)
+                breaks.propagate = False
 
     def uninstall(self) -> None:
         logger = logging.getLogger(_TRACE_LOGGER)
         logger.removeHandler(self)
         if self._saved is not None:
             logger.setLevel(self._saved[0])
+        if self._break_state is not None:
+            breaks = logging.getLogger(_GRAPH_BREAK_LOGGER)
+            breaks.removeHandler(self._break_log)
+            breaks.setLevel(self._break_state[0])
+            breaks.propagate = self._break_state[1]
+            self._break_state = None
 
     # ---- events -------------------------------------------------------------------------
 
@@ -120,14 +168,26 @@ class CompileWatcher(logging.Handler):
             name = str(body.get("name", ""))
             if name == "dynamo_graph_break_reason" and isinstance(payload, str):
                 site, reason = _graph_break(payload)
-                seen = {(e.kind, e.call_site) for e in region.compile_events}
-                if (CompileKind.GRAPH_BREAK, site) not in seen:
-                    region.compile_events.append(CompileEvent(CompileKind.GRAPH_BREAK, compile_id, reason=reason,
-                                                              call_site=site, time_ns=now))
+                self.graph_break(compile_id, site, reason, structured=True)
+            elif name == "recompile_reasons" and isinstance(payload, str):
+                reasons = json.loads(payload)
+                if isinstance(reasons, list) and reasons:
+                    self._recompile_reasons[compile_id] = "; ".join(str(r) for r in reasons)
             elif "cache_hit" in name and compile_id:
                 self._cache_hits.add(compile_id)
         elif key == "compilation_metrics" and isinstance(body, dict):
             self._metrics(region, body, compile_id, now)
+
+    def graph_break(self, compile_id: str | None, site: str | None, reason: str, *, structured: bool) -> None:
+        """One event per source line and region; torch's structured artifact wins over the log record."""
+        region = self.session.regions[-1]
+        for event in region.compile_events:
+            if event.kind is CompileKind.GRAPH_BREAK and event.call_site == site:
+                if structured:
+                    event.reason, event.compile_id = reason, compile_id or event.compile_id
+                return
+        region.compile_events.append(CompileEvent(CompileKind.GRAPH_BREAK, compile_id, reason=reason, call_site=site,
+                                                  time_ns=time.perf_counter_ns()))
 
     def _metrics(self, region: Any, m: dict, compile_id: str | None, now: int) -> None:
         compile_id = str(m.get("compile_id") or compile_id or "?")
@@ -137,7 +197,7 @@ class CompileWatcher(logging.Handler):
         compile_ns = int(seconds * 1e9) if isinstance(seconds, (int, float)) else None
         ops = m.get("graph_op_count")
         fail = m.get("fail_reason")
-        recompile = m.get("recompile_reason")
+        recompile = m.get("recompile_reason") or self._recompile_reasons.pop(compile_id, None)
         gid = self.graph_id(compile_id)
         if recompile:
             region.compile_events.append(CompileEvent(CompileKind.RECOMPILE, compile_id, frame, reason=str(recompile),

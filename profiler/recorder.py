@@ -1,7 +1,8 @@
 """The recording dispatch mode: one cheap tuple per operator on the hot path, decoded later.
 
 The mode sets ``ignore_compile_internals`` so torch.compile keeps compiling while
-a region is open (a plain dispatch mode makes Dynamo skip the frame for good).
+a region is open (a plain dispatch mode makes Dynamo skip the frame for good). torch 2.5-2.8
+have no such hook; there `legacy_compile` steps the mode aside while compiled code runs.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import callsite
+from . import callsite, legacy_compile
 from .events import OpEvent, TensorInfo
 
 _now = time.perf_counter_ns
@@ -54,6 +55,8 @@ def skip_dynamo(code: Any) -> bool:
 
 
 _SKIP_BY_CODE = skip_dynamo(_dispatch.__code__)
+# torch >= 2.9: a mode can ask Dynamo to compile through it (older: see legacy_compile).
+_HAS_IGNORE_COMPILE_INTERNALS = "ignore_compile_internals" in vars(TorchDispatchMode)
 
 
 class _RecordingMode(TorchDispatchMode):
@@ -80,6 +83,8 @@ class Session:
     def __init__(self) -> None:
         self.regions: list[Any] = []  # open regions, innermost last
         self.mode: _RecordingMode | None = None
+        self.mode_suspended = False  # torch 2.5-2.8: mode stepped aside while compiled code runs
+        self.suspended_by: Any = None  # the Dynamo wrapper frame that stepped the mode aside
         self.modules: list[str] = []  # module path stack
         self.with_stack = False
         self.hooks: list[OpHook] = []  # e.g. the predictor; gets live tensors
@@ -152,7 +157,11 @@ def _flat(value: Any) -> list[Any]:
 
 
 _local = threading.local()
-_MODE_SKIPS_COMPILATION = "ignore_compile_internals" in vars(TorchDispatchMode)
+
+
+def current_session() -> Session | None:
+    """This thread's session, without creating one."""
+    return getattr(_local, "session", None)
 
 
 def session() -> Session:
@@ -219,10 +228,10 @@ def start(s: Session) -> None:
             _hook_handles.append(torch.nn.modules.module.register_module_forward_hook(_post_hook, always_call=True))
     from .compiled import CompileWatcher
 
-    if not _MODE_SKIPS_COMPILATION:
+    if not _HAS_IGNORE_COMPILE_INTERNALS and not legacy_compile.install():
         warnings.warn(
-            f"torch {torch.__version__} has no TorchDispatchMode.ignore_compile_internals (torch >= 2.9): "
-            "a torch.compile'd function first called inside a portscope region may stay eager",
+            f"torch {torch.__version__} has no TorchDispatchMode.ignore_compile_internals and no known Dynamo "
+            "callback setter: a torch.compile'd function called inside a portscope region may stay eager",
             RuntimeWarning,
             stacklevel=3,
         )
@@ -242,8 +251,9 @@ def start(s: Session) -> None:
 def stop(s: Session) -> None:
     """Pop the dispatch mode and the compile watcher."""
     if s.mode is not None:
-        s.mode.__exit__(None, None, None)
-        s.mode = None
+        if not s.mode_suspended:
+            s.mode.__exit__(None, None, None)
+        s.mode, s.mode_suspended, s.suspended_by = None, False, None
     if s.watcher is not None:
         s.watcher.uninstall()
         s.watcher = None

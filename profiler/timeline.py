@@ -70,12 +70,27 @@ class TimelineRecorder:
         return from_kineto_results(self._prof.profiler.kineto_results.events(), offset)
 
 
+def _activity(event: Any) -> str:
+    """Kineto's activity category; torch < 2.6 events have no `activity_type`, so it is inferred."""
+    if hasattr(event, "activity_type"):
+        return str(event.activity_type())
+    name = event.name()
+    if str(event.device_type()).rsplit(".", 1)[-1] != "CPU":
+        lowered = name.lower()
+        return "gpu_memcpy" if "memcpy" in lowered else "gpu_memset" if "memset" in lowered else "kernel"
+    if event.is_user_annotation():
+        return "user_annotation"
+    if name.startswith(("cuda", "hip")) and event.correlation_id():
+        return "cuda_runtime"
+    return "cpu_op"
+
+
 def from_kineto_results(events: Any, offset_ns: int) -> MeasuredTimeline:
     """A live profiler's `_KinetoEvent`s, shifted by offset_ns onto the recorder's clock."""
     tl = MeasuredTimeline()
     counts: dict[Any, int] = {}
     for e in events:
-        cat = e.activity_type()
+        cat = _activity(e)
         start, dur = e.start_ns() + offset_ns, max(e.duration_ns(), 0)
         if cat == "cpu_op":
             thread = e.device_resource_id()

@@ -67,6 +67,39 @@ def test_region_never_resets_dynamo(monkeypatch: pytest.MonkeyPatch) -> None:
         cf(torch.randn(3))
 
 
+def test_compiled_code_stays_compiled_across_regions() -> None:
+    """A region never makes Dynamo give up on the user's code (torch 2.5-2.8: see profiler/legacy_compile.py)."""
+    from torch._dynamo.utils import counters
+
+    def g(x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x) * 2 + 1
+
+    cg = torch.compile(g, dynamic=False, backend="eager")
+    cg(torch.randn(5))  # compiled before any region
+    before = counters["stats"]["unique_graphs"]
+    for name in ("first", "second", "third"):
+        with explain(name) as region:
+            out = cg(torch.randn(5))
+        assert compiles(region, CompileKind.GRAPH) == [] and compiles(region, CompileKind.RECOMPILE) == [], name
+        calls = [o for o in region.to_trace()["ops"].to_pylist() if o["name"].startswith("compiled graph")]
+        assert len(calls) <= 1 and out.shape == (5,)
+    cg(torch.randn(5))
+    assert counters["stats"]["unique_graphs"] == before  # no recompiles, in regions or after them
+
+    def h(x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(x) - 1
+
+    ch = torch.compile(h, dynamic=False, backend="eager")
+    with explain("first call inside") as region:
+        ch(torch.randn(4))
+    assert len(compiles(region, CompileKind.GRAPH)) == 1
+    graphs = counters["stats"]["unique_graphs"]
+    with explain("again"):
+        ch(torch.randn(4))
+    ch(torch.randn(4))
+    assert counters["stats"]["unique_graphs"] == graphs
+
+
 @pytest.fixture(scope="module")
 def modes_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     reset_program_cache()

@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from portscope.ingest import read_trace, summarize
 from portscope.ingest.summary import region_ids
@@ -39,6 +40,9 @@ def test_samples_are_listed_in_the_readme() -> None:
 
 @pytest.mark.parametrize("sample", [s.file for s in SAMPLES])
 def test_regenerated_samples_match_committed_counts(sample: str, tmp_path: Path) -> None:
+    recorded = read_trace(SAMPLE_DIR / sample).run_info.torch_version or ""
+    if recorded.split(".")[:2] != torch.__version__.split(".")[:2]:
+        pytest.skip(f"operator counts follow torch's decompositions: {sample} was recorded with torch {recorded}")
     if "compiled" in sample:  # torch.compile caches live in the process: regenerate in a fresh one
         proc = run_cli("demo", "-o", str(tmp_path), "--only", sample, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr

@@ -84,3 +84,37 @@ def test_rocm_fixture_has_stream_lanes() -> None:
     cols = timeline_columns(tl, [(0, -(1 << 40), 1 << 40, [])])
     assert any(k == "stream" for k in cols["engine_kind"])
     assert any(k == "host" for k in cols["engine_kind"])
+
+
+class _OldKinetoEvent:
+    """A torch < 2.6 `_KinetoEvent`: no activity_type()."""
+
+    def __init__(self, name: str, device: str, correlation: int = 0, annotation: bool = False) -> None:
+        self._name, self._device, self._correlation, self._annotation = name, device, correlation, annotation
+
+    def name(self) -> str:
+        return self._name
+
+    def device_type(self) -> str:
+        return f"DeviceType.{self._device}"
+
+    def correlation_id(self) -> int:
+        return self._correlation
+
+    def is_user_annotation(self) -> bool:
+        return self._annotation
+
+
+def test_activity_is_inferred_on_torch_without_activity_type() -> None:
+    from portscope.profiler.timeline import _activity
+
+    cases = {
+        ("aten::mm", "CPU", 0, False): "cpu_op",
+        ("cudaLaunchKernel", "CPU", 7, False): "cuda_runtime",
+        ("hipMemcpyAsync", "CPU", 8, False): "cuda_runtime",
+        ("my region", "CPU", 0, True): "user_annotation",
+        ("Memcpy HtoD (Pageable -> Device)", "CUDA", 7, False): "gpu_memcpy",
+        ("Memset (Device)", "CUDA", 9, False): "gpu_memset",
+        ("void gemm_kernel<float>", "CUDA", 7, False): "kernel",
+    }
+    assert {key: _activity(_OldKinetoEvent(*key)) for key in cases} == cases
