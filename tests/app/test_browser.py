@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from dash.testing.wait import until
 from selenium.webdriver.common.by import By
 
 from portscope.app._dev_samples import ODD_MODULE
@@ -21,16 +22,6 @@ pytestmark = pytest.mark.browser
 
 def run_id(path: Path) -> str:
     return read_trace(path).content_hash()
-
-
-def wait_for(predicate, timeout: float = 15.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("timed out")
 
 
 def grid_rows(dash_duo, grid_id: str) -> list[dict[str, str]]:
@@ -67,13 +58,13 @@ def test_region_page_shows_the_counts_in_the_trace(dash_duo, make_app, demo_path
     assert counts == {s["signal"]: str(s["count"]) for s in report["signals"]}
     assert counts["dispatch/cpu_fallback"] == "14"
     # click an operator: its why, call site and stack show up
-    cell = wait_for(lambda: [c for c in dash_duo.find_elements("#operator-grid .ag-cell") if c.text == "aten::pow.Tensor_Scalar"])
+    cell = until(lambda: [c for c in dash_duo.find_elements("#operator-grid .ag-cell") if c.text == "aten::pow.Tensor_Scalar"], 15)
     cell[0].click()
     dash_duo.wait_for_contains_text("#operator-detail", "dtype-not-supported (5x)", timeout=10)
     assert "modeling_llama.py:72" in dash_duo.find_element("#operator-detail").text
     # untrusted names are text: the <b> of the module name is shown, never parsed
     dash_duo.find_element("#breakdown-by input[value='module']").click()
-    wait_for(lambda: ODD_MODULE in dash_duo.driver.page_source.replace("&lt;", "<").replace("&gt;", ">"))
+    until(lambda: ODD_MODULE in dash_duo.driver.page_source.replace("&lt;", "<").replace("&gt;", ">"), 15)
     assert not dash_duo.driver.find_elements(By.XPATH, "//b[text()='mlp']")
     assert dash_duo.get_logs() == []
 

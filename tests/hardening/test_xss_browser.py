@@ -6,12 +6,12 @@ Run alone:  DASH_TEST_CHROMEPATH=/usr/bin/chromium .venv/bin/pytest --headless -
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from dash.testing.wait import until
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 
@@ -47,16 +47,6 @@ def hostile_trace(source: Path, folder: Path) -> Path:
     return write_trace(trace, folder / FILE_NAME)
 
 
-def wait_for(predicate, timeout: float = 15.0):  # type: ignore[no-untyped-def]
-    end = time.time() + timeout
-    while time.time() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("timed out")
-
-
 def assert_nothing_ran(dash_duo) -> None:  # type: ignore[no-untyped-def]
     try:
         text = dash_duo.driver.switch_to.alert.text
@@ -80,7 +70,7 @@ def test_html_in_trace_strings_is_shown_as_text_and_runs_nothing(dash_duo, make_
     assert_nothing_ran(dash_duo)
     dash_duo.wait_for_page(url=f"{dash_duo.server_url}{urls.region(rid, REGION)}")
     dash_duo.wait_for_element("#operator-grid", timeout=15)
-    cells = wait_for(lambda: [c.text for c in dash_duo.find_elements("#operator-grid .ag-cell")] or None)
+    cells = until(lambda: [c.text for c in dash_duo.find_elements("#operator-grid .ag-cell")] or None, 15)
     assert SCRIPT in cells and IMG in cells, cells
     cell = next(c for c in dash_duo.find_elements("#operator-grid .ag-cell") if c.text == IMG)
     cell.click()  # the detail panel shows the call site (also hostile)
