@@ -12,6 +12,7 @@ from portscope.ingest.errors import PortscopeError
 # Each module has `register(subparsers) -> None`; its sub-commands set `func(args) -> int`.
 COMMAND_MODULES = (
     "portscope.ingest.report_cli",  # report, check
+    "portscope.ingest.diff_cli",  # diff
     "portscope.ingest.convert_cli",  # convert, export
     "portscope.profiler.cli",  # record, demo, compare-modes, validate
     "portscope.app.view_cli",  # view
