@@ -71,8 +71,12 @@ def _graph_break(payload: str) -> tuple[str | None, str]:
 
 
 def _graph_break_record(record: logging.LogRecord) -> tuple[str | None, str]:
-    """(user source line, reason) from a `graph_breaks` log record: a formatted user stack, the cause as exc_info."""
-    frames = _STACK_FRAME.findall(record.getMessage())
+    """(user source line, reason) from a `graph_breaks` log record: the structured payload's text (newer
+    torch), or a formatted user stack with the cause as exc_info (torch 2.5)."""
+    message = record.getMessage()
+    if "Graph Break Reason:" in message:
+        return _graph_break(message)
+    frames = _STACK_FRAME.findall(message)
     site = f"{frames[-1][0]}:{frames[-1][1]}" if frames else None
     exc = record.exc_info[1] if record.exc_info else None
     text = str(getattr(exc, "msg", None) or exc or "").strip()
@@ -89,7 +93,8 @@ class _GraphBreakLog(logging.Handler):
             return
         try:
             site, reason = _graph_break_record(record)
-            self.watcher.graph_break(None, site, reason, structured=False)
+            if site is not None:  # without a source line it cannot be told apart from the structured event
+                self.watcher.graph_break(None, site, reason, structured=False)
         except Exception:  # noqa: BLE001 - never break the user's compile
             return
 

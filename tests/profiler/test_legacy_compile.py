@@ -1,4 +1,5 @@
-"""The torch 2.5-2.8 bridge (profiler/legacy_compile.py), driven with a stand-in for Dynamo's callback setter.
+"""torch 2.5-2.8 support on any torch: the bridge (profiler/legacy_compile.py), driven with a stand-in for
+Dynamo's callback setter, and the parsing of graph breaks from the `graph_breaks` log.
 
 On torch >= 2.9 the recorder never installs it; these tests check its rule on any torch: the mode steps
 aside when a compiled callable's wrapper sets a callback, and comes back only when that same wrapper
@@ -7,11 +8,13 @@ frame restores the prior one, whatever is toggled in between.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from portscope.profiler import explain, legacy_compile, recorder
+from portscope.profiler.compiled import _graph_break_record
 
 CALLBACK = object()
 
@@ -101,3 +104,35 @@ def test_region_closed_while_aside_leaves_no_mode_behind() -> None:
             pass
         assert _mode_on()
     assert _get_current_dispatch_mode() is None
+
+
+# ---- graph breaks from the `graph_breaks` log (torch 2.5 has no structured graph-break artifact) ----
+
+def _record(msg: str, args: tuple = (), exc: BaseException | None = None) -> logging.LogRecord:
+    return logging.LogRecord("torch._dynamo.symbolic_convert.__graph_breaks", logging.DEBUG, __file__, 1, msg, args,
+                             (type(exc), exc, None) if exc else None)
+
+
+class Unsupported(Exception):
+    def __init__(self, msg: str) -> None:
+        super().__init__(msg)
+        self.msg = msg
+
+
+def test_graph_break_log_record_of_torch_2_5() -> None:
+    stack = ('  File "/work/model.py", line 12, in forward\n    h = self.block(x)\n'
+             '  File "/work/block.py", line 27, in f\n    print("a graph break")\n')
+    record = _record("Graph break: from user code at:\n%s", (stack,),
+                     Unsupported("builtin: print [<class 'ConstantVariable'>] False\nmore detail"))
+    assert _graph_break_record(record) == ("/work/block.py:27", "builtin: print [<class 'ConstantVariable'>] False")
+
+
+def test_graph_break_log_record_in_the_structured_wording() -> None:
+    text = ("Graph break in user code at /work/block.py:11\nGraph Break Reason: Failed to trace builtin operator\n"
+            "  Explanation: Dynamo does not know how to trace builtin operator `print`\n  Hint: Avoid calling it\n")
+    site, reason = _graph_break_record(_record(text))
+    assert site == "/work/block.py:11" and reason.startswith("Failed to trace builtin operator Explanation:")
+
+
+def test_graph_break_log_record_without_a_location() -> None:
+    assert _graph_break_record(_record("Graph break (details suppressed)")) == (None, "graph break")
