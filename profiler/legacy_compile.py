@@ -1,17 +1,18 @@
-"""torch 2.5-2.8: keep torch.compile compiling while a region's dispatch mode is on.
+"""torch 2.5-2.9: keep torch.compile compiling while a region's dispatch mode is on.
 
-These versions have no ``TorchDispatchMode.ignore_compile_internals``. With any dispatch mode
-on the stack, Dynamo refuses to compile a frame and marks its code eager for good (its cache is
-dropped, even for code compiled before the region); and code compiled without the mode fails its
-tensor guards under it (the thread's dispatch keys then include ``Python``), so every call would
-recompile until the cache limit, and then run eagerly for good.
+torch 2.5-2.8 have no ``TorchDispatchMode.ignore_compile_internals``: with any dispatch mode on
+the stack, Dynamo refuses to compile a frame and marks its code eager for good (its cache is
+dropped, even for code compiled before the region). And up to 2.9, code compiled without the
+mode fails its tensor guards under it (the thread's dispatch keys then include ``Python``), so
+every call would recompile until the cache limit, and then run eagerly for good. (Newer torch
+tells its guards about modes that ignore compile internals; the recorder checks for that.)
 
 The bridge takes the region's mode off the stack when a compiled callable's wrapper sets
 Dynamo's frame callback, and puts it back when that same wrapper (the same Python frame) restores
 the prior callback on its way out. Whatever Dynamo toggles in between (its own disabled helpers,
 a compiled graph's runtime wrapper) is left alone: Dynamo clears and restores the callback there
 without always passing through the setter. Dynamo sets the callback through
-``torch._dynamo.eval_frame._maybe_set_eval_frame`` on 2.5-2.8; where that name is missing,
+``torch._dynamo.eval_frame._maybe_set_eval_frame`` on 2.5-2.9; where that name is missing,
 ``install()`` returns False and the recorder warns instead.
 
 What a region records inside compiled callables on these versions: compile events, and each

@@ -1,8 +1,9 @@
 """The recording dispatch mode: one cheap tuple per operator on the hot path, decoded later.
 
 The mode sets ``ignore_compile_internals`` so torch.compile keeps compiling while
-a region is open (a plain dispatch mode makes Dynamo skip the frame for good). torch 2.5-2.8
-have no such hook; there `legacy_compile` steps the mode aside while compiled code runs.
+a region is open (a plain dispatch mode makes Dynamo skip the frame for good). Where that is
+not enough (torch 2.5-2.8 have no such hook; 2.9's guards still see the mode), `legacy_compile`
+steps the mode aside while compiled code runs.
 """
 
 from __future__ import annotations
@@ -55,8 +56,22 @@ def skip_dynamo(code: Any) -> bool:
 
 
 _SKIP_BY_CODE = skip_dynamo(_dispatch.__code__)
-# torch >= 2.9: a mode can ask Dynamo to compile through it (older: see legacy_compile).
-_HAS_IGNORE_COMPILE_INTERNALS = "ignore_compile_internals" in vars(TorchDispatchMode)
+
+
+def _compiles_through_mode() -> bool:
+    """Whether torch.compile works under the recording mode as it is: the mode can ask Dynamo to compile
+    through it (torch >= 2.9), and Dynamo's tensor guards know of such modes (newer; on 2.9 they still see
+    the mode's dispatch key, so every call under it recompiles). Otherwise see legacy_compile."""
+    if "ignore_compile_internals" not in vars(TorchDispatchMode):
+        return False
+    try:
+        from torch._C._dynamo import guards
+    except ImportError:
+        return False
+    return hasattr(guards, "set_is_in_mode_without_ignore_compile_internals")
+
+
+_COMPILES_THROUGH_MODE = _compiles_through_mode()
 
 
 class _RecordingMode(TorchDispatchMode):
@@ -83,7 +98,7 @@ class Session:
     def __init__(self) -> None:
         self.regions: list[Any] = []  # open regions, innermost last
         self.mode: _RecordingMode | None = None
-        self.mode_suspended = False  # torch 2.5-2.8: mode stepped aside while compiled code runs
+        self.mode_suspended = False  # torch 2.5-2.9: mode stepped aside while compiled code runs
         self.suspended_by: Any = None  # the Dynamo wrapper frame that stepped the mode aside
         self.modules: list[str] = []  # module path stack
         self.with_stack = False
@@ -228,10 +243,10 @@ def start(s: Session) -> None:
             _hook_handles.append(torch.nn.modules.module.register_module_forward_hook(_post_hook, always_call=True))
     from .compiled import CompileWatcher
 
-    if not _HAS_IGNORE_COMPILE_INTERNALS and not legacy_compile.install():
+    if not _COMPILES_THROUGH_MODE and not legacy_compile.install():
         warnings.warn(
-            f"torch {torch.__version__} has no TorchDispatchMode.ignore_compile_internals and no known Dynamo "
-            "callback setter: a torch.compile'd function called inside a portscope region may stay eager",
+            f"torch {torch.__version__}: Dynamo does not compile through dispatch modes and its callback setter "
+            "was not found: a torch.compile'd function called inside a portscope region may stay eager",
             RuntimeWarning,
             stacklevel=3,
         )

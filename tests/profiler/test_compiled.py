@@ -68,7 +68,7 @@ def test_region_never_resets_dynamo(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_compiled_code_stays_compiled_across_regions() -> None:
-    """A region never makes Dynamo give up on the user's code (torch 2.5-2.8: see profiler/legacy_compile.py)."""
+    """A region never makes Dynamo give up on the user's code (torch 2.5-2.9: see profiler/legacy_compile.py)."""
     from torch._dynamo.utils import counters
 
     def g(x: torch.Tensor) -> torch.Tensor:

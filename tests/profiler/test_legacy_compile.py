@@ -1,4 +1,4 @@
-"""torch 2.5-2.8 support on any torch: the bridge (profiler/legacy_compile.py), driven with a stand-in for
+"""torch 2.5-2.9 support on any torch: the bridge (profiler/legacy_compile.py), driven with a stand-in for
 Dynamo's callback setter, and the parsing of graph breaks from the `graph_breaks` log.
 
 On torch >= 2.9 the recorder never installs it; these tests check its rule on any torch: the mode steps
