@@ -176,7 +176,7 @@ def finish(trace: Trace, layout: NpuLayout, ev: KinetoEvents) -> Trace:
     """Name the NPU devices in the run info and say which figures the source lacked."""
     info = trace.run_info
     info.devices = ["cpu", *(f"npu:{i}" for i in sorted(layout.processes.values()))]
-    missing = [m for m in info.missing_signals if not m.startswith("transfer bytes")]
+    missing = [m.replace("GPU work", "NPU work") for m in info.missing_signals if not m.startswith("transfer bytes")]
     copies = [d for d in ev.device if d[2] == "gpu_memcpy" and d[4] in layout.processes]
     if any(d[7] is None for d in copies):
         missing.append(MISSING_COPY_BYTES)

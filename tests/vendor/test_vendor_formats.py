@@ -184,6 +184,8 @@ def test_npu_kineto_lanes_links_and_missing_copy_bytes() -> None:
     assert ops[int(copy["op_id"])] == "aten::_to_copy"
     assert "copy bytes (the NPU copy lane carries no byte counts)" in eager.run_info.missing_signals
     assert eager.run_info.devices == ["cpu", "npu:0"]
+    fallback_note = next(m for m in eager.run_info.missing_signals if m.startswith("dispatch/cpu_fallback"))
+    assert "NPU work" in fallback_note and "GPU" not in fallback_note
     compiled = load_any(FIXTURES / "npu_kineto_compiled.json")
     cs = compiled["engine_slices"].to_pandas()
     device = cs[cs["engine"].str.startswith("NPU 0")]
