@@ -47,10 +47,30 @@ def _assets_folder() -> str:
     return str(Path(str(files("portscope.assets"))))
 
 
-def _security_headers(response: flask.Response) -> flask.Response:
-    for key, value in SECURITY_HEADERS.items():
-        response.headers.setdefault(key, value)
-    return response
+def content_security_policy(app: dash.Dash) -> str:
+    """Scripts only from this server plus Dash's own inline scripts (by hash): an injected <script> or
+    inline event handler never runs. WebGL traces (regl) compile their draw calls with `new Function`,
+    hence 'unsafe-eval'; React sets inline styles."""
+    scripts = ["'self'", "'unsafe-eval'", *app.csp_hashes()]
+    return "; ".join([
+        "default-src 'self'", f"script-src {' '.join(scripts)}", "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data: blob:", "font-src 'self' data:", "worker-src 'self' blob:", "connect-src 'self'",
+        "object-src 'none'", "base-uri 'none'", "form-action 'self'", "frame-ancestors 'none'",
+    ])
+
+
+def _security_headers(app: dash.Dash) -> Any:
+    policy: list[str] = []  # per app; computed at the first answer, once Dash's first-request setup has
+    #                         registered its inline scripts (clientside callbacks), whose hashes it needs
+
+    def add(response: flask.Response) -> flask.Response:
+        if not policy:
+            policy.append(content_security_policy(app))
+        for key, value in {**SECURITY_HEADERS, "Content-Security-Policy": policy[0]}.items():
+            response.headers.setdefault(key, value)
+        return response
+
+    return add
 
 
 def create_app(config: ViewerConfig) -> dash.Dash:
@@ -69,7 +89,6 @@ def create_app(config: ViewerConfig) -> dash.Dash:
     cache = Cache(server, config=cache_config(config))
     store = TraceStore(root=config.store_dir, sources=config.trace_paths, cache=cache)
     server.extensions["portscope"] = Viewer(config=config, store=store)
-    server.after_request(_security_headers)
     server.before_request(_unknown_runs_are_404(app))
     register_upload_route(server, store, config.max_upload_bytes)
     server.add_url_rule("/api/run/<run_id>", "portscope_run", _run_json)
@@ -77,6 +96,7 @@ def create_app(config: ViewerConfig) -> dash.Dash:
     pages.register_all(app)
     app.layout = shell.layout(config)
     shell.register_callbacks(app)
+    server.after_request(_security_headers(app))
     return app
 
 

@@ -74,6 +74,9 @@ def test_timeline_draws_webgl_bars_and_zooms_on_the_server(dash_duo, make_app, d
     dash_duo.start_server(make_app())
     dash_duo.wait_for_page(url=f"{dash_duo.server_url}/run/{rid}/timeline")
     dash_duo.wait_for_element("#timeline-graph .gl-container canvas", timeout=20)
+    # WebGL drew under the Content-Security-Policy (regl needs 'unsafe-eval'; Plotly says so in the page if not)
+    assert "WebGL is not supported" not in dash_duo.driver.page_source
+    assert not [e for e in dash_duo.get_logs() or [] if "Content Security Policy" in e["message"]]
     dash_duo.wait_for_contains_text("#timeline-status", "of 92 slices in view", timeout=10)
     time.sleep(1)  # dcc.Graph listens for relayout events only once the figure is fully set up
     # zoom to the first 20 us: slices start every 1000 ns, so 21 of them touch [0, 20000]

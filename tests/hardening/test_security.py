@@ -113,3 +113,28 @@ def test_security_headers_on_every_kind_of_response(make_app, demo_paths: dict[s
     for answer in answers:
         assert answer.headers.get("X-Content-Type-Options") == "nosniff", answer.status
         assert answer.headers.get("X-Frame-Options") == "DENY", answer.status
+        policy = dict(part.strip().split(" ", 1) for part in answer.headers["Content-Security-Policy"].split(";"))
+        assert policy["object-src"] == "'none'" and policy["frame-ancestors"] == "'none'", answer.status
+        scripts = policy["script-src"].split()
+        assert scripts[0] == "'self'" and "'unsafe-inline'" not in scripts and "*" not in scripts, answer.status
+        assert all(s.startswith("'sha256-") for s in scripts[2:]) and len(scripts) > 2  # Dash's inline scripts
+
+
+def test_csp_allows_exactly_the_inline_scripts_of_the_page(make_app) -> None:
+    """Every inline script Dash writes into the page has its hash in the policy; nothing else inline may run."""
+    import base64
+    import hashlib
+    import re
+
+    app = make_app()
+    with app.server.test_client() as c:
+        page = c.get("/")
+        html = page.get_data(as_text=True)
+    allowed = set(page.headers["Content-Security-Policy"].split("script-src ", 1)[1].split(";", 1)[0].split())
+    html = re.sub(r"<!--.*?-->", "", html, flags=re.S)  # Dash's <!--[if IE]> warning is a comment elsewhere
+    inline = [body for attrs, body in re.findall(r"<script([^>]*)>(.*?)</script>", html, re.S)
+              if "src=" not in attrs and "application/json" not in attrs]
+    assert inline
+    for body in inline:
+        digest = base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()
+        assert f"'sha256-{digest}'" in allowed, body[:80]
