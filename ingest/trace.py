@@ -252,6 +252,10 @@ def validate_tables(tables: dict[str, pa.Table], *, check_missing: bool = True) 
                 problems.append(f"table {name!r} is missing")
             continue
         ok = True
+        repeated = sorted({c for c in table.column_names if table.column_names.count(c) > 1})
+        if repeated:
+            problems.append(f"table {name!r}: column names appear more than once: {repeated[:5]}")
+            continue
         for field in table_schema:
             if field.name not in table.column_names:
                 problems.append(f"table {name!r}: column {field.name!r} is missing")

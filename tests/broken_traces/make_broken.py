@@ -64,6 +64,8 @@ def main() -> None:
     ops = t["ops"]
     zipped("missing_column.arrow", members(t, replace={"ops": ops.drop_columns(["dur_ns"])}),
            "column 'dur_ns' is missing")
+    zipped("repeated_column.arrow", members(t, replace={"ops": ops.append_column("dur_ns", ops.column("dur_ns"))}),
+           "column names appear more than once: ['dur_ns']")
     mistyped = ops.set_column(ops.schema.get_field_index("start_ns"), "start_ns", pa.array(["0", "1"]))
     zipped("mistyped_column.arrow", members(t, replace={"ops": mistyped}), "column 'start_ns' has type string")
     negative = ops.set_column(ops.schema.get_field_index("dur_ns"), "dur_ns", pa.array([-5, 1], pa.int64()))
