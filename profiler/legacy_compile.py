@@ -36,19 +36,19 @@ def _step_aside(wrapper_frame: Any) -> None:
     from . import recorder
 
     s = recorder.current_session()
-    if s is None or s.mode is None or not s.regions or s.mode_suspended:
+    if s is None or s.mode is None or not s.regions or s.suspended_by is not None:
         return
     if _get_current_dispatch_mode() is s.mode:
         s.mode.__exit__(None, None, None)
-        s.mode_suspended, s.suspended_by = True, wrapper_frame
+        s.suspended_by = wrapper_frame
 
 
 def _step_back(wrapper_frame: Any) -> None:
     from . import recorder
 
     s = recorder.current_session()
-    if s is not None and s.mode_suspended and s.suspended_by is wrapper_frame:
-        s.mode_suspended, s.suspended_by = False, None
+    if s is not None and s.suspended_by is wrapper_frame:  # a frame, never None
+        s.suspended_by = None
         if s.mode is not None:
             s.mode.__enter__()
 

@@ -98,8 +98,8 @@ class Session:
     def __init__(self) -> None:
         self.regions: list[Any] = []  # open regions, innermost last
         self.mode: _RecordingMode | None = None
-        self.mode_suspended = False  # torch 2.5-2.9: mode stepped aside while compiled code runs
-        self.suspended_by: Any = None  # the Dynamo wrapper frame that stepped the mode aside
+        # torch 2.5-2.9: the Dynamo wrapper frame that stepped the mode aside while compiled code runs
+        self.suspended_by: Any = None
         self.modules: list[str] = []  # module path stack
         self.with_stack = False
         self.hooks: list[OpHook] = []  # e.g. the predictor; gets live tensors
@@ -266,9 +266,9 @@ def start(s: Session) -> None:
 def stop(s: Session) -> None:
     """Pop the dispatch mode and the compile watcher."""
     if s.mode is not None:
-        if not s.mode_suspended:
+        if s.suspended_by is None:
             s.mode.__exit__(None, None, None)
-        s.mode, s.mode_suspended, s.suspended_by = None, False, None
+        s.mode, s.suspended_by = None, None
     if s.watcher is not None:
         s.watcher.uninstall()
         s.watcher = None

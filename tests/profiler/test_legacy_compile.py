@@ -57,7 +57,7 @@ def test_mode_steps_aside_for_the_compiled_call_and_comes_back() -> None:
         dynamo.compiled_call(lambda: seen.append(_mode_on()))
         seen.append(_mode_on())
     assert seen == [False, True]
-    assert not _mode_on() and recorder.current_session().mode_suspended is False
+    assert not _mode_on() and recorder.current_session().suspended_by is None
 
 
 def test_toggles_inside_the_compiled_call_leave_the_mode_aside() -> None:
