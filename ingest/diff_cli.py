@@ -12,7 +12,7 @@ import pandas as pd
 
 from .diff import diff_call_sites, diff_operators, diff_signals, pair_regions
 from .report import region_report_data
-from .summary import region_ids, summarize
+from .summary import region_ids, regions_frame, summarize
 from .trace import Trace, read_trace
 
 
@@ -34,10 +34,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_diff)
 
 
-def _regions(trace: Trace) -> pd.DataFrame:
-    return trace["regions"].select(["region_id", "parent_id", "name", "mode", "phase"]).to_pandas()
-
-
 def _named(trace: Trace, path: str, name: str) -> int:
     ids = region_ids(trace, name)
     if not ids:
@@ -48,7 +44,7 @@ def _named(trace: Trace, path: str, name: str) -> int:
 def choose_regions(a: Trace, b: Trace, path_a: str, path_b: str, name_a: str | None, name_b: str | None,
                    *, same_run: bool) -> tuple[int, int]:
     """Region ids of A and B: the named ones, else the viewer's default pairing."""
-    default_a, default_b = pair_regions(_regions(a), _regions(b), same_run=same_run)
+    default_a, default_b = pair_regions(regions_frame(a), regions_frame(b), same_run=same_run)
     rid_a = _named(a, path_a, name_a) if name_a else default_a
     rid_b = _named(b, path_b, name_b) if name_b else default_b
     if rid_a is None or rid_b is None:
@@ -59,7 +55,7 @@ def choose_regions(a: Trace, b: Trace, path_a: str, path_b: str, name_a: str | N
 
 
 def _side(trace: Trace, path: str, rid: int) -> dict[str, Any]:
-    row = _regions(trace).set_index("region_id").loc[rid]
+    row = regions_frame(trace).set_index("region_id").loc[rid]
     return {"file": path, "region_id": int(rid), "region": row["name"], "mode": row["mode"], "phase": row["phase"]}
 
 
@@ -78,19 +74,19 @@ def _ratio(v: float) -> str:
 
 def format_diff(a: dict[str, Any], b: dict[str, Any], signals: pd.DataFrame, operators: pd.DataFrame,
                 sites: pd.DataFrame, top: int) -> str:
-    """The comparison as text: who is compared, the signal table, then what changed."""
+    """The comparison as text: who is compared, the signal table, then the operators and call sites that
+    changed (`operators`, `sites`: only their changed rows)."""
     lines = [f"{side}: {s['file']}  region {s['region']!r} ({s['mode']}, {s['phase']})" for side, s in (("A", a), ("B", b))]
     table = pd.DataFrame({
         "signal": signals["signal"], "A": signals["a_count"], "B": signals["b_count"], "Δ": signals["delta"],
         "B/A": [_ratio(v) for v in signals["ratio"]], "Δ bytes": signals["delta_bytes"],
     })
     lines += ["", table.to_string(index=False)]
-    changed = operators[operators["change"] != "same"].head(top)
-    lines += ["", f"operators that changed ({len(operators[operators['change'] != 'same'])}, top {top}):"]
-    lines += [f"  {r.change:<9} {r.signal:<26} {r.operator:<40} {r.a_count} -> {r.b_count}" for r in changed.itertuples()]
-    moved = sites[sites["change"] != "same"].head(top)
-    lines += ["", f"call sites that changed ({len(sites[sites['change'] != 'same'])}, top {top}):"]
-    lines += [f"  {r.change:<9} {r.call_site:<60} {r.a_count} -> {r.b_count}" for r in moved.itertuples()]
+    lines += ["", f"operators that changed ({len(operators)}, top {top}):"]
+    lines += [f"  {r.change:<9} {r.signal:<26} {r.operator:<40} {r.a_count} -> {r.b_count}"
+              for r in operators.head(top).itertuples()]
+    lines += ["", f"call sites that changed ({len(sites)}, top {top}):"]
+    lines += [f"  {r.change:<9} {r.call_site:<60} {r.a_count} -> {r.b_count}" for r in sites.head(top).itertuples()]
     return "\n".join(lines) + "\n"
 
 
@@ -108,12 +104,13 @@ def _diff(args: argparse.Namespace) -> int:
     report_b = region_report_data(summarize(trace_b, rid_b))
     signals = diff_signals(report_a, report_b)
     operators = diff_operators(report_a, report_b)
+    operators = operators[operators["change"] != "same"]
     sites = diff_call_sites(report_a, report_b)
+    sites = sites[sites["change"] != "same"]
     a, b = _side(trace_a, args.a, rid_a), _side(trace_b, path_b, rid_b)
     if args.json:
-        print(json.dumps({"a": a, "b": b, "signals": _records(signals),
-                          "operators": _records(operators[operators["change"] != "same"]),
-                          "call_sites": _records(sites[sites["change"] != "same"])}, indent=1, default=str))
+        print(json.dumps({"a": a, "b": b, "signals": _records(signals), "operators": _records(operators),
+                          "call_sites": _records(sites)}, indent=1, default=str))
     else:
         sys.stdout.write(format_diff(a, b, signals, operators, sites, args.top))
     increased = signals[signals["delta"] > 0]

@@ -90,6 +90,13 @@ class RegionSummary:
         return {"clean": not reasons, "reasons": reasons}
 
 
+def regions_frame(trace: Trace) -> pd.DataFrame:
+    """The regions table as a DataFrame (region_id, parent_id, name, mode, phase, start_ns, dur_ns...)."""
+    regions = trace["regions"]  # to_pylist: dictionary-encoded columns become plain strings, not categoricals
+    return pd.DataFrame({name: regions.column(name).to_pylist() for name in regions.column_names},
+                        columns=regions.column_names)
+
+
 def region_ids(trace: Trace, name: str | None = None) -> list[int]:
     """Ids of regions named `name` (all regions when None), in file order."""
     regions = trace["regions"]

@@ -5,11 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import pandas as pd
-
 from portscope.ingest.report import region_report_data
 from portscope.ingest.schema import SignalKind
-from portscope.ingest.summary import summarize
+from portscope.ingest.summary import regions_frame, summarize
 from portscope.ingest.trace import Trace
 
 _BOUNCES = {k.value for k in SignalKind if k.is_bounce}
@@ -36,16 +34,6 @@ class RunRow:
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-def regions_frame(trace: Trace) -> pd.DataFrame:
-    """The regions table as a DataFrame (region_id, parent_id, name, mode, phase, start_ns, dur_ns...)."""
-    regions = trace["regions"]
-    columns = {}
-    for name in regions.column_names:
-        col = regions.column(name)
-        columns[name] = [v for v in col.to_pylist()]
-    return pd.DataFrame(columns, columns=regions.column_names)
 
 
 def top_level_ids(trace: Trace) -> list[int]:
