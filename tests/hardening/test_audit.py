@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import zipfile
 from importlib.metadata import version
 from pathlib import Path
@@ -12,11 +10,10 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from .conftest import bench_module
+
 REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("audit_deps", REPO / "bench" / "audit_deps.py")
-audit_deps = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
-sys.modules["audit_deps"] = audit_deps
-_spec.loader.exec_module(audit_deps)  # type: ignore[union-attr]
+audit_deps = bench_module("audit_deps")
 
 
 def advisory(ident: str, package: str, *events: dict, versions: tuple[str, ...] = (), ecosystem: str = "PyPI",

@@ -3,10 +3,8 @@ and the partial upload is discarded when the server starts again."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import socket
-import sys
 import time
 from pathlib import Path
 
@@ -14,11 +12,10 @@ import pytest
 
 from portscope.ingest import read_trace
 
+from .conftest import bench_module
+
 pytest.importorskip("gunicorn")
-_spec = importlib.util.spec_from_file_location("load_bench", Path(__file__).resolve().parents[2] / "bench" / "load_bench.py")
-load_bench = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
-sys.modules["load_bench"] = load_bench
-_spec.loader.exec_module(load_bench)  # type: ignore[union-attr]
+load_bench = bench_module("load_bench")
 
 
 def _post(port: int, path: Path) -> dict:
