@@ -92,6 +92,10 @@ class _Lru(collections.OrderedDict):
         return value
 
 
+# Part of every derived-data cache key: bump when report or run-row data change shape (a disk cache outlives the process).
+_DERIVED_VERSION = "d2"
+
+
 class TraceStore:
     """Runs by content hash: listing, opening, uploads and derived data."""
 
@@ -198,6 +202,7 @@ class TraceStore:
     # cached small tables -------------------------------------------------------
 
     def cached(self, key: str, make: Callable[[], Any]) -> Any:
+        key = f"{_DERIVED_VERSION}:{key}"
         value = self.cache.get(key)
         if value is None:
             value = make()

@@ -8,7 +8,8 @@ nothing else lists operators. Torch-free: operators are named as PyTorch names t
 Public names (stable; other modules import them):
 
 * Signals: :class:`SignalSpec`, :data:`SIGNALS` (SignalKind -> spec: description, hint, what it means
-  for the verdict), :func:`hint_for`.
+  for the verdict), :func:`hint_for`; :data:`SIGNAL_GROUPS` and :func:`group_counts` (the viewer's
+  fallbacks / bounces / compiles columns).
 * Causes (the ``reason`` of a signal row): :class:`Cause`, :func:`cause_hint`.
 * Operator sets (:class:`OpSet`, ``op in SET`` accepts overload names): :data:`SYNC_OPS`,
   :data:`DATA_DEPENDENT_OPS`, :data:`SCALAR_READ_OPS`, :data:`BOOL_INDEX_OPS`, :data:`COPY_OPS`, :data:`CLONE_OPS`,
@@ -93,7 +94,25 @@ SIGNALS: Mapping[SignalKind, SignalSpec] = _specs(
                "try: remove the breaking call from the compiled function", "graph breaks"),
     SignalSpec(SignalKind.COMPILE_RECOMPILE, "torch.compile compiled a frame again because a guard failed",
                "try: fixed shapes (pad) or mark the dimension dynamic", "recompiled", compiles=True),
+    SignalSpec(SignalKind.STATIC_OVER_LENGTH, "a prompt or generation longer than the static shapes the model was "
+               "compiled for: the device refuses it", "try: a larger max_sequence_length / max_cache_length, or "
+               "shorter prompts", "longer than the compiled shapes"),
+    SignalSpec(SignalKind.STATIC_PADDING, "token positions a static-shape program computed as padding (count)",
+               "try: a max_sequence_length closer to the real prompt lengths"),
 )
+
+
+# The columns of the runs and run pages: kinds summed under one heading.
+SIGNAL_GROUPS: Mapping[str, frozenset[SignalKind]] = {
+    "fallbacks": frozenset({SignalKind.CPU_FALLBACK}),
+    "bounces": frozenset(k for k in SignalKind if k.is_bounce),
+    "compiles": frozenset({SignalKind.RECOMPILE, SignalKind.COMPILE_GRAPH, SignalKind.COMPILE_RECOMPILE}),
+}
+
+
+def group_counts(counts: Mapping[SignalKind, int]) -> dict[str, int]:
+    """Counts summed per SIGNAL_GROUPS heading."""
+    return {name: sum(int(counts.get(k, 0)) for k in kinds) for name, kinds in SIGNAL_GROUPS.items()}
 
 
 def hint_for(kind: SignalKind) -> str:
@@ -122,6 +141,8 @@ class Cause(enum.Enum):
     STRIDED_DESTINATION = "strided-destination"
     NEW_KEY = "new-key"
     BROADCAST_VIEW_INPUT = "broadcast-view-input"
+    PROMPT_OVER_SEQUENCE = "prompt-exceeds-max-sequence-length"
+    GENERATION_OVER_CACHE = "generation-exceeds-max-cache-length"
 
 
 # Templates: fields in braces are filled by cause_hint(cause, **fields).
@@ -142,6 +163,8 @@ _CAUSE_HINTS: dict[Cause, str] = {
     Cause.STRIDED_DESTINATION: "try: write into contiguous tensors",
     Cause.NEW_KEY: "try: pad or bucket shapes to a few fixed sizes",
     Cause.BROADCAST_VIEW_INPUT: "try: materialise broadcast views (.contiguous()) outside the step",
+    Cause.PROMPT_OVER_SEQUENCE: "try: max_sequence_length >= {length} (or a shorter prompt)",
+    Cause.GENERATION_OVER_CACHE: "try: max_cache_length >= {length} (or fewer new tokens)",
 }
 
 
@@ -405,7 +428,8 @@ PROVIDES: Mapping[Provider, frozenset[SignalKind]] = {
                                                       SignalKind.COPY_NONCONTIGUOUS},
     Provider.PREDICTED: _COMPILE_KINDS | _TRANSFERS | {SignalKind.CPU_FALLBACK, SignalKind.SYNC, SignalKind.RECOMPILE,
                                                        SignalKind.WARM_MISS, SignalKind.BOUNCE_DTYPE,
-                                                       SignalKind.BOUNCE_STRIDED},
+                                                       SignalKind.BOUNCE_STRIDED, SignalKind.STATIC_OVER_LENGTH,
+                                                       SignalKind.STATIC_PADDING},
     # cpu_fallback only when inferred (an operator that launched no device work)
     Provider.KINETO: _TRANSFERS | {SignalKind.SYNC, SignalKind.CPU_FALLBACK},
     Provider.NPU_KINETO: _TRANSFERS | {SignalKind.SYNC, SignalKind.CPU_FALLBACK},

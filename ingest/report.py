@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .schema import Direction, Source
-from .summary import RegionSummary, format_bytes, region_ids, summarize
+from .summary import RegionSummary, format_bytes, region_ids, run_totals, summarize
 from .trace import Trace
 
 _MAX_SITES = 3
@@ -15,6 +15,9 @@ def region_report_data(summary: RegionSummary) -> dict[str, Any]:
     """Plain JSON-serialisable counters of one region."""
     return {
         "region": summary.name,
+        "region_id": summary.region_id,
+        "parent_id": summary.parent_id,  # nested regions' figures are included in their parent's
+        "depth": summary.depth,
         "wall_ns": int(summary.wall_ns),
         "peak_memory_bytes": summary.peak_memory_bytes,
         "mode": summary.mode,
@@ -25,7 +28,7 @@ def region_report_data(summary: RegionSummary) -> dict[str, Any]:
         "ops": summary.op_count,
         "signals": [
             {"signal": r.signal, "count": int(r.count), "bytes": int(r.bytes), "note": r.note}
-            for r in summary.signals.itertuples()
+            for r in summary.signals
         ],
         "operators": [
             {
@@ -36,7 +39,7 @@ def region_report_data(summary: RegionSummary) -> dict[str, Any]:
                 "reasons": r.reasons,
                 "call_sites": r.call_sites,
             }
-            for r in summary.operators.itertuples()
+            for r in summary.operators
         ],
         "transfers": {
             d.value: {"count": summary.transfer_counts[d], "bytes": summary.transfer_bytes[d]} for d in Direction
@@ -49,6 +52,7 @@ def region_report_data(summary: RegionSummary) -> dict[str, Any]:
 def trace_report_data(trace: Trace, region: str | None = None) -> dict[str, Any]:
     """The report of every region (or those named `region`) as data."""
     info = trace.run_info
+    summaries = {rid: summarize(trace, rid) for rid in region_ids(trace, region)}
     return {
         "trace": trace.path,
         "run": {
@@ -61,7 +65,8 @@ def trace_report_data(trace: Trace, region: str | None = None) -> dict[str, Any]
             "start_time": info.start_time,
             "missing_signals": info.missing_signals,
         },
-        "regions": [region_report_data(summarize(trace, rid)) for rid in region_ids(trace, region)],
+        "regions": [region_report_data(s) for s in summaries.values()],
+        "totals": run_totals(trace, summaries).to_json(),  # top-level regions only: never double-counts nested ones
     }
 
 
@@ -88,17 +93,16 @@ def format_region(summary: RegionSummary, *, source: Source = Source.MEASURED, t
     else:
         rows = [("Signal", "Count", "Bytes", "Note")]
         rows += [
-            (r.signal, str(int(r.count)), format_bytes(r.bytes) if r.bytes else "-", r.note) for r in summary.signals.itertuples()
+            (r.signal, str(int(r.count)), format_bytes(r.bytes) if r.bytes else "-", r.note) for r in summary.signals
         ]
         widths = [max(len(row[i]) for row in rows) for i in range(3)]
         for i, row in enumerate(rows):
             lines.append(f"  {row[0]:<{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:>{widths[2]}}  {row[3]}")
             if i == 0:
                 lines.append("  " + "-" * (sum(widths) + 4 + max(len(r[3]) for r in rows)))
-        for kind in summary.signals["signal"]:
-            ops = summary.operators[summary.operators["signal"] == kind]
+        for kind in (r.signal for r in summary.signals):
             lines += ["", f"  {kind}:"]
-            for r in ops.itertuples():
+            for r in summary.operators_of(kind):
                 why = ", ".join(f"{k} {v}" for k, v in r.reasons.items())
                 size = f" {format_bytes(r.bytes)}" if r.bytes else ""
                 lines.append(f"    {r.count:>6}x {r.operator}{size}" + (f"  why: {why}" if why else ""))

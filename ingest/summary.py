@@ -1,51 +1,53 @@
 """Region summaries: the tables behind the report, the CLI gate and the viewer.
 
-Every function here takes a Trace and returns plain tables (pandas DataFrames)
-or small dataclasses; nothing here prints or draws.
+Every function here takes a Trace and returns small dataclasses (rows of plain values); nothing here
+prints or draws. No pandas: `portscope report` answers in a fraction of a second, and pandas alone takes
+longer than that to import (only `regions_frame`, for the viewer and `diff`, builds a DataFrame).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .catalog import SIGNALS, RegionFigures, Status, Verdict, format_bytes, verdict, worst_status
 from .schema import Direction, Phase, SignalKind
 from .trace import Trace
 
-DEFAULT_NOTES: dict[SignalKind, str] = {
-    SignalKind.CPU_FALLBACK: "try: an op and dtype the device supports",
-    SignalKind.RECOMPILE: "try: pad or bucket shapes to a few fixed sizes",
-    SignalKind.WARM_MISS: "try: make inputs contiguous (no broadcast views) or graph mode",
-    SignalKind.BOUNCE_DTYPE: "try: keep the computation in the device dtype",
-    SignalKind.BOUNCE_STRIDED: "try: write into contiguous tensors",
-    SignalKind.BOUNCE_OTHER: "try: keep the data on the device",
-    SignalKind.TRANSFER_D2H: "try: keep results on the device until the end",
-    SignalKind.TRANSFER_H2D: "try: create tensors on the device",
-    SignalKind.TRANSFER_D2D: "try: avoid copies between devices",
-    SignalKind.SYNC: "try: avoid .item()/.tolist() and data-dependent shapes in the step",
-    SignalKind.COPY_DTYPE: "try: cast once, outside the step",
-    SignalKind.COPY_NONCONTIGUOUS: "try: .contiguous() once, outside the step",
-    SignalKind.COMPILE_GRAPH: "compiled graphs (one-time cost when cold)",
-    SignalKind.COMPILE_GRAPH_BREAK: "try: remove the breaking call from the compiled function",
-    SignalKind.COMPILE_RECOMPILE: "try: fixed shapes (pad) or mark the dimension dynamic",
-}
+if TYPE_CHECKING:
+    import pandas as pd
 
-# Signal kinds that make a region not clean; RECOMPILE only in a warm region.
-_UNCLEAN = {
-    SignalKind.CPU_FALLBACK: "ran on CPU",
-    SignalKind.WARM_MISS: "missed the warm cache",
-    SignalKind.BOUNCE_DTYPE: "copied through the host",
-    SignalKind.BOUNCE_STRIDED: "copied through the host",
-    SignalKind.BOUNCE_OTHER: "copied through the host",
-    SignalKind.TRANSFER_D2H: "device-to-host copies",
-    SignalKind.SYNC: "host waited for the device",
-    SignalKind.COMPILE_GRAPH_BREAK: "graph breaks",
-    SignalKind.COMPILE_RECOMPILE: "recompiled",
-}
+__all__ = ["DEFAULT_NOTES", "RegionSummary", "descendants", "format_bytes", "region_depths", "region_ids", "top_level_ids",
+           "regions_frame", "run_totals", "RunTotals", "summarize"]
+
+DEFAULT_NOTES: dict[SignalKind, str] = {kind: spec.hint for kind, spec in SIGNALS.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class SignalTotal:
+    """One signal kind's totals in a region."""
+
+    signal: str
+    count: int
+    bytes: int
+    note: str
+
+
+@dataclasses.dataclass(frozen=True)
+class OperatorTotal:
+    """One (signal, operator) pair's totals, with why and where (most frequent first)."""
+
+    signal: str
+    operator: str
+    count: int
+    bytes: int
+    reasons: dict[str, int]
+    call_sites: dict[str, int]
 
 
 @dataclasses.dataclass
@@ -54,6 +56,8 @@ class RegionSummary:
 
     region_id: int
     name: str
+    parent_id: int | None  # the region this one is nested in (None: top level)
+    depth: int  # 0 for a top-level region
     wall_ns: int
     peak_memory_bytes: int | None
     mode: str
@@ -62,36 +66,41 @@ class RegionSummary:
     error: str | None
     tags: dict[str, str]
     op_count: int
-    signals: pd.DataFrame  # signal, count, bytes, note (one row per kind present, enum order)
-    operators: pd.DataFrame  # signal, operator, count, bytes, reasons, call_sites
+    signals: list[SignalTotal]  # one row per kind present, in SignalKind order
+    operators: list[OperatorTotal]  # in SignalKind order, then by count (largest first)
     transfer_bytes: dict[Direction, int]
     transfer_counts: dict[Direction, int]
 
     def count(self, kind: SignalKind) -> int:
-        rows = self.signals[self.signals["signal"] == kind.value]
-        return int(rows["count"].sum()) if len(rows) else 0
+        return sum(r.count for r in self.signals if r.signal == kind.value)
 
     def bytes(self, kind: SignalKind) -> int:
-        rows = self.signals[self.signals["signal"] == kind.value]
-        return int(rows["bytes"].sum()) if len(rows) else 0
+        return sum(r.bytes for r in self.signals if r.signal == kind.value)
+
+    def operators_of(self, signal: str) -> list[OperatorTotal]:
+        """The operator rows of one signal kind (its value)."""
+        return [r for r in self.operators if r.signal == signal]
+
+    def figures(self) -> RegionFigures:
+        """What the catalogue's verdict reads."""
+        counts = {SignalKind(r.signal): r.count for r in self.signals}
+        sizes = {SignalKind(r.signal): r.bytes for r in self.signals}
+        phase = Phase(self.phase) if self.phase in {p.value for p in Phase} else Phase.NONE
+        return RegionFigures(counts, sizes, phase, self.error)
+
+    def verdict_of(self) -> Verdict:
+        """The region's one verdict (portscope.ingest.catalog.verdict)."""
+        return verdict(self.figures())
 
     def verdict(self) -> dict[str, object]:
-        """{"clean": bool, "reasons": [...]}: what keeps the region from running entirely on the device."""
-        reasons = []
-        for kind, what in _UNCLEAN.items():
-            n = self.count(kind)
-            if n:
-                extra = f", {format_bytes(self.bytes(kind))}" if self.bytes(kind) else ""
-                reasons.append(f"{kind.short}: {n}x ({what}{extra})")
-        if self.phase == Phase.WARM.value and self.count(SignalKind.RECOMPILE):
-            reasons.append(f"recompile: {self.count(SignalKind.RECOMPILE)}x (compiled in a warm region)")
-        if self.error:
-            reasons.append(f"error: {self.error}")
-        return {"clean": not reasons, "reasons": reasons}
+        """{"clean": bool, "status": str, "reasons": [...]}: what keeps the region from running entirely on the device."""
+        return self.verdict_of().to_json()
 
 
 def regions_frame(trace: Trace) -> pd.DataFrame:
     """The regions table as a DataFrame (region_id, parent_id, name, mode, phase, start_ns, dur_ns...)."""
+    import pandas as pd
+
     regions = trace["regions"]  # to_pylist: dictionary-encoded columns become plain strings, not categoricals
     return pd.DataFrame({name: regions.column(name).to_pylist() for name in regions.column_names},
                         columns=regions.column_names)
@@ -123,18 +132,37 @@ def descendants(trace: Trace, region_id: int) -> list[int]:
     return out
 
 
+def region_depths(trace: Trace) -> dict[int, int]:
+    """Nesting depth of every region (0: top level; a region's figures include its nested regions',
+    so run totals sum depth-0 regions only)."""
+    regions = trace["regions"]
+    parents = dict(zip(regions.column("region_id").to_pylist(), regions.column("parent_id").to_pylist(), strict=True))
+    depths: dict[int, int] = {}
+    for rid in parents:
+        chain, cur = [], rid
+        while cur is not None and cur not in depths and cur not in chain:
+            chain.append(cur)
+            cur = parents.get(cur)
+        base = depths.get(cur, -1) if cur is not None else -1
+        for offset, r in enumerate(reversed(chain)):
+            depths[r] = base + 1 + offset
+    return depths
+
+
+def top_level_ids(trace: Trace) -> list[int]:
+    """Ids of the regions nested in no other region, in file order: what run totals sum."""
+    regions = trace["regions"]
+    return [r for r, p in zip(regions.column("region_id").to_pylist(), regions.column("parent_id").to_pylist(),
+                              strict=True) if p is None]
+
+
 def _rows_in(table: pa.Table, ids: list[int]) -> pa.Table:
     return table.filter(pc.is_in(table.column("region_id"), value_set=pa.array(ids, pa.int32())))
 
 
-def _to_pandas(table: pa.Table, columns: list[str]) -> pd.DataFrame:
-    sub = table.select(columns)
-    decoded = []
-    for col in sub.columns:
-        if pa.types.is_dictionary(col.type):
-            col = col.cast(pa.string()) if col.num_chunks else pa.chunked_array([], pa.string())
-        decoded.append(col)
-    return pa.Table.from_arrays(decoded, names=columns).to_pandas()
+def _columns(table: pa.Table, columns: list[str]) -> list[list]:
+    """Plain Python values of `columns` (dictionary-encoded strings decoded)."""
+    return [table.column(c).to_pylist() for c in columns]
 
 
 def summarize(trace: Trace, region_id: int) -> RegionSummary:
@@ -143,40 +171,36 @@ def summarize(trace: Trace, region_id: int) -> RegionSummary:
     index = regions.column("region_id").to_pylist().index(region_id)
     row = {name: regions.column(name)[index].as_py() for name in regions.column_names}
     ids = descendants(trace, region_id)
-    signals = _to_pandas(
-        _rows_in(trace["signals"], ids), ["kind", "reason", "op_name", "count", "bytes", "call_site", "note"]
-    )
+    kinds, reasons, op_names, counts, nbytes, sites, notes = _columns(
+        _rows_in(trace["signals"], ids), ["kind", "reason", "op_name", "count", "bytes", "call_site", "note"])
     order = {k.value: i for i, k in enumerate(SignalKind)}
-    if len(signals):
-        signals["note"] = signals["note"].where(signals["note"].notna(), None)
-        by_kind = (
-            signals.groupby("kind", sort=False)
-            .agg(count=("count", "sum"), bytes=("bytes", "sum"), note=("note", _most_common))
-            .reset_index()
-            .rename(columns={"kind": "signal"})
-        )
-        by_kind["note"] = [
-            n if isinstance(n, str) and n else DEFAULT_NOTES[SignalKind(k)] for k, n in zip(by_kind["signal"], by_kind["note"], strict=True)
-        ]
-        by_kind = by_kind.sort_values("signal", key=lambda s: s.map(order)).reset_index(drop=True)
-        operators = _operator_table(signals, order)
-    else:
-        by_kind = pd.DataFrame({"signal": [], "count": [], "bytes": [], "note": []})
-        operators = pd.DataFrame({"signal": [], "operator": [], "count": [], "bytes": [], "reasons": [], "call_sites": []})
+    totals: dict[str, list[int]] = {}
+    kind_notes: dict[str, Counter[str]] = {}
+    for kind, n, b, note in zip(kinds, counts, nbytes, notes, strict=True):
+        total = totals.setdefault(kind, [0, 0])
+        total[0] += int(n or 0)
+        total[1] += int(b or 0)
+        if note:
+            kind_notes.setdefault(kind, Counter())[note] += 1
+    by_kind = [
+        SignalTotal(kind, n, b, _most_common(kind_notes.get(kind)) or DEFAULT_NOTES[SignalKind(kind)])
+        for kind, (n, b) in sorted(totals.items(), key=lambda kv: order[kv[0]])
+    ]
+    operators = _operator_table(kinds, op_names, reasons, sites, counts, nbytes, order)
     transfers = _rows_in(trace["transfers"], ids)
     tbytes = {d: 0 for d in Direction}
     tcounts = {d: 0 for d in Direction}
-    if transfers.num_rows:
-        frame = _to_pandas(transfers, ["direction", "bytes"])
-        for direction, group in frame.groupby("direction"):
-            tbytes[Direction(direction)] = int(group["bytes"].sum())
-            tcounts[Direction(direction)] = len(group)
+    for direction, b in zip(*_columns(transfers, ["direction", "bytes"]), strict=True):
+        tbytes[Direction(direction)] += int(b or 0)
+        tcounts[Direction(direction)] += 1
     ops = trace["ops"]
     op_count = int(pc.sum(pc.is_in(ops.column("region_id"), value_set=pa.array(ids, pa.int32()))).as_py() or 0) if ops.num_rows else 0
     tags = json.loads(row["tags"]) if row.get("tags") else {}
     return RegionSummary(
         region_id=region_id,
         name=row["name"],
+        parent_id=row["parent_id"],
+        depth=region_depths(trace)[region_id],
         wall_ns=row["dur_ns"],
         peak_memory_bytes=row["peak_memory_bytes"],
         mode=row["mode"],
@@ -192,43 +216,70 @@ def summarize(trace: Trace, region_id: int) -> RegionSummary:
     )
 
 
-def _most_common(values: pd.Series) -> str | None:
-    values = values.dropna()
-    return values.value_counts().index[0] if len(values) else None
+@dataclasses.dataclass(frozen=True)
+class RunTotals:
+    """A run's figures: sums over its top-level regions only (nested regions are inside them), and the
+    worst of their verdicts."""
+
+    regions: int  # top-level regions summed
+    counts: dict[SignalKind, int]
+    bytes: dict[SignalKind, int]
+    transfer_bytes: dict[Direction, int]
+    status: Status
+
+    def to_json(self) -> dict[str, object]:
+        return {"regions": self.regions, "status": self.status.value,
+                "signals": {k.value: {"count": n, "bytes": self.bytes.get(k, 0)} for k, n in self.counts.items()},
+                "transfer_bytes": {d.value: n for d, n in self.transfer_bytes.items()}}
 
 
-def _operator_table(signals: pd.DataFrame, order: dict[str, int]) -> pd.DataFrame:
+def run_totals(trace: Trace, summaries: dict[int, RegionSummary] | None = None) -> RunTotals:
+    """The run's totals (summaries: already computed region summaries, by id, to reuse)."""
+    counts: dict[SignalKind, int] = {}
+    sizes: dict[SignalKind, int] = {}
+    transfer = {d: 0 for d in Direction}
+    statuses = []
+    top = top_level_ids(trace)
+    for rid in top:
+        summary = (summaries or {}).get(rid) or summarize(trace, rid)
+        figures = summary.figures()
+        for kind, n in figures.counts.items():
+            counts[kind] = counts.get(kind, 0) + n
+            sizes[kind] = sizes.get(kind, 0) + figures.bytes(kind)
+        for d in Direction:
+            transfer[d] += summary.transfer_bytes[d]
+        statuses.append(verdict(figures).status)
+    ordered = [k for k in SignalKind if k in counts]
+    return RunTotals(len(top), {k: counts[k] for k in ordered}, {k: sizes[k] for k in ordered}, transfer,
+                     worst_status(statuses))
+
+
+def _most_common(values: Counter[str] | None) -> str | None:
+    """The most frequent value (the first seen among equals), None when there is none."""
+    return values.most_common(1)[0][0] if values else None
+
+
+def _by_count(values: dict[str, int]) -> dict[str, int]:
+    """Largest count first; equal counts keep the order they were first seen in."""
+    return dict(sorted(values.items(), key=lambda kv: -kv[1]))
+
+
+def _operator_table(kinds: list[str], op_names: list[str | None], reasons: list[str | None], sites: list[str | None],
+                    counts: list[int], nbytes: list[int], order: dict[str, int]) -> list[OperatorTotal]:
     """Per (signal, operator): count, bytes, and the why / call-site breakdowns (most frequent first)."""
-    signals = signals.assign(
-        op_name=signals["op_name"].fillna("(unknown)"),
-        reason=signals["reason"].fillna(""),
-        call_site=signals["call_site"].fillna(""),
-    )
-    keys = ["kind", "op_name"]
-    table = signals.groupby(keys, sort=False).agg(count=("count", "sum"), bytes=("bytes", "sum")).reset_index()
-    breakdowns = {}
-    for column in ("reason", "call_site"):
-        sub = signals[signals[column] != ""]
-        sums = sub.groupby([*keys, column], sort=False)["count"].sum().sort_values(ascending=False, kind="stable")
-        found: dict[tuple[str, str], dict[str, int]] = {}
-        for (kind, op, value), n in sums.items():
-            found.setdefault((kind, op), {})[value] = int(n)
-        breakdowns[column] = found
-    pairs = list(zip(table["kind"], table["op_name"], strict=True))
-    table["reasons"] = [breakdowns["reason"].get(p, {}) for p in pairs]
-    table["call_sites"] = [breakdowns["call_site"].get(p, {}) for p in pairs]
-    table = table.rename(columns={"kind": "signal", "op_name": "operator"})
-    table["count"] = table["count"].astype(int)
-    table["bytes"] = table["bytes"].astype(int)
-    table["_order"] = table["signal"].map(order)
-    table = table.sort_values(["_order", "count"], ascending=[True, False], kind="stable")
-    return table.drop(columns="_order").reset_index(drop=True)[["signal", "operator", "count", "bytes", "reasons", "call_sites"]]
-
-
-def format_bytes(n: float) -> str:
-    """Human-readable bytes in decimal units (1 MB = 10**6 bytes)."""
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n} B"
+    totals: dict[tuple[str, str], list[int]] = {}
+    why: dict[tuple[str, str], dict[str, int]] = {}
+    where: dict[tuple[str, str], dict[str, int]] = {}
+    for kind, op, reason, site, n, b in zip(kinds, op_names, reasons, sites, counts, nbytes, strict=True):
+        key = (kind, op or "(unknown)")
+        total = totals.setdefault(key, [0, 0])
+        total[0] += int(n or 0)
+        total[1] += int(b or 0)
+        if reason:
+            why.setdefault(key, {})[reason] = why.get(key, {}).get(reason, 0) + int(n or 0)
+        if site:
+            where.setdefault(key, {})[site] = where.get(key, {}).get(site, 0) + int(n or 0)
+    rows = [OperatorTotal(kind, op, n, b, _by_count(why.get((kind, op), {})), _by_count(where.get((kind, op), {})))
+            for (kind, op), (n, b) in totals.items()]
+    rows.sort(key=lambda r: (order[r.signal], -r.count))  # stable: first seen first among equals
+    return rows

@@ -5,14 +5,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from portscope.ingest.report import region_report_data
-from portscope.ingest.schema import SignalKind
-from portscope.ingest.summary import regions_frame, summarize
+from portscope.ingest.catalog import group_counts
+from portscope.ingest.schema import Direction
+from portscope.ingest.summary import regions_frame, run_totals, top_level_ids
 from portscope.ingest.trace import Trace
 
-_BOUNCES = {k.value for k in SignalKind if k.is_bounce}
-_COMPILES = {SignalKind.RECOMPILE.value, SignalKind.COMPILE_GRAPH.value, SignalKind.COMPILE_RECOMPILE.value}
-_FALLBACKS = {SignalKind.CPU_FALLBACK.value}
+__all__ = ["RunRow", "model_text", "regions_frame", "run_row", "top_level_ids"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,15 +28,10 @@ class RunRow:
     bounces: int
     d2h_bytes: int
     compiles: int
-    status: str  # clean / compiles / not-clean / error
+    status: str  # a catalogue Status value: clean / compiles / not-clean / error (the worst top-level region's)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-def top_level_ids(trace: Trace) -> list[int]:
-    regions = regions_frame(trace)
-    return [int(r) for r in regions[regions["parent_id"].isna()]["region_id"]]
 
 
 def model_text(model: dict[str, Any]) -> str:
@@ -52,24 +45,9 @@ def model_text(model: dict[str, Any]) -> str:
 
 def run_row(trace: Trace, run_id: str, file: str) -> RunRow:
     """Totals over the run's top-level regions (nested regions are included in their parents)."""
-    counts = {"fallbacks": 0, "bounces": 0, "compiles": 0, "d2h_bytes": 0}
-    for rid in top_level_ids(trace):
-        report = region_report_data(summarize(trace, rid))
-        for s in report["signals"]:
-            if s["signal"] in _FALLBACKS:
-                counts["fallbacks"] += s["count"]
-            elif s["signal"] in _BOUNCES:
-                counts["bounces"] += s["count"]
-            elif s["signal"] in _COMPILES:
-                counts["compiles"] += s["count"]
-        counts["d2h_bytes"] += report["d2h_bytes"]
+    totals = run_totals(trace)
+    counts = {**group_counts(totals.counts), "d2h_bytes": totals.transfer_bytes[Direction.D2H]}
     modes = sorted(set(trace["regions"].column("mode").to_pylist()) - {"unknown"})
-    if counts["fallbacks"] or counts["bounces"] or counts["d2h_bytes"]:
-        status = "not-clean"
-    elif counts["compiles"]:
-        status = "compiles"
-    else:
-        status = "clean"
     info = trace.run_info
     return RunRow(
         run_id=run_id,
@@ -79,6 +57,6 @@ def run_row(trace: Trace, run_id: str, file: str) -> RunRow:
         model=model_text(info.model),
         modes=", ".join(modes) or "-",
         regions=trace["regions"].num_rows,
-        status=status,
+        status=totals.status.value,
         **counts,
     )

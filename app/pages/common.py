@@ -6,6 +6,7 @@ from typing import Any
 
 from dash import html
 
+from portscope.ingest.catalog import group_counts
 from portscope.ingest.errors import PortscopeError
 from portscope.ingest.schema import SignalKind
 from portscope.ingest.trace import Trace
@@ -13,9 +14,6 @@ from portscope.ingest.trace import Trace
 from ..components import problem
 from ..context import store
 from ..data.runs import regions_frame
-
-_BOUNCES = {k.value for k in SignalKind if k.is_bounce}
-_COMPILES = {SignalKind.RECOMPILE.value, SignalKind.COMPILE_GRAPH.value, SignalKind.COMPILE_RECOMPILE.value}
 
 
 def load(run_id: str) -> tuple[Trace | None, html.Div | None]:
@@ -46,14 +44,7 @@ def region_rows(run_id: str, trace: Trace) -> list[dict[str, Any]]:
         nth = seen.get(r["name"], 0)
         seen[r["name"]] = nth + 1
         report = store().report(run_id, int(r["region_id"]))
-        counts = {"fallbacks": 0, "bounces": 0, "compiles": 0}
-        for s in report["signals"]:
-            if s["signal"] == SignalKind.CPU_FALLBACK.value:
-                counts["fallbacks"] += s["count"]
-            elif s["signal"] in _BOUNCES:
-                counts["bounces"] += s["count"]
-            elif s["signal"] in _COMPILES:
-                counts["compiles"] += s["count"]
+        counts = group_counts({SignalKind(s["signal"]): s["count"] for s in report["signals"]})
         rows.append(
             {
                 "region_id": int(r["region_id"]),
@@ -66,7 +57,9 @@ def region_rows(run_id: str, trace: Trace) -> list[dict[str, Any]]:
                 "wall_ms": f"{report['wall_ns'] / 1e6:.3f}",
                 "ops": report["ops"],
                 "d2h_bytes": report["d2h_bytes"],
+                "depth": report["depth"],
                 "clean": report["verdict"]["clean"],
+                "status": report["verdict"]["status"],
                 **counts,
             }
         )

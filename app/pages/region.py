@@ -101,7 +101,7 @@ def layout(run_id: str = "", region: str = "", n: str = "0", **_query: str) -> h
     verdict = report["verdict"]
     subtitle = html.Div(
         [
-            status_badge("clean" if verdict["clean"] else "not-clean"),
+            status_badge(verdict["status"]),
             html.Span(f"  wall {report['wall_ns'] / 1e6:.3f} ms · {report['ops']:,} ops · mode {report['mode']} · phase {report['phase']} · device {report['device'] or '?'} · d2h {fmt_bytes(report['d2h_bytes'])}"),
             html.Ul([html.Li(reason) for reason in verdict["reasons"]], className="verdict-reasons"),
         ]

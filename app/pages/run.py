@@ -54,8 +54,10 @@ def layout(run_id: str = "", **_query: str) -> html.Div:
         return page("Run", error)
     rows = region_rows(run_id, trace)
     for r in rows:
-        r["link"] = dcc.Link(r["label"], href=urls.region(run_id, r["name"], r["nth"]))
-        r["badge"] = status_badge("clean" if r["clean"] else "not-clean")
+        # nested regions are indented under their parent (their figures are included in the parent's)
+        r["link"] = html.Span(dcc.Link(r["label"], href=urls.region(run_id, r["name"], r["nth"])),
+                              style={"paddingLeft": f"{1.2 * r['depth']}em"})
+        r["badge"] = status_badge(r["status"])
     regions = regions_frame(trace)
     a, b = pair_regions(regions, regions, same_run=True)
     links = [dcc.Link("Engine timeline", href=urls.timeline(run_id)), dcc.Link("All runs", href=urls.runs())]
