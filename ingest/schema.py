@@ -32,6 +32,8 @@ class SignalKind(enum.Enum):
     COMPILE_GRAPH = "compile/graph"
     COMPILE_GRAPH_BREAK = "compile/graph_break"
     COMPILE_RECOMPILE = "compile/recompile"
+    STATIC_OVER_LENGTH = "static/over_length"  # a prompt or generation longer than the compiled static shapes
+    STATIC_PADDING = "static/padding"  # count: token positions a static-shape program computed as padding
 
     @property
     def short(self) -> str:
@@ -63,6 +65,8 @@ _SHORT = {
     SignalKind.COMPILE_GRAPH: "graph",
     SignalKind.COMPILE_GRAPH_BREAK: "graph_break",
     SignalKind.COMPILE_RECOMPILE: "compile_recompile",
+    SignalKind.STATIC_OVER_LENGTH: "over_length",
+    SignalKind.STATIC_PADDING: "padding",
 }
 
 
@@ -305,6 +309,30 @@ NUMERICS = _schema(
     ],
 )
 
+PLAN = _schema(
+    "plan",
+    [  # `portscope plan`: one row per (compiled sequence length, batch) of a static-shape target
+        pa.field("max_sequence_length", pa.int64(), nullable=False),
+        pa.field("max_cache_length", pa.int64(), nullable=False),
+        pa.field("batch_size", pa.int32(), nullable=False),
+        pa.field("weight_bytes", pa.int64(), nullable=False),
+        pa.field("kv_cache_bytes", pa.int64(), nullable=False),
+        pa.field("device_memory_bytes", pa.int64(), nullable=False),  # weights + KV cache
+        pa.field("memory_bytes", pa.int64()),  # the target's device memory (null: unknown)
+        pa.field("fits", pa.bool_()),  # null when the target's memory is unknown
+        pa.field("programs", pa.int32(), nullable=False),
+        pa.field("prompts", pa.int64(), nullable=False),  # prompts in the length distribution (0: none given)
+        pa.field("prompts_over_sequence", pa.int64(), nullable=False),
+        pa.field("prompts_over_cache", pa.int64(), nullable=False),
+        pa.field("padding_waste", pa.float64()),  # share of prefill token positions computed as padding
+        pa.field("prefill_ns", pa.int64()),
+        pa.field("decode_ns_per_token", pa.int64()),
+        pa.field("h2d_bytes_per_token", pa.int64(), nullable=False),
+        pa.field("d2h_bytes_per_token", pa.int64(), nullable=False),
+        pa.field("cost_source", _DICT),  # where the time figures come from: datasheet, measured, assumed
+    ],
+)
+
 TABLES: dict[str, pa.Schema] = {
     "regions": REGIONS,
     "ops": OPS,
@@ -315,7 +343,11 @@ TABLES: dict[str, pa.Schema] = {
     "frames": FRAMES,
     "stacks": STACKS,
     "numerics": NUMERICS,
+    "plan": PLAN,
 }
+
+# Tables added within version 1: files written before them lack the member and read as empty tables.
+ADDED_TABLES: frozenset[str] = frozenset({"plan"})
 
 # Columns whose values must belong to an enum.
 ENUM_COLUMNS: dict[tuple[str, str], type[enum.Enum]] = {
@@ -357,4 +389,12 @@ NON_NEGATIVE: list[tuple[str, str]] = [
     ("transfers", "dur_ns"),
     ("compiles", "compile_ns"),
     ("engine_slices", "dur"),
+    ("plan", "weight_bytes"),
+    ("plan", "kv_cache_bytes"),
+    ("plan", "device_memory_bytes"),
+    ("plan", "prompts"),
+    ("plan", "prefill_ns"),
+    ("plan", "decode_ns_per_token"),
+    ("plan", "h2d_bytes_per_token"),
+    ("plan", "d2h_bytes_per_token"),
 ]

@@ -17,6 +17,9 @@ from typing import Any
 from portscope.ingest.errors import TargetError
 from portscope.ingest.schema import EngineKind
 
+from .static_shapes import KEYS as _STATIC_KEYS
+from .static_shapes import StaticShapes, parse_static_shapes
+
 
 class CopyWhere(enum.Enum):
     DEVICE = "device"
@@ -97,6 +100,7 @@ class Target:
     compile_ns: float
     host_flops_per_ns: float
     engines: tuple[Engine, ...]
+    static_shapes: StaticShapes | None = None  # an LLM compiled ahead of time for fixed shapes
 
     def engine(self, kind: EngineKind) -> Engine | None:
         return next((e for e in self.engines if e.kind is kind), None)
@@ -118,6 +122,7 @@ _SECTIONS: dict[str, dict[str, str]] = {
     "copies": {"dtype_change": _STR, "strided_write": _STR},
     "cache": {"programs": _BOOL, "key": _STRS, "broadcast_views_miss": _BOOL},
     "cost": {"dispatch_ns": _NUM, "compile_ns": _NUM, "host_flops_per_ns": _NUM},
+    "static_shapes": _STATIC_KEYS,
 }
 _LISTS: dict[str, dict[str, str]] = {
     "alignment": {"multiple_of": _INT, "ops": _STRS, "exempt": _STRS, "applies_to": _STR},
@@ -206,6 +211,7 @@ def parse_target(raw: dict[str, Any], path: str) -> Target:
         why = e.get("why", f"dimension {e['dim']} of operand {e['operand']} not a multiple of {e['multiple_of']}")
         conditions.append(ShapeCondition(tuple(e["ops"]), e["operand"], e["dim"], e["multiple_of"], why))
     engines = _engines(raw.get("engines", {}), problems)
+    static_shapes = parse_static_shapes(sec["static_shapes"], problems) if "static_shapes" in raw else None
     if problems:
         raise TargetError(path, problems)
     t, c, cost = sec["target"], sec["compute"], sec["cost"]
@@ -229,6 +235,7 @@ def parse_target(raw: dict[str, Any], path: str) -> Target:
         compile_ns=float(cost.get("compile_ns", 0.0)),
         host_flops_per_ns=float(cost.get("host_flops_per_ns", 10.0)),
         engines=engines,
+        static_shapes=static_shapes,
     )
 
 

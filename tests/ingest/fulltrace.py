@@ -38,4 +38,9 @@ def full_trace() -> Trace:
     b.engine_slices.append(region_id=outer, engine="matrix", engine_kind=EngineKind.MATRIX, kind=SliceKind.COMPUTE,
                            name="aten::mm", start=10, dur=40, op_id=0, bytes=9088)
     b.numerics.append(comparison="fp16-vs-fp32-reference", metric="max_abs_diff", value=0.01)
+    b.plan.append(max_sequence_length=4096, max_cache_length=4096, batch_size=1, weight_bytes=1_235_814_400,
+                  kv_cache_bytes=134_217_728, device_memory_bytes=1_370_032_128, memory_bytes=17_179_869_184, fits=True,
+                  programs=2, prompts=3, prompts_over_sequence=0, prompts_over_cache=0, padding_waste=0.5,
+                  prefill_ns=1_000_000, decode_ns_per_token=20_000_000, h2d_bytes_per_token=8,
+                  d2h_bytes_per_token=256_512, cost_source="assumed")
     return b.build()

@@ -99,3 +99,28 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
         read_trace(tmp_path / "nope.arrow")
     with pytest.raises(TraceFormatError, match="directory"):
         read_trace(tmp_path)
+
+
+def test_a_file_written_before_the_plan_table_reads_with_an_empty_plan(tmp_path: Path) -> None:
+    """Tables added within version 1 (schema.ADDED_TABLES) may be absent; any other missing table is an error."""
+    path = write_trace(full_trace(), tmp_path / "run.arrow")
+    old = tmp_path / "old.arrow"
+    with zipfile.ZipFile(path) as zf, zipfile.ZipFile(old, "w", zipfile.ZIP_STORED) as out:
+        manifest = json.loads(zf.read("manifest.json"))
+        del manifest["tables"]["plan"]
+        out.writestr("manifest.json", json.dumps(manifest))
+        for name in zf.namelist():
+            if name not in ("manifest.json", "plan.arrow"):
+                out.writestr(name, zf.read(name))
+    back = read_trace(old)
+    assert back["plan"].num_rows == 0 and back["ops"].num_rows == 2
+    no_plan = full_trace()
+    no_plan.tables["plan"] = no_plan["plan"].slice(0, 0)
+    assert back.content_hash() == no_plan.content_hash()
+    # declared in the manifest but absent: a cut file, not an old one
+    with zipfile.ZipFile(path) as zf, zipfile.ZipFile(tmp_path / "cut.arrow", "w", zipfile.ZIP_STORED) as out:
+        for name in zf.namelist():
+            if name != "plan.arrow":
+                out.writestr(name, zf.read(name))
+    with pytest.raises(TraceFormatError, match="table 'plan' is missing"):
+        read_trace(tmp_path / "cut.arrow")
