@@ -16,9 +16,7 @@ from .config import DEFAULT_MAX_UPLOAD_BYTES, ViewerConfig, bundled_traces_dir, 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `view` sub-command to the `portscope` parser."""
     p = sub.add_parser(
-        "view",
-        help="open the web viewer (runs, regions, engine timelines, comparisons, uploads)",
-        description="Serve the portscope viewer on traces and open it in a browser. "
+        "view", description="Serve the portscope viewer on traces and open it in a browser. "
         "With no paths it shows the sample traces bundled with portscope.",
     )
     p.add_argument("paths", nargs="*", metavar="TRACE_OR_DIR", help="trace files or folders of *.arrow traces")

@@ -14,9 +14,7 @@ from .trace import write_trace
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `convert` and `export`."""
     c = sub.add_parser(
-        "convert",
-        help="convert a PyTorch profiler trace, fallback log or TORCH_TRACE log into a portscope trace",
-        description="The input format is recognised from the content: " + "; ".join(
+        "convert", description="The input format is recognised from the content: " + "; ".join(
             f"{f.name} ({f.looks_like})" for f in FORMATS.values()),
     )
     c.add_argument("input", help="a file (.json, .json.gz, .log...) or a TORCH_TRACE directory")
@@ -27,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--compression", choices=["zstd", "lz4"], help="compress the Arrow tables (not memory-mappable)")
     c.set_defaults(func=_convert)
 
-    e = sub.add_parser("export", help="write a trace in another tool's format (Chrome trace JSON for Perfetto)")
+    e = sub.add_parser("export")
     e.add_argument("trace", help="a portscope trace, or any input `convert` reads")
     e.add_argument("--chrome", action="store_true", required=True, help="Chrome trace JSON (Perfetto, chrome://tracing)")
     e.add_argument("-o", "--output", required=True, help="the .json file to write")

@@ -22,7 +22,7 @@ class _Usage(Exception):
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `diff`."""
-    p = sub.add_parser("diff", help="compare two regions' signals: eager vs compiled, cold vs warm, run vs run")
+    p = sub.add_parser("diff")
     p.add_argument("a", help="trace A (.arrow)")
     p.add_argument("b", nargs="?", help="trace B (default: A itself, pairing eager with compiled, else cold with warm)")
     p.add_argument("--region-a", metavar="NAME", help="the region of A (default: paired as the viewer does)")

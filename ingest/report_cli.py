@@ -16,14 +16,14 @@ from .trace import read_trace
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `report` and `check`."""
-    p = sub.add_parser("report", help="print the report of a trace's regions")
+    p = sub.add_parser("report")
     p.add_argument("trace", help="a portscope trace (.arrow)")
     p.add_argument("--region", help="only regions with this name")
     p.add_argument("--json", action="store_true", help="print the same facts as JSON")
     p.add_argument("--schedule", action="store_true", help="print the per-engine schedule summary of each region")
     p.set_defaults(func=_report)
 
-    c = sub.add_parser("check", help="exit 1 when a region exceeds a budget (a CI gate)")
+    c = sub.add_parser("check")
     c.add_argument("trace", help="a portscope trace (.arrow)")
     c.add_argument(
         "--max",

@@ -13,8 +13,8 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from . import _compute as pc
 from .catalog import SIGNALS, RegionFigures, Status, Verdict, format_bytes, verdict, worst_status
 from .schema import Direction, Phase, SignalKind
 from .trace import Trace
@@ -157,7 +157,7 @@ def top_level_ids(trace: Trace) -> list[int]:
 
 
 def _rows_in(table: pa.Table, ids: list[int]) -> pa.Table:
-    return table.filter(pc.is_in(table.column("region_id"), value_set=pa.array(ids, pa.int32())))
+    return pc.call("filter", table, pc.is_in(table.column("region_id"), pc.int32_array(ids)))
 
 
 def _columns(table: pa.Table, columns: list[str]) -> list[list]:
@@ -194,7 +194,7 @@ def summarize(trace: Trace, region_id: int) -> RegionSummary:
         tbytes[Direction(direction)] += int(b or 0)
         tcounts[Direction(direction)] += 1
     ops = trace["ops"]
-    op_count = int(pc.sum(pc.is_in(ops.column("region_id"), value_set=pa.array(ids, pa.int32()))).as_py() or 0) if ops.num_rows else 0
+    op_count = pc.total(pc.is_in(ops.column("region_id"), pc.int32_array(ids))) if ops.num_rows else 0
     tags = json.loads(row["tags"]) if row.get("tags") else {}
     return RegionSummary(
         region_id=region_id,

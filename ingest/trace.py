@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from . import _compute as pc
 from . import schema
 from .container import _NotAContainer, read_members, write_members
 from .errors import TraceFormatError
@@ -76,7 +76,7 @@ class RunInfo:
 
 
 def empty_table(name: str) -> pa.Table:
-    """A table of the format with no rows (`Schema.empty_table` would import pandas: see summary.region_id_array)."""
+    """A table of the format with no rows (`Schema.empty_table` would import pandas: see ingest/_compute.py)."""
     return pa.Table.from_batches([], schema=schema.TABLES[name])
 
 
@@ -287,9 +287,9 @@ def validate_tables(tables: dict[str, pa.Table], *, check_missing: bool = True) 
         if name not in usable or not usable[name].num_rows:
             continue
         col = usable[name].column(column)
-        low = pc.min(col).as_py()
+        low, _ = pc.min_max(col)
         if low is not None and low < 0:
-            n = pc.sum(pc.less(col, 0)).as_py()
+            n = sum(1 for v in col.to_pylist() if v is not None and v < 0)
             problems.append(f"table {name!r}: {n} rows have a negative {column!r}")
     for (name, column), (target, target_column) in schema.REFERENCES.items():
         if name not in usable or target not in usable:
@@ -300,8 +300,8 @@ def validate_tables(tables: dict[str, pa.Table], *, check_missing: bool = True) 
     for name, column in (("regions", "region_id"), ("ops", "op_id"), ("stacks", "stack_id"), ("frames", "frame_id")):
         if name in usable and usable[name].num_rows:
             ids = usable[name].column(column).combine_chunks()
-            increasing = len(ids) < 2 or pc.all(pc.greater(ids[1:], ids[:-1])).as_py()
-            if not increasing and pc.count_distinct(ids).as_py() != len(ids):
+            increasing = len(ids) < 2 or pc.call("all", pc.call("greater", ids[1:], ids[:-1])).as_py()
+            if not increasing and pc.call("count_distinct", ids).as_py() != len(ids):
                 problems.append(f"table {name!r}: {column!r} values are not unique")
     return problems
 
@@ -311,18 +311,18 @@ def _dangling(col: pa.ChunkedArray, known: pa.ChunkedArray) -> str | None:
     if col.null_count == len(col):
         return None
     if not len(known):
-        return f"{len(col) - col.null_count} rows have a COLUMN that points nowhere (e.g. {col.drop_null()[0].as_py()})"
-    bounds = pc.min_max(known).as_py()
-    lo, hi = bounds["min"], bounds["max"]
+        return f"{len(col) - col.null_count} rows have a COLUMN that points nowhere (e.g. {pc.call('drop_null', col)[0].as_py()})"
+    lo, hi = pc.min_max(known)
     dense = hi - lo + 1 == len(known)  # ids are unique (checked separately), so a dense range is exactly lo..hi
-    got = pc.min_max(col).as_py()
-    if dense and got["min"] >= lo and got["max"] <= hi:
+    got_lo, got_hi = pc.min_max(col)
+    if dense and got_lo >= lo and got_hi <= hi:
         return None
-    missing = pc.invert(pc.is_in(col.drop_null(), value_set=known.combine_chunks()))
-    n = pc.sum(missing).as_py() or 0
+    present = pc.call("drop_null", col)
+    missing = pc.call("invert", pc.is_in(present, known.combine_chunks()))
+    n = pc.total(missing)
     if not n:
         return None
-    example = col.drop_null().filter(missing)[0].as_py()
+    example = pc.call("filter", present, missing)[0].as_py()
     return f"{n} rows have a COLUMN that points nowhere (e.g. {example})"
 
 
@@ -338,8 +338,8 @@ def _distinct_strings(column: pa.ChunkedArray) -> set[str]:
     values: set[str] = set()
     for chunk in column.chunks:
         if pa.types.is_dictionary(chunk.type):
-            used = pc.unique(chunk.indices.drop_null())
-            values.update(chunk.dictionary.take(used).to_pylist())
+            used = pc.call("unique", pc.call("drop_null", chunk.indices))
+            values.update(pc.call("take", chunk.dictionary, used).to_pylist())
         else:
-            values.update(v for v in pc.unique(chunk).to_pylist() if v is not None)
+            values.update(v for v in pc.call("unique", chunk).to_pylist() if v is not None)
     return values

@@ -1,4 +1,4 @@
-"""Sub-commands that need torch: record, demo."""
+"""The profiler's sub-commands: record, demo, compare-modes, validate (these need torch) and targets (no torch)."""
 
 from __future__ import annotations
 
@@ -8,38 +8,36 @@ import traceback
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add `record` and `demo`."""
+    """Add `record`, `demo`, `compare-modes`, `validate` and `targets` (the parser itself imports no torch)."""
     r = sub.add_parser(
-        "record",
-        help="run a Python script under the profiler and write a trace (even when the script fails)",
-        description="portscope record [--target NAME|PATH] [-o run.arrow] -- python script.py ARGS...",
+        "record", description="portscope record [--target NAME|PATH] [-o run.arrow] -- python script.py ARGS...",
     )
     r.add_argument("--target", help="predict for a target (built-in name or TOML path) instead of measuring")
     r.add_argument("-o", "--output", default="run.arrow", help="trace file to write (default run.arrow)")
     r.add_argument("--no-stack", action="store_true", help="do not record call sites and stacks (faster)")
     r.add_argument("command", nargs=argparse.REMAINDER, help="-- python script.py ARGS...")
-    r.set_defaults(func=_record)
+    r.set_defaults(func=_record, needs_torch=True)
 
-    d = sub.add_parser("demo", help="regenerate the sample traces (tiny random-init models)")
+    d = sub.add_parser("demo")
     d.add_argument("-o", "--output", default="sample_traces", help="folder to write into")
     d.add_argument("--only", action="append", help="only this file (repeatable)")
-    d.set_defaults(func=_demo)
+    d.set_defaults(func=_demo, needs_torch=True)
 
-    c = sub.add_parser("compare-modes", help="one model eager and compiled (fixed shapes), cold and warm, in one trace")
+    c = sub.add_parser("compare-modes")
     _model_args(c)
     c.add_argument("--pad-to", type=int, default=64, help="pad the prompt to this length for the compiled run")
     c.add_argument("--backend", default="inductor", help="torch.compile backend (default inductor)")
     c.add_argument("-o", "--output", default="modes.arrow")
-    c.set_defaults(func=_compare_modes)
+    c.set_defaults(func=_compare_modes, needs_torch=True)
 
-    v = sub.add_parser("validate", help="the port's numerics against the model in float32 on the CPU")
+    v = sub.add_parser("validate")
     _model_args(v)
     v.add_argument("--steps", type=int, default=8, help="greedy decoding steps")
     v.add_argument("--compiled", action="store_true", help="also validate the compiled model")
     v.add_argument("-o", "--output", default="validate.arrow")
-    v.set_defaults(func=_validate)
+    v.set_defaults(func=_validate, needs_torch=True)
 
-    t = sub.add_parser("targets", help="list the built-in targets, or validate a target file")
+    t = sub.add_parser("targets")
     t.add_argument("path", nargs="?", help="a target TOML file to validate")
     t.set_defaults(func=_targets)
 

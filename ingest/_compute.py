@@ -1,0 +1,43 @@
+"""The Arrow compute kernels the read path needs, called without importing `pyarrow.compute`.
+
+`pyarrow.compute` builds a Python wrapper for each of its hundreds of kernels when imported (about 70 ms on
+the 2-core machine, a fifth of `portscope report`'s whole start-up budget); the kernels themselves live in
+`pyarrow._compute` (5 ms). Arguments must be Arrow arrays, chunked arrays, tables or scalars: converting
+Python values (`pa.array([...])`, `pa.scalar(0)`) makes pyarrow import pandas to look for pandas objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+from pyarrow import _compute
+
+
+def call(name: str, *args: Any, options: Any = None) -> Any:
+    """The kernel `name` on `args` (Arrow values only)."""
+    return _compute.call_function(name, list(args), options)
+
+
+def is_in(values: pa.Array | pa.ChunkedArray, value_set: pa.Array) -> Any:
+    """A boolean array: which of `values` are in `value_set`."""
+    return call("is_in", values, options=_compute.SetLookupOptions(value_set))
+
+
+def min_max(values: pa.Array | pa.ChunkedArray) -> tuple[Any, Any]:
+    """(min, max) of the non-null values; (None, None) when there are none."""
+    got = call("min_max", values).as_py()
+    return got["min"], got["max"]
+
+
+def total(values: pa.Array | pa.ChunkedArray) -> int:
+    """The sum of the non-null values (a boolean array counts its true values); 0 when empty."""
+    return call("sum", values).as_py() or 0
+
+
+def int32_array(values: list[int]) -> pa.Array:
+    """Python ints as an int32 Arrow array, built from a buffer (see the module docstring)."""
+    import numpy as np
+
+    array = np.asarray(values, dtype=np.int32)
+    return pa.Array.from_buffers(pa.int32(), len(array), [None, pa.py_buffer(array)])
