@@ -6,8 +6,9 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
+from .catalog import KINETO_DEVICE_CATEGORIES, KINETO_RUNTIME_CATEGORIES
 from .errors import TraceFormatError
-from .readers import fallback_log, torch_trace
+from .readers import chrome_generic, fallback_log, torch_trace
 from .readers._source import DEFAULT_CAPS, GZIP_MAGIC, SizeCaps, head, read_bytes
 from .readers.kineto import read_kineto
 from .trace import Trace, read_trace
@@ -36,8 +37,13 @@ FORMATS: dict[str, InputFormat] = {
         InputFormat("fallback-log", "lines '[time][I] `op` op ran on CPU instead of DEVICE'",
                     lambda p, caps, **kw: fallback_log.read_fallback_log(p, caps=caps)),  # fmt: skip
         *(InputFormat(*vendor) for vendor in VENDOR_FORMATS),
+        InputFormat(chrome_generic.FORMAT, "any other Chrome/Perfetto trace JSON (object with 'traceEvents' or a bare "
+                    "array of events with 'ph'): generic lanes", lambda p, caps, **kw: chrome_generic.read_chrome(p, caps=caps)),
     )
 }
+# Words only a PyTorch profiler (Kineto) export holds: without them a Chrome trace is read as generic lanes.
+_KINETO_WORDS = tuple(f'"{w}"' for w in (*KINETO_RUNTIME_CATEGORIES, *KINETO_DEVICE_CATEGORIES, "cpu_op", "user_annotation",
+                                         "python_function", "schemaVersion", "baseTimeNanoseconds", "deviceProperties"))
 
 
 def detect(path: str | Path) -> str:
@@ -78,7 +84,8 @@ def _sniff_text(start: bytes) -> str | None:
     if vendor:
         return vendor
     if stripped[:1] in ("{", "[") and ('"traceEvents"' in text or '"ph"' in text):
-        return "kineto"
+        kineto = any(w in text for w in _KINETO_WORDS) or '"ph"' not in text  # no event seen yet: Kineto, as before
+        return "kineto" if kineto or not chrome_generic.sniff(text) else chrome_generic.FORMAT
     # the last line of the sniffed bytes may be cut short: drop it
     lines = text if len(start) < _SNIFF_BYTES else text[: text.rfind("\n") + 1]
     if torch_trace.sniff(lines):

@@ -87,7 +87,12 @@ def test_empty_events_and_non_profiler_json(tmp_path: Path) -> None:
         load_any(path)
     path.write_text('{"traceEvents": [{"ph": "X", "cat": "foo", "name": "a", "ts": 1, "dur": 1}]}')
     with pytest.raises(TraceFormatError, match="not a PyTorch profiler trace"):
-        load_any(path)
+        load_any(path, format="kineto")
+    # detected, it opens as generic lanes (issue 16): one lane "pid None / tid None", one slice of 1 us
+    trace = load_any(path)
+    assert trace.run_info.converted_from == "chrome"
+    assert trace["engine_slices"].select(["engine", "start", "dur"]).to_pylist() == [
+        {"engine": "pid None / tid None", "start": 0, "dur": 1000}]
 
 
 def test_broken_portscope_trace(tmp_path: Path) -> None:

@@ -1,0 +1,284 @@
+"""Chrome trace events collected compactly: spans (X, and B/E pairs), instants, flows and lane names.
+
+The readers of runtime traces (torch_npu, Mobilint, Furiosa, generic Chrome JSON)
+share this pass. Spans are kept as columns of integers (times in ns, exact, see
+``_chrome_stream.micros_to_ns``; names, categories, pids and tids as codes into one
+table of values), and of each event's ``args`` only the keys a reader asks for, so
+a few million events fit in a few hundred MB. ``bind_flows`` ties each flow
+endpoint (``s``/``t``/``f``) to the span it belongs to, by Chrome's binding rules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from array import array
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ..errors import TraceFormatError
+from ._chrome_stream import event_batches, micros_to_ns
+from ._source import DEFAULT_CAPS, SizeCaps
+
+MAX_PROBLEMS = 10
+
+
+class Values:
+    """Interned values (names, categories, pids, tids, args): each distinct value once, referred to by a code."""
+
+    def __init__(self) -> None:
+        self.codes: dict[Any, int] = {}
+        self.values: list[Any] = []
+
+    def code(self, value: Any, key: Any = None) -> int:
+        key = value if key is None else key  # 1, 1.0 and True share a code: Chrome ids are never mixed like that
+        c = self.codes.get(key)
+        if c is None:
+            c = self.codes[key] = len(self.values)
+            self.values.append(value)
+        return c
+
+
+@dataclasses.dataclass
+class Flow:
+    """One flow endpoint: phase (s, t, f), id, time, thread, category, name and its binding point."""
+
+    phase: str
+    id: Any
+    ts_ns: int
+    pid: Any
+    tid: Any
+    cat: str
+    name: str
+    enclosing: bool  # Chrome: 's' and 't' bind to the enclosing slice, 'f' only with "bp": "e" (else the next slice)
+
+
+@dataclasses.dataclass
+class ChromeEvents:
+    """The spans, instants, flows and metadata of one Chrome trace (times in integer ns as written)."""
+
+    path: Path
+    metadata: dict[str, Any]
+    values: Values = dataclasses.field(default_factory=Values)
+    start: array = dataclasses.field(default_factory=lambda: array("q"))
+    dur: array = dataclasses.field(default_factory=lambda: array("q"))
+    name: array = dataclasses.field(default_factory=lambda: array("q"))
+    cat: array = dataclasses.field(default_factory=lambda: array("q"))
+    pid: array = dataclasses.field(default_factory=lambda: array("q"))
+    tid: array = dataclasses.field(default_factory=lambda: array("q"))
+    args: array = dataclasses.field(default_factory=lambda: array("q"))  # -1: none of the kept keys
+    instants: list[tuple[int, str, str, Any, Any]] = dataclasses.field(default_factory=list)  # (ts_ns, name, cat, pid, tid)
+    flows: list[Flow] = dataclasses.field(default_factory=list)
+    process_names: dict[Any, str] = dataclasses.field(default_factory=dict)
+    thread_names: dict[tuple[Any, Any], str] = dataclasses.field(default_factory=dict)
+    process_sort: dict[Any, int] = dataclasses.field(default_factory=dict)
+    events: int = 0
+    unmatched_begins: int = 0
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def text(self, code: int) -> Any:
+        return self.values.values[code]
+
+    def args_of(self, i: int) -> dict[str, Any]:
+        code = self.args[i]
+        return self.values.values[code] if code >= 0 else {}
+
+    def lane_key(self, i: int) -> tuple[Any, Any]:
+        return self.values.values[self.pid[i]], self.values.values[self.tid[i]]
+
+    def t0(self) -> int:
+        """The earliest time among spans and instants (the run's zero)."""
+        return min(min(self.start, default=0) if len(self.start) else 2**62, min((x[0] for x in self.instants), default=2**62))
+
+
+def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Iterable[str] = (),
+            arg_filter: Callable[[str, str], bool] | None = None) -> ChromeEvents:  # fmt: skip
+    """Read every event of a Chrome JSON file (object or bare array); one TraceFormatError lists the problems.
+
+    keep_args: the ``args`` keys kept per span; arg_filter(cat, name) limits that to some spans.
+    """
+    path = Path(path)
+    metadata, batches = event_batches(path, caps)
+    out = ChromeEvents(path=path, metadata=metadata)
+    keep = tuple(keep_args)
+    values = out.values
+    code = values.code
+    problems: list[str] = []
+    bad = 0
+    open_b: dict[tuple[Any, Any], list[tuple[int, int, int, dict | None]]] = {}
+    index = 0
+    start, dur, name_c, cat_c, pid_c, tid_c, args_c = out.start, out.dur, out.name, out.cat, out.pid, out.tid, out.args
+
+    def problem(text: str) -> None:
+        nonlocal bad
+        bad += 1
+        if len(problems) < MAX_PROBLEMS:
+            problems.append(text)
+
+    def kept(cat: str, name: str, args: Any) -> int:
+        if not keep or type(args) is not dict or (arg_filter is not None and not arg_filter(cat, name)):
+            return -1
+        sub = {k: args[k] for k in keep if k in args}
+        if not sub:
+            return -1
+        try:
+            key = orjson.dumps(sub, option=orjson.OPT_SORT_KEYS)
+        except TypeError:  # orjson refuses what it did not parse itself (e.g. ints beyond 64 bits as floats: never)
+            return -1
+        return code(sub, ("args", key))
+
+    for batch in batches:
+        for ev in batch:
+            index += 1
+            if type(ev) is not dict:
+                problem(f"event {index - 1} is a {type(ev).__name__}, expected an object")
+                continue
+            ph = ev.get("ph")
+            if ph == "M":
+                _metadata(out, ev)
+                continue
+            name = ev.get("name", "")
+            cat = ev.get("cat", "")
+            if type(name) is not str or type(cat) is not str:
+                if ph in ("X", "B", "E", "i", "I", "s", "t", "f"):
+                    problem(f"event {index - 1}: 'name' and 'cat' must be strings")
+                continue
+            ts = micros_to_ns(ev.get("ts"))
+            if ts is None or abs(ts) >= 2**61:
+                if ph in ("X", "B", "E", "i", "I", "s", "t", "f"):
+                    problem(f"event {index - 1} ({name!r:.60}): 'ts' {ev.get('ts')!r:.40} is not a number of microseconds")
+                continue
+            pid, tid = ev.get("pid"), ev.get("tid")
+            if not _hashable(pid) or not _hashable(tid):
+                problem(f"event {index - 1} ({name!r:.60}): 'pid'/'tid' must be numbers or strings")
+                continue
+            if ph == "X":
+                d = micros_to_ns(ev.get("dur", 0))
+                if d is None or d < 0 or d >= 2**61:
+                    problem(f"event {index - 1} ({name!r:.60}): 'dur' {ev.get('dur')!r:.40} is not a non-negative number")
+                    continue
+                start.append(ts)
+                dur.append(d)
+                name_c.append(code(name))
+                cat_c.append(code(cat))
+                pid_c.append(code(pid))
+                tid_c.append(code(tid))
+                args_c.append(kept(cat, name, ev.get("args")))
+            elif ph == "B":
+                open_b.setdefault((pid, tid), []).append((ts, code(name), code(cat), ev.get("args")))
+            elif ph == "E":
+                stack = open_b.get((pid, tid))
+                if not stack:
+                    problem(f"event {index - 1} ({name!r:.60}): an 'E' without a matching 'B' on its thread")
+                    continue
+                b_ts, b_name, b_cat, b_args = stack.pop()
+                if ts < b_ts:
+                    problem(f"event {index - 1} ({name!r:.60}): ends before its 'B' began")
+                    continue
+                start.append(b_ts)
+                dur.append(ts - b_ts)
+                name_c.append(b_name)
+                cat_c.append(b_cat)
+                pid_c.append(code(pid))
+                tid_c.append(code(tid))
+                args_c.append(kept(values.values[b_cat], values.values[b_name], b_args))
+            elif ph in ("i", "I", "n"):
+                out.instants.append((ts, name, cat, pid, tid))
+            elif ph in ("s", "t", "f"):
+                fid = ev.get("id", ev.get("bind_id"))
+                if not _hashable(fid) or fid is None:
+                    problem(f"event {index - 1} ({name!r:.60}): a flow event needs an 'id'")
+                    continue
+                out.flows.append(Flow(ph, fid, ts, pid, tid, cat, name, ph != "f" or ev.get("bp") == "e"))
+    out.events = index
+    out.unmatched_begins = sum(len(s) for s in open_b.values())
+    if bad:
+        more = f" (and {bad - len(problems)} more)" if bad > len(problems) else ""
+        raise TraceFormatError(path, [f"{bad} of {index} events are malformed{more}", *problems])
+    if not index:
+        raise TraceFormatError(path, "the trace holds no events: nothing to convert")
+    return out
+
+
+def _hashable(value: Any) -> bool:
+    return value is None or type(value) in (int, str, float, bool)
+
+
+def _metadata(out: ChromeEvents, ev: dict) -> None:
+    args = ev.get("args")
+    if type(args) is not dict:
+        return
+    pid, tid, kind = ev.get("pid"), ev.get("tid"), ev.get("name")
+    if not (_hashable(pid) and _hashable(tid)):
+        return
+    if kind == "process_name" and isinstance(args.get("name"), str):
+        out.process_names[pid] = args["name"]
+    elif kind == "thread_name" and isinstance(args.get("name"), str):
+        out.thread_names[(pid, tid)] = args["name"]
+    elif kind == "process_sort_index" and type(args.get("sort_index")) is int:
+        out.process_sort[pid] = args["sort_index"]
+
+
+def bind_flows(ev: ChromeEvents, flows: list[Flow]) -> list[tuple[Flow, int]]:
+    """(flow endpoint, index of the span it binds to) for every endpoint that binds to a span on its thread.
+
+    Vectorized: spans sorted by (lane, start), every endpoint located by one searchsorted on a combined key.
+    """
+    n = len(ev)
+    codes = ev.values.codes
+    keys = [(codes.get(f.pid), codes.get(f.tid)) for f in flows]
+    ok = [k[0] is not None and k[1] is not None for k in keys]
+    if not n or not any(ok):
+        return []
+    start = np.frombuffer(ev.start, dtype=np.int64)
+    end = start + np.frombuffer(ev.dur, dtype=np.int64)
+    lane = (np.frombuffer(ev.pid, dtype=np.int64) << 32) | np.frombuffer(ev.tid, dtype=np.int64)
+    lanes, rank = np.unique(lane, return_inverse=True)
+    t_min = int(start.min())
+    width = int(max(start.max(), max(f.ts_ns for f in flows)) - min(t_min, min(f.ts_ns for f in flows))) + 2
+    if width * (len(lanes) + 1) >= 2**62:
+        return []  # times too far apart to combine with lanes: no bindings rather than wrong ones
+    base = min(t_min, min(f.ts_ns for f in flows)) - 1
+    combined = rank.astype(np.int64) * width + (start - base)
+    order = np.lexsort((-(end - start), combined))
+    combined_s = combined[order]
+    chosen = [i for i, good in enumerate(ok) if good]
+    lane_keys = np.array([(keys[i][0] << 32) | keys[i][1] for i in chosen], dtype=np.int64)
+    pos = np.searchsorted(lanes, lane_keys)
+    pos_c = np.minimum(pos, len(lanes) - 1)
+    present = lanes[pos_c] == lane_keys
+    ts = np.array([flows[i].ts_ns for i in chosen], dtype=np.int64)
+    q = pos_c.astype(np.int64) * width + (ts - base)
+    lane_lo = pos_c.astype(np.int64) * width
+    after = np.searchsorted(combined_s, q, "right")  # first span starting after ts
+    at = np.searchsorted(combined_s, q, "left")  # first span starting at or after ts
+    out = []
+    for j, i in enumerate(chosen):
+        if not present[j]:
+            continue
+        flow = flows[i]
+        found = -1
+        if flow.enclosing:
+            k = int(after[j]) - 1
+            stop = max(k - 64, -1)
+            while k > stop and combined_s[k] > lane_lo[j]:  # the innermost span open at ts: the latest start still covering it
+                s = int(order[k])
+                if end[s] >= flow.ts_ns:
+                    found = s
+                    break
+                k -= 1
+        if found < 0:
+            k = int(at[j])
+            if k < n and combined_s[k] < lane_lo[j] + width:
+                found = int(order[k])
+        if found >= 0:
+            out.append((flow, found))
+    return out
+
+
+__all__ = ["ChromeEvents", "Flow", "Values", "bind_flows", "collect"]

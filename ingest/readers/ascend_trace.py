@@ -1,0 +1,320 @@
+"""torch_npu (Ascend) profiler ``ASCEND_PROFILER_OUTPUT/trace_view.json`` -> Trace.
+
+What torch_npu writes (its profiler's trace view): a bare JSON array of Chrome
+events; ``ts`` is a quoted decimal of microseconds with a nanosecond fraction
+(``"1704161511420306.491"``, kept exact), ``dur`` a number; flow ids are integers
+beyond 2^53 or strings. Processes (``process_name`` metadata):
+
+* ``Python`` — host operators (cat ``cpu_op``, ``aten::*``, args ``Input Dims``/``Input type``
+  when shapes were recorded), task-queue spans ``Enqueue`` / ``Dequeue@<op>``;
+* ``CANN`` (pid = host pid x 100 + 2) — ``AscendCL@...`` runtime calls: ``aclrtSynchronize*``
+  are the host waiting for the device (sync), ``AscendCL@opCompile`` and
+  ``AscendCL@aclopCompileAndExecute`` compile an operator online (dispatch/recompile);
+* ``Ascend Hardware`` — threads ``Stream N``, one span per kernel (``aclnnMm_MatMulCommon_MatMulV2``),
+  args ``Task Type`` (``AI_CORE``, ``AI_VECTOR_CORE``, ``MIX_AIC``, ``AI_CPU``...), ``Stream Id``,
+  ``Task Id``. ``AI_CPU`` kernels ran on the device's AI CPU, not its AI Cores: a device-side
+  fallback, counted as ``dispatch/cpu_fallback`` with reason ``ai-cpu`` (not a host fallback);
+* ``Overlap Analysis`` — threads Computing / Communication / Communication(Not Overlapped) / Free.
+
+Flows (``s``/``f``): cat ``async_npu`` name ``torch_to_npu`` (host operator -> kernel: the kernel's
+``op_id``, and the operator is placed on the device), ``HostToDevice`` (CANN call -> kernel),
+``async_task_queue`` (``enqueue_to_dequeue``) and ``fwdbwd`` (counted only). Lanes: ``host``
+(top-level operators of the main thread), ``host thread N``, ``host queue`` (Enqueue/Dequeue),
+``CANN``, ``NPU <stream>`` (kernels), ``overlap <thread>``; any other process as generic lanes.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..builder import TraceBuilder
+from ..catalog import SYNC_OPS, Cause, OpCall, cause_hint, sync_cause
+from ..errors import TraceFormatError
+from ..schema import CompileKind, EngineKind, Mode, Placement, SignalKind, SliceKind
+from ..trace import Trace
+from ._chrome_events import ChromeEvents, Flow, collect
+from ._chrome_events import bind_flows as _bind
+from ._source import DEFAULT_CAPS, SizeCaps
+from .chrome_generic import (
+    Lane,
+    add_slices,
+    base_info,
+    epoch_iso,
+    flow_correlations,
+    lane_label,
+    run_extent,
+    sorted_lanes,
+)
+from .kineto import _tensor_args
+
+FORMAT = "ascend-trace"
+SYNC_CALLS = ("aclrtSynchronizeStream", "aclrtSynchronizeDevice", "aclrtSynchronizeStreamWithTimeout", "aclrtSynchronizeEvent")
+COMPILE_CALLS = ("opCompile", "aclopCompileAndExecute")
+AI_CPU = "AI_CPU"
+AI_CPU_NOTE = "the device ran this kernel on its AI CPU (no AI Core kernel for its dtype or shape): try another dtype or shape"
+_KEEP_ARGS = ("Input Dims", "Input type", "Input Strides", "Task Type")
+_STREAM = re.compile(r"^\s*Stream\s*(\S+)")
+_DEVICE = re.compile(r"(?:NPU|Ascend|device)\s*:?\s*(\d+)", re.IGNORECASE)
+
+
+def sniff(text: str) -> bool:
+    """True for a torch_npu trace view: a bare array naming Ascend processes, AscendCL calls or torch_to_npu flows."""
+    return text.lstrip()[:1] == "[" and any(w in text for w in ('"Ascend Hardware"', '"AscendCL@', '"torch_to_npu"',
+                                                                  '"async_npu"', '"Overlap Analysis"'))  # fmt: skip
+
+
+def _role(name: str) -> str:
+    low = name.lower()
+    if low.startswith("python") or low.startswith("pytorch"):
+        return "python"
+    if low.startswith("cann"):
+        return "cann"
+    if "ascend hardware" in low:
+        return "hardware"
+    if "overlap analysis" in low:
+        return "overlap"
+    return "other"
+
+
+def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Trace:
+    """Convert a torch_npu ``trace_view.json`` into a Trace (host ops, CANN lane, NPU streams, signals)."""
+    path = Path(path)
+    ev = collect(path, caps=caps, keep_args=_KEEP_ARGS)
+    roles = {pid: _role(name) for pid, name in ev.process_names.items()}
+    if not len(ev):
+        raise TraceFormatError(path, f"no spans among {ev.events} events: nothing to convert")
+    vals = ev.values.values
+    pid_role = np.array([roles.get(vals[p], "other") for p in ev.pid], dtype=object)
+    cats = [vals[c] for c in ev.cat]
+    names = [vals[n] for n in ev.name]
+    python = pid_role == "python"
+    is_op = np.fromiter((python[i] and (cats[i] == "cpu_op" or names[i].startswith("aten::")) for i in range(len(ev))),
+                        dtype=bool, count=len(ev))  # fmt: skip
+    ops = np.flatnonzero(is_op)
+    t0, end = run_extent(ev)
+    hardware_pids = sorted({vals[p] for p in ev.pid if roles.get(vals[p]) == "hardware"}, key=str)
+    device = {pid: f"npu:{_device_id(ev, pid, n)}" for n, pid in enumerate(hardware_pids)}
+    root_device = next(iter(device.values()), "npu:0")
+
+    # operators: nesting per thread, which launched kernels (torch_to_npu flows), signals
+    op_of_span = np.full(len(ev), -1, dtype=np.int64)
+    op_of_span[ops] = np.arange(len(ops))
+    parent = _parents(ev, ops)
+    flows = ev.flows
+    launch = [f for f in flows if f.name == "torch_to_npu" or f.cat == "async_npu"]
+    by_id: dict[Any, dict[str, int]] = {}
+    for flow, span in _bind(ev, launch):
+        by_id.setdefault(flow.id, {})["s" if flow.phase in ("s", "t") else "f"] = span
+    kernel_op = np.full(len(ev), -1, dtype=np.int64)
+    launched = np.zeros(len(ops), dtype=bool)
+    for ends in by_id.values():
+        s, f = ends.get("s", -1), ends.get("f", -1)
+        if s >= 0 and f >= 0 and op_of_span[s] >= 0:
+            kernel_op[f] = op_of_span[s]
+            o = int(op_of_span[s])
+            while o >= 0 and not launched[o]:
+                launched[o] = True
+                o = parent[o]
+    info = base_info(ev, FORMAT, _missing(ev, ops))
+    info.start_time = epoch_iso(t0)
+    info.devices = ["cpu", *sorted(set(device.values()))] if device else ["cpu", "npu:0"]
+    b = TraceBuilder(info)
+    rid = b.add_region(path.name.split(".")[0], dur_ns=end - t0, mode=Mode.UNKNOWN, device=root_device)
+    _ops_table(b, ev, ops, launched, t0, rid, root_device)
+
+    # lanes
+    main_tid = _main_thread(ev, ops)
+
+    def lane_of(pid: Any, tid: Any) -> Lane:
+        role = roles.get(pid, "other")
+        thread = ev.thread_names.get((pid, tid), "")
+        if role == "python":
+            return Lane("host" if tid == main_tid else f"host thread {tid}", EngineKind.HOST, SliceKind.COMPUTE)
+        if role == "cann":
+            return Lane("CANN" if list(roles.values()).count("cann") == 1 else f"CANN {pid}", EngineKind.DISPATCH, SliceKind.DISPATCH)
+        if role == "hardware":
+            m = _STREAM.match(thread)
+            label = f"Stream {m.group(1)}" if m else (thread or f"tid {tid}")
+            prefix = "NPU" if len(hardware_pids) == 1 else device[pid].upper().replace(":", " ")
+            return Lane(f"{prefix} {label}", EngineKind.STREAM, SliceKind.COMPUTE)
+        if role == "overlap":
+            return Lane(f"overlap {thread or tid}", EngineKind.OTHER, SliceKind.ANNOTATION)
+        return Lane(lane_label(ev, pid, tid))
+
+    lanes = sorted_lanes(ev, lane_of)
+    top = ops[parent < 0] if len(ops) else ops
+    rest = np.flatnonzero(~is_op)
+    queue = np.fromiter((python[i] and not is_op[i] for i in range(len(ev))), dtype=bool, count=len(ev))
+    lanes_queue = {k: Lane("host queue", EngineKind.DISPATCH, SliceKind.DISPATCH) for k, v in lanes.items()
+                   if v.engine_kind is EngineKind.HOST}  # fmt: skip
+    kinds: dict[int, SliceKind] = {}
+    corr = flow_correlations(ev)
+    task_ai_cpu: list[int] = []
+    for i in rest.tolist():
+        role = pid_role[i]
+        if role == "cann":
+            call = names[i].split("@", 1)[-1]
+            if call in SYNC_CALLS:
+                kinds[i] = SliceKind.SYNC
+            elif call in COMPILE_CALLS:
+                kinds[i] = SliceKind.COMPILE
+        elif role == "hardware" and ev.args_of(i).get("Task Type") == AI_CPU:
+            kinds[i] = SliceKind.FALLBACK
+            task_ai_cpu.append(i)
+    add_slices(b, ev, rid, t0, lanes, top, op_ids=op_of_span)
+    add_slices(b, ev, rid, t0, lanes_queue, np.flatnonzero(queue))
+    add_slices(b, ev, rid, t0, lanes, rest[~python[rest]], correlation=corr, kinds=kinds, op_ids=kernel_op)
+    python_pids = [p for p, r in roles.items() if r == "python"]
+    _signals(b, ev, rid, t0, ops, parent, kernel_op, op_of_span, names, pid_role, rest, task_ai_cpu, python_pids)
+    b.run_info.extra.update({
+        "kernels": int(np.count_nonzero(pid_role == "hardware")), "ai_cpu_kernels": len(task_ai_cpu),
+        "kernels_linked_to_operators": int(np.count_nonzero(kernel_op >= 0)),
+        "flows_by_name": _count(f.name for f in flows if f.phase == "s"),
+    })  # fmt: skip
+    return b.build()
+
+
+def _device_id(ev: ChromeEvents, pid: Any, n: int) -> int:
+    for text in (ev.process_names.get(pid, ""), *(v for (p, _), v in ev.thread_names.items() if p == pid)):
+        m = _DEVICE.search(text)
+        if m:
+            return int(m.group(1))
+    return n
+
+
+def _main_thread(ev: ChromeEvents, ops: np.ndarray) -> Any:
+    if not len(ops):
+        return None
+    tids, counts = np.unique(np.frombuffer(ev.tid, dtype=np.int64)[ops], return_counts=True)
+    return ev.values.values[int(tids[np.argmax(counts)])]
+
+
+def _parents(ev: ChromeEvents, ops: np.ndarray) -> np.ndarray:
+    """Per operator (index into ops): the operator that encloses it on its thread, or -1."""
+    parent = np.full(len(ops), -1, dtype=np.int64)
+    if not len(ops):
+        return parent
+    start = np.frombuffer(ev.start, dtype=np.int64)[ops]
+    end = start + np.frombuffer(ev.dur, dtype=np.int64)[ops]
+    thread = (np.frombuffer(ev.pid, dtype=np.int64)[ops] << 32) | np.frombuffer(ev.tid, dtype=np.int64)[ops]
+    order = np.lexsort((-(end - start), start, thread))
+    open_: list[tuple[int, int]] = []
+    last_thread = None
+    for k in order.tolist():
+        if thread[k] != last_thread:
+            open_.clear()
+            last_thread = thread[k]
+        while open_ and open_[-1][0] <= start[k]:
+            open_.pop()
+        if open_:
+            parent[k] = open_[-1][1]
+        open_.append((int(end[k]), k))
+    return parent
+
+
+def _ops_table(b: TraceBuilder, ev: ChromeEvents, ops: np.ndarray, launched: np.ndarray, t0: int, rid: int,
+               device: str) -> None:
+    vals = ev.values.values
+    shapes, strides, dtypes, nbytes = [], [], [], []
+    cache: dict[int, tuple] = {}
+    for i in ops.tolist():
+        code = ev.args[i]
+        sig = cache.get(code)
+        if sig is None:
+            sig = cache[code] = _tensor_args(ev.args_of(i)) if code >= 0 else (None, None, None, 0)
+        shapes.append(sig[0])
+        strides.append(sig[1])
+        dtypes.append(sig[2])
+        nbytes.append(sig[3])
+    placement = np.where(launched, Placement.DEVICE.value, Placement.HOST.value)
+    tids = [vals[ev.tid[i]] for i in ops.tolist()]
+    b.ops.extend({
+        "op_id": list(range(len(ops))), "region_id": [rid] * len(ops), "name": [vals[ev.name[i]] for i in ops.tolist()],
+        "start_ns": (np.frombuffer(ev.start, dtype=np.int64)[ops] - t0).tolist(),
+        "dur_ns": np.frombuffer(ev.dur, dtype=np.int64)[ops].tolist(), "placement": placement.tolist(),
+        "device": np.where(launched, device, "cpu").tolist(), "input_shapes": shapes, "input_strides": strides,
+        "input_dtypes": dtypes, "bytes_in": nbytes, "bytes_out": [0] * len(ops),
+        "thread": [t if type(t) is int and -(2**31) <= t < 2**31 else None for t in tids],
+    })  # fmt: skip
+
+
+def _signals(b: TraceBuilder, ev: ChromeEvents, rid: int, t0: int, ops: np.ndarray, parent: np.ndarray,
+             kernel_op: np.ndarray, op_of_span: np.ndarray, names: list[str], pid_role: np.ndarray, rest: np.ndarray,
+             ai_cpu: list[int], python_pids: list[Any]) -> None:  # fmt: skip
+    """Syncs (operators and aclrtSynchronize* calls), online compiles and AI CPU kernels."""
+    op_names = [names[i] for i in ops.tolist()]
+
+    def inside(o: int, test: Any) -> bool:
+        while o >= 0:
+            if test(op_names[o]):
+                return True
+            o = int(parent[o])
+        return False
+
+    def is_sync(name: str) -> bool:
+        return name in SYNC_OPS
+
+    for o, i in enumerate(ops.tolist()):
+        rule = sync_cause(OpCall(op_names[o]))
+        if rule is not None and not inside(int(parent[o]), is_sync):
+            b.signals.append(region_id=rid, op_id=o, kind=SignalKind.SYNC, reason=rule.cause.value, op_name=op_names[o],
+                             count=1, bytes=0, note=rule.hint, time_ns=ev.start[i] - t0)  # fmt: skip
+    calls = [i for i in rest.tolist() if pid_role[i] == "cann"]
+    enclosing = _enclosing_ops(ev, calls, op_of_span, python_pids)
+    for i, o in zip(calls, enclosing, strict=True):
+        call = names[i].split("@", 1)[-1]
+        when = ev.start[i] - t0
+        op_name = op_names[o] if o >= 0 else None
+        if call in SYNC_CALLS and not (o >= 0 and inside(o, is_sync)):
+            b.signals.append(region_id=rid, op_id=o if o >= 0 else None, kind=SignalKind.SYNC,
+                             reason=Cause.SYNC_CALL.value, op_name=op_name or call, count=1, bytes=0,
+                             note=f"{call}: " + cause_hint(Cause.SYNC_CALL), time_ns=when)  # fmt: skip
+        elif call in COMPILE_CALLS:
+            b.signals.append(region_id=rid, op_id=o if o >= 0 else None, kind=SignalKind.RECOMPILE, reason=f"online-{call}",
+                             op_name=op_name or names[i], count=1, bytes=0, time_ns=when,
+                             note="an operator compiled online (no pre-built binary for its shapes): try static "
+                                  "shapes or binary kernels (torch_npu.npu.set_compile_mode(jit_compile=False))")  # fmt: skip
+            b.compiles.append(region_id=rid, kind=CompileKind.PROGRAM, key=op_name or names[i], compile_ns=ev.dur[i],
+                              reason=call, time_ns=when)  # fmt: skip
+    for i in ai_cpu:
+        o = int(kernel_op[i])
+        b.signals.append(region_id=rid, op_id=o if o >= 0 else None, kind=SignalKind.CPU_FALLBACK, reason="ai-cpu",
+                         op_name=op_names[o] if o >= 0 else names[i], count=1, bytes=0, time_ns=ev.start[i] - t0,
+                         note=AI_CPU_NOTE)  # fmt: skip
+
+
+def _enclosing_ops(ev: ChromeEvents, spans: list[int], op_of_span: np.ndarray, python_pids: list[Any]) -> list[int]:
+    """Per span (a CANN call): the innermost host operator open at its start on a Python thread with the same tid."""
+    vals = ev.values.values
+    probes = [Flow("s", n, ev.start[i], pid, vals[ev.tid[i]], "", "", True) for n, i in enumerate(spans) for pid in python_pids]
+    found = [-1] * len(spans)
+    for flow, span in _bind(ev, probes):
+        o = int(op_of_span[span])
+        if o >= 0 and ev.start[span] <= flow.ts_ns <= ev.start[span] + ev.dur[span]:
+            found[flow.id] = o
+    return found
+
+
+def _missing(ev: ChromeEvents, ops: np.ndarray) -> list[str]:
+    missing = ["host_bounce/* and transfers (the trace view names no tensor devices or copy sizes)",
+               "dispatch/cpu_fallback on the host (torch_npu does not mark host fallbacks; AI CPU kernels are "
+               "counted as device-side fallbacks, reason ai-cpu)"]  # fmt: skip
+    if not len(ops):
+        missing.append("operators (no cpu_op spans on a Python process)")
+    elif not any(ev.args[i] >= 0 and "Input Dims" in ev.args_of(i) for i in ops[:1000].tolist()):
+        missing.append("shapes and dtypes (recorded without record_shapes=True)")
+    return missing
+
+
+def _count(items: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for x in items:
+        out[str(x)] = out.get(str(x), 0) + 1
+    return out
+
+
+__all__ = ["AI_CPU", "FORMAT", "read_ascend_trace", "sniff"]
