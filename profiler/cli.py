@@ -37,6 +37,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("-o", "--output", default="validate.arrow")
     v.set_defaults(func=_validate, needs_torch=True)
 
+    p = sub.add_parser("plan")
+    p.add_argument("--model", required=True, help="a transformers config.json, or a model folder holding one")
+    p.add_argument("--target", default="static-llm-npu", help="a target with a [static_shapes] section (default static-llm-npu)")
+    p.add_argument("--seq", type=_int_list, default=[], help="compiled sequence lengths, e.g. 1024,2048,4096 (default: the target's)")
+    p.add_argument("--batch", type=_int_list, default=[], help="batch sizes, e.g. 1,2,4 (default: the target's)")
+    p.add_argument("--cache-length", type=int, help="a fixed KV-cache length (default: each sequence length)")
+    p.add_argument("--prompt-lengths", metavar="FILE", help="prompt lengths in tokens (one or more per line) for padding waste")
+    p.add_argument("--new-tokens", type=int, default=0, help="tokens generated per prompt (prompts whose generation runs past the cache are counted)")
+    p.add_argument("-o", "--output", default="plan.arrow", help="trace file to write (default plan.arrow)")
+    p.set_defaults(func=_plan, needs_torch=True)
+
     t = sub.add_parser("targets")
     t.add_argument("path", nargs="?", help="a target TOML file to validate")
     t.set_defaults(func=_targets)
@@ -118,6 +129,28 @@ def _demo(args: argparse.Namespace) -> int:
 
     for path in make_samples(args.output, only=args.only, progress=lambda f: print(f"  making {f} ...", file=sys.stderr)):
         print(path)
+    return 0
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected whole numbers separated by commas") from None
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from .plan import format_plan, load_config, model_shape, plan, read_prompt_lengths, write_plan
+    from .targets import load_target
+
+    target = load_target(args.target)
+    prompts = read_prompt_lengths(args.prompt_lengths) if args.prompt_lengths else []
+    shape = model_shape(load_config(args.model))
+    rows = plan(shape, target, sequences=args.seq, batches=args.batch, cache_length=args.cache_length,
+                prompt_lengths=prompts, new_tokens=args.new_tokens)
+    print(format_plan(rows, shape, target))
+    sweep = {"model_config": str(args.model), "prompt_lengths": args.prompt_lengths, "new_tokens": args.new_tokens}
+    print(write_plan(rows, shape, target, args.output, command=" ".join(sys.argv), sweep=sweep))
     return 0
 
 
