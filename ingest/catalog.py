@@ -357,8 +357,9 @@ def copy_ends(op: str, inputs: Sequence[T], outputs: Sequence[T]) -> tuple[T, T]
 
 
 def never_falls_back(op: str) -> bool:
-    """Factories, views and copies run wherever their result lives: never a cpu_fallback."""
-    return op in FACTORY_OPS or op in VIEW_OPS or op in COPY_OPS
+    """Factories, views, copies and scalar reads do no arithmetic: they run wherever their data lives,
+    never a cpu_fallback."""
+    return op in FACTORY_OPS or op in VIEW_OPS or op in COPY_OPS or op in SCALAR_READ_OPS
 
 
 def dtype_agnostic(op: str) -> bool:

@@ -5,24 +5,16 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from portscope.ingest.catalog import (
+    Cause,
+    OpCall,
+    OpRule,
+    cause_hint,
+    copy_ends,
+    never_falls_back,
+    sync_cause,
+)
 from portscope.ingest.schema import Direction, Placement, SignalKind
-
-# Operators that move data between devices.
-COPY_OPS = {"aten::_to_copy", "aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::to"}
-# Operators whose result size depends on data: the host waits for the device.
-SYNC_OPS = {
-    "aten::_local_scalar_dense": "item",
-    "aten::nonzero": "data-dependent-shape",
-    "aten::masked_select": "data-dependent-shape",
-    "aten::unique": "data-dependent-shape",
-    "aten::_unique": "data-dependent-shape",
-    "aten::_unique2": "data-dependent-shape",
-    "aten::unique_dim": "data-dependent-shape",
-    "aten::unique_consecutive": "data-dependent-shape",
-    "aten::nonzero_static": None,
-}
-# Operators that create tensors rather than compute on inputs: never fallbacks.
-_FACTORY_PREFIXES = ("aten::empty", "aten::zeros", "aten::ones", "aten::full", "aten::arange", "aten::scalar_tensor")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -117,18 +109,40 @@ def direction(src: str, dst: str) -> Direction | None:
     return Direction.D2D if src != dst else None
 
 
-def copy_ends(ev: OpEvent) -> tuple[TensorInfo, TensorInfo] | None:
-    """(source, destination) of a copy operator, or None for other operators."""
-    if ev.packet not in COPY_OPS:
-        return None
-    ins = ev.tensors_in
-    if ev.packet == "aten::copy_" and len(ins) >= 2:
-        return ins[1], ins[0]
-    if ev.packet in ("aten::_copy_from", "aten::_copy_from_and_resize") and len(ins) >= 2:
-        return ins[0], ins[1]
-    if ins and ev.outputs:
-        return ins[0], ev.outputs[0]
-    return None
+@dataclasses.dataclass(slots=True)
+class RegionPrediction:
+    """The predictor's state of one region: what each recorded operator became on the target.
+
+    outcomes[i]: (placement, signals, transfers) of op i; compiles: (op index, program key text, compile ns)
+    of each program compiled; deps[i]: indices of earlier ops whose outputs op i reads (None: a view).
+    """
+
+    outcomes: dict[int, tuple[Placement, list[SignalRecord], list[TransferRecord]]] = dataclasses.field(
+        default_factory=dict)
+    compiles: list[tuple[int, str, int]] = dataclasses.field(default_factory=list)
+    deps: dict[int, tuple[int, ...] | None] = dataclasses.field(default_factory=dict)
+
+
+def sync_signals(rule: OpRule, itemsize: int, device: str) -> tuple[list[SignalRecord], list[TransferRecord]]:
+    """A sync on a device operand; a scalar read also moves one element to the host."""
+    signals = [SignalRecord(SignalKind.SYNC, rule.cause.value, 0, rule.hint)]
+    transfers: list[TransferRecord] = []
+    if rule.cause is Cause.ITEM:
+        transfers.append(TransferRecord(Direction.D2H, itemsize, device, "cpu", "sync"))
+        signals.append(SignalRecord(SignalKind.TRANSFER_D2H, Cause.ITEM.value, itemsize))
+    return signals, transfers
+
+
+def copy_signals(src_dtype: str, dst_dtype: str, src_contiguous: bool, dst_contiguous: bool,
+                 nbytes: int) -> list[SignalRecord]:
+    """What a copy on the device says about its ends: a dtype change, a non-contiguous end (nbytes: the destination's)."""
+    signals = []
+    if src_dtype != dst_dtype:
+        signals.append(SignalRecord(SignalKind.COPY_DTYPE, f"{src_dtype}->{dst_dtype}", nbytes))
+    if not src_contiguous or not dst_contiguous:
+        which = "source" if not src_contiguous else "destination"
+        signals.append(SignalRecord(SignalKind.COPY_NONCONTIGUOUS, f"non-contiguous {which}", nbytes))
+    return signals
 
 
 def placement(ev: OpEvent, region_device: str) -> Placement:
@@ -139,7 +153,7 @@ def placement(ev: OpEvent, region_device: str) -> Placement:
     on_host = all(t.on_host for t in ins) and all(t.on_host for t in ev.outputs)
     if not on_host:
         return Placement.DEVICE
-    if region_device == "cpu" or not ins or ev.packet in COPY_OPS or ev.packet.startswith(_FACTORY_PREFIXES):
+    if region_device == "cpu" or not ins or never_falls_back(ev.packet):
         return Placement.HOST
     return Placement.FALLBACK
 
@@ -150,33 +164,20 @@ def measured_signals(ev: OpEvent, region_device: str) -> tuple[list[SignalRecord
     transfers: list[TransferRecord] = []
     if ev.graph_id is not None:  # inside compiled code (or the graph call itself): one program
         return signals, transfers
-    ends = copy_ends(ev)
+    ends = copy_ends(ev.packet, ev.tensors_in, ev.outputs)
     if ends is not None:
         src, dst = ends
         d = direction(src.device, dst.device)
         if d is not None:
             transfers.append(TransferRecord(d, src.nbytes, src.device, dst.device, "explicit"))
-            signals.append(SignalRecord(d.signal, "explicit-copy", src.nbytes))
-        if src.dtype != dst.dtype:
-            signals.append(SignalRecord(SignalKind.COPY_DTYPE, f"{src.dtype}->{dst.dtype}", dst.nbytes))
-        if not src.contiguous or not dst.contiguous:
-            which = "source" if not src.contiguous else "destination"
-            signals.append(SignalRecord(SignalKind.COPY_NONCONTIGUOUS, f"non-contiguous {which}", dst.nbytes))
+            signals.append(SignalRecord(d.signal, Cause.EXPLICIT_COPY.value, src.nbytes))
+        signals += copy_signals(src.dtype, dst.dtype, src.contiguous, dst.contiguous, dst.nbytes)
         return signals, transfers
-    ins = ev.tensors_in
-    on_device = [t for t in ins if not t.on_host]
-    if ev.packet in SYNC_OPS and on_device:
-        why = SYNC_OPS[ev.packet]
-        if why is not None:
-            signals.append(SignalRecord(SignalKind.SYNC, why))
-            if ev.packet == "aten::_local_scalar_dense":
-                size = on_device[0].itemsize
-                transfers.append(TransferRecord(Direction.D2H, size, on_device[0].device, "cpu", "sync"))
-                signals.append(SignalRecord(SignalKind.TRANSFER_D2H, "item", size))
-    elif ev.bool_index and on_device:
-        signals.append(SignalRecord(SignalKind.SYNC, "boolean-index"))
+    on_device = [t for t in ev.tensors_in if not t.on_host]
+    rule = sync_cause(OpCall(ev.packet, bool_index=ev.bool_index)) if on_device else None
+    if rule is not None:
+        more, transfers = sync_signals(rule, on_device[0].itemsize, on_device[0].device)
+        signals += more
     if placement(ev, region_device) is Placement.FALLBACK:
-        signals.append(
-            SignalRecord(SignalKind.CPU_FALLBACK, "host-operands", 0, "try: create or move the operands on the device")
-        )
+        signals.append(SignalRecord(SignalKind.CPU_FALLBACK, Cause.HOST_OPERANDS.value, 0, cause_hint(Cause.HOST_OPERANDS)))
     return signals, transfers

@@ -17,42 +17,77 @@ from typing import Any
 
 import torch
 
+from portscope.ingest.catalog import (
+    COPY_OPS,
+    SCALAR_READ_OPS,
+    Cause,
+    OpCall,
+    OpRule,
+    cause_hint,
+    copy_ends,
+    dtype_agnostic,
+    dtype_fallback_cause,
+    sync_cause,
+)
 from portscope.ingest.schema import Direction, Placement, SignalKind
 
 from . import recorder
-from .events import SYNC_OPS, SignalRecord, TransferRecord
+from .events import RegionPrediction, SignalRecord, TransferRecord, copy_signals, sync_signals
 from .targets import CopyWhere, Target, load_target, matches
 
 HOST, DEVICE = 1, 2
 _Tensor = torch.Tensor
-_COPIES = {"aten::_to_copy", "aten::copy_", "aten::to", "aten::_copy_from", "aten::clone"}
+_SEQ = (list, tuple)
 
-# Programs compiled in this process, per target name: keys seen for the first time compile.
-_PROGRAMS: dict[str, set[tuple]] = {}
+# Both caches are keyed by the Target itself (its whole content): two target files that share a name
+# but differ share nothing.
+# Programs compiled in this process, per target: keys seen for the first time compile.
+_PROGRAMS: dict[Target, set[tuple]] = {}
 # What a target does with an (operator, input metadata) key depends only on the target: shared by regions.
 _DECISIONS: dict[Target, dict[tuple, _Decision]] = {}
 
 
 def reset_program_cache(target: str | None = None) -> None:
-    """Forget compiled programs (a fresh process), for one target or all."""
-    if target is None:
-        _PROGRAMS.clear()
-    else:
-        _PROGRAMS.pop(target, None)
+    """Forget compiled programs (a fresh process), for the targets of one name or all."""
+    for key in [t for t in _PROGRAMS if target is None or t.name == target]:
+        del _PROGRAMS[key]
 
 
 class _Decision:
-    """What a target does with one (operator, input metadata) key; cached."""
+    """What a target does with one (operator, input metadata) key; cached.
 
-    __slots__ = ("kind", "reason", "note", "program", "broadcast")
+    signal: None when the operator runs on the device; else the host-side signal it becomes
+    (CPU_FALLBACK, BOUNCE_DTYPE, BOUNCE_STRIDED). sync: the catalogue's sync rule it matches.
+    copy: the copy signals of a copy that runs on the device (dtype change, non-contiguous end).
+    """
 
-    def __init__(self, kind: str, reason: str | None = None, note: str | None = None,
+    __slots__ = ("signal", "cause", "note", "program", "broadcast", "sync", "copy")
+
+    def __init__(self, signal: SignalKind | None = None, cause: Cause | str | None = None, note: str | None = None,
                  program: tuple | None = None, broadcast: bool = False) -> None:
-        self.kind = kind  # "device", "fallback", "bounce_dtype", "bounce_strided", "sync", "view"
-        self.reason = reason
+        self.signal = signal
+        self.cause = cause  # a Cause, or the text of a dtype change ("float16->float32")
         self.note = note
         self.program = program
         self.broadcast = broadcast
+        self.sync: OpRule | None = None
+        self.copy: list[SignalRecord] = []
+
+    @property
+    def reason(self) -> str | None:
+        return self.cause.value if isinstance(self.cause, Cause) else self.cause
+
+
+def tensor_operands(args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    """The tensors an operator call reads, in the recorder's order: positional (lists flattened), then keyword."""
+    ins = []
+    for a in args:
+        if isinstance(a, _Tensor):
+            ins.append(a)
+        elif type(a) in _SEQ:
+            ins.extend(x for x in a if isinstance(x, _Tensor))
+    ins.extend(a for a in kwargs.values() if isinstance(a, _Tensor))
+    return ins
 
 
 class Predictor:
@@ -65,16 +100,15 @@ class Predictor:
         self._producers: dict[int, tuple[int, int]] = {}  # schedules: id(storage) -> (id(region), op index)
         self._decisions = _DECISIONS.setdefault(self.target, {})
         self._names: dict[Any, str] = {}
-        self._programs = _PROGRAMS.setdefault(self.target.name, set())
+        self._programs = _PROGRAMS.setdefault(self.target, set())
         self._attached = 0
-        self._dtype_note = f"try: compute in {sorted(self.target.dtypes)[0]}"
+        self._dtype_note = cause_hint(Cause.DTYPE_NOT_SUPPORTED, dtype=sorted(self.target.dtypes)[0])
 
     # ---- session wiring -----------------------------------------------------------------
 
     def attach(self, region: Any, session: recorder.Session) -> None:
-        region.outcomes = {}  # op index -> (Placement, signals, transfers)
-        region.compiles = []
-        region.deps = {}  # schedules: op index -> indices of the ops that produced its inputs (None: a view)
+        """Predict `region` (its `prediction` field holds the outcome) with this predictor."""
+        region.prediction = RegionPrediction()
         if self._attached == 0:
             session.hooks.append(self.on_op)
             session.root_hooks.append(self.on_root)
@@ -92,8 +126,9 @@ class Predictor:
     def on_graph(self, call: Any, ins: list[torch.Tensor], outs: list[torch.Tensor], index: int) -> None:
         """A compiled graph is one device program keyed by its input shapes; data crosses only at its boundary."""
         region = recorder.session().regions[-1]
+        state: RegionPrediction = region.prediction
         in_st = [t.untyped_storage() for t in ins]
-        self._record_deps(region, index, {id(st) for st in in_st}, [t.untyped_storage() for t in outs], view=False)
+        self._record_deps(state, region, index, {id(st) for st in in_st}, [t.untyped_storage() for t in outs], view=False)
         signals: list[SignalRecord] = []
         transfers: list[TransferRecord] = []
         self._need(ins, in_st, DEVICE, transfers, "graph-input")
@@ -103,8 +138,8 @@ class Predictor:
         key = (f"graph {call.func.compile_id}", tuple(tuple(t.shape) for t in ins), None, tuple(_dt(t.dtype) for t in ins))
         if key not in self._programs and self.target.programs:
             self._programs.add(key)
-            region.compiles.append((index, _key_text(key), int(self.target.compile_ns)))
-        region.outcomes[index] = (Placement.GRAPH, signals, transfers)
+            state.compiles.append((index, _key_text(key), int(self.target.compile_ns)))
+        state.outcomes[index] = (Placement.GRAPH, signals, transfers)
 
     def on_root(self, module: torch.nn.Module) -> None:
         """The model's parameters and buffers live on the device."""
@@ -152,13 +187,11 @@ class Predictor:
     def on_op(self, func: Any, args: tuple, kwargs: dict, out: Any, index: int) -> None:
         session = recorder.session()
         region = session.regions[-1]
-        ins = [a for a in args if isinstance(a, _Tensor)]
-        for a in args:
-            if type(a) in (list, tuple):
-                ins.extend(x for x in a if isinstance(x, _Tensor))
+        state: RegionPrediction = region.prediction
+        ins = tensor_operands(args, kwargs)
         if isinstance(out, _Tensor):
             outs = [out]
-        elif type(out) in (list, tuple):
+        elif type(out) in _SEQ:
             outs = [x for x in out if isinstance(x, _Tensor)]
         else:
             outs = []
@@ -168,58 +201,61 @@ class Predictor:
         name = self._name(func)
         view = (bool(outs) and all(id(st) in in_keys for st in out_st)
                 and not name.split(".", 1)[0].endswith("_") and "out" not in kwargs)
-        self._record_deps(region, index, in_keys, out_st, view=view)
+        self._record_deps(state, region, index, in_keys, out_st, view=view)
         if session.graph is not None:  # inside a compiled graph: part of one device program
-            region.outcomes[index] = (Placement.GRAPH, [], [])
+            state.outcomes[index] = (Placement.GRAPH, [], [])
             return
         signals: list[SignalRecord] = []
         transfers: list[TransferRecord] = []
         if view:
             where = Placement.DEVICE if ins and self._entry(ins[0], in_st[0])[0] & DEVICE else Placement.HOST
-            region.outcomes[index] = (where, signals, transfers)
+            state.outcomes[index] = (where, signals, transfers)
             return
         raw = region.raw[index]  # the recorder's metadata of this op: reuse it for the rule cache key
         key = (func, tuple(m[:3] for m in raw[1] if m is not None), tuple(m[2] for m in raw[2]))
         decision = self._decisions.get(key)
         if decision is None:
-            decision = self._decisions[key] = self._rules(name, name.split(".", 1)[0], ins, outs)
-        kind = decision.kind
-        if kind == "device":
-            self._need(ins, in_st, DEVICE, transfers, "device-input")
+            decision = self._decisions[key] = self._rules(name, ins, outs, bool_index=raw[7])
+        if decision.sync is not None:
+            on_device = [t for t, st in zip(ins, in_st, strict=True) if self._entry(t, st)[0] & DEVICE]
+            if on_device:
+                signals, transfers = sync_signals(decision.sync, on_device[0].element_size(), self.device)
+                if decision.sync.cause is Cause.ITEM:  # one element crosses; the tensor stays on the device
+                    state.outcomes[index] = (Placement.DEVICE, signals, transfers)
+                    return
+        if decision.signal is None:
+            moved: list[TransferRecord] = []
+            self._need(ins, in_st, DEVICE, moved, "device-input")
             for t, st in zip(outs, out_st, strict=True):
                 self._set(t, DEVICE, storage=st)
-            signals.extend(SignalRecord(tr.direction.signal, "device-input", tr.bytes) for tr in transfers)
+            transfers += moved
+            signals.extend(SignalRecord(tr.direction.signal, "device-input", tr.bytes) for tr in moved)
+            signals += decision.copy
             if decision.program is not None and self.target.programs:
-                self._program(region, index, decision, signals)
-            region.outcomes[index] = (Placement.DEVICE, signals, transfers)
+                self._program(state, index, decision, signals)
+            state.outcomes[index] = (Placement.DEVICE, signals, transfers)
             return
-        cause = {"sync": "sync", "fallback": "fallback-input"}.get(kind, "bounce")
-        self._need(ins, in_st, HOST, transfers, cause)
+        cause = "fallback-input" if decision.signal is SignalKind.CPU_FALLBACK else "bounce"
+        moved = []
+        self._need(ins, in_st, HOST, moved, cause)
         for t, st in zip(outs, out_st, strict=True):
             self._set(t, HOST, storage=st)
-        if kind == "sync":
-            signals.append(SignalRecord(SignalKind.SYNC, decision.reason, 0, "try: keep the value on the device"))
-        else:  # fallback or bounce: runs on the host
-            size = sum(t.nbytes for t in ins[:1]) if kind != "fallback" else 0
-            signal_kind = {
-                "fallback": SignalKind.CPU_FALLBACK,
-                "bounce_dtype": SignalKind.BOUNCE_DTYPE,
-                "bounce_strided": SignalKind.BOUNCE_STRIDED,
-            }[kind]
-            signals.append(SignalRecord(signal_kind, decision.reason, size, decision.note))
-        signals.extend(SignalRecord(tr.direction.signal, cause, tr.bytes) for tr in transfers)
-        region.outcomes[index] = (Placement.FALLBACK, signals, transfers)
+        size = sum(t.nbytes for t in ins[:1]) if decision.signal is not SignalKind.CPU_FALLBACK else 0
+        signals.append(SignalRecord(decision.signal, decision.reason, size, decision.note))
+        signals.extend(SignalRecord(tr.direction.signal, cause, tr.bytes) for tr in moved)
+        state.outcomes[index] = (Placement.FALLBACK, signals, transfers + moved)
 
     # ---- producers (schedules: data dependencies by tensor identity) ---------------------
 
-    def _record_deps(self, region: Any, index: int, in_keys: set[int], out_st: list, *, view: bool) -> None:
-        """region.deps[index]: the earlier ops of this region whose outputs it reads; outputs now come from it."""
+    def _record_deps(self, state: RegionPrediction, region: Any, index: int, in_keys: set[int], out_st: list, *,
+                     view: bool) -> None:
+        """state.deps[index]: the earlier ops of this region whose outputs it reads; outputs now come from it."""
         if view:  # a view shares its input's storage: consumers depend on the storage's producer
-            region.deps[index] = None
+            state.deps[index] = None
             return
         producers, rid = self._producers, id(region)
         deps = {p[1] for k in in_keys if (p := producers.get(k)) is not None and p[0] == rid}
-        region.deps[index] = tuple(sorted(deps))
+        state.deps[index] = tuple(sorted(deps))
         for st in out_st:
             producers[id(st)] = (rid, index)
 
@@ -234,15 +270,15 @@ class Predictor:
                 else:
                     transfers.append(TransferRecord(Direction.D2H, entry[2], self.device, "cpu", cause))
 
-    def _program(self, region: Any, index: int, decision: _Decision, signals: list[SignalRecord]) -> None:
+    def _program(self, state: RegionPrediction, index: int, decision: _Decision, signals: list[SignalRecord]) -> None:
         key = decision.program
         if key not in self._programs:
             self._programs.add(key)
-            signals.append(SignalRecord(SignalKind.RECOMPILE, "new-key", 0, "try: pad or bucket shapes to a few fixed sizes"))
-            region.compiles.append((index, _key_text(key), int(self.target.compile_ns)))
+            signals.append(SignalRecord(SignalKind.RECOMPILE, Cause.NEW_KEY.value, 0, cause_hint(Cause.NEW_KEY)))
+            state.compiles.append((index, _key_text(key), int(self.target.compile_ns)))
         elif decision.broadcast and self.target.broadcast_views_miss:
-            signals.append(SignalRecord(SignalKind.WARM_MISS, "broadcast-view-input", 0,
-                                        "try: materialise broadcast views (.contiguous()) outside the step"))
+            signals.append(SignalRecord(SignalKind.WARM_MISS, Cause.BROADCAST_VIEW_INPUT.value, 0,
+                                        cause_hint(Cause.BROADCAST_VIEW_INPUT)))
 
     # ---- rules (cached per operator and input metadata) ---------------------------------
 
@@ -256,32 +292,50 @@ class Predictor:
             self._names[func] = name
         return name
 
-    def _rules(self, name: str, packet: str, ins: list[torch.Tensor], outs: list[torch.Tensor]) -> _Decision:
+    def _rules(self, name: str, ins: list[torch.Tensor], outs: list[torch.Tensor], *, bool_index: bool) -> _Decision:
+        call = OpCall(name, tuple(_dt(x.dtype) for x in ins), tuple(_dt(x.dtype) for x in outs), bool_index)
+        decision = self._placement(name, ins, outs, call)
+        decision.sync = sync_cause(call)
+        return decision
+
+    def _placement(self, name: str, ins: list[torch.Tensor], outs: list[torch.Tensor], call: OpCall) -> _Decision:
         t = self.target
-        if packet in SYNC_OPS and SYNC_OPS[packet] is not None and packet == "aten::_local_scalar_dense":
-            return _Decision("sync", SYNC_OPS[packet])
-        if packet in _COPIES and ins:
-            src = ins[-1] if packet in ("aten::copy_", "aten::_copy_from") else ins[0]
-            dst = ins[0] if packet == "aten::copy_" else (outs[0] if outs else src)
+        if name in SCALAR_READ_OPS:  # a read, not a program: its sync is the signal
+            return _Decision()
+        if name in COPY_OPS:
+            ends = copy_ends(name, ins, outs)
+            if ends is None:
+                return self._device(name, ins)
+            src, dst = ends
+            change = f"{_dt(src.dtype)}->{_dt(dst.dtype)}"
             if src.dtype != dst.dtype and t.dtype_change is CopyWhere.HOST:
-                return _Decision("bounce_dtype", f"{_dt(src.dtype)}->{_dt(dst.dtype)}", self._dtype_note)
-            if packet == "aten::copy_" and not dst.is_contiguous() and t.strided_write is CopyWhere.HOST:
-                return _Decision("bounce_strided", "strided-destination", "try: write into contiguous tensors")
-            return self._device(name, ins)
+                return _Decision(SignalKind.BOUNCE_DTYPE, change, self._dtype_note)
+            if call.packet == "aten::copy_" and not dst.is_contiguous() and t.strided_write is CopyWhere.HOST:
+                return _Decision(SignalKind.BOUNCE_STRIDED, Cause.STRIDED_DESTINATION,
+                                 cause_hint(Cause.STRIDED_DESTINATION))
+            decision = self._device(name, ins)
+            decision.copy = copy_signals(_dt(src.dtype), _dt(dst.dtype), src.is_contiguous(), dst.is_contiguous(),
+                                         dst.nbytes)
+            return decision
         if matches(name, t.no_kernel):
-            return _Decision("fallback", "no-kernel", "try: graph mode (compile the whole forward)")
-        allowed = t.dtypes | (t.index_dtypes if matches(name, t.index_ops) else frozenset())
-        for x in ins + outs[:1]:  # secondary outputs (e.g. attention's logsumexp) are scratch
-            if x.dim() > 0 and _dt(x.dtype) not in allowed:
-                return _Decision("fallback", "dtype-not-supported", self._dtype_note)
+            return _Decision(SignalKind.CPU_FALLBACK, Cause.NO_KERNEL, cause_hint(Cause.NO_KERNEL))
+        if not dtype_agnostic(name):
+            allowed = t.dtypes | (t.index_dtypes if matches(name, t.index_ops) else frozenset())
+            for x in ins + outs[:1]:  # secondary outputs (e.g. attention's logsumexp) are scratch
+                if x.dim() > 0 and _dt(x.dtype) not in allowed:
+                    cause = dtype_fallback_cause(call)
+                    note = self._dtype_note if cause is Cause.DTYPE_NOT_SUPPORTED else cause_hint(cause)
+                    return _Decision(SignalKind.CPU_FALLBACK, cause, note)
         shapes = [tuple(x.shape) for x in ins]
         for cond in t.shape_conditions:
             if cond.violated_by(name, shapes):
-                return _Decision("fallback", "shape-condition", f"try: pad to a multiple of {cond.multiple_of} ({cond.why})")
+                return _Decision(SignalKind.CPU_FALLBACK, Cause.SHAPE_CONDITION,
+                                 cause_hint(Cause.SHAPE_CONDITION, multiple_of=cond.multiple_of, why=cond.why))
         for rule in t.alignment:
             for x in ins:
                 if rule.violated_by(name, tuple(x.shape), tuple(x.stride())):
-                    return _Decision("fallback", "unaligned", f"try: pad to a multiple of {rule.multiple_of}")
+                    return _Decision(SignalKind.CPU_FALLBACK, Cause.UNALIGNED,
+                                     cause_hint(Cause.UNALIGNED, multiple_of=rule.multiple_of))
         return self._device(name, ins)
 
     def _device(self, name: str, ins: list[torch.Tensor]) -> _Decision:
@@ -293,7 +347,7 @@ class Predictor:
             tuple(_dt(x.dtype) for x in ins) if "dtypes" in parts else None,
         )
         broadcast = any(0 in x.stride() and x.numel() > 1 for x in ins)
-        return _Decision("device", program=key, broadcast=broadcast)
+        return _Decision(program=key, broadcast=broadcast)
 
 
 def _layout(t: torch.Tensor) -> tuple[int, ...]:

@@ -13,12 +13,14 @@ from typing import Any
 
 import torch
 
+from portscope.ingest.errors import UsageError
 from portscope.ingest.report import format_region, region_report_data
 from portscope.ingest.schema import Mode, Phase, Source
 from portscope.ingest.summary import summarize
 from portscope.ingest.trace import RunInfo, Trace, write_trace
 
 from . import recorder
+from .events import RegionPrediction
 from .tables import build_trace, model_summary
 
 
@@ -65,6 +67,7 @@ class Region:
         self.peak_memory_bytes: int | None = None
         self.model: dict[str, Any] = {}
         self.predictor: Any = None
+        self.prediction: RegionPrediction | None = None  # the predictor's outcome for this region (predict.py)
         self.timeline_wanted = timeline  # engine schedules: torch.profiler timeline (profiler/timeline.py)
         self.timeline: Any = None
         self._timeline_recorder: Any = None
@@ -80,6 +83,7 @@ class Region:
         if self._open or self.end_ns:
             raise RuntimeError(f"region {self.name!r} can be entered once")
         s = recorder.session()
+        self._check_target(s.regions[-1] if s.regions else None)
         if s.regions:
             self.parent = s.regions[-1]
             self.parent.children.append(self)
@@ -114,6 +118,17 @@ class Region:
         self.wall_start = time.time()
         self.start_ns = time.perf_counter_ns()
         return self
+
+    def _check_target(self, parent: Region | None) -> None:
+        """A nested region predicts with its parent's predictor: its target, if it names one, must be the same."""
+        if self._target is None or parent is None or parent.predictor is None:
+            return
+        from .targets import load_target
+
+        mine, theirs = load_target(self._target), parent.predictor.target
+        if mine != theirs:
+            raise UsageError(f"region {self.name!r}: target {mine.name} ({mine.path}) differs from the enclosing "
+                             f"region's target {theirs.name} ({theirs.path}); nested regions predict for one target")
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
         if self._cuda:

@@ -404,7 +404,8 @@ def schedule(ops: ScheduleOps, target: Target, *, start_ns: int = 0) -> Schedule
 def add_region_schedule(builder: Any, region_id: int, region: Any, events: Sequence[OpEvent], start_ns: int,
                         target: Target) -> Schedule:
     """Schedule a predicted region's operators and append the slices to builder.engine_slices."""
-    ops = ops_from_events(events, region.outcomes, getattr(region, "deps", None), getattr(region, "compiles", ()))
+    prediction = region.prediction
+    ops = ops_from_events(events, prediction.outcomes, prediction.deps, prediction.compiles)
     sched = schedule(ops, target, start_ns=start_ns)
     builder.engine_slices.extend(sched.columns(ops, region_id))
     return sched

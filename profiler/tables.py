@@ -95,14 +95,14 @@ def build_trace(regions: list[Region], run_info: RunInfo) -> Trace:
             if stack is not None:
                 ev.stack_id = builder.stacks.intern((c.co_filename, line, c.co_name) for c, line in stack)
             if region.predictor is not None:
-                where, signals, transfers = region.outcomes[index]
+                where, signals, transfers = region.prediction.outcomes[index]
             else:
                 where = placement(ev, device)
                 signals, transfers = measured_signals(ev, device)
             _add_op(builder, rid, ev, where, fmt)
             _add_signals(builder, rid, ev, signals, transfers)
         _add_compile_events(builder, rid, region, t_base)
-        for index, key, compile_ns in getattr(region, "compiles", []):
+        for index, key, compile_ns in region.prediction.compiles if region.prediction is not None else ():
             builder.compiles.append(region_id=rid, kind=CompileKind.PROGRAM, key=key, op_count=1,
                                     compile_ns=compile_ns, cache_hit=False, reason="first call with this key",
                                     call_site=events[index].call_site, time_ns=events[index].start_ns)

@@ -52,7 +52,7 @@ def _slices(trace, name: str):  # noqa: ANN001, ANN202
 def _ops(region):  # noqa: ANN001, ANN202
     decoder = Decoder()
     events = [decoder.event(i, raw, region.start_ns) for i, raw in enumerate(region.raw)]
-    return ops_from_events(events, region.outcomes, region.deps, region.compiles)
+    return ops_from_events(events, region.prediction.outcomes, region.prediction.deps, region.prediction.compiles)
 
 
 def test_flops_from_shapes() -> None:
@@ -68,12 +68,12 @@ def test_flops_from_shapes() -> None:
 def test_dependencies_recorded_by_tensor_identity(regions) -> None:  # noqa: ANN001
     cold, _ = regions
     names = [raw[0].name() for raw in cold.raw]
-    assert len(cold.deps) == len(cold.raw)
+    assert len(cold.prediction.deps) == len(cold.raw)
     # every matrix product reads something an earlier op of the region computed (hidden states)
     mms = [i for i, n in enumerate(names) if n in ("aten::mm", "aten::addmm")]
-    assert mms and all(cold.deps[i] for i in mms)
-    assert all(j < i for i in range(len(names)) for j in (cold.deps[i] or ()))
-    assert any(d is None for d in cold.deps.values())  # views: no work
+    assert mms and all(cold.prediction.deps[i] for i in mms)
+    assert all(j < i for i in range(len(names)) for j in (cold.prediction.deps[i] or ()))
+    assert any(d is None for d in cold.prediction.deps.values())  # views: no work
 
 
 def test_eager_schedule_shows_dispatch_fallbacks_transfers_and_cold_compiles(trace_path) -> None:  # noqa: ANN001
