@@ -35,6 +35,12 @@ TIMELINE_STATUS = "timeline-status"
 TIMELINE_DETAIL = "timeline-detail"
 TIMELINE_KEY = "timeline-key"
 
+# plan page (portscope plan)
+PLAN_MEMORY = "plan-memory"
+PLAN_PADDING = "plan-padding"
+PLAN_DECODE = "plan-decode"
+PLAN_TABLE = "plan-table"
+
 # compare page
 COMPARE_KEY = "compare-key"
 COMPARE_REGION_A = "compare-region-a"

@@ -23,6 +23,10 @@ def timeline(run_id: str) -> str:
     return f"/run/{run_id}/timeline"
 
 
+def plan(run_id: str) -> str:
+    return f"/run/{run_id}/plan"
+
+
 def compare(a: str, b: str, region_a: int | None = None, region_b: int | None = None) -> str:
     query = {k: v for k, v in (("ra", region_a), ("rb", region_b)) if v is not None}
     return f"/compare/{a}/{b}" + (f"?{urlencode(query)}" if query else "")

@@ -150,7 +150,10 @@ def _plan(args: argparse.Namespace) -> int:
                 prompt_lengths=prompts, new_tokens=args.new_tokens)
     print(format_plan(rows, shape, target))
     sweep = {"model_config": str(args.model), "prompt_lengths": args.prompt_lengths, "new_tokens": args.new_tokens}
-    print(write_plan(rows, shape, target, args.output, command=" ".join(sys.argv), sweep=sweep))
+    import torch
+
+    print(write_plan(rows, shape, target, args.output, command=" ".join(sys.argv), sweep=sweep,
+                     torch_version=torch.__version__))
     return 0
 
 

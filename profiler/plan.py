@@ -11,6 +11,7 @@ The arithmetic is torch-free; only `model_shape` builds the model (on the meta d
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -275,11 +276,13 @@ def plan_table(rows: Sequence[PlanRow]) -> pa.Table:
 
 
 def plan_trace(rows: Sequence[PlanRow], shape: ModelShape, target: Target, *, command: str | None = None,
-               sweep: dict[str, Any] | None = None) -> Trace:
+               sweep: dict[str, Any] | None = None, torch_version: str | None = None) -> Trace:
     """A trace with no regions and the plan table; run_info says for which model and target."""
     static = target.static_shapes
     config = {"static_shapes": static.to_json() if static else None, **(sweep or {})}
     info = RunInfo(source=Source.PREDICTED, target=target.name, devices=[target.device], command=command,
+                   torch_version=torch_version,
+                   start_time=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                    model={"class": shape.name, "layers": shape.layers, "hidden_size": shape.hidden_size,
                           "parameters": shape.parameters, "kv_heads": shape.kv_heads, "head_dim": shape.head_dim},
                    config=config)
