@@ -172,27 +172,35 @@ def test_cycle_axis_is_labelled_cycles_and_never_matched_with_ns() -> None:
 
 
 def test_npu_kineto_lanes_links_and_missing_copy_bytes() -> None:
+    # figures from the fixtures, by hand: device row pid 0 (sort index 5000000), lanes by thread_name;
+    # launch 7 -> add_fp16 and rbln_submit, launch 8 -> Memcpy DtoH (256 B) and the driver sync rbln_sync
     eager = load_any(FIXTURES / "npu_kineto_eager.json")
     slices = eager["engine_slices"].to_pandas()
-    lanes = dict(zip(slices["engine"], slices["engine_kind"], strict=False))
-    assert lanes["NPU 0 compute"] == "stream" and lanes["NPU 0 copy"] == "dma_d2h"
-    assert lanes["NPU 0 host"] == "dispatch" and lanes["NPU 0 collective"] == "collective"
+    lanes = dict(zip(slices["engine"], zip(slices["engine_kind"], slices["kind"], strict=True), strict=False))
+    assert lanes == {"host": ("host", "compute"), "NPU 0 compute": ("stream", "compute"), "NPU 0 dma": ("dma_d2h", "transfer"),
+                     "NPU 0 driver": ("other", "sync"), "NPU 0 runtime": ("dispatch", "dispatch")}  # fmt: skip
     ops = eager["ops"].column("name").to_pylist()
-    kernel = slices[slices["name"] == "add_fp16"].iloc[0]
-    copy = slices[slices["name"] == "Memcpy DtoH"].iloc[0]
-    assert ops[int(kernel["op_id"])] == "aten::add" and int(kernel["correlation"]) == 7
-    assert ops[int(copy["op_id"])] == "aten::_to_copy"
-    assert "copy bytes (the NPU copy lane carries no byte counts)" in eager.run_info.missing_signals
+    by_name = {row["name"]: row for _, row in slices.iterrows()}
+    assert ops[int(by_name["add_fp16"]["op_id"])] == "aten::add" and int(by_name["add_fp16"]["correlation"]) == 7
+    assert ops[int(by_name["rbln_submit"]["op_id"])] == "aten::add"
+    assert ops[int(by_name["Memcpy DtoH"]["op_id"])] == "aten::_to_copy" and int(by_name["Memcpy DtoH"]["correlation"]) == 8
+    signals = eager["signals"].to_pandas()
+    assert sorted(zip(signals["kind"], signals["op_name"], signals["bytes"], strict=True)) == [
+        ("sync", "aten::_to_copy", 0), ("transfer/d2h", "aten::_to_copy", 256)]
+    assert not any(m.startswith("copy bytes") for m in eager.run_info.missing_signals)
     assert eager.run_info.devices == ["cpu", "npu:0"]
+    assert eager.run_info.extra["npu"]["device_slices_linked_by_launch_id"] == 4
     fallback_note = next(m for m in eager.run_info.missing_signals if m.startswith("dispatch/cpu_fallback"))
     assert "NPU work" in fallback_note and "GPU" not in fallback_note
     compiled = load_any(FIXTURES / "npu_kineto_compiled.json")
     cs = compiled["engine_slices"].to_pandas()
-    device = cs[cs["engine"].str.startswith("NPU 0")]
-    assert len(device) == 3 and set(device["op_id"]) == {0}
+    device = cs[cs["engine"].str.startswith("NPU 1")]
+    assert len(device) == 3 and set(device["op_id"]) == {0} and set(device["correlation"]) == {21}
     assert compiled["ops"].column("name").to_pylist()[0] == "Torch-Compiled Region: 0/0"
+    assert compiled.run_info.devices == ["cpu", "npu:1"]
     transfers = compiled["transfers"].to_pandas()
     assert dict(zip(transfers["direction"], transfers["bytes"], strict=True)) == {"h2d": 4096, "d2h": 0}
+    assert "copy bytes (the NPU copy lane carries no byte counts)" in compiled.run_info.missing_signals
 
 
 def test_furiosa_runtime_trace_rows() -> None:
