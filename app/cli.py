@@ -68,7 +68,7 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
         prog="portscope",
         description="What the backend had to do to run your PyTorch model: record, predict, report, view.",
     )
-    action = parser.add_subparsers(dest="command", metavar="COMMAND")
+    action = parser.add_subparsers(dest="subcommand", metavar="COMMAND")
     action.required = True
     if chosen is None:
         modules = list(dict.fromkeys(c.module for c in COMMANDS.values()))
@@ -101,13 +101,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(_chosen_command(argv) or "")
     args = parser.parse_args(argv)
     if getattr(args, "needs_torch", False) and not torch_available():
-        print(f"portscope {args.command}: needs torch, which is not installed here; to record, install the profile "
+        print(f"portscope {args.subcommand}: needs torch, which is not installed here; to record, install the profile "
               f"extra: {PROFILE_EXTRA_HINT}", file=sys.stderr)
         return 2
     try:
         return int(args.func(args) or 0)
     except PortscopeError as exc:
-        print(f"portscope {args.command}: {exc}", file=sys.stderr)
+        print(f"portscope {args.subcommand}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

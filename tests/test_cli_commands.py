@@ -1,0 +1,59 @@
+"""The `portscope` parser: every command listed once, loaded only when chosen, torch asked for by name."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+from portscope.app import cli
+
+
+def test_every_listed_command_is_registered_by_its_module() -> None:
+    registered: dict[str, str] = {}
+    for module in dict.fromkeys(c.module for c in cli.COMMANDS.values()):
+        action = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(module).register(cli._Subcommands(action))
+        registered.update(dict.fromkeys(action.choices, module))
+    assert registered == {name: c.module for name, c in cli.COMMANDS.items()}
+
+
+def test_only_the_chosen_command_module_is_imported() -> None:
+    code = ("import sys; from portscope.app.cli import build_parser; build_parser('report'); "
+            "print(sorted(m for m in sys.modules if m.startswith('portscope.') and m.endswith('_cli')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "['portscope.ingest.report_cli']"
+
+
+def test_help_imports_no_command_module_nor_pyarrow() -> None:
+    code = ("import sys, contextlib, io\nfrom portscope.app.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+            "    try: main(['--help'])\n    except SystemExit: pass\n"
+            "print(sorted(m for m in ('pyarrow', 'pandas', 'torch', 'dash', 'portscope.ingest.report_cli') if m in sys.modules))\n"
+            "print('validate' in out.getvalue() and 'convert' in out.getvalue())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split("\n")[:2] == ["[]", "True"]
+
+
+@pytest.mark.parametrize("command", [["record", "--", "python", "x.py"], ["demo"], ["compare-modes"], ["validate"]])
+def test_torch_commands_without_torch_exit_2_with_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    monkeypatch.setattr(cli, "torch_available", lambda: False)
+    assert cli.main(command) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"portscope {command[0]}: needs torch") and "pip install" in err[0]
+
+
+def test_targets_needs_no_torch(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(cli, "torch_available", lambda: False)
+    assert cli.main(["targets"]) == 0
+    assert "fp16-npu" in capsys.readouterr().out
+
+
+def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["frobnicate"])
+    assert exit_.value.code == 2 and "invalid choice: 'frobnicate'" in capsys.readouterr().err
