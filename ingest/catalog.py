@@ -385,7 +385,8 @@ KINETO_RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "runtime",
 KINETO_DEVICE_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 SYNC_RUNTIME_CALLS = frozenset({
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "hipDeviceSynchronize",
-    "hipStreamSynchronize", "hipEventSynchronize",
+    "hipStreamSynchronize", "hipEventSynchronize", "aclrtSynchronizeStream", "aclrtSynchronizeDevice",
+    "aclrtSynchronizeStreamWithTimeout", "aclrtSynchronizeEvent",
 })  # fmt: skip  (cudaStreamWaitEvent makes a stream wait, not the host)
 
 _COPY_WORDS: tuple[tuple[tuple[str, ...], Direction], ...] = (

@@ -220,8 +220,8 @@ class Predictor:
             on_device = [t for t, st in zip(ins, in_st, strict=True) if self._entry(t, st)[0] & DEVICE]
             if on_device:
                 signals, transfers = sync_signals(decision.sync, on_device[0].element_size(), self.device)
-                if decision.sync.cause is Cause.ITEM:  # one element crosses; the tensor stays on the device
-                    state.outcomes[index] = (Placement.DEVICE, signals, transfers)
+                if decision.sync.cause is Cause.ITEM:  # the host reads one element; the tensor stays on the device
+                    state.outcomes[index] = (Placement.HOST, signals, transfers)
                     return
         if decision.signal is None:
             moved: list[TransferRecord] = []

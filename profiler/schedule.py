@@ -24,14 +24,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from portscope.ingest.catalog import MATMUL_OPS, SCALAR_READ_OPS
 from portscope.ingest.schema import EngineKind, Placement, SliceKind
 
 from .events import OpEvent, TensorInfo, TransferRecord
 from .targets import Engine, Target, matches
 
 DISPATCH, FALLBACK, TRANSFER, COMPILE, DEPENDENCY = "dispatch", "fallback", "transfer", "compile", "dependency"
-_MATMULS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul"}
-_SYNCS = {"aten::_local_scalar_dense", "aten::item"}
 _LANE_KINDS = (EngineKind.HOST, EngineKind.DISPATCH, EngineKind.COMPILER, EngineKind.DMA_H2D, EngineKind.DMA_D2H,
                EngineKind.DMA_D2D)  # fmt: skip
 
@@ -40,7 +39,7 @@ def estimate_flops(packet: str, inputs: Sequence[TensorInfo | None], outputs: Se
     """FLOPs of one operator from its shapes: 2*M*N*K for matrix products, q/k/v for attention, else numel."""
     ts = [t for t in inputs if t is not None and t.shape]
     out = outputs[0] if outputs else None
-    if packet in _MATMULS and ts and out is not None:
+    if packet in MATMUL_OPS and ts and out is not None:
         a = ts[-2] if len(ts) >= 2 else ts[0]
         return 2 * out.numel * a.shape[-1]
     if packet == "aten::linear" and len(ts) >= 2:
@@ -386,7 +385,7 @@ def schedule(ops: ScheduleOps, target: Target, *, start_ns: int = 0) -> Schedule
         if i in transfers:
             ready, rcause = copies(i, host_t, ready, rcause, DISPATCH)
         t = max(host_t, ready)
-        kind = SliceKind.SYNC.value if name.split(".", 1)[0] in _SYNCS else (
+        kind = SliceKind.SYNC.value if name in SCALAR_READ_OPS else (
             SliceKind.FALLBACK.value if where == Placement.FALLBACK.value else SliceKind.COMPUTE.value)
         d_host = dispatch_ns + int(flops[i] / host_fpn)
         emit(HOST, kind, name, t, d_host, i, None, rcause if t > host_t else (host_cause or DISPATCH))

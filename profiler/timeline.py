@@ -20,14 +20,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from portscope.ingest.readers._kineto_link import memcpy_direction
+from portscope.ingest.catalog import KINETO_DEVICE_CATEGORIES, KINETO_RUNTIME_CATEGORIES, copy_direction
 from portscope.ingest.schema import Direction, EngineKind, SliceKind
 
 from .events import OpEvent
 
 _DMA = {Direction.H2D: EngineKind.DMA_H2D, Direction.D2H: EngineKind.DMA_D2H, Direction.D2D: EngineKind.DMA_D2D}
-_RUNTIME = {"cuda_runtime", "cuda_driver", "runtime", "driver", "privateuse1_runtime", "privateuse1_driver"}
-_DEVICE = {"kernel", "gpu_memcpy", "gpu_memset"}
 _active: list[Any] = []  # the torch profiler running for a region (one at a time)
 
 
@@ -96,9 +94,9 @@ def from_kineto_results(events: Any, offset_ns: int) -> MeasuredTimeline:
             thread = e.device_resource_id()
             tl.ops.append((start, dur, e.name(), thread))
             counts[thread] = counts.get(thread, 0) + 1
-        elif cat in _RUNTIME:
+        elif cat in KINETO_RUNTIME_CATEGORIES:
             tl.runtime.append((start, dur, e.name(), e.device_resource_id(), e.correlation_id()))
-        elif cat in _DEVICE:
+        elif cat in KINETO_DEVICE_CATEGORIES:
             tl.device.append((start, dur, cat, e.name(), e.device_index(), e.device_resource_id(), e.correlation_id(),
                               e.nbytes() or None))
     tl.main_thread = max(counts, key=counts.__getitem__) if counts else None
@@ -229,7 +227,7 @@ def timeline_columns(tl: MeasuredTimeline, regions: Sequence[tuple[int, int, int
             continue
         prefix = f"cuda:{dev} " if multi else ""
         if cat == "gpu_memcpy":
-            direction = memcpy_direction(name) or Direction.D2D
+            direction = copy_direction(name) or Direction.D2D
             engine, ekind, kind = f"{prefix}DMA {direction.value}", _DMA[direction], SliceKind.TRANSFER
         else:
             engine, ekind, kind = f"{prefix}stream {stream}", EngineKind.STREAM, SliceKind.COMPUTE

@@ -21,8 +21,9 @@ import re
 
 import orjson
 
+from ..catalog import KINETO_DEVICE_CATEGORIES, KINETO_RUNTIME_CATEGORIES
 from .chrome_json import ChromeDocument
-from .kineto import _DEVICE_CATS, _RUNTIME_CATS, KinetoEvents, _int, _tensor_args
+from .kineto import KinetoEvents, _int, _tensor_args
 
 # Narrow classes ([^"]*, [^,]*, [^}]*) run twice as fast as exact JSON grammar in `re`; what they let
 # through is checked below (float(), int(), orjson) and a name with an escaped quote or args holding
@@ -170,8 +171,8 @@ def _chunk(matches: list[tuple], out: KinetoEvents, state: _State) -> None:
             out.annotations.extend(zip(*common(idx), strict=True))
         elif cat == "python_function":
             out.python.extend(zip(*common(idx), strict=True))
-    runtime_idx = sorted(i for c, idx in by_cat.items() if c.decode() in _RUNTIME_CATS for i in idx)
-    device_idx = sorted(i for c, idx in by_cat.items() if c.decode() in _DEVICE_CATS for i in idx)
+    runtime_idx = sorted(i for c, idx in by_cat.items() if c.decode() in KINETO_RUNTIME_CATEGORIES for i in idx)
+    device_idx = sorted(i for c, idx in by_cat.items() if c.decode() in KINETO_DEVICE_CATEGORIES for i in idx)
     for i in runtime_idx:
         a = _args(rest_c[i])
         size = a.get("bytes", a.get("size"))

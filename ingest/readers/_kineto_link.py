@@ -13,39 +13,26 @@ import pyarrow as pa
 
 from .. import schema
 from ..builder import TraceBuilder
+from ..catalog import (
+    BOOL_INDEX_OPS,
+    NO_WORK_OPS,
+    SYNC_OPS,
+    SYNC_RUNTIME_CALLS,
+    Cause,
+    OpCall,
+    cause_hint,
+    copy_direction,
+    sync_cause,
+)
 from ..errors import TraceFormatError
 from ..schema import Direction, EngineKind, Mode, Placement, SignalKind, SliceKind, Source
 from ..trace import RunInfo, Trace
 from .kineto import FORMAT, KinetoEvents
 from .npu_kineto import NpuLayout  # hook: lanes of NPU processes
 
-SYNC_OPS = {"aten::item", "aten::_local_scalar_dense"}
-SYNC_CALLS = {
-    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaStreamWaitEvent",
-    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize",
-}  # fmt: skip
-# Ops that do no arithmetic: launching no GPU work is normal for them.
-NO_WORK_OPS = {
-    "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::view", "aten::reshape", "aten::_reshape_alias",
-    "aten::as_strided", "aten::t", "aten::transpose", "aten::permute", "aten::expand", "aten::slice", "aten::select",
-    "aten::unsqueeze", "aten::squeeze", "aten::detach", "aten::detach_", "aten::alias", "aten::lift_fresh",
-    "aten::resize_", "aten::set_", "aten::to", "aten::_to_copy", "aten::contiguous", "aten::split", "aten::chunk",
-    "aten::unbind", "aten::narrow", "aten::flatten", "aten::unflatten", "aten::numpy_T", "aten::_unsafe_view",
-    "aten::is_nonzero", "aten::item", "aten::_local_scalar_dense", "aten::result_type", "aten::size", "aten::stride",
-    "aten::split_with_sizes", "aten::view_as", "aten::expand_as", "aten::values", "aten::indices", "aten::record_stream",
-}  # fmt: skip
 _FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")
 _LIBRARY = ("torch/", "transformers/", "portscope/", "site-packages/", "dist-packages/", "<frozen", "threading.py")
-_DIRECTION = (("HtoD", Direction.H2D), ("DtoH", Direction.D2H), ("DtoD", Direction.D2D), ("PtoP", Direction.D2D))
 _DMA = {Direction.H2D: EngineKind.DMA_H2D, Direction.D2H: EngineKind.DMA_D2H, Direction.D2D: EngineKind.DMA_D2D}
-
-
-def memcpy_direction(name: str) -> Direction | None:
-    """Direction of a Kineto memcpy from its name (``Memcpy HtoD (Pageable -> Device)``)."""
-    for key, direction in _DIRECTION:
-        if key in name:
-            return direction
-    return None
 
 
 def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lanes: NpuLayout | None = None) -> Trace:
@@ -173,9 +160,9 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
     del ts, dur, shapes, strides, nbytes, threads
 
     for i in fallback_ops:
-        b.signals.append(region_id=op_region[i], op_id=i, kind=SignalKind.CPU_FALLBACK, reason="no-device-work",
+        b.signals.append(region_id=op_region[i], op_id=i, kind=SignalKind.CPU_FALLBACK, reason=Cause.NO_DEVICE_WORK.value,
                          op_name=ev.ops[i][2], count=1, bytes=ev.ops[i][9], call_site=op_site[i], stack_id=op_stack[i],
-                         note="inferred: the operator launched no GPU work; check its inputs' devices",
+                         note=cause_hint(Cause.NO_DEVICE_WORK),
                          time_ns=ns(ev.ops[i][0]))  # fmt: skip
     if gpu:
         _syncs(b, ev, ns, op_parent, op_region, op_site, op_stack, runtime_op, regions)
@@ -222,6 +209,10 @@ def _table(name: str, columns: dict[str, object]) -> pa.Table:
 
 
 def _syncs(b, ev, ns, op_parent, op_region, op_site, op_stack, runtime_op, regions) -> None:  # noqa: ANN001
+    """Sync signals by the catalogue's rules: the outermost sync operator of a nest (``aten::item`` around
+    ``aten::_local_scalar_dense``); a data-dependent operator inside an indexing operator is boolean indexing
+    (Kineto records no dtypes of index lists: ``x[mask]`` shows as ``aten::index`` around ``aten::nonzero``);
+    a runtime sync call outside any sync operator."""
     def inside_sync(oi: int) -> bool:
         while oi >= 0:
             if ev.ops[oi][2] in SYNC_OPS:
@@ -230,11 +221,18 @@ def _syncs(b, ev, ns, op_parent, op_region, op_site, op_stack, runtime_op, regio
         return False
 
     for i, o in enumerate(ev.ops):
-        if o[2] in SYNC_OPS and not inside_sync(op_parent[i]):
-            b.signals.append(region_id=op_region[i], op_id=i, kind=SignalKind.SYNC, reason=o[2].split("::")[-1],
-                             op_name=o[2], count=1, bytes=0, call_site=op_site[i], stack_id=op_stack[i], time_ns=ns(o[0]))  # fmt: skip
+        if o[2] not in SYNC_OPS or inside_sync(op_parent[i]):
+            continue
+        parent = op_parent[i]
+        at = parent if parent >= 0 and ev.ops[parent][2] in BOOL_INDEX_OPS else i
+        rule = sync_cause(OpCall(ev.ops[at][2], bool_index=at != i))
+        if rule is None:
+            continue
+        b.signals.append(region_id=op_region[at], op_id=at, kind=SignalKind.SYNC, reason=rule.cause.value,
+                         op_name=ev.ops[at][2], count=1, bytes=0, call_site=op_site[at], stack_id=op_stack[at],
+                         note=rule.hint, time_ns=ns(ev.ops[at][0]))  # fmt: skip
     for ri, r in enumerate(ev.runtime):
-        if r[2] in SYNC_CALLS and r[2] != "cudaStreamWaitEvent":
+        if r[2] in SYNC_RUNTIME_CALLS:
             oi = runtime_op[ri]
             if oi >= 0 and inside_sync(oi):
                 continue
@@ -242,7 +240,7 @@ def _syncs(b, ev, ns, op_parent, op_region, op_site, op_stack, runtime_op, regio
             b.signals.append(region_id=op_region[oi] if oi >= 0 else regions.find(start), op_id=oi if oi >= 0 else None,
                              kind=SignalKind.SYNC, reason=r[2], op_name=ev.ops[oi][2] if oi >= 0 else r[2], count=1, bytes=0,
                              call_site=op_site[oi] if oi >= 0 else None, stack_id=op_stack[oi] if oi >= 0 else None,
-                             time_ns=start)  # fmt: skip
+                             note=cause_hint(Cause.SYNC_CALL), time_ns=start)  # fmt: skip
 
 
 def _device_work(b, ev, ns, device_op, op_region, op_site, op_stack, by_corr, regions, multi_device, lanes=None) -> None:  # noqa: ANN001
@@ -255,7 +253,7 @@ def _device_work(b, ev, ns, device_op, op_region, op_site, op_stack, by_corr, re
         prefix = f"cuda:{dev} " if multi_device else ""
         lane = lanes.lane(cat, name, dev, stream) if lanes else None  # NPU lanes hook
         if cat == "gpu_memcpy":
-            direction = (lane.direction if lane else None) or memcpy_direction(name) or Direction.D2D
+            direction = (lane.direction if lane else None) or copy_direction(name) or Direction.D2D
             if nbytes is None and corr in by_corr:
                 nbytes = ev.runtime[by_corr[corr]][7]
             nbytes = nbytes or 0

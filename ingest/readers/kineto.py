@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..catalog import KINETO_DEVICE_CATEGORIES, KINETO_RUNTIME_CATEGORIES
 from ..errors import TraceFormatError
 from ..trace import Trace
 from ._source import DEFAULT_CAPS, SizeCaps, read_bytes
@@ -51,8 +52,6 @@ ITEMSIZE = {
     "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1, "uint32": 4, "uint64": 8,
 }  # fmt: skip
 
-_DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
-_RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver", "privateuse1_runtime", "privateuse1_driver"}
 _MAX_PROBLEMS = 10
 
 
@@ -166,10 +165,10 @@ def collect(path: Path, doc: ChromeDocument) -> KinetoEvents:
                 annotations.append((ts, dur, name, pid, tid))
             elif cat == "python_function":
                 python.append((ts, dur, name, pid, tid))
-            elif cat in _RUNTIME_CATS:
+            elif cat in KINETO_RUNTIME_CATEGORIES:
                 size = args.get("bytes", args.get("size"))
                 runtime.append((ts, dur, name, pid, tid, args.get("correlation"), args.get("External id"), _int(size)))
-            elif cat in _DEVICE_CATS:
+            elif cat in KINETO_DEVICE_CATEGORIES:
                 dev = args.get("device", pid)
                 stream = args.get("stream", tid)
                 device.append((ts, dur, cat, name, dev, stream, args.get("correlation"), _int(args.get("bytes"))))
