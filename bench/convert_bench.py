@@ -4,7 +4,9 @@ Makes the trace with torch.profiler (record_shapes=True) on a small random-init 
 generating tokens, then, in the same run, loads it in fresh subprocesses with
 portscope's Kineto reader and with HTA's ``TraceAnalysis`` (HTA lives in its own
 virtual environment: --hta-python). Prints both wall times, their ratio, and each
-subprocess's peak RSS next to the file size.
+subprocess's peak RSS next to the file size. Then the same comparison as a user meets it,
+whole processes from start to exit: `portscope convert FILE -o OUT.arrow` against a
+`python -c` that loads the same folder with HTA (imports, reading, writing included).
 
     python bench/convert_bench.py --tokens 400 --layers 8     # ~130 MB, ~300k events (the issue's size)
     python bench/convert_bench.py                              # default: smaller, a couple of minutes
@@ -15,10 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 _MAKE = textwrap.dedent(
@@ -81,6 +85,16 @@ def run_loader(python: str, script: str, target: Path, env: dict[str, str] | Non
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+_HTA_PROCESS = "import sys; from hta.trace_analysis import TraceAnalysis; TraceAnalysis(trace_dir=sys.argv[1])"
+
+
+def whole_process(argv: list[str], env: dict[str, str] | None = None) -> float:
+    """Wall seconds of one process as a user runs it, start to exit."""
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    return time.perf_counter() - start
+
+
 def _mb(n: float) -> str:
     return f"{n / 1e6:.0f} MB"
 
@@ -94,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hta-python", default=os.environ.get("HTA_PYTHON", "/tmp/htavenv/bin/python"),
                         help="python of a virtual environment with HolisticTraceAnalysis installed")  # fmt: skip
     parser.add_argument("--repeat", type=int, default=1, help="runs of each loader (the best is reported)")
+    parser.add_argument("--keep", type=Path, help="copy the trace made here to this path (for later --trace runs)")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="convert_bench_") as tmp:
@@ -105,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"making a trace: {args.tokens} tokens, {args.layers} layers ...", flush=True)
             make_trace(trace, tokens=args.tokens, layers=args.layers, with_stack=args.with_stack)
+            if args.keep:
+                shutil.copyfile(trace, args.keep)
         size = trace.stat().st_size
         with open(trace, "rb") as f:
             events = f.read().count(b'"ph":')
@@ -122,6 +139,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"HTA TraceAnalysis: {hta['seconds']:.2f} s, {hta['events']} events, peak RSS {_mb(hta['peak_rss'])} "
               f"({hta['peak_rss'] / size:.2f}x the file)")  # fmt: skip
         print(f"speed-up: {hta['seconds'] / ours['seconds']:.1f}x (portscope vs HTA, same file, same run)")
+
+        script = shutil.which("portscope", path=str(Path(sys.executable).parent)) or "portscope"
+        out = Path(tmp) / "converted.arrow"
+        ours_whole = min(whole_process([script, "convert", str(trace), "-o", str(out)]) for _ in range(args.repeat))
+        hta_whole = min(whole_process([args.hta_python, "-c", _HTA_PROCESS, str(folder)], env) for _ in range(args.repeat))
+        print(f"whole process, as a user runs it: portscope convert {ours_whole:.2f} s, HTA {hta_whole:.2f} s: "
+              f"{hta_whole / ours_whole:.1f}x")
     return 0
 
 

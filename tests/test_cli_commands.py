@@ -6,6 +6,7 @@ import argparse
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +58,16 @@ def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
     with pytest.raises(SystemExit) as exit_:
         cli.main(["frobnicate"])
     assert exit_.value.code == 2 and "invalid choice: 'frobnicate'" in capsys.readouterr().err
+
+
+def test_report_loads_no_heavy_module() -> None:
+    """`portscope report` answers in well under a second because it imports none of these (each costs
+    70 ms to seconds; bench/cli_bench.py measures the whole start-up)."""
+    sample = Path(__file__).resolve().parents[1] / "sample_traces" / "llama_fp16-npu_forward.arrow"
+    code = ("import sys, contextlib, io\nfrom portscope.app.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+            f"    code = main(['report', {str(sample)!r}])\n"
+            "heavy = ('torch', 'pandas', 'pyarrow.compute', 'dash', 'plotly', 'flask')\n"
+            "print(code, sorted(m for m in heavy if m in sys.modules), 'dispatch/cpu_fallback' in out.getvalue())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "0 [] True"
