@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from dash import Patch
 
+from portscope.ingest.memory_lanes import MemoryLanes
 from portscope.ingest.viewport import KINDS, Lanes, Viewport
 
 KIND_COLOURS = {
@@ -51,17 +52,42 @@ class Panel:
     viewport: Viewport
     bands: list[tuple[float, float, str]]
     unit: str
+    memory: MemoryLanes | None = None  # tensors of a static schedule: drawn above the lanes
 
 
 PANEL_GAP_PX = 56
+MEMORY_ROW_PX = 70
+MEMORY_AXIS = 100  # memory bands of panel i use y axis number MEMORY_AXIS + i (after every bar trace: patches keep their indices)
+TIER_COLOURS = ["#54A24B", "#4C78A8", "#B279A2", "#F58518", "#72B7B2", "#9D755D", "#BAB0AC"]
+
+
+def memory_traces(memory: MemoryLanes, xaxis: str, yaxis: str) -> list[dict[str, Any]]:
+    """One filled scatter per tier: each tensor a rectangle (address range x lifetime), hover names it."""
+    out = []
+    for band, tier in enumerate(memory.tiers):
+        idx = np.flatnonzero(memory.tier == band)
+        xs, ys, text = [], [], []
+        for i in idx.tolist():
+            x0, x1, y0, y1 = memory.x0[i], memory.x1[i], memory.y0[i], memory.y1[i]
+            xs += [x0, x1, x1, x0, x0, None]
+            ys += [y0, y0, y1, y1, y0, None]
+            text += [plot_text(memory.labels[i])] * 5 + [None]
+        colour = TIER_COLOURS[band % len(TIER_COLOURS)]
+        out.append({"type": "scatter", "mode": "lines", "fill": "toself", "name": f"memory {plot_text(tier)}",
+                    "x": xs, "y": ys, "text": text, "hoverinfo": "text", "hoveron": "points+fills",
+                    "line": {"width": 1, "color": colour}, "fillcolor": colour + "88", "xaxis": xaxis, "yaxis": yaxis,
+                    "showlegend": False, "connectgaps": False})  # fmt: skip
+    return out
 
 
 def timeline_figure(panels: list[Panel]) -> dict[str, Any]:
     """Panels stacked vertically with one shared (matched) x axis; trace index = panel * len(KINDS) + kind."""
-    heights = [max(len(p.lanes.lanes), 1) * ROW_PX + 40 for p in panels]
+    memory_px = [len(p.memory.tiers) * MEMORY_ROW_PX if p.memory is not None else 0 for p in panels]
+    heights = [max(len(p.lanes.lanes), 1) * ROW_PX + 40 + m for p, m in zip(panels, memory_px, strict=True)]
     gap = PANEL_GAP_PX if len(panels) > 1 else 0  # room for the axis ticks above and the band labels below
     total = sum(heights) + gap * (len(panels) - 1)
     data, shapes, annotations, layout = [], [], [], {}
+    memory_data: list[dict[str, Any]] = []
     top = 1.0
     for i, panel in enumerate(panels):
         suffix = "" if i == 0 else str(i + 1)
@@ -86,6 +112,17 @@ def timeline_figure(panels: list[Panel]) -> dict[str, Any]:
         height = heights[i] / total
         domain = [max(top - height, 0.0), top]
         top -= height + gap / total
+        if panel.memory is not None:  # memory bands on top of the panel, resource lanes below (as Furiosa's viewer)
+            split = domain[1] - memory_px[i] / total
+            axis = MEMORY_AXIS + i
+            layout[f"yaxis{axis}"] = {
+                "domain": [split, domain[1]], "range": [len(panel.memory.tiers), 0], "fixedrange": True,
+                "tickvals": [b + 0.45 for b in range(len(panel.memory.tiers))], "showgrid": False, "zeroline": False,
+                "ticktext": [plot_text(f"{t} ({b:,} B)") for t, b in zip(panel.memory.tiers, panel.memory.tier_bytes, strict=True)],
+                "anchor": f"x{suffix}",
+            }  # fmt: skip
+            memory_data += memory_traces(panel.memory, f"x{suffix}", f"y{axis}")
+            domain = [domain[0], split - 8 / total]
         n = len(panel.lanes.lanes)
         layout[f"yaxis{suffix}"] = {
             "domain": domain,
@@ -111,6 +148,7 @@ def timeline_figure(panels: list[Panel]) -> dict[str, Any]:
         if len(panels) > 1:
             # in the left margin, above the lane names: never on top of the region band labels
             annotations.append({"xref": "paper", "yref": f"y{suffix} domain", "x": 0, "y": 1.0, "xanchor": "right", "yanchor": "bottom", "xshift": -8, "text": f"<b>{plot_text(panel.title)}</b>", "showarrow": False, "font": {"size": 14}})
+    data += memory_data
     layout.update(
         {
             "height": total + 90,

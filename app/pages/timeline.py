@@ -8,6 +8,7 @@ import dash
 from dash import Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
+from portscope.ingest.memory_lanes import memory_lanes
 from portscope.ingest.viewport import KINDS, Viewport, reduce_viewport, slice_at
 
 from .. import ids, urls
@@ -33,7 +34,8 @@ def panels(run_ids: list[str], titles: list[str], window: tuple[float, float] | 
     for run_id, title, lane in zip(run_ids, titles, lanes, strict=True):
         trace = store().trace(run_id)
         unit = trace.run_info.time_unit.value if trace["engine_slices"].num_rows else "ns"
-        out.append(Panel(title=title, lanes=lane, viewport=reduce_viewport(lane, x0, x1, VIEW_PX), bands=region_bands(trace), unit=unit))
+        out.append(Panel(title=title, lanes=lane, viewport=reduce_viewport(lane, x0, x1, VIEW_PX), bands=region_bands(trace), unit=unit,
+                         memory=memory_lanes(trace)))
     return out
 
 
@@ -58,6 +60,8 @@ def click_detail(run_ids: list[str], click: dict[str, Any] | None, relayout: dic
         raise PreventUpdate
     point = click["points"][0]
     panel = int(point.get("curveNumber", 0)) // len(KINDS)
+    if panel >= len(run_ids):
+        raise PreventUpdate  # a memory band (tensor rectangles): its hover says everything
     run_id = run_ids[min(panel, len(run_ids) - 1)]
     lanes = store().lanes(run_id)
     window = viewport_from_relayout(relayout, lanes.extent) or lanes.extent

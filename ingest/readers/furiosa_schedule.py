@@ -19,6 +19,11 @@ correlations, a nullable extra column) and summarised in ``waited_on``: when the
 latest producer ended after the lane's previous slice, the slice waited on it
 (``transfer`` for a DMA producer, else ``dependency``), which is what the schedule
 summary attributes gaps and the critical path to. The makespan is the last cycle.
+
+Tensors are kept for the viewer's memory lanes (Spm, Vrf, Trf, Sram... above the resource lanes, as
+Furiosa's Schedule Viewer draws them): ``run_info.extra["tensors"]`` holds ``{"columns": [name, tier,
+address, size, begin, end], "rows": [...]}`` -- tier is the ``buffer_type``, the lifetime the tensor's own
+``lifetime`` or, without one, from the first instruction that uses it to the last.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import pyarrow as pa
 
 from ..builder import TraceBuilder
 from ..errors import TraceFormatError
+from ..memory_lanes import TENSOR_COLUMNS
 from ..schema import EngineKind, Mode, SliceKind, Source, TimeUnit
 from ..trace import RunInfo, Trace
 from ._source import DEFAULT_CAPS, SizeCaps, read_json
@@ -86,6 +92,7 @@ def read_furiosa_schedule(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) ->
         else:
             ins["id"], next_id = next_id, next_id + 1
     _link(instructions)
+    tensors, unplaced = _tensor_rows(doc.get("tensors"), instructions)
     makespan = max(i["end"] for i in instructions)
     contexts = sorted({c for i in instructions for c in i["contexts"]})
     unknown_top = sorted(set(doc) - KNOWN_TOP_KEYS)
@@ -95,7 +102,9 @@ def read_furiosa_schedule(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) ->
         devices=["npu"], missing_signals=["wall time (a static schedule is in cycles; no clock is given)",
                                           "host-side signals (a compiler schedule has no fallbacks, transfers or compiles)"],
         extra={"makespan_cycles": makespan, "contexts": contexts, "instructions": len(instructions),
-               "tensors": len(sizes), **({"unknown_keys": unknown_top} if unknown_top else {}),
+               "tensors": {"columns": TENSOR_COLUMNS, "rows": tensors},
+               **({"tensors_without_address": unplaced} if unplaced else {}),
+               **({"unknown_keys": unknown_top} if unknown_top else {}),
                **({"unknown_instruction_keys": unknown_ins} if unknown_ins else {})},
     )  # fmt: skip
     b = TraceBuilder(info)
@@ -119,6 +128,35 @@ def read_furiosa_schedule(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) ->
     slices = slices.append_column(DEPENDS_ON, pa.array(depends, DEPENDS_ON.type))
     trace.tables["engine_slices"] = slices.append_column(CALL_SITE, pa.array(sites, pa.string()).dictionary_encode())
     return trace
+
+
+def _tensor_rows(raw: Any, instructions: list[dict]) -> tuple[list[list], int]:
+    """[name, tier, address, size, begin, end] per tensor with an address (lifetime: its own, else from the
+    instructions that write and read it), and how many tensors had no address to draw."""
+    users: dict[int, list[dict]] = {}
+    for ins in instructions:
+        for t in (*ins["inputs"], *ins["outputs"]):
+            users.setdefault(t, []).append(ins)
+    rows, unplaced = [], 0
+    for t in raw if isinstance(raw, list) else []:
+        index, address, size = (t.get("index"), t.get("address"), t.get("size")) if isinstance(t, dict) else (None,) * 3
+        if not (_is_int(index) and _is_int(size)):
+            continue  # already reported by _tensor_sizes
+        if not _is_int(address) or address < 0:
+            unplaced += 1
+            continue
+        life = t.get("lifetime")
+        begin, end = (life.get("begin"), life.get("end")) if isinstance(life, dict) else (None, None)
+        if not (_is_int(begin) and _is_int(end) and begin <= end):
+            used = users.get(index, [])
+            if not used:
+                unplaced += 1
+                continue
+            begin, end = min(i["begin"] for i in used), max(i["end"] for i in used)
+        name = t.get("name") if isinstance(t.get("name"), str) else f"tensor {index}"
+        tier = t.get("buffer_type") if isinstance(t.get("buffer_type"), str) else "unknown"
+        rows.append([name, tier, address, size, begin, end])
+    return rows, unplaced
 
 
 def _tensor_sizes(raw: Any, problems: list[str]) -> dict[int, int]:
