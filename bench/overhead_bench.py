@@ -1,7 +1,8 @@
 """Profiler overhead on a small random-init Llama forward (CPU), as ratios against an unprofiled baseline.
 
 Usage: python bench/overhead_bench.py [--repeats 30] [--layers 4] [--hidden 512] [--seq 128]
-Prints one line per mode: median ms and the ratio to the unprofiled median measured in the same run.
+Prints one line per mode: median ms, the ratio to the unprofiled median measured in the same run, and the
+cost per operator ((median - unprofiled median) / operators dispatched in one forward).
 """
 
 from __future__ import annotations
@@ -12,9 +13,17 @@ import statistics
 import time
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from portscope.profiler import explain
+
+
+class _DoNothingMode(TorchDispatchMode):
+    """The floor of any Python dispatch mode: calls the operator and returns."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        return func(*args, **(kwargs or {}))
 
 
 def build(layers: int, hidden: int) -> LlamaForCausalLM:
@@ -46,12 +55,17 @@ def main() -> None:
                 model(input_ids=ids)
         return run
 
+    def do_nothing() -> None:
+        with _DoNothingMode():
+            model(input_ids=ids)
+
     def torch_prof() -> None:
         with torch.profiler.profile(record_shapes=True):
             model(input_ids=ids)
 
     modes = {
         "unprofiled": plain,
+        "do-nothing dispatch mode": do_nothing,
         "explain": make(),
         "explain(with_stack)": make(with_stack=True),
         "explain(target=fp16-npu)": make(target="fp16-npu"),
@@ -67,12 +81,17 @@ def main() -> None:
                 t0 = time.perf_counter()
                 fn()
                 times[name].append(time.perf_counter() - t0)
+    with torch.no_grad(), explain("count") as region:
+        model(input_ids=ids)
+    ops = len(region.raw)
     base = statistics.median(times["unprofiled"])
-    out = {}
+    out: dict = {"operators": ops}
+    print(f"{ops} operators per forward")
     for name, ts in times.items():
         med = statistics.median(ts)
-        out[name] = {"median_ms": med * 1e3, "ratio": med / base}
-        print(f"{name:32s} {med * 1e3:8.2f} ms  {med / base:5.2f}x")
+        per_op_us = (med - base) / ops * 1e6
+        out[name] = {"median_ms": med * 1e3, "ratio": med / base, "us_per_op": per_op_us}
+        print(f"{name:32s} {med * 1e3:8.2f} ms  {med / base:5.2f}x  {per_op_us:+6.1f} us/op")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -78,31 +78,43 @@ _ENUM_TYPES = (
 
 
 class StackInterner:
-    """Interns frames and stacks so each distinct stack is stored once."""
+    """Interns frames and stacks so each distinct stack is stored once.
+
+    `sources` maps frames to their line's source text (the optional `frames.source` column); a frame
+    with a source that no stack uses is still written, so call sites without stacks find their text.
+    """
 
     def __init__(self) -> None:
         self._frames: dict[Frame, int] = {}
         self._stacks: dict[tuple[int, ...], int] = {}
+        self.sources: dict[Frame, str] = {}
+
+    def frame(self, frame: Frame) -> int:
+        """The frame id of one frame."""
+        fid = self._frames.get(frame)
+        if fid is None:
+            fid = self._frames[frame] = len(self._frames)
+        return fid
 
     def intern(self, frames: Iterable[Frame]) -> int:
         """The stack id of a stack given innermost frame first."""
-        ids = []
-        for frame in frames:
-            fid = self._frames.get(frame)
-            if fid is None:
-                fid = self._frames[frame] = len(self._frames)
-            ids.append(fid)
-        key = tuple(ids)
+        key = tuple(self.frame(frame) for frame in frames)
         sid = self._stacks.get(key)
         if sid is None:
             sid = self._stacks[key] = len(self._stacks)
         return sid
 
     def frames_table(self) -> pa.Table:
+        for frame in self.sources:
+            self.frame(frame)
         b = TableBuilder("frames")
         for (file, line, function), fid in self._frames.items():
             b.append(frame_id=fid, file=file, line=line, function=function)
-        return b.build()
+        table = b.build()
+        if self.sources:
+            text = [self.sources.get(frame) or None for frame in self._frames]
+            table = table.append_column(pa.field(schema.FRAME_SOURCE, pa.string()), pa.array(text, pa.string()))
+        return table
 
     def stacks_table(self) -> pa.Table:
         b = TableBuilder("stacks")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .schema import Direction, Source
-from .summary import RegionSummary, format_bytes, region_ids, run_totals, summarize
+from .summary import OperatorTotal, RegionSummary, format_bytes, region_ids, run_totals, summarize
 from .trace import Trace
 
 _MAX_SITES = 3
@@ -38,6 +38,7 @@ def region_report_data(summary: RegionSummary) -> dict[str, Any]:
                 "bytes": int(r.bytes),
                 "reasons": r.reasons,
                 "call_sites": r.call_sites,
+                "lines": [t.to_json() for t in r.lines],
             }
             for r in summary.operators
         ],
@@ -68,6 +69,21 @@ def trace_report_data(trace: Trace, region: str | None = None) -> dict[str, Any]
         "regions": [region_report_data(s) for s in summaries.values()],
         "totals": run_totals(trace, summaries).to_json(),  # top-level regions only: never double-counts nested ones
     }
+
+
+def _operator_lines(r: OperatorTotal) -> list[str]:
+    """An operator's source lines (count, line, modules, source text), or its call sites when it has no lines."""
+    out = []
+    for t in r.lines[:_MAX_SITES]:
+        modules = ", ".join(f"{m} {n}" for m, n in list(t.modules.items())[:_MAX_SITES])
+        out.append(f"           {t.count:>4}x at {t.line}" + (f"  in {modules}" if modules else ""))
+        if t.source:
+            out.append(f"                  | {t.source}")
+    if len(r.lines) > _MAX_SITES:
+        out.append(f"                 ... and {len(r.lines) - _MAX_SITES} more line{'s' if len(r.lines) - _MAX_SITES > 1 else ''}")
+    if not r.lines:
+        out += [f"             at {site} ({n}x)" for site, n in list(r.call_sites.items())[:_MAX_SITES]]
+    return out
 
 
 def format_region(summary: RegionSummary, *, source: Source = Source.MEASURED, target: str | None = None) -> str:
@@ -106,10 +122,7 @@ def format_region(summary: RegionSummary, *, source: Source = Source.MEASURED, t
                 why = ", ".join(f"{k} {v}" for k, v in r.reasons.items())
                 size = f" {format_bytes(r.bytes)}" if r.bytes else ""
                 lines.append(f"    {r.count:>6}x {r.operator}{size}" + (f"  why: {why}" if why else ""))
-                for site, n in list(r.call_sites.items())[:_MAX_SITES]:
-                    lines.append(f"             at {site} ({n}x)")
-                if len(r.call_sites) > _MAX_SITES:
-                    lines.append(f"             ... and {len(r.call_sites) - _MAX_SITES} more call sites")
+                lines += _operator_lines(r)
     d2h = summary.transfer_bytes[Direction.D2H]
     lines += [
         "",

@@ -291,6 +291,10 @@ FRAMES = _schema(
     ],
 )
 
+# Optional `frames` column (nullable, absent in older traces): the source text of the frame's line,
+# stored at record time so viewers show it without the source at hand.
+FRAME_SOURCE = "source"
+
 STACKS = _schema(
     "stacks",
     [

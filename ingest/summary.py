@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from . import _compute as pc
 from .catalog import SIGNALS, RegionFigures, Status, Verdict, format_bytes, verdict, worst_status
+from .lines import LineTotal, operator_lines, source_index
 from .schema import Direction, Phase, SignalKind
 from .trace import Trace
 
@@ -48,6 +49,7 @@ class OperatorTotal:
     bytes: int
     reasons: dict[str, int]
     call_sites: dict[str, int]
+    lines: list[LineTotal] = dataclasses.field(default_factory=list)  # by source line (call site without caller)
 
 
 @dataclasses.dataclass
@@ -171,8 +173,8 @@ def summarize(trace: Trace, region_id: int) -> RegionSummary:
     index = regions.column("region_id").to_pylist().index(region_id)
     row = {name: regions.column(name)[index].as_py() for name in regions.column_names}
     ids = descendants(trace, region_id)
-    kinds, reasons, op_names, counts, nbytes, sites, notes = _columns(
-        _rows_in(trace["signals"], ids), ["kind", "reason", "op_name", "count", "bytes", "call_site", "note"])
+    kinds, reasons, op_names, counts, nbytes, sites, notes, modules = _columns(
+        _rows_in(trace["signals"], ids), ["kind", "reason", "op_name", "count", "bytes", "call_site", "note", "module"])
     order = {k.value: i for i, k in enumerate(SignalKind)}
     totals: dict[str, list[int]] = {}
     kind_notes: dict[str, Counter[str]] = {}
@@ -187,6 +189,9 @@ def summarize(trace: Trace, region_id: int) -> RegionSummary:
         for kind, (n, b) in sorted(totals.items(), key=lambda kv: order[kv[0]])
     ]
     operators = _operator_table(kinds, op_names, reasons, sites, counts, nbytes, order)
+    if any(sites):
+        by_line = operator_lines(kinds, op_names, sites, modules, counts, nbytes, source_index(trace))
+        operators = [dataclasses.replace(r, lines=by_line.get((r.signal, r.operator), [])) for r in operators]
     transfers = _rows_in(trace["transfers"], ids)
     tbytes = {d: 0 for d in Direction}
     tcounts = {d: 0 for d in Direction}

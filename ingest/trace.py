@@ -35,6 +35,9 @@ class RunInfo:
     converted_from: str | None = None  # original format (converted runs)
     missing_signals: list[str] = dataclasses.field(default_factory=list)  # what the source could not provide
     config: dict[str, Any] = dataclasses.field(default_factory=dict)  # deployment configuration
+    # folders that relative call-site and stack paths start from: first path component -> absolute folder
+    # ("transformers" -> .../site-packages/transformers, "." -> the user's script folder)
+    roots: dict[str, str] = dataclasses.field(default_factory=dict)
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)  # anything else, kept verbatim
 
     def to_json(self) -> dict[str, Any]:
@@ -68,7 +71,8 @@ class RunInfo:
         except ValueError:
             problems.append(f"run_info.time_unit {kwargs.get('time_unit')!r} is not one of ns, cycles")
             kwargs["time_unit"] = schema.TimeUnit.NS
-        for key, typ in (("devices", list), ("missing_signals", list), ("model", dict), ("config", dict)):
+        for key, typ in (("devices", list), ("missing_signals", list), ("model", dict), ("config", dict),
+                          ("roots", dict)):
             if key in kwargs and not isinstance(kwargs[key], typ):
                 problems.append(f"run_info.{key} must be a {typ.__name__}")
                 kwargs.pop(key)

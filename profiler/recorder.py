@@ -287,7 +287,7 @@ class Decoder:
     def __init__(self) -> None:
         self._names: dict[Any, tuple[str, str]] = {}
         self._tensors: dict[tuple, TensorInfo] = {}
-        self._sites: dict[Any, str | None] = {}
+        self.attribution: callsite.Attribution | None = None  # call sites of the region being decoded
 
     def name(self, func: Any) -> tuple[str, str]:
         got = self._names.get(func)
@@ -309,12 +309,6 @@ class Decoder:
             )
         return info
 
-    def site(self, stack: Any) -> str | None:
-        got = self._sites.get(stack, ...)
-        if got is ...:
-            got = self._sites[stack] = callsite.first_user(stack)
-        return got
-
     def event(self, op_id: int, raw: RawOp, t_base: int) -> OpEvent:
         func, ins, outs, t0, t1, stack, module, bool_index, graph_id = raw
         full, packet = self.name(func)
@@ -327,7 +321,7 @@ class Decoder:
             outputs=[tensor(m) for m in outs],
             start_ns=t0 - t_base,
             dur_ns=t1 - t0,
-            call_site=self.site(stack) if stack is not None else None,
+            call_site=self.attribution.site(stack) if stack is not None and self.attribution is not None else None,
             module=module,
             bool_index=bool_index,
             graph_id=graph_id,

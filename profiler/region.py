@@ -7,7 +7,7 @@ import dataclasses
 import datetime
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ class RecordRun:
 
     target: str | None = None
     with_stack: bool = False
+    library: tuple[str, ...] = ()
     regions: list[Region] = dataclasses.field(default_factory=list)
 
 
@@ -50,9 +51,11 @@ class Region:
         phase: Phase = Phase.NONE,
         tags: dict[str, str] | None = None,
         timeline: bool = False,
+        library: tuple[str, ...] | None = None,
     ) -> None:
         self.name = name
         self.with_stack = with_stack
+        self.library = library  # packages whose frames are not call sites (None: the enclosing region's)
         self.device = device
         self.mode = mode
         self.phase = phase
@@ -87,6 +90,8 @@ class Region:
         if s.regions:
             self.parent = s.regions[-1]
             self.parent.children.append(self)
+            if self.library is None:
+                self.library = self.parent.library
         else:
             run = _record_run.get()
             if run is not None:
@@ -202,10 +207,13 @@ def explain(
     phase: Phase = Phase.NONE,
     tags: dict[str, str] | None = None,
     timeline: bool = False,
+    library: Sequence[str] | None = None,
 ) -> Region:
     """A region that records every operator dispatched inside it.
 
-    with_stack: also record each operator's user call site and whole stack.
+    with_stack: also record each operator's call site (the model line that made it) and whole stack.
+    library: packages whose frames are never call sites, besides torch, portscope and Python's own
+        (default: PORTSCOPE_LIBRARY, comma-separated), e.g. ["transformers"] for the line in your script.
     target: predict for a target device (name or TOML path) instead of measuring.
     device: the device the region works on (default: the most used non-host device).
     timeline: also record a torch.profiler (Kineto) timeline: engine slices per host thread, CUDA stream, copy direction.
@@ -214,8 +222,13 @@ def explain(
     if run is not None:
         target = target if target is not None else run.target
         with_stack = with_stack or run.with_stack
+        library = library if library is not None else (run.library or None)
+    if library is not None:
+        from .callsite import library_dirs
+
+        library_dirs(library)  # an unknown package is a usage error now, not when the trace is built
     return Region(name, with_stack=with_stack, target=target, device=device, mode=mode, phase=phase, tags=tags,
-                  timeline=timeline)
+                  timeline=timeline, library=tuple(library) if library is not None else None)
 
 
 def explain_steady(

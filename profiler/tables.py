@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from typing import TYPE_CHECKING, Any
@@ -10,6 +11,7 @@ from portscope.ingest.builder import TraceBuilder
 from portscope.ingest.schema import CompileKind, Placement, SignalKind
 from portscope.ingest.trace import RunInfo, Trace
 
+from . import callsite
 from .events import OpEvent, SignalRecord, TensorInfo, TransferRecord, measured_signals, placement
 from .recorder import Decoder
 from .schedule import add_region_schedule
@@ -67,6 +69,8 @@ def build_trace(regions: list[Region], run_info: RunInfo) -> Trace:
     builder = TraceBuilder(run_info)
     decoder, fmt = Decoder(), _Formatter()
     everything = flatten(regions)
+    roots = callsite.Roots()
+    attributions: dict[tuple[str, ...], callsite.Attribution] = {}  # call sites: one per set of library packages
     t_base = min(r.start_ns for r in everything)
     ids: dict[int, int] = {}
     decoded: dict[int, tuple[int, list[OpEvent]]] = {}  # engine schedules: id(region) -> (region id, ops)
@@ -87,13 +91,17 @@ def build_trace(regions: list[Region], run_info: RunInfo) -> Trace:
             tags=json.dumps(region.tags) if region.tags else None,
         )
         ids[id(region)] = rid
+        library = region.library if region.library is not None else callsite.library_from_env()
+        if library not in attributions:
+            attributions[library] = callsite.Attribution(roots, library)
+        attribution = decoder.attribution = attributions[library]
         events = [decoder.event(op_id + i, raw, t_base) for i, raw in enumerate(region.raw)]
         device = region.predictor.device if region.predictor is not None else region_device(events, region.device)
         builder.regions.columns["device"][rid] = device
         for index, ev in enumerate(events):
             stack = region.raw[index][5]
             if stack is not None:
-                ev.stack_id = builder.stacks.intern((c.co_filename, line, c.co_name) for c, line in stack)
+                ev.stack_id = builder.stacks.intern(attribution.frames(stack))
             if region.predictor is not None:
                 where, signals, transfers = region.prediction.outcomes[index]
             else:
@@ -101,7 +109,7 @@ def build_trace(regions: list[Region], run_info: RunInfo) -> Trace:
                 signals, transfers = measured_signals(ev, device)
             _add_op(builder, rid, ev, where, fmt)
             _add_signals(builder, rid, ev, signals, transfers)
-        _add_compile_events(builder, rid, region, t_base)
+        _add_compile_events(builder, rid, region, t_base, attribution)
         for index, key, compile_ns in region.prediction.compiles if region.prediction is not None else ():
             builder.compiles.append(region_id=rid, kind=CompileKind.PROGRAM, key=key, op_count=1,
                                     compile_ns=compile_ns, cache_hit=False, reason="first call with this key",
@@ -122,6 +130,9 @@ def build_trace(regions: list[Region], run_info: RunInfo) -> Trace:
     for region in everything:  # engine schedules: measured timelines (profiler/timeline.py)
         if getattr(region, "timeline", None) is not None:
             add_timeline(builder, region, decoded, t_base)
+    for attribution in attributions.values():
+        builder.stacks.sources.update(attribution.sources)
+    builder.run_info.roots = {**roots.used, **builder.run_info.roots}
     return builder.build()
 
 
@@ -132,10 +143,13 @@ _COMPILE_SIGNALS = {
 }
 
 
-def _add_compile_events(builder: TraceBuilder, rid: int, region: Region, t_base: int) -> None:
+def _add_compile_events(builder: TraceBuilder, rid: int, region: Region, t_base: int,
+                        attribution: callsite.Attribution) -> None:
     """torch.compile events seen while the region was open: compile rows and compile/* signals."""
     for ev in region.compile_events:
         at = max(ev.time_ns - t_base, 0)
+        ev = dataclasses.replace(ev, call_site=attribution.relative_site(ev.call_site),
+                                 frame=attribution.relative_site(ev.frame))
         builder.compiles.append(region_id=rid, kind=ev.kind, compile_id=ev.compile_id, graph_id=ev.graph_id,
                                 key=ev.compile_id, frame=ev.frame, op_count=ev.op_count, compile_ns=ev.compile_ns,
                                 cache_hit=ev.cache_hit, reason=ev.reason, call_site=ev.call_site, time_ns=at)

@@ -49,22 +49,25 @@ def test_region_does_not_change_outputs(llama: torch.nn.Module) -> None:
     assert torch.equal(plain, recorded) and torch.equal(plain, predicted)
 
 
-def test_call_site_is_the_first_user_frame(llama: torch.nn.Module) -> None:
+def test_call_site_is_the_model_line_and_stacks_are_relative(llama: torch.nn.Module) -> None:
     ids = prompt(5)
     with torch.no_grad(), explain("s", with_stack=True) as region:
         llama(input_ids=ids)
         ids.to("meta")  # the line below the model call
     trace = region.to_trace()
-    sites = set(trace["ops"].column("call_site").to_pylist())
+    sites = [s for s in trace["ops"].column("call_site").to_pylist() if s]
     here = Path(__file__).name
-    assert all(site.split(":")[0].endswith(here) for site in sites), sites
+    # operators of the model are at transformers' lines; the copy is at this test's line
+    assert sum(s.startswith("transformers/models/llama/modeling_llama.py:") for s in sites) > len(sites) // 2
     transfer = trace["transfers"].to_pylist()[0]
-    assert transfer["call_site"].endswith("(test_call_site_is_the_first_user_frame)")
+    assert transfer["call_site"].split(":")[0].endswith(here)
+    assert transfer["call_site"].endswith("(test_call_site_is_the_model_line_and_stacks_are_relative)")
     stacks, frames = trace["stacks"].to_pylist(), trace["frames"].to_pylist()
     assert len(stacks) >= 1 and len(frames) > 5
-    # whole stacks: the innermost frames are library code, the test's own frame is further out
+    # whole stacks, relative to their roots: the test's own frame is further out than transformers' and torch's
     files = [frames[i]["file"] for i in stacks[0]["frame_ids"]]
-    assert any(f.endswith(here) for f in files) and any("transformers" in f or "torch" in f for f in files)
+    assert any(f.endswith(here) for f in files) and any(f.startswith(("transformers/", "torch/")) for f in files)
+    assert not [f["file"] for f in frames if f["file"].startswith("/")]
 
 
 def test_copies_to_meta_are_h2d_transfers() -> None:

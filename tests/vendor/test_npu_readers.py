@@ -1,0 +1,282 @@
+"""NPU and Chrome trace readers (issue 16): torch_npu trace view and tables, Mobilint, Furiosa, generic Chrome.
+
+Expected figures are written by hand from the fixture files (see fixtures/README.md) and from the two
+real kernel_details files of ../shared/fixtures/ascend.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+
+from portscope.app.cli import main
+from portscope.app.figures import MEMORY_AXIS, Panel, timeline_figure
+from portscope.ingest import read_trace
+from portscope.ingest.convert import detect, load_any
+from portscope.ingest.errors import TraceFormatError
+from portscope.ingest.memory_lanes import memory_lanes
+from portscope.ingest.readers import _chrome_stream
+from portscope.ingest.readers._chrome_stream import event_batches, micros_to_ns
+from portscope.ingest.report import trace_report_data
+from portscope.ingest.viewport import build_lanes, reduce_viewport
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+
+DETECTED = {
+    "ascend_trace_view.json": "ascend-trace",
+    "ascend_op_statistic.csv": "ascend-op-statistic",
+    "mobilint_core_trace.json": "mobilint-trace",
+    "furiosa_legacy_trace.json": "furiosa-trace",
+    "furiosa_rngd_trace.json": "furiosa-trace",
+    "chrome_generic.json": "chrome",
+}
+
+
+@pytest.mark.parametrize(("name", "fmt"), sorted(DETECTED.items()))
+def test_detected_by_content_and_converted(name: str, fmt: str, tmp_path: Path) -> None:
+    copy = tmp_path / "input.bin"  # no telling extension
+    copy.write_bytes((FIXTURES / name).read_bytes())
+    assert detect(copy) == fmt
+    out = tmp_path / "out.arrow"
+    assert main(["convert", str(copy), "-o", str(out)]) == 0
+    assert read_trace(out).run_info.converted_from == fmt
+
+
+# ---- exact time ------------------------------------------------------------------------------------
+
+
+def test_decimal_microseconds_are_exact_nanoseconds() -> None:
+    assert micros_to_ns("1704161511420306.491") == 1704161511420306491
+    assert round(float("1704161511420306.491") * 1000) != 1704161511420306491  # what a float parse would give
+    assert micros_to_ns("1736413971558972.912\t") == 1736413971558972912  # the TAB kernel_details keeps
+    assert micros_to_ns("12") == 12000 and micros_to_ns("0.5") == 500 and micros_to_ns("-3.25") == -3250
+    assert micros_to_ns("1.0004") == 1000  # below a nanosecond: cut
+    assert micros_to_ns(7) == 7000 and micros_to_ns(2.5) == 2500
+    assert micros_to_ns("abc") is None and micros_to_ns(None) is None and micros_to_ns(float("nan")) is None
+
+
+def test_bare_array_in_chunks_equals_one_parse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # separators inside strings and nested lists of objects: a cut there must not split an event
+    events = [{"ph": "X", "name": f'k}}, {{"x{i}', "pid": 1, "tid": 1, "ts": str(i), "dur": 1,
+               "args": {"list": [{"a": i}, {"b": "}, {"}]}} for i in range(400)]  # fmt: skip
+    path = tmp_path / "a.json"
+    path.write_bytes(orjson.dumps(events, option=orjson.OPT_INDENT_2))
+    monkeypatch.setattr(_chrome_stream, "CHUNK_BYTES", 512)
+    _, batches = event_batches(path)
+    got = [ev for batch in batches for ev in batch]
+    assert got == events
+    path.write_bytes(orjson.dumps(events)[:-40])
+    with pytest.raises(TraceFormatError, match="not closed"):
+        list(event_batches(path)[1])
+
+
+# ---- torch_npu trace_view.json -----------------------------------------------------------------------
+
+
+def test_ascend_trace_view_operators_kernels_and_lanes() -> None:
+    trace = load_any(FIXTURES / "ascend_trace_view.json")
+    ops = trace["ops"].to_pylist()
+    assert [o["name"] for o in ops] == ["aten::add", "aten::mm", "aten::cumsum", "aten::argmax", "aten::item",
+                                        "aten::_local_scalar_dense"]  # fmt: skip
+    assert [o["placement"] for o in ops] == ["device"] * 4 + ["host"] * 2
+    # ns exact: aten::mm at 340.250 - 306.491 us
+    assert ops[1]["start_ns"] == 33_759 and ops[1]["dur_ns"] == 30_000
+    assert ops[1]["input_shapes"] == "64x128;128x256" and ops[1]["input_dtypes"] == "bfloat16;bfloat16"
+    assert ops[1]["bytes_in"] == (64 * 128 + 128 * 256) * 2
+    slices = {s["name"]: s for s in trace["engine_slices"].to_pylist()}
+    kernel = slices["aclnnAdd_AddAiCore_Add"]
+    assert kernel["start"] == 23_510 and kernel["dur"] == 3_200 and kernel["engine"] == "NPU Stream 2"
+    assert kernel["op_id"] == 0  # torch_to_npu flow, id beyond 2^53
+    assert slices["ArgMaxV2"]["op_id"] == 3  # flow id beyond 2^64
+    assert slices["Cumsum"]["op_id"] == 2 and slices["Cumsum"]["kind"] == "fallback"  # string flow id, AI_CPU
+    assert slices["AscendCL@aclopCompileAndExecute"]["kind"] == "compile"
+    assert slices["AscendCL@aclrtSynchronizeDevice"]["kind"] == "sync" and slices["AscendCL@aclrtSynchronizeDevice"]["engine"] == "CANN"
+    assert slices["Dequeue@aten::add"]["engine"] == "host queue"
+    assert slices["Free"]["engine"] == "overlap Free" and slices["Free"]["kind"] == "annotation"
+    assert {s["engine"] for s in slices.values()} == {"host", "host queue", "CANN", "NPU Stream 2", "NPU Stream 9",
+                                                       "overlap Computing", "overlap Free"}  # fmt: skip
+    assert trace.run_info.devices == ["cpu", "npu:0"]
+    assert trace.run_info.start_time.startswith("2024-01-02T02:11:51.420306")
+
+
+def test_ascend_trace_view_signals() -> None:
+    trace = load_any(FIXTURES / "ascend_trace_view.json")
+    signals = sorted((s["kind"], s["reason"], s["op_name"], s["op_id"]) for s in trace["signals"].to_pylist())
+    assert signals == [
+        ("dispatch/cpu_fallback", "ai-cpu", "aten::cumsum", 2),
+        ("dispatch/recompile", "online-aclopCompileAndExecute", "aten::argmax", 3),
+        ("sync", "item", "aten::item", 4),  # aclrtSynchronizeStream inside aten::item is the same wait
+        ("sync", "sync-call", "aclrtSynchronizeDevice", None),
+    ]
+    compiles = trace["compiles"].to_pylist()
+    assert [(c["kind"], c["key"], c["compile_ns"]) for c in compiles] == [("program", "aten::argmax", 250_000)]
+    report = trace_report_data(trace)["regions"][0]
+    assert {s["signal"]: s["count"] for s in report["signals"]} == {"dispatch/cpu_fallback": 1, "dispatch/recompile": 1, "sync": 2}
+
+
+# ---- torch_npu tables ----------------------------------------------------------------------------------
+
+
+def test_kernel_details_591_real(shared_fixtures: Path) -> None:
+    trace = load_any(shared_fixtures / "ascend" / "kernel_details_591.csv")
+    assert trace.run_info.converted_from == "ascend-kernels"
+    assert trace["ops"].num_rows == 591 and trace["engine_slices"].num_rows == 591
+    slices = trace["engine_slices"].to_pylist()
+    engines: dict[str, int] = {}
+    for s in slices:
+        engines[s["engine"]] = engines.get(s["engine"], 0) + 1
+    assert engines == {"NPU stream 16": 558, "NPU stream 17": 14, "NPU HCCL": 19}
+    first, hccl = slices[0], slices[1]
+    assert (first["name"], first["start"], first["dur"]) == ("ZerosLike46", 0, 607_980)
+    # hcom_broadcast__445_0: 1699529622793969.5 - 1699529622790614.8 us, 308926.68 us
+    assert (hccl["name"], hccl["start"], hccl["dur"], hccl["engine_kind"]) == ("hcom_broadcast__445_0", 3_354_700, 308_926_680, "collective")
+    fallbacks = [s for s in trace["signals"].to_pylist() if s["kind"] == "dispatch/cpu_fallback"]
+    assert len(fallbacks) == 7 and {s["op_name"] for s in fallbacks} == {"Cast"} and {s["reason"] for s in fallbacks} == {"ai-cpu"}
+    assert min(s["time_ns"] for s in fallbacks) == 325_440_400  # trans_Cast_5 at 1699529623116055.2 us
+    ops = trace["ops"].to_pylist()
+    assert ops[0]["name"] == "ZerosLike" and ops[0]["input_shapes"] == "544404480" and ops[0]["input_dtypes"] == "float16"
+    assert ops[1]["input_shapes"] is None  # N/A
+    assert trace.run_info.extra["accelerator_cores"] == {"AI_CORE": 13, "AI_CPU": 7, "AI_VECTOR_CORE": 520, "DSA_SQE": 7,
+                                                         "HCCL": 19, "MIX_AIV": 25}  # fmt: skip
+
+
+def test_kernel_details_29_real(shared_fixtures: Path) -> None:
+    trace = load_any(shared_fixtures / "ascend" / "kernel_details_29.csv")
+    ops = trace["ops"].to_pylist()
+    assert len(ops) == 29 and not trace["signals"].num_rows  # no AI_CPU kernel
+    # row 1 (MatMulV2): "1736413971558972.912<TAB>" - the earliest start 1736413971411629.128 (FlashAttentionScore)
+    assert ops[0]["name"] == "FlashAttentionScore" and ops[0]["start_ns"] == 0
+    row1 = next(o for o in ops if o["start_ns"] == 147_343_784)
+    assert row1["name"] == "MatMulV2" and row1["dur_ns"] == 185_504
+    assert row1["input_shapes"] == "81920x4096;8192x512" and row1["input_dtypes"] == "bfloat16;bfloat16"
+    assert row1["output_shapes"] == "4096x512"
+    assert {s["engine"] for s in trace["engine_slices"].to_pylist()} == {"NPU stream 2"}
+    assert trace["regions"].column("name").to_pylist() == ["kernel_details_29", "step 19"]
+
+
+def test_op_statistic_with_and_without_device_id(tmp_path: Path) -> None:
+    trace = load_any(FIXTURES / "ascend_op_statistic.csv")
+    fallbacks = {(s["op_name"], s["count"]) for s in trace["signals"].to_pylist()}
+    assert fallbacks == {("Cast", 7), ("NonZero", 2)}
+    assert trace["regions"].column("dur_ns").to_pylist() == [7_321_596]  # 4483.096 + 812.5 + 960 + 60.25 + 1005.75 us
+    older = tmp_path / "op_statistic.csv"
+    older.write_text("\n".join(line.split(",", 1)[1] for line in (FIXTURES / "ascend_op_statistic.csv").read_text().splitlines()))
+    assert detect(older) == "ascend-op-statistic"
+    assert {(s["op_name"], s["count"]) for s in load_any(older)["signals"].to_pylist()} == fallbacks
+
+
+def test_kernel_details_bad_rows_are_listed(tmp_path: Path) -> None:
+    path = tmp_path / "kernel_details.csv"
+    path.write_text("Name,Type,Accelerator Core,Start Time(us),Duration(us)\nA,Add,AI_CORE,10.5,1\nB,Add,AI_CORE,N/A,2\nC,Add,AI_CPU,12,-1\n")
+    with pytest.raises(TraceFormatError) as err:
+        load_any(path)
+    text = str(err.value)
+    assert "2 of 3 rows are malformed" in text and "line 3 ('B')" in text and "line 4 ('C')" in text
+
+
+# ---- Mobilint, Furiosa, generic Chrome -----------------------------------------------------------------------
+
+
+def test_mobilint_core_trace() -> None:
+    trace = load_any(FIXTURES / "mobilint_core_trace.json")
+    slices = {s["name"]: s for s in trace["engine_slices"].to_pylist()}
+    assert slices["infer"]["engine"] == "host" and slices["infer"]["dur"] == 565_000
+    assert slices["lock core"]["engine"] == "core worker 4250"
+    assert (slices["copy to npu"]["engine"], slices["copy to npu"]["start"], slices["copy to npu"]["dur"]) == ("NPU h2d", 12_000, 19_000)
+    assert (slices["wait core"]["engine"], slices["wait core"]["kind"], slices["wait core"]["dur"]) == ("NPU core", "sync", 500_000)
+    assert slices["read device"]["engine"] == "NPU d2h"
+    transfers = [(t["direction"], t["start_ns"], t["dur_ns"], t["bytes"]) for t in trace["transfers"].to_pylist()]
+    assert transfers == [("h2d", 12_000, 19_000, 0), ("d2h", 537_000, 14_000, 0)]
+    kinds = sorted(s["kind"] for s in trace["signals"].to_pylist())
+    assert kinds == ["sync", "transfer/d2h", "transfer/h2d"]
+    assert any("transfer bytes" in m for m in trace.run_info.missing_signals)
+
+
+def test_mobilint_unbalanced_pairs(tmp_path: Path) -> None:
+    events = json.loads((FIXTURES / "mobilint_core_trace.json").read_text())
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps([e for e in events if not (e["name"] == "lock core" and e["ph"] == "B")]))
+    with pytest.raises(TraceFormatError, match="an 'E' without a matching 'B'"):
+        load_any(path)
+
+
+def test_furiosa_legacy_and_rngd() -> None:
+    legacy = load_any(FIXTURES / "furiosa_legacy_trace.json")
+    engines = {(s["engine"], s["name"]) for s in legacy["engine_slices"].to_pylist()}
+    assert ("host Nux", "Quantize") in engines and ("NPU 0 operators", "Conv") in engines and ("NPU 1", "Execution") in engines
+    conv = next(s for s in legacy["engine_slices"].to_pylist() if s["name"] == "Conv")
+    assert (conv["start"], conv["dur"]) == (26_500, 40_250)
+    assert legacy.run_info.devices == ["cpu", "npu:0", "npu:1"]
+    rngd = load_any(FIXTURES / "furiosa_rngd_trace.json")
+    lanes = {s["name"]: (s["engine"], s["start"]) for s in rngd["engine_slices"].to_pylist()}
+    assert lanes == {"submit": ("submit", 0), "Load": ("npu:0:0-7 PE 0 load", 4_125), "Execution": ("npu:0:0-7 PE 0", 6_125),
+                     "Store": ("npu:0:0-7 PE 0 store", 16_125)}  # fmt: skip
+    assert rngd.run_info.devices == ["cpu", "npu:0"]
+    assert rngd.run_info.extra["npu_cycles"] == {"spans": 3, "cycles": 13_000, "cycles_per_us": 1000.0}
+    assert [(t["direction"], t["bytes"]) for t in rngd["transfers"].to_pylist()] == [("h2d", 4096), ("d2h", 1024)]
+
+
+def test_generic_chrome_lanes_and_what_it_cannot_provide() -> None:
+    trace = load_any(FIXTURES / "chrome_generic.json")
+    rows = [(s["engine"], s["name"], s["start"], s["dur"], s["kind"], s["correlation"]) for s in trace["engine_slices"].to_pylist()]
+    assert sorted(rows) == sorted([
+        ("Renderer / CrRendererMain", "Layout", 0, 20_250, "compute", None),
+        ("Renderer / CrRendererMain", "V8.Execute", 29_500, 30_125, "compute", None),
+        ("Renderer / CrRendererMain", "V8.GC", 34_500, 5_000, "compute", 77),  # the flow starts inside the GC
+        ("Renderer / CrRendererMain", "FirstPaint", 60_500, 0, "annotation", None),
+        ("GPU Process / VizCompositorThread", "DrawFrame", 49_500, 12_000, "compute", 77),
+        ("GPU Process / tid 7", "SwapBuffers", 64_500, 3_000, "compute", None),
+    ])  # fmt: skip
+    assert not trace["ops"].num_rows and not trace["signals"].num_rows
+    missing = " ".join(trace.run_info.missing_signals)
+    assert all(w in missing for w in ("operators", "cpu_fallback", "transfers and syncs", "compile"))
+
+
+def test_generic_chrome_bare_array(tmp_path: Path) -> None:
+    doc = json.loads((FIXTURES / "chrome_generic.json").read_text())
+    path = tmp_path / "perfetto.json"
+    path.write_text(json.dumps(doc["traceEvents"]))
+    assert detect(path) == "chrome"
+    assert load_any(path)["engine_slices"].num_rows == 6
+
+
+# ---- memory lanes -------------------------------------------------------------------------------------------
+
+
+def test_schedule_tensors_and_memory_lanes() -> None:
+    trace = load_any(FIXTURES / "furiosa_schedule.json")
+    rows = trace.run_info.extra["tensors"]["rows"]
+    assert ["q", "Sram", 12288, 2048, 150, 500] in rows and ["y", "Dram", 8192, 2048, 505, 600] in rows and len(rows) == 7
+    memory = memory_lanes(trace)
+    assert memory.tiers == ["Sram", "Dram"] and memory.tier_bytes == [16384, 12288]  # p ends at 14336 + 2048; w_q at 4096 + 8192
+    q = memory.labels.index("q (Sram): 2,048 B at 0x3000, 150-500")
+    assert (memory.x0[q], memory.x1[q]) == (150, 500)
+    assert memory.y0[q] == pytest.approx(0.9 * 12288 / 16384) and memory.y1[q] == pytest.approx(0.9 * 14336 / 16384)
+    lanes = build_lanes(trace["engine_slices"])
+    panel = Panel("s", lanes, reduce_viewport(lanes, 0, 600, 1000), [], "cycles", memory=memory)
+    fig = timeline_figure([panel])
+    axis = fig["layout"][f"yaxis{MEMORY_AXIS}"]
+    assert axis["ticktext"] == ["Sram (16,384 B)", "Dram (12,288 B)"]
+    assert axis["domain"][0] > fig["layout"]["yaxis"]["domain"][1]  # memory above the resource lanes
+    memory_traces = [d for d in fig["data"] if d["yaxis"] == f"y{MEMORY_AXIS}"]
+    assert [d["name"] for d in memory_traces] == ["memory Sram", "memory Dram"]
+    assert fig["data"][-2:] == memory_traces  # after every bar trace: zoom patches keep their indices
+    assert memory_traces[1]["x"][:6] == [0, 100, 100, 0, 0, None]  # x in Dram: cycles 0-100
+
+
+# ---- the converted sample --------------------------------------------------------------------------------------
+
+
+def test_converted_ascend_sample_matches_its_source(shared_fixtures: Path, tmp_path: Path) -> None:
+    out = tmp_path / "k.arrow"
+    assert main(["convert", str(shared_fixtures / "ascend" / "kernel_details_591.csv"), "-o", str(out), "--compression", "zstd"]) == 0
+    sample = read_trace(SAMPLES / "ascend_kernel_details_591.arrow")
+    fresh = read_trace(out)
+    for table in ("ops", "signals", "engine_slices", "regions"):
+        assert fresh[table].num_rows == sample[table].num_rows, table
+    assert fresh["signals"].to_pylist() == sample["signals"].to_pylist()
+    assert "ascend_kernel_details_591.arrow" in (SAMPLES / "README.md").read_text()
