@@ -17,7 +17,8 @@ Public names (stable; other modules import them):
   :data:`MATMUL_OPS`; :func:`packet`.
 * Operator rules (declared objects with name, description, match, hint): :class:`OpCall`,
   :class:`OpRule`, :class:`RuleSet`, :data:`SYNC_RULES`, :func:`sync_cause`, :func:`copy_ends`,
-  :func:`never_falls_back`, :func:`dtype_agnostic`, :func:`is_index_arithmetic`, :func:`dtype_fallback_cause`.
+  :func:`never_falls_back`, :func:`dtype_agnostic`, :func:`is_index_arithmetic`, :func:`dtype_fallback_cause`;
+  :class:`LoggedCauseRule`, :data:`LOGGED_CAUSE_RULES`, :func:`logged_cause` (reasons a backend logged).
 * Kineto vocabulary: :data:`KINETO_RUNTIME_CATEGORIES`, :data:`KINETO_DEVICE_CATEGORIES`,
   :data:`SYNC_RUNTIME_CALLS`, :func:`copy_direction`.
 * What each source provides: :class:`Provider`, :data:`PROVIDES`.
@@ -141,6 +142,8 @@ class Cause(enum.Enum):
     STRIDED_DESTINATION = "strided-destination"
     NEW_KEY = "new-key"
     BROADCAST_VIEW_INPUT = "broadcast-view-input"
+    VIEW = "view"
+    OTHER = "other"
     PROMPT_OVER_SEQUENCE = "prompt-exceeds-max-sequence-length"
     GENERATION_OVER_CACHE = "generation-exceeds-max-cache-length"
 
@@ -376,6 +379,42 @@ def is_index_arithmetic(call: OpCall) -> bool:
 def dtype_fallback_cause(call: OpCall) -> Cause:
     """Why a call whose dtypes the device lacks falls back: index arithmetic is not a float16 question."""
     return Cause.INDEX_DTYPE if is_index_arithmetic(call) else Cause.DTYPE_NOT_SUPPORTED
+
+
+@dataclasses.dataclass(frozen=True)
+class LoggedCauseRule:
+    """A declared rule that reads a backend's logged fallback reason: any of `words` (lower case) means `cause`."""
+
+    name: str
+    description: str
+    cause: Cause
+    words: tuple[str, ...]
+
+    def match(self, text: str) -> bool:
+        low = text.lower()
+        return any(w in low for w in self.words)
+
+    @property
+    def hint(self) -> str:
+        return cause_hint(self.cause)
+
+
+LOGGED_CAUSE_RULES: RuleSet[LoggedCauseRule] = RuleSet([
+    LoggedCauseRule("unaligned", "an alignment requirement", Cause.UNALIGNED, ("align", "multiple of")),
+    LoggedCauseRule("dtype", "a dtype the device does not compute in", Cause.DTYPE_NOT_SUPPORTED,
+                    ("dtype", "float32", "float64", "int64", "bfloat16", "double", "complex")),
+    LoggedCauseRule("no-kernel", "no device kernel for the operator", Cause.NO_KERNEL,
+                    ("not implemented", "no kernel", "unsupported op")),
+    LoggedCauseRule("view", "a view or stride layout the runtime cannot take", Cause.VIEW, ("view", "stride")),
+    LoggedCauseRule("shape", "a shape condition", Cause.SHAPE_CONDITION, ("shape", "length", "size", "rank", "dim")),
+])
+
+
+def logged_cause(text: str | None) -> Cause | None:
+    """The cause of a fallback from the reason a backend logged (first matching rule; OTHER when none)."""
+    if not text:
+        return None
+    return next((rule.cause for rule in LOGGED_CAUSE_RULES if rule.match(text)), Cause.OTHER)
 
 
 # ---- Kineto vocabulary --------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 from ..builder import TraceBuilder
+from ..catalog import Cause, cause_hint, logged_cause
 from ..errors import TraceFormatError
 from ..schema import Mode, SignalKind, Source
 from ..trace import RunInfo, Trace
@@ -53,28 +54,16 @@ def sniff(text: str) -> bool:
 
 
 def classify(detail: str | None) -> str | None:
-    """The short why of a fallback from the reason text the backend logged."""
-    if not detail:
-        return None
-    low = detail.lower()
-    if "align" in low or "multiple of" in low:
-        return "unaligned"
-    if "dtype" in low or any(t in low for t in ("float32", "float64", "int64", "bfloat16", "double", "complex")):
-        return "dtype-not-supported"
-    if "not implemented" in low or "no kernel" in low or "unsupported op" in low:
-        return "no-kernel"
-    if "view" in low or "stride" in low:
-        return "view"
-    if any(w in low for w in ("shape", "length", "size", "rank", "dim")):
-        return "shape-condition"
-    return "other"
+    """The short why of a fallback from the reason text the backend logged (the catalogue's logged-cause rules)."""
+    cause = logged_cause(detail)
+    return cause.value if cause is not None else None
 
 
 def _note(why: str | None, detail: str | None) -> str | None:
-    if why == "unaligned" and detail and (m := _ALIGN.search(detail)):
-        return f"try: pad to a multiple of {m.group(1)}"
-    if why == "dtype-not-supported":
-        return "try: compute in the device's dtype (e.g. float16)"
+    if why == Cause.UNALIGNED.value and detail and (m := _ALIGN.search(detail)):
+        return cause_hint(Cause.UNALIGNED, multiple_of=m.group(1))
+    if why == Cause.DTYPE_NOT_SUPPORTED.value:
+        return cause_hint(Cause.DTYPE_NOT_SUPPORTED, dtype="the device's dtype (e.g. float16)")
     return None
 
 

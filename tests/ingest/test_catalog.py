@@ -116,3 +116,19 @@ def test_h2d_alone_is_clean_and_worst_status() -> None:
     assert catalog.verdict(_figures({SignalKind.TRANSFER_H2D: 9})).status is Status.CLEAN
     assert catalog.worst_status([Status.CLEAN, Status.ERROR, Status.COMPILES]) is Status.ERROR
     assert catalog.worst_status([]) is Status.CLEAN
+
+
+@pytest.mark.parametrize(
+    ("text", "cause"),
+    [
+        ("innermost dimension 16 is not a multiple of 64", Cause.UNALIGNED),
+        ("float32 is not supported on this device", Cause.DTYPE_NOT_SUPPORTED),
+        ("aten::nonzero: not implemented for the NPU", Cause.NO_KERNEL),
+        ("non-contiguous view", Cause.VIEW),
+        ("query length must be fixed", Cause.SHAPE_CONDITION),
+        ("the moon is full", Cause.OTHER),
+        ("", None),
+    ],
+)
+def test_logged_fallback_reasons(text: str, cause: Cause | None) -> None:
+    assert catalog.logged_cause(text) is cause
