@@ -86,6 +86,7 @@ class SignalRecord:
     reason: str | None = None
     bytes: int = 0
     note: str | None = None
+    count: int = 1  # more than one for signals that count units (static/padding: token positions)
 
 
 @dataclasses.dataclass(slots=True)

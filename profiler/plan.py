@@ -57,6 +57,13 @@ def model_shape(config: Any) -> ModelShape:
 
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
+    return shape_of(model, config)
+
+
+def shape_of(model: Any, config: Any) -> ModelShape:
+    """The shape of a built decoder (on any device) and its transformers config."""
+    import torch
+
     heads = int(config.num_attention_heads)
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))

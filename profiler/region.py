@@ -97,10 +97,10 @@ class Region:
             if run is not None:
                 run.regions.append(self)
         if self._target is not None:
-            from .predict import Predictor
+            from .static_predict import predictor_for
 
             parent_predictor = self.parent.predictor if self.parent is not None else None
-            self.predictor = parent_predictor or Predictor(self._target)
+            self.predictor = parent_predictor or predictor_for(self._target)
             self.predictor.attach(self, s)
         elif self.parent is not None and self.parent.predictor is not None:
             self.predictor = self.parent.predictor
@@ -273,6 +273,7 @@ def default_run_info(regions: list[Region]) -> RunInfo:
         model=model,
         start_time=datetime.datetime.fromtimestamp(start, datetime.UTC).isoformat(timespec="seconds"),
         producer="portscope 0.1.0",
+        config=predictor.run_config() if hasattr(predictor, "run_config") else {},  # static-shape targets
     )
 
 

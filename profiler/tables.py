@@ -199,7 +199,7 @@ def _add_signals(
             kind=sig.kind,
             reason=sig.reason,
             op_name=ev.name,
-            count=1,
+            count=sig.count,
             bytes=sig.bytes,
             call_site=ev.call_site,
             stack_id=ev.stack_id,
