@@ -17,7 +17,7 @@ from .callsites import CALLER_SEPARATOR, format_frame, module_summary, site_line
 from .schema import FRAME_SOURCE, TimeUnit
 from .trace import Trace
 
-__all__ = ["LineDetail", "LineTotal", "line_detail", "line_table", "operator_lines", "source_index"]
+__all__ = ["LineDetail", "LineTotal", "line_detail", "line_table", "operator_lines", "source_index", "stack_lines"]
 
 
 @dataclasses.dataclass(frozen=True)

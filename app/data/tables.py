@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from portscope.ingest.lines import stack_lines
 from portscope.ingest.summary import descendants
 from portscope.ingest.trace import Trace
 
@@ -65,22 +66,6 @@ def breakdown(
     return grouped.sort_values(["count", "bytes"], ascending=False).head(top).reset_index(drop=True)
 
 
-def stack_frames(trace: Trace, stack_id: int | None) -> list[str]:
-    """A stack as `file:line (function)` lines, innermost first."""
-    if stack_id is None:
-        return []
-    stacks = trace["stacks"]
-    match = pc.equal(stacks.column("stack_id"), stack_id)
-    rows = stacks.filter(match)
-    if not rows.num_rows:
-        return []
-    frame_ids = rows.column("frame_ids")[0].as_py()
-    frames = trace["frames"]
-    by_id = {fid: i for i, fid in enumerate(frames.column("frame_id").to_pylist())}
-    files, lines, funcs = (frames.column(c).to_pylist() for c in ("file", "line", "function"))
-    return [f"{files[by_id[f]]}:{lines[by_id[f]]} ({funcs[by_id[f]]})" for f in frame_ids if f in by_id]
-
-
 def operator_detail(trace: Trace, region_id: int, signal: str, operator: str) -> dict[str, Any]:
     """An operator's signals in a region: counts, bytes, why-breakdown, call sites, modules, one stack."""
     signals = _in_region(trace["signals"], trace, region_id)
@@ -105,7 +90,7 @@ def operator_detail(trace: Trace, region_id: int, signal: str, operator: str) ->
         "reasons": counts("reason"),
         "call_sites": counts("call_site"),
         "modules": counts("module"),
-        "stack": stack_frames(trace, int(stacks.iloc[0])) if len(stacks) else [],
+        "stack": stack_lines(trace, int(stacks.iloc[0])) if len(stacks) else [],
     }
 
 
@@ -186,7 +171,7 @@ def slice_detail(trace: Trace, row: int) -> dict[str, Any]:
         if hit.num_rows:
             op = {name: hit.column(name)[0].as_py() for name in hit.column_names}
             out["op"] = op
-            out["stack"] = stack_frames(trace, op.get("stack_id"))
+            out["stack"] = stack_lines(trace, op["stack_id"]) if op.get("stack_id") is not None else []
     return out
 
 

@@ -26,6 +26,7 @@ from ..components import (
 from ..context import store
 from ..data.tables import OPS_COLUMNS, breakdown, operator_detail, region_ops_page
 from ..figures import breakdown_figure
+from . import region_lines
 from .common import load, region_rows
 
 SIGNAL_COLUMNS = [
@@ -40,7 +41,7 @@ OPERATOR_COLUMNS = [
     {"field": "count", "headerName": "Count", "type": "numericColumn", "flex": 1, "minWidth": 100},
     {"field": "bytes_text", "headerName": "Bytes", "type": "numericColumn", "flex": 1, "minWidth": 100},
     {"field": "why", "headerName": "Why", "flex": 2},
-    {"field": "site", "headerName": "Top call site", "flex": 4},
+    {"field": "site", "headerName": "Top line", "flex": 4},
 ]
 
 
@@ -61,7 +62,7 @@ def operator_rows(report: dict[str, Any], signal: str | None = None) -> list[dic
                 "count": op["count"],
                 "bytes_text": fmt_bytes(op["bytes"]),
                 "why": ", ".join(f"{k} {v}" for k, v in op["reasons"].items()),
-                "site": next(iter(op["call_sites"]), ""),
+                "site": op["lines"][0]["line"] if op.get("lines") else next(iter(op["call_sites"]), ""),
             }
         )
     return rows
@@ -113,6 +114,7 @@ def layout(run_id: str = "", region: str = "", n: str = "0", **_query: str) -> h
         html.H3("Signals"),
         grid(ids.SIGNAL_GRID, signals, SIGNAL_COLUMNS, height=grid_height(len(signals))) if signals else html.P("No signals: everything ran where it was asked to."),
     ]
+    children += region_lines.line_section(run_id, region_id)
     if signals:
         operators = operator_rows(report)
         children += [
@@ -162,6 +164,7 @@ def detail_panel(detail: dict[str, Any]) -> list[Any]:
 
 def register(app: dash.Dash) -> None:
     dash.register_page(__name__, path_template="/run/<run_id>/region/<region>", order=2, name="Region", title="portscope: region", layout=layout)
+    region_lines.register(app)
 
     @app.callback(Output(ids.OPERATOR_GRID, "rowData"), Input(ids.SIGNAL_GRID, "selectedRows"), State(ids.REGION_KEY, "data"), prevent_initial_call=True)
     def filter_operators(selected: list[dict[str, Any]] | None, key: dict[str, Any]) -> list[dict[str, Any]]:

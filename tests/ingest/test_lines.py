@@ -1,0 +1,83 @@
+"""Signals by source line, call-site formatting and source text, on a hand-built trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from portscope.ingest import Placement, RunInfo, SignalKind, Source, TraceBuilder
+from portscope.ingest.callsites import module_summary, package_relative, parse_frame, relative_site, site_line
+from portscope.ingest.lines import line_detail, line_table, source_index
+from portscope.ingest.report import format_region, region_report_data
+from portscope.ingest.summary import summarize
+from portscope.ingest.trace import Trace, read_trace, write_trace
+
+NORM = "transformers/models/llama/modeling_llama.py:65 (LlamaRMSNorm.forward)"
+ROPE = "transformers/models/llama/modeling_llama.py:147 (apply_rotary_pos_emb)"
+LAYER = "transformers/models/llama/modeling_llama.py:297 (LlamaDecoderLayer.forward)"
+ATTN = "transformers/models/llama/modeling_llama.py:249 (LlamaAttention.forward)"
+
+
+def lines_trace() -> Trace:
+    """3 mul fallbacks at the norm's line (layers 0, 1 and the final norm), 2 at the rotary line (with 64 bytes each)."""
+    b = TraceBuilder(RunInfo(source=Source.PREDICTED, target="fp16-npu", roots={"transformers": "/x/transformers"}))
+    rid = b.add_region("forward", dur_ns=1000)
+    norm_stack = b.stacks.intern([("transformers/models/llama/modeling_llama.py", 65, "LlamaRMSNorm.forward"),
+                                  ("torch/nn/modules/module.py", 1778, "Module._wrapped_call_impl"),
+                                  ("transformers/models/llama/modeling_llama.py", 297, "LlamaDecoderLayer.forward")])
+    rope_stack = b.stacks.intern([("transformers/models/llama/modeling_llama.py", 147, "apply_rotary_pos_emb")])
+    b.stacks.sources[("transformers/models/llama/modeling_llama.py", 65, "LlamaRMSNorm.forward")] = "variance = x.pow(2)"
+    b.stacks.sources[("transformers/models/llama/modeling_llama.py", 147, "apply_rotary_pos_emb")] = "q_embed = q * cos"
+    rows = [  # op_id, module, call site, stack, bytes, host ns
+        (0, "model.layers.0.input_layernorm", f"{NORM} <- {LAYER}", norm_stack, 0, 10),
+        (1, "model.layers.1.input_layernorm", f"{NORM} <- {LAYER}", norm_stack, 0, 20),
+        (2, "model.norm", NORM, None, 0, 30),
+        (3, "model.layers.0.self_attn", f"{ROPE} <- {ATTN}", rope_stack, 64, 400),
+        (4, "model.layers.1.self_attn", f"{ROPE} <- {ATTN}", rope_stack, 64, 500),
+    ]
+    for op_id, module, site, stack, nbytes, dur in rows:
+        b.ops.append(op_id=op_id, region_id=rid, name="aten::mul.Tensor", start_ns=op_id * 100, dur_ns=dur,
+                     placement=Placement.FALLBACK, bytes_in=0, bytes_out=0, module=module, call_site=site, stack_id=stack)
+        b.signals.append(region_id=rid, op_id=op_id, kind=SignalKind.CPU_FALLBACK, reason="dtype-not-supported",
+                         op_name="aten::mul.Tensor", count=1, bytes=nbytes, call_site=site, stack_id=stack, module=module)
+    return b.build()
+
+
+def test_call_site_helpers() -> None:
+    assert site_line(f"{NORM} <- {LAYER}") == NORM
+    assert parse_frame("model.py:12 (f)") == ("model.py", 12, "f")
+    assert parse_frame("/a/b.py:7:3") == ("/a/b.py", 7, None)
+    assert package_relative("/usr/lib/python3/dist-packages/transformers/x.py") == "transformers/x.py"
+    assert package_relative("/home/me/run.py") == "/home/me/run.py"
+    assert relative_site("/v/lib/python3.11/site-packages/t/m.py:3 (f) <- /v/lib/python3.11/site-packages/t/n.py:9 (g)") \
+        == "t/m.py:3 (f) <- t/n.py:9 (g)"
+    assert module_summary([("model.layers.0.mlp", 2), ("model.layers.1.mlp", 2), ("model.layers.2.mlp", 1),
+                           ("model.norm", 1)]) == {"model.layers.[0-2].mlp": 5, "model.norm": 1}
+    assert module_summary([("model.layers.3.self_attn.q_norm", 1)]) == {"model.layers.3.self_attn.q_norm": 1}
+
+
+def test_line_table_counts_bytes_time_and_source(tmp_path: Path) -> None:
+    trace = read_trace(write_trace(lines_trace(), tmp_path / "lines.arrow"))
+    assert source_index(trace) == {NORM: "variance = x.pow(2)", ROPE: "q_embed = q * cos"}
+    norm, rope = line_table(trace, 0)
+    assert (norm.line, norm.count, norm.bytes, norm.time_ns) == (NORM, 3, 0, 60)  # host times: 10 + 20 + 30
+    assert (rope.line, rope.count, rope.bytes, rope.time_ns) == (ROPE, 2, 128, 900)
+    assert norm.modules == {"model.layers.[0,1].input_layernorm": 2, "model.norm": 1}
+    assert norm.callers == {LAYER: 2} and norm.source == "variance = x.pow(2)"
+    detail = line_detail(trace, 0, NORM)
+    assert detail is not None and detail.operators == [
+        {"signal": "dispatch/cpu_fallback", "operator": "aten::mul.Tensor", "count": 3, "bytes": 0}]
+    (n, frames), = detail.stacks  # the final norm's signal has no stack
+    assert n == 2 and frames == [f"{NORM}    variance = x.pow(2)", "torch/nn/modules/module.py:1778 (Module._wrapped_call_impl)",
+                                 LAYER]
+    assert trace.run_info.roots == {"transformers": "/x/transformers"}
+
+
+def test_report_groups_an_operator_by_line() -> None:
+    summary = summarize(lines_trace(), 0)
+    (mul,) = summary.operators
+    assert [(t.line, t.count) for t in mul.lines] == [(NORM, 3), (ROPE, 2)]
+    data = region_report_data(summary)
+    assert data["operators"][0]["lines"][1]["modules"] == {"model.layers.[0,1].self_attn": 2}
+    text = format_region(summary)
+    assert f"3x at {NORM}  in model.layers.[0,1].input_layernorm 2, model.norm 1" in text
+    assert "| q_embed = q * cos" in text
