@@ -77,6 +77,17 @@ def _read_detected(path: Path) -> object:
     return load_any(path, caps=FUZZ_CAPS)
 
 
+def _read_as(fmt: str) -> Callable[[Path], object]:
+    """A reader of one detected format (issue 16's readers), through load_any with the fuzz caps."""
+
+    def read(path: Path) -> object:
+        from portscope.ingest.convert import load_any
+
+        return load_any(path, format=fmt, caps=FUZZ_CAPS)
+
+    return read
+
+
 def _read_target(path: Path) -> object:
     from portscope.profiler.targets import load_target
 
@@ -103,8 +114,15 @@ READERS: dict[str, Reader] = {
         Reader("torch-trace", ".log", _read_torch_trace, TraceFormatError, "portscope.ingest.readers.torch_trace"),
         Reader("detect", ".bin", _read_detected, TraceFormatError, "portscope.ingest.convert"),
         Reader("target", ".toml", _read_target, TargetError, "portscope.profiler.targets"),
+        *(Reader(fmt, suffix, _read_as(fmt), TraceFormatError, "portscope.ingest.convert") for fmt, suffix in (
+            ("ascend-trace", ".json"), ("ascend-kernels", ".csv"), ("ascend-op-statistic", ".csv"),
+            ("mobilint-trace", ".json"), ("furiosa-trace", ".json"), ("chrome", ".json"))),
     )
 }
+# seeds of issue 16's readers: the hand-written fixtures (tests/vendor/fixtures/README.md says what each follows)
+VENDOR_SEEDS = {"ascend-trace": "ascend_trace_view.json", "ascend-op-statistic": "ascend_op_statistic.csv",
+                "mobilint-trace": "mobilint_core_trace.json", "furiosa-trace": "furiosa_rngd_trace.json",
+                "chrome": "chrome_generic.json"}  # fmt: skip
 
 _SCRATCH = Path(tempfile.mkdtemp(prefix="portscope-fuzz-"))
 
@@ -140,6 +158,10 @@ def seed(reader: str) -> bytes:
         return (REPO / "tests" / "fixtures" / "torch_trace" / "graph_breaks_small.log").read_bytes()[:6000]
     if reader == "target":
         return (REPO / "profiler" / "targets" / "fp16-npu.toml").read_bytes()
+    if reader in VENDOR_SEEDS:
+        return (REPO / "tests" / "vendor" / "fixtures" / VENDOR_SEEDS[reader]).read_bytes()
+    if reader == "ascend-kernels":
+        return KERNEL_DETAILS_SEED
     raise KeyError(reader)
 
 
@@ -161,6 +183,17 @@ KINETO_SEED = b"""{"schemaVersion": 1, "baseTimeNanoseconds": 170000000000000000
 {"ph": "s", "id": 11, "pid": 1, "tid": 1, "ts": 2.0, "cat": "ac2g", "name": "ac2g"}
 ]}
 """
+
+# torch_npu kernel_details.csv quirks (as in the real files): a TAB inside the quoted start time, tripled quotes, N/A
+KERNEL_DETAILS_SEED = (
+    b"Step Id,Model ID,Task ID,Stream ID,Name,Type,OP State,Accelerator Core,Start Time(us),Duration(us),Wait Time(us),"
+    b"Block Dim,Input Shapes,Input Data Types,Output Shapes\n"
+    b'19,4294967295,61653,2,aclnnMatmul_MatMulCommon_MatMulV2,MatMulV2,dynamic,AI_CORE,"1736413971558972.912\t",185.504,'
+    b'1.087,16,"""81920,4096;8192,512""",DT_BF16;DT_BF16,"""4096,512"""\n'
+    b'19,4294967295,N/A,N/A,hcom_broadcast__445_0,hcom_broadcast_,N/A,HCCL,"1736413971560588.764\t",308926.68,N/A,0,'
+    b"N/A,N/A,N/A\n"
+    b'19,4294967295,7,9,trans_Cast_5,Cast,static,AI_CPU,1736413971560900.5,197.54,0,1,"""1,7""",INT64,"""1,7"""\n'
+)
 
 FALLBACK_SEED = b"""[2026-09-14 19:49:00.145][I] `aten::neg` op ran on CPU instead of RBLN
 [2026-09-14 19:49:00.146][W] TRACE: /work/model.py:85 in rotate_half
