@@ -34,13 +34,14 @@ from ..builder import TableBuilder
 from ..catalog import Cause, cause_hint, copy_direction
 from ..schema import Direction, EngineKind, SignalKind, SliceKind
 from ..trace import Trace
+from ._kineto_events import KinetoEvents
 from .chrome_json import ChromeDocument
-from .kineto import KinetoEvents
 
 LAUNCH_MARKERS = {"rbln_run"}
 SORT_INDEX_BASE = 5_000_000
 _PROCESS = re.compile(r"^NPU\s*(\d+)$")
 _NUMBER = re.compile(r"(\d+)\s*$")
+_DEVICE_SORT_INDEX = re.compile(rb'"sort_index"\s*:\s*5\d{6}\b')
 # device activity category -> (engine kind, slice kind, default lane name)
 _CATEGORIES = {
     "kernel": (EngineKind.STREAM, SliceKind.COMPUTE, "compute"),
@@ -97,7 +98,8 @@ class NpuLayout:
 
 def npu_layout(doc: ChromeDocument) -> NpuLayout | None:
     """The NPU layout of a Kineto document, or None when no process is a device row (checked on the bytes first)."""
-    if b'"launch_id"' not in doc.raw and b'"NPU' not in doc.raw and b'"process_sort_index"' not in doc.raw:
+    # Every PyTorch trace has process_sort_index rows; a device row's index is 5000000 + pid.
+    if b'"launch_id"' not in doc.raw and b'"NPU' not in doc.raw and not _DEVICE_SORT_INDEX.search(doc.raw):
         return None
     names: dict[Any, str] = {}
     sort_index: dict[Any, int] = {}
