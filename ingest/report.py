@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .plan_report import format_plan, static_shapes_line
 from .schema import Direction, Source
 from .summary import OperatorTotal, RegionSummary, format_bytes, region_ids, run_totals, summarize
 from .trace import Trace
@@ -145,6 +146,11 @@ def format_trace(trace: Trace, region: str | None = None) -> str:
         parts[-1] += "\n  model: " + ", ".join(f"{k}={v}" for k, v in info.model.items())
     if info.missing_signals:
         parts[-1] += "\n  this source could not provide: " + ", ".join(info.missing_signals)
+    static = static_shapes_line(info)
+    if static:
+        parts[-1] += "\n  " + static
+    if trace["plan"].num_rows:
+        parts.append(format_plan(trace["plan"], info))
     for rid in region_ids(trace, region):
         parts.append(format_region(summarize(trace, rid), source=info.source, target=info.target))
     return "\n\n".join(parts) + "\n"

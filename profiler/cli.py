@@ -140,7 +140,12 @@ def _int_list(text: str) -> list[int]:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from .plan import format_plan, load_config, model_shape, plan, read_prompt_lengths, write_plan
+    import torch
+
+    from portscope.ingest.plan_report import format_plan
+    from portscope.ingest.trace import write_trace
+
+    from .plan import load_config, model_shape, plan, plan_trace, read_prompt_lengths
     from .targets import load_target
 
     target = load_target(args.target)
@@ -148,12 +153,10 @@ def _plan(args: argparse.Namespace) -> int:
     shape = model_shape(load_config(args.model))
     rows = plan(shape, target, sequences=args.seq, batches=args.batch, cache_length=args.cache_length,
                 prompt_lengths=prompts, new_tokens=args.new_tokens)
-    print(format_plan(rows, shape, target))
     sweep = {"model_config": str(args.model), "prompt_lengths": args.prompt_lengths, "new_tokens": args.new_tokens}
-    import torch
-
-    print(write_plan(rows, shape, target, args.output, command=" ".join(sys.argv), sweep=sweep,
-                     torch_version=torch.__version__))
+    trace = plan_trace(rows, shape, target, command=" ".join(sys.argv), sweep=sweep, torch_version=torch.__version__)
+    print(format_plan(trace["plan"], trace.run_info))
+    print(write_trace(trace, args.output))
     return 0
 
 

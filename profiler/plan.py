@@ -20,10 +20,9 @@ from typing import Any
 import pyarrow as pa
 
 from portscope.ingest.builder import TableBuilder
-from portscope.ingest.catalog import format_bytes
 from portscope.ingest.errors import UsageError
 from portscope.ingest.schema import EngineKind, Source
-from portscope.ingest.trace import RunInfo, Trace, write_trace
+from portscope.ingest.trace import RunInfo, Trace
 
 from .targets import Engine, Target
 from .targets.static_shapes import ID_BYTES, StaticShapes, StepInput
@@ -294,47 +293,3 @@ def plan_trace(rows: Sequence[PlanRow], shape: ModelShape, target: Target, *, co
                           "parameters": shape.parameters, "kv_heads": shape.kv_heads, "head_dim": shape.head_dim},
                    config=config)
     return Trace(run_info=info, tables={"plan": plan_table(rows)})
-
-
-def write_plan(rows: Sequence[PlanRow], shape: ModelShape, target: Target, path: str | Path, **kwargs: Any) -> Path:
-    return write_trace(plan_trace(rows, shape, target, **kwargs), path)
-
-
-# ---- text ----------------------------------------------------------------------------------------
-
-_COLUMNS = ("seq", "cache", "batch", "weights", "KV cache", "memory", "fits", "programs", "padding", "refused",
-            "prefill", "decode/token", "h2d/token", "d2h/token")
-_TIMED = ("prefill", "decode/token")
-
-
-def format_plan(rows: Sequence[PlanRow], shape: ModelShape, target: Target) -> str:
-    """The plan as a table for people; times say where their figures come from."""
-    lines = [f"{shape.name}: {shape.parameters:,} parameters, {shape.layers} layers, {shape.kv_heads} KV heads x "
-             f"{shape.head_dim}  |  target {target.name}"]
-    source = rows[0].cost_source if rows else ASSUMED
-    table = [tuple(f"{c} ({source})" if c in _TIMED else c for c in _COLUMNS)]
-    for r in rows:
-        table.append((
-            str(r.max_sequence_length), str(r.max_cache_length), str(r.batch_size), format_bytes(r.weight_bytes),
-            format_bytes(r.kv_cache_bytes), format_bytes(r.device_memory_bytes),
-            "?" if r.fits is None else ("yes" if r.fits else "NO"), str(r.programs),
-            "-" if r.padding_waste is None else f"{r.padding_waste:.1%}",
-            "-" if not r.prompts else f"{r.prompts_over_sequence}/{r.prompts}",
-            _ms(r.prefill_ns), _ms(r.decode_ns_per_token), format_bytes(r.h2d_bytes_per_token),
-            format_bytes(r.d2h_bytes_per_token),
-        ))
-    widths = [max(len(row[i]) for row in table) for i in range(len(_COLUMNS))]
-    lines += ["  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in table]
-    if rows:
-        memory = rows[0].memory_bytes
-        lines.append(f"memory = weights at {target.static_shapes.weight_bits if target.static_shapes else '?'} bits + KV cache; "
-                     f"device memory {format_bytes(memory) if memory is not None else 'unknown'}. "
-                     f"Times from the {source} engine figures of {target.name}.")
-        if any(r.prompts_over_cache for r in rows):
-            lines.append("prompts whose generation runs past the cache: " + ", ".join(
-                f"seq {r.max_sequence_length} batch {r.batch_size}: {r.prompts_over_cache}" for r in rows if r.prompts_over_cache))
-    return "\n".join(lines)
-
-
-def _ms(ns: int | None) -> str:
-    return "-" if ns is None else f"{ns / 1e6:.2f} ms"

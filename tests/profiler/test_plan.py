@@ -162,3 +162,15 @@ def test_cli_names_a_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["plan", "--model", str(missing), "-o", str(tmp_path / "p.arrow")]) == 2
     assert f"portscope plan: {missing}: no such config.json" in capsys.readouterr().err
     assert not (tmp_path / "p.arrow").exists()
+
+
+def test_report_prints_the_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "plan.arrow"
+    assert main(["plan", "--model", str(LLAMA), "--seq", "4096", "--batch", "1", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "LlamaForCausalLM: 1,235,814,400 parameters, 16 layers, 8 KV heads x 64  |  target static-llm-npu" in text
+    [row] = [line.split() for line in text.splitlines() if line.lstrip().startswith("4096")]
+    # seq, cache, batch, weights (8 bits), KV cache, memory, fits, programs, padding, refused
+    assert row[:15] == ["4096", "4096", "1", "1.2", "GB", "134.2", "MB", "1.4", "GB", "yes", "2", "-", "-", "154.11", "ms"]

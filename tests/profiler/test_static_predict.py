@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from portscope.ingest import Direction, Placement, SignalKind, Trace
+from portscope.ingest.report import format_trace
 from portscope.profiler import explain
 from portscope.profiler.demo import prompt, tiny_llama
 from portscope.profiler.predict import reset_program_cache
@@ -110,3 +111,11 @@ def test_generation_past_the_cache(llama: torch.nn.Module, target: Target) -> No
     [over] = rows(generate(llama, target, 7, 27), SignalKind.STATIC_OVER_LENGTH)
     assert over["reason"] == "generation-exceeds-max-cache-length" and "max_cache_length >= 33" in over["note"]
     assert over["op_name"] == "program decode 1x1 cache 32"
+
+
+def test_report_says_programs_and_reserved_memory(llama: torch.nn.Module, target: Target) -> None:
+    text = format_trace(generate(llama, target, 7, 4))
+    assert ("static shapes: 2 programs, prefill 1x16 (1 call) and decode 1x1 over a 32-position cache (3 calls); "
+            "KV cache on the device (16.4 KB reserved); device memory 377.5 KB with weights at 8 bits of 17.2 GB (fits)"
+            ) in text
+    assert "9x program prefill 1x16  why: prefill 9" in text  # 16 - 7 padded positions
