@@ -22,8 +22,8 @@ import re
 import orjson
 
 from ..catalog import KINETO_DEVICE_CATEGORIES, KINETO_RUNTIME_CATEGORIES
+from ._kineto_events import KinetoEvents, _int, _tensor_args
 from .chrome_json import ChromeDocument
-from .kineto import KinetoEvents, _int, _tensor_args
 
 # Narrow classes ([^"]*, [^,]*, [^}]*) run twice as fast as exact JSON grammar in `re`; what they let
 # through is checked below (float(), int(), orjson) and a name with an escaped quote or args holding

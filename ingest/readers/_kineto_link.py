@@ -27,7 +27,7 @@ from ..catalog import (
 from ..errors import TraceFormatError
 from ..schema import Direction, EngineKind, Mode, Placement, SignalKind, SliceKind, Source
 from ..trace import RunInfo, Trace
-from .kineto import FORMAT, KinetoEvents
+from ._kineto_events import FORMAT, KinetoEvents
 from .npu_kineto import NpuLayout  # hook: lanes of NPU processes
 
 _FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")
