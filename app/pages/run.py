@@ -8,6 +8,7 @@ import dash
 from dash import dcc, html
 
 from portscope.ingest.diff import pair_regions
+from portscope.ingest.plan_report import static_shapes_line
 
 from .. import urls
 from ..components import fmt_bytes, fmt_int, page, status_badge, text_table
@@ -38,6 +39,9 @@ def facts(trace: Any) -> html.Dl:
         ("recorded", info.start_time or "?"),
         ("time unit", info.time_unit.value),
     ]
+    static = static_shapes_line(info)
+    if static:
+        pairs.append(("static shapes", static.removeprefix("static shapes: ")))
     if info.config:
         pairs.append(("configuration", ", ".join(f"{k}={v}" for k, v in info.config.items())))
     if info.missing_signals:
