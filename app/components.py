@@ -59,7 +59,12 @@ def _cell(value: Any, fmt: Callable[[Any], str] | None) -> Any:
         return value
     if fmt is not None:
         return fmt(value)
-    return "" if value is None else str(value)
+    return "" if _missing(value) else str(value)
+
+
+def _missing(value: Any) -> bool:
+    """None, or the NaN pandas puts where a text column has no value (never shown as "nan")."""
+    return value is None or (isinstance(value, float) and value != value)
 
 
 def status_badge(status: str) -> html.Span:

@@ -123,3 +123,14 @@ def test_sorted_pages_by_partition_equal_a_stable_sort() -> None:
         pages = [_page_by_partition(table, [("dur_ns", direction)], a, a + 100) for a in range(0, 1003, 100)]
         assert (np.concatenate(pages) == full).all()
     assert _page_by_partition(table, [("dur_ns", "ascending"), ("dur_ns", "descending")], 0, 10) is None
+
+
+def test_text_table_shows_missing_text_as_empty() -> None:
+    import pandas as pd
+
+    from portscope.app.components import text_table
+
+    frame = pd.DataFrame({"metric": ["max_abs_diff", "verdict"], "value": [0.25, None], "text": [None, "defect"]})
+    table = text_table(frame, [("metric", "Metric", None), ("value", "Value", None), ("text", "Text", None)])
+    cells = [[td.children for td in tr.children] for tr in table.children[1].children]
+    assert cells == [["max_abs_diff", "0.25", ""], ["verdict", "", "defect"]]
