@@ -1,6 +1,6 @@
 """Call sites: the model line that made each operator, and stacks with paths that travel.
 
-The hot path (`raw_stack`) keeps (code, instruction offset) pairs; everything else happens once per
+The hot path (`StackCapture`) keeps (code, instruction offset) pairs; everything else happens once per
 distinct stack when a trace is built. *Model code* is every frame that is not plumbing: torch,
 portscope, Python's own library, and the packages a user names as library (`explain(library=[...])`,
 `PORTSCOPE_LIBRARY=pkg,pkg`). A call site is the innermost model frame and the model frame that called
@@ -24,7 +24,7 @@ from portscope.ingest.callsites import format_frame, format_site, parse_frame
 from portscope.ingest.errors import UsageError
 
 Frame = tuple[str, int, str]  # (file relative to its root, line, qualified function name)
-RawStack = tuple  # (code, offset, code, offset, ...), innermost first
+RawStack = tuple  # ((code, instruction offset), ...), outermost first
 LIBRARY_ENV = "PORTSCOPE_LIBRARY"
 USER_ROOT = "."
 # portscope modules that play the user's part (the demo's model calls), so their lines are call sites
@@ -33,15 +33,65 @@ _getframe = sys._getframe
 
 
 def raw_stack(skip: int = 2) -> RawStack:
-    """The whole Python stack as a flat (code, offset, ...) tuple, innermost first (cheap; decoded later)."""
+    """The whole Python stack as ((code, offset), ...) pairs, outermost first (decoded later)."""
     out = []
-    append = out.append
     frame = _getframe(skip)
     while frame is not None:
-        append(frame.f_code)
-        append(frame.f_lasti)
+        out.append((frame.f_code, frame.f_lasti))
         frame = frame.f_back
-    return tuple(out)
+    return tuple(reversed(out))
+
+
+class StackCapture:
+    """`raw_stack` for a stream of operators, walking only the frames that changed since the last one.
+
+    Operators come in runs from the same frames: the frames above the last capture's innermost frame
+    are suspended while it runs, so only the frames below the deepest one still on the stack are new.
+    Holds the last stack's frame objects (the innermost keeps the rest alive, so `id()`s are unique);
+    `clear()` drops them when recording stops.
+    """
+
+    __slots__ = ("frames", "index", "pairs")
+
+    def __init__(self) -> None:
+        self.frames: list = []  # frame objects of the last capture, outermost first
+        self.index: dict[int, int] = {}  # id(frame) -> its position in `frames`
+        self.pairs: RawStack = ()
+
+    def capture(self, skip: int) -> RawStack:
+        frame = _getframe(skip)
+        new = []
+        index, frames = self.index, self.frames
+        at = -1
+        while frame is not None:
+            i = index.get(id(frame), -1)
+            # a generator's frame can resume under another caller: its recorded parent must still be its parent
+            if i >= 0 and frames[i] is frame and frame.f_back is (frames[i - 1] if i else None):
+                at = i
+                break
+            new.append(frame)
+            frame = frame.f_back
+        for gone in frames[at + 1:]:
+            index.pop(id(gone), None)
+        del frames[at + 1:]
+        if at >= 0:
+            pairs = self.pairs[:at] + ((frame.f_code, frame.f_lasti),)
+        else:
+            pairs = ()
+        if new:
+            new.reverse()
+            start = len(frames)
+            for k, f in enumerate(new):
+                index[id(f)] = start + k
+            frames += new
+            pairs += tuple([(f.f_code, f.f_lasti) for f in new])
+        self.pairs = pairs
+        return pairs
+
+    def clear(self) -> None:
+        self.frames.clear()
+        self.index.clear()
+        self.pairs = ()
 
 
 _LINE_STARTS: dict[CodeType, tuple[list[int], list[int]]] = {}
@@ -217,14 +267,12 @@ class Attribution:
         got = self._sites.get(stack, ...)
         if got is not ...:
             return got
-        model = [i for i in range(0, len(stack), 2) if not self.is_plumbing(stack[i])]
+        model = [pair for pair in reversed(stack) if not self.is_plumbing(pair[0])]  # innermost first
         got = None
         if model:
-            first = model[0]
-            line = format_frame(*self._frame(stack[first], stack[first + 1]))
-            callers = [i for i in model[1:] if "<locals>" not in stack[i].co_qualname] or model[1:2]
-            caller = format_frame(*self._frame(stack[callers[0]], stack[callers[0] + 1])) if callers else None
-            got = format_site(line, caller)
+            line = format_frame(*self._frame(*model[0]))
+            callers = [pair for pair in model[1:] if "<locals>" not in pair[0].co_qualname] or model[1:2]
+            got = format_site(line, format_frame(*self._frame(*callers[0])) if callers else None)
         self._sites[stack] = got
         return got
 
@@ -232,7 +280,7 @@ class Attribution:
         """Every frame of a raw stack, innermost first, with relative paths."""
         got = self._frames.get(stack)
         if got is None:
-            got = self._frames[stack] = tuple(self._frame(stack[i], stack[i + 1]) for i in range(0, len(stack), 2))
+            got = self._frames[stack] = tuple(self._frame(code, offset) for code, offset in reversed(stack))
         return got
 
     def relative_site(self, text: str | None) -> str | None:

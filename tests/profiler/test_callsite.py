@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from portscope.ingest.lines import line_detail, line_table
 from portscope.ingest.report import format_region
 from portscope.ingest.trace import read_trace
 from portscope.profiler import explain
-from portscope.profiler.callsite import LIBRARY_ENV, Roots, line_of, raw_stack
+from portscope.profiler.callsite import LIBRARY_ENV, Roots, StackCapture, line_of, raw_stack
 from portscope.profiler.demo import prompt, tiny_llama
 from portscope.profiler.predict import reset_program_cache
 
@@ -147,9 +148,51 @@ def test_unknown_library_package_is_a_usage_error() -> None:
 
 
 def test_line_of_matches_f_lineno() -> None:
-    stack = raw_stack(1)
-    assert stack[0] is test_line_of_matches_f_lineno.__code__
-    assert line_of(stack[0], stack[1]) == inspect.currentframe().f_lineno - 2
+    code, offset = raw_stack(1)[-1]  # outermost first: this function is last
+    assert code is test_line_of_matches_f_lineno.__code__
+    assert line_of(code, offset) == inspect.currentframe().f_lineno - 2
+
+
+def test_stack_capture_equals_a_full_walk() -> None:
+    """Operators from one frame, its callees, back in the caller, and a generator resumed under another caller."""
+    capture = StackCapture()
+    seen: list[tuple] = []
+
+    def op() -> None:  # stands for the dispatch frames: capture the stack of op's caller
+        seen.append((capture.capture(2), raw_stack(2)))
+
+    def leaf() -> None:
+        op()
+        op()
+
+    def gen() -> Iterator[None]:
+        while True:
+            op()
+            yield
+
+    def middle(g: Iterator[None]) -> None:
+        op()
+        leaf()
+        op()
+        next(g)
+
+    def other(g: Iterator[None]) -> None:
+        next(g)
+        leaf()
+
+    g = gen()
+    middle(g)
+    other(g)
+    middle(g)
+    capture.clear()
+    op()
+    assert len(seen) == 14  # middle: 1 + 2 + 1 + 1 (gen); other: 1 (gen) + 2; middle again: 5; op: 1
+    assert all(fast == full for fast, full in seen), [i for i, (a, b) in enumerate(seen) if a != b]
+    functions = [tuple(c.co_name for c, _ in fast[-2:]) for fast, _ in seen]  # innermost: op's caller
+    test = "test_stack_capture_equals_a_full_walk"
+    assert functions[:8] == [(test, "middle"), ("middle", "leaf"), ("middle", "leaf"), (test, "middle"),
+                             ("middle", "gen"), ("other", "gen"), ("other", "leaf"), ("other", "leaf")]
+    assert functions[-1][-1] == test
 
 
 def test_roots_relative_paths(tmp_path: Path) -> None:
