@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_port}"
     # the run with the most signals shows the most; compare it with the cleanest run of the same model
-    ranked = sorted(loaded, key=lambda t: t["signals"].num_rows, reverse=True)
+    ranked = sorted((t for t in loaded if t["regions"].num_rows), key=lambda t: t["signals"].num_rows, reverse=True)
     first = ranked[0]
     first_id = first.content_hash()
     region = first.region_names()[region_ids(first)[0]]
@@ -86,6 +86,9 @@ def main(argv: list[str]) -> int:
             shoot(driver, f"{base}/run/{first_id}/timeline", "#timeline-graph .gl-container canvas", "timeline"),
             shoot(driver, f"{base}/compare/{first_id}/{second_id}", "#compare-signals-table", "compare"),
         ]
+        plans = [t for t in loaded if t["plan"].num_rows]
+        if plans:  # a `portscope plan` trace among them
+            shots.append(shoot(driver, f"{base}/run/{plans[0].content_hash()}/plan", "#plan-table", "plan"))
         logs = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     finally:
         driver.quit()
