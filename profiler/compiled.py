@@ -25,6 +25,7 @@ import threading
 import time
 from typing import Any
 
+from portscope.ingest.graph_breaks import location, parse_graph_break
 from portscope.ingest.schema import CompileKind
 
 _TRACE_LOGGER = "torch.__trace"
@@ -48,26 +49,9 @@ class CompileEvent:
 
 
 def _graph_break(payload: str) -> tuple[str | None, str]:
-    """(user source line, reason) from a dynamo_graph_break_reason payload."""
-    site, reason_lines = None, []
-    lines = payload.splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith("Graph break in user code at "):
-            site = line.removeprefix("Graph break in user code at ").strip()
-        elif line.startswith("Graph Break Reason:"):
-            reason_lines.append(line.removeprefix("Graph Break Reason:").strip())
-            for more in lines[i + 1 :]:
-                text = more.strip()
-                if not text or text.startswith(("User code traceback", "Hint:", "Developer debug")):
-                    if reason_lines[-1:] != [""] and len(reason_lines) > 1:
-                        break
-                    continue
-                reason_lines.append(text)
-                if len(reason_lines) >= 4:
-                    break
-            break
-    reason = " ".join(r for r in reason_lines if r) or payload.strip().splitlines()[0] if payload.strip() else "unknown"
-    return site, reason
+    """(user source line, reason) from a dynamo_graph_break_reason payload (the parser TORCH_TRACE logs use too)."""
+    reason, site, _frames = parse_graph_break(payload)
+    return site, reason or (payload.strip().splitlines()[0] if payload.strip() else "unknown")
 
 
 def _graph_break_record(record: logging.LogRecord) -> tuple[str | None, str]:
@@ -187,9 +171,10 @@ class CompileWatcher(logging.Handler):
         """One event per source line and region; torch's structured artifact wins over the log record."""
         region = self.session.regions[-1]
         for event in region.compile_events:
-            if event.kind is CompileKind.GRAPH_BREAK and event.call_site == site:
+            if event.kind is CompileKind.GRAPH_BREAK and location(event.call_site) == location(site):
                 if structured:
                     event.reason, event.compile_id = reason, compile_id or event.compile_id
+                    event.call_site = site or event.call_site
                 return
         region.compile_events.append(CompileEvent(CompileKind.GRAPH_BREAK, compile_id, reason=reason, call_site=site,
                                                   time_ns=time.perf_counter_ns()))

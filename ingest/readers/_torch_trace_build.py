@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from ..builder import TraceBuilder
+from ..graph_breaks import parse_graph_break
 from ..schema import CompileKind, Mode, SignalKind, Source
 from ..trace import RunInfo, Trace
-from .torch_trace import FORMAT, Record, StructuredLog
+from ._torch_trace_log import FORMAT, Record, StructuredLog
 
-_BREAK_AT = re.compile(r"Graph break in user code at (?P<file>.+):(?P<line>\d+)")
-_TB_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 _SIGNAL = {
     CompileKind.GRAPH: SignalKind.COMPILE_GRAPH,
     CompileKind.GRAPH_BREAK: SignalKind.COMPILE_GRAPH_BREAK,
@@ -63,7 +61,7 @@ def build_trace(path: Path, log: StructuredLog) -> Trace:
             add(CompileKind.GRAPH, r, op_count=_int(m.get("graph_op_count")),
                 compile_ns=int(seconds * 1e9) if isinstance(seconds, (int, float)) and seconds >= 0 else None)  # fmt: skip
         elif r.kind == "artifact" and value.get("name") == "dynamo_graph_break_reason":
-            reason, site, frames = _graph_break(r.payload or "")
+            reason, site, frames = parse_graph_break(r.payload or "")
             stack_id = b.stacks.intern(frames) if frames else None
             add(CompileKind.GRAPH_BREAK, r, reason=reason, call_site=site, stack_id=stack_id)
             breaks_logged.add(key or "")
@@ -100,36 +98,6 @@ def _frame(metrics: dict | None, start: Record | None, strings: dict[int, str]) 
             file = strings.get(top.get("filename"), str(top.get("filename")))
             return top.get("name"), f"{file}:{top.get('line')} ({top.get('name')})"
     return None, None
-
-
-def _graph_break(payload: str) -> tuple[str | None, str | None, list[tuple[str, int, str]]]:
-    """(reason, call site, user stack innermost first) of a dynamo_graph_break_reason payload."""
-    lines = payload.splitlines()
-    site = None
-    if lines and (m := _BREAK_AT.search(lines[0])):
-        site = f"{m.group('file')}:{m.group('line')}"
-    reason_lines: list[str] = []
-    frames: list[tuple[str, int, str]] = []
-    in_tb = False
-    for line in lines[1:]:
-        stripped = line.strip()
-        if stripped.startswith("User code traceback"):
-            in_tb = True
-            continue
-        if in_tb:
-            if stripped.startswith("Traceback (most recent call last)"):
-                break
-            if m := _TB_FRAME.search(stripped):
-                frames.append((m.group("file"), int(m.group("line")), m.group("func")))
-            continue
-        if stripped.startswith("Graph Break Reason:"):
-            stripped = stripped[len("Graph Break Reason:") :].strip()
-        if stripped and not stripped.startswith(("Encountered graph break", "Hint:", "Developer debug", "For more details")):
-            reason_lines.append(stripped.removeprefix("Explanation: "))
-    frames.reverse()
-    if site and frames and site.endswith(f":{frames[0][1]}"):
-        site = f"{site} ({frames[0][2]})"
-    return ": ".join(reason_lines[:2]) or None, site, frames
 
 
 def _first_line(text: str) -> str:

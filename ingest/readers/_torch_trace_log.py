@@ -1,4 +1,5 @@
-"""TORCH_TRACE structured logs (the input of tlparse) -> compiles table and compile/* signals.
+"""TORCH_TRACE structured logs (the input of tlparse): the records of a log (a leaf module: the
+builder, _torch_trace_build.py, reads what it parses).
 
 Each record is a glog prefix and a JSON envelope on one line, e.g.
 ``V0403 07:28:48.061000 1398 torch/_dynamo/output_graph.py:1139] {"dynamo_output_graph": {...},
@@ -17,7 +18,6 @@ from typing import Any
 import orjson
 
 from ..errors import TraceFormatError
-from ..trace import Trace
 from ._source import DEFAULT_CAPS, SizeCaps, decode_text, read_bytes
 
 FORMAT = "torch-trace"
@@ -159,10 +159,3 @@ def _problem(log: StructuredLog, text: str) -> None:
         log.problems.append(text)
     elif len(log.problems) == _MAX_PROBLEMS:
         log.problems.append("... more problems not listed")
-
-
-def read_torch_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Trace:
-    """Convert a TORCH_TRACE file or directory into a Trace (compiles and compile/* signals)."""
-    from ._torch_trace_build import build_trace
-
-    return build_trace(Path(path), parse(path, caps=caps))
