@@ -105,13 +105,10 @@ def from_kineto_results(events: Any, offset_ns: int) -> MeasuredTimeline:
 
 def from_kineto_file(path: str | Path) -> MeasuredTimeline:
     """A recorded Kineto Chrome trace (.json / .json.gz), times in ns from its first event."""
-    from portscope.ingest.readers._kineto_fast import fast_collect
-    from portscope.ingest.readers._source import DEFAULT_CAPS, read_bytes
-    from portscope.ingest.readers.kineto import _document, collect
+    from portscope.ingest.readers._kineto_stream import collect_file
 
     path = Path(path)
-    doc = _document(path, read_bytes(path, DEFAULT_CAPS))
-    ev = fast_collect(doc) or collect(path, doc)
+    ev, _lanes = collect_file(path)
     t0 = ev.t_min if ev.t_min != float("inf") else 0.0
 
     def ns(ts: float) -> int:

@@ -4,10 +4,18 @@ Chrome/Perfetto JSON comes as an object (``{"traceEvents": [...]}``) or a bare
 array of events. A bare array is read in chunks of the (possibly gzipped) file:
 each chunk is cut after the last ``}`` ``,`` ``{`` that separates two events and
 parsed as one array; a cut that lands inside a nested value or a string leaves an
-unbalanced piece, which orjson refuses, and that chunk is then split exactly by
+unbalanced piece, which the parser refuses, and that chunk is then split exactly by
 a token scan. Peak memory is one chunk plus what the caller keeps of each event.
-An object is parsed through :class:`ChromeDocument` (its events are in one array
-whose position in the object is not known before parsing).
+An object (``{..., "traceEvents": [...], ...}``) streams the same way once the head
+before its events parses as the start of an object; the keys after the events are
+added to the metadata dict when the last batch has been read. An object whose head
+does not (no ``traceEvents`` in the first 64 MB, a key inside a string) is parsed
+through :class:`ChromeDocument`, whole.
+
+A caller may give its own ``decode`` (e.g. a typed msgspec decoder): it gets the text
+of a JSON array of whole events and returns a batch, or None when the text is not
+valid JSON (a wrong cut); the batch after the last one of an object is a list of
+dicts, parsed with orjson together with the keys that follow the events.
 
 Timestamps: torch_npu writes ``ts`` as a quoted decimal of microseconds with a
 nanosecond fraction (``"1704161511420306.491"``); a float holds only ~16 digits,
@@ -20,17 +28,19 @@ from __future__ import annotations
 import math
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from .. import progress
 from ..errors import TraceFormatError
 from ._source import DEFAULT_CAPS, GZIP_MAGIC, SizeCaps, read_bytes
 from .chrome_json import _TOKEN, ChromeDocument
 
 CHUNK_BYTES = 8 << 20
+HEAD_LIMIT = 64 << 20  # an object's keys before its events are read this far at most
 _DECIMAL = re.compile(r"\s*([+-]?)(\d+)(?:\.(\d*))?\s*")
 _WS = b" \t\r\n"
 
@@ -67,12 +77,15 @@ def file_chunks(path: Path, caps: SizeCaps = DEFAULT_CAPS, size: int = CHUNK_BYT
         raise TraceFormatError(path, "no such file") from None
     except OSError as exc:
         raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
+    report = progress.current().file_read
     with f:
         first = f.read(size)
+        report(f.tell(), total)
         if first[:2] != GZIP_MAGIC:
             while first:
                 yield first
                 first = f.read(size)
+                report(f.tell(), total)
             return
         limit = min(caps.max_decompressed_bytes, max(total * caps.max_gzip_ratio, 1 << 20))
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -98,15 +111,26 @@ def file_chunks(path: Path, caps: SizeCaps = DEFAULT_CAPS, size: int = CHUNK_BYT
                     data = rest
                     continue
                 data = f.read(size)
+                report(f.tell(), total)
         except zlib.error as exc:
             raise TraceFormatError(path, f"not a valid gzip stream ({exc})") from None
         if not d.eof:
             raise TraceFormatError(path, "the gzip stream is truncated")
 
 
-def event_batches(path: str | Path, caps: SizeCaps = DEFAULT_CAPS) -> tuple[dict[str, Any], Iterator[list[Any]]]:
-    """(top-level keys other than the events, batches of raw events) of a Chrome JSON object or bare array."""
+Decode = Callable[[bytes], Any]
+
+
+def event_batches(
+    path: str | Path, caps: SizeCaps = DEFAULT_CAPS, decode: Decode | None = None
+) -> tuple[dict[str, Any], Iterator[Any]]:
+    """(top-level keys other than the events, batches of raw events) of a Chrome JSON object or bare array.
+
+    decode: text of a JSON array of whole events -> a batch, or None when it is not valid JSON;
+    orjson's lists of dicts by default. The dict of keys gains the keys written after the events
+    once the batches are exhausted."""
     path = Path(path)
+    decode = decode or _try
     chunks = file_chunks(path, caps)
     first = b""
     for piece in chunks:
@@ -115,14 +139,51 @@ def event_batches(path: str | Path, caps: SizeCaps = DEFAULT_CAPS) -> tuple[dict
             break
     start = first.strip(_WS)[:1]
     if start == b"[":
-        return {}, _array_batches(path, first, chunks)
+        return {}, _array_batches(path, first[first.index(b"[") + 1 :], chunks, decode, None)
     if start != b"{":
         raise TraceFormatError(path, "not a JSON document (does not start with '{' or '[')")
+    streamed = _object_head(first, chunks)
+    if streamed is not None:
+        metadata, rest = streamed
+        return metadata, _array_batches(path, rest, chunks, decode, metadata)
     chunks.close()
     doc = ChromeDocument(path, read_bytes(path, caps))
     if doc.span is None and not isinstance(getattr(doc, "_whole", None), list):
         raise TraceFormatError(path, "no 'traceEvents' list: not a Chrome trace")
     return dict(doc.metadata), _document_batches(path, doc)
+
+
+def _object_head(first: bytes, chunks: Iterator[bytes]) -> tuple[dict[str, Any], bytes] | None:
+    """(keys before the events, the bytes after the events' '[') of an object, or None when its head is unusual."""
+    buf = first
+    while True:
+        key = buf.find(b'"traceEvents"')
+        while key >= 0:
+            i = key + len(b'"traceEvents"')
+            while i < len(buf) and buf[i] in _WS:
+                i += 1
+            if buf[i : i + 1] == b":":
+                i += 1
+                while i < len(buf) and buf[i] in _WS:
+                    i += 1
+                if i >= len(buf) - 1:
+                    break  # read on: the array may start in the next chunk
+                if buf[i : i + 1] != b"[":
+                    return None
+                try:
+                    head = orjson.loads(buf[:key] + b'"traceEvents": []}')
+                except orjson.JSONDecodeError:
+                    head = None  # the key was inside a string or the head is not an object prefix
+                if isinstance(head, dict):
+                    head.pop("traceEvents", None)
+                    return head, buf[i + 1 :]
+            key = buf.find(b'"traceEvents"', key + 1)
+        if len(buf) > HEAD_LIMIT:
+            return None
+        piece = next(chunks, None)
+        if piece is None:
+            return None
+        buf += piece
 
 
 def _document_batches(path: Path, doc: ChromeDocument) -> Iterator[list[Any]]:
@@ -139,8 +200,11 @@ def _document_batches(path: Path, doc: ChromeDocument) -> Iterator[list[Any]]:
             given = 0
 
 
-def _array_batches(path: Path, first: bytes, chunks: Iterator[bytes]) -> Iterator[list[Any]]:
-    buf = first[first.index(b"[") + 1 :]
+def _array_batches(
+    path: Path, buf: bytes, chunks: Iterator[bytes], decode: Decode, tail_keys: dict[str, Any] | None
+) -> Iterator[Any]:
+    """Batches of the events in buf + chunks (the text after the array's '['); tail_keys: the dict that
+    gains the keys after the events of an object (None for a bare array)."""
     done = False
     while True:
         if not done:
@@ -152,24 +216,42 @@ def _array_batches(path: Path, first: bytes, chunks: Iterator[bytes]) -> Iterato
                 if len(buf) < CHUNK_BYTES:
                     continue
         if done:
+            if tail_keys is not None:
+                yield _object_tail(path, buf, tail_keys)
+                return
             tail = buf.rstrip(_WS)
             if not tail.endswith(b"]"):
                 raise TraceFormatError(path, "the JSON array is not closed (file cut short?)")
             body = tail[:-1].strip(_WS)
             if body:
-                yield _parse(path, b"[" + body + b"]")
+                text = b"[" + body + b"]"
+                batch = decode(text)
+                yield batch if batch is not None else _parse(path, text)
             return
         cut = _last_separator(buf)
         if cut is None:
             continue
-        batch = _try(b"[" + buf[:cut].rstrip(_WS).rstrip(b",") + b"]")
+        batch = decode(b"[" + buf[:cut].rstrip(_WS).rstrip(b",") + b"]")
         if batch is None:
             cut = _exact_separator(buf)
-            batch = None if cut is None else _try(b"[" + buf[:cut].rstrip(_WS).rstrip(b",") + b"]")
+            batch = None if cut is None else decode(b"[" + buf[:cut].rstrip(_WS).rstrip(b",") + b"]")
             if batch is None:
                 continue  # read on: the end of input parses whatever is left at once (and words the error)
         yield batch
         buf = buf[cut:]
+
+
+def _object_tail(path: Path, rest: bytes, keys: dict[str, Any]) -> list[Any]:
+    """The last events of an object (orjson dicts); the keys after them go into `keys`."""
+    try:
+        doc = orjson.loads(b'{"traceEvents": [' + rest)
+    except orjson.JSONDecodeError as exc:
+        raise TraceFormatError(path, f"not valid JSON: {exc}") from None
+    events = doc.pop("traceEvents", None) if isinstance(doc, dict) else None
+    if not isinstance(events, list):
+        raise TraceFormatError(path, f"'traceEvents' is a {type(events).__name__}, expected a list")
+    keys.update(doc)
+    return events
 
 
 def _last_separator(buf: bytes) -> int | None:

@@ -6,6 +6,7 @@ import bisect
 import datetime
 import math
 import re
+from array import array
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,8 @@ from .npu_kineto import NpuLayout  # hook: lanes of NPU processes
 
 _FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")
 _LIBRARY = ("torch/", "transformers/", "portscope/", "site-packages/", "dist-packages/", "<frozen", "threading.py")
+_PLACEMENTS = (Placement.HOST, Placement.DEVICE, Placement.FALLBACK)  # codes of the placement column
+_SWEEP_SLICE = 1 << 16  # rows of the per-thread sweep turned into Python values at a time
 _DMA = {Direction.H2D: EngineKind.DMA_H2D, Direction.D2H: EngineKind.DMA_D2H, Direction.D2D: EngineKind.DMA_D2D}
 
 
@@ -58,110 +61,88 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
     regions.finish()
 
     # Nest ops, Python frames and runtime calls per thread.
-    n_ops = len(ev.ops)
-    op_parent = [-1] * n_ops
-    op_site: list[str | None] = [None] * n_ops
-    op_stack: list[int | None] = [None] * n_ops
-    runtime_op = [-1] * len(ev.runtime)
-    per_thread: dict[tuple, list[tuple]] = {}
-    for i, o in enumerate(ev.ops if (ev.python or ev.runtime or ev.device) else ()):
-        per_thread.setdefault((o[3], o[4]), []).append((o[0], -o[1], 1, i))
-    for i, p in enumerate(ev.python):
-        per_thread.setdefault((p[3], p[4]), []).append((p[0], -p[1], 0, i))
-    for i, r in enumerate(ev.runtime):
-        per_thread.setdefault((r[3], r[4]), []).append((r[0], -r[1], 2, i))
-    frames_cache: dict[int, tuple[str, int, str] | None] = {}
-    sites_cache: dict[tuple[int, ...], tuple[str | None, int | None]] = {}
+    ops = ev.ops
+    n_ops = len(ops)
     nest = bool(ev.python or ev.runtime or ev.device)  # else only "top-level or not" is needed: vectorized below
-    for items in per_thread.values() if nest else ():
-        items.sort()
-        ops_open: list[tuple[float, int]] = []
-        py_open: list[tuple[float, int]] = []
-        for ts, neg_dur, kind, i in items:
-            while ops_open and ops_open[-1][0] <= ts:
-                ops_open.pop()
-            while py_open and py_open[-1][0] <= ts:
-                py_open.pop()
-            if kind == 1:
-                if ops_open:
-                    op_parent[i] = ops_open[-1][1]
-                if py_open:
-                    key = tuple(j for _, j in py_open)
-                    site = sites_cache.get(key)
-                    if site is None:
-                        site = sites_cache[key] = _call_site(b, ev.python, key, frames_cache)
-                    op_site[i], op_stack[i] = site
-                ops_open.append((ts - neg_dur, i))
-            elif kind == 0:
-                py_open.append((ts - neg_dur, i))
-            elif ops_open:
-                runtime_op[i] = ops_open[-1][1]
+    op_parent, op_site, op_stack, runtime_op = _nest(b, ev) if nest else (array("q", [-1]) * n_ops, None, None, [])
 
     # Which ops launched device work (directly), and correlation -> runtime call.
     by_corr: dict[object, int] = {}
     for i, r in enumerate(ev.runtime):
         if r[5] is not None:
             by_corr[r[5]] = i
-    launched = [False] * n_ops
+    launched = bytearray(n_ops)
     device_op: list[int] = []
     for d in ev.device:
         ri = by_corr.get(d[6], -1)
         oi = runtime_op[ri] if ri >= 0 else -1
         device_op.append(oi)
         while oi >= 0 and not launched[oi]:
-            launched[oi] = True
+            launched[oi] = 1
             oi = op_parent[oi]
     gpu_threads = {(ev.runtime[ri][3], ev.runtime[ri][4]) for ri, oi in enumerate(runtime_op) if oi >= 0} if gpu else set()
-    has_child = [False] * n_ops
-    for p in op_parent:
-        if p >= 0:
-            has_child[p] = True
 
     # ops table (+ host lane slices for top-level ops), column by column
-    ts, dur, names, pids, tids, _ext, shapes, strides, dtypes, nbytes = (list(c) for c in zip(*ev.ops, strict=True)) if n_ops else ([],) * 10
-    ts_a = np.asarray(ts, dtype=np.float64)
+    name_codes, thread_codes, sig_codes = ops.numpy("name"), ops.numpy("thread"), ops.numpy("signature")
+    ts_a = ops.numpy("ts")
+    dur_in = ops.numpy("dur")
     start_a = np.rint((ts_a - t0) * 1000.0).astype(np.int64)
-    dur_a = np.maximum(np.rint((ts_a + np.asarray(dur, dtype=np.float64) - t0) * 1000.0).astype(np.int64) - start_a, 0)
+    dur_a = np.maximum(np.rint((ts_a + dur_in - t0) * 1000.0).astype(np.int64) - start_a, 0)
     region_a = regions.find_many(start_a)
-    op_region = region_a.tolist()
-    placement = [Placement.HOST.value] * n_ops
+    op_region = region_a.tolist() if gpu else []
+    placement = np.zeros(n_ops, dtype=np.int32)  # codes into _PLACEMENTS
     fallback_ops: list[int] = []
     if gpu:
-        for i in range(n_ops):
-            if launched[i]:
-                placement[i] = Placement.DEVICE.value
-            elif (infer_fallback and not has_child[i] and names[i] not in NO_WORK_OPS and dtypes[i]
-                  and (pids[i], tids[i]) in gpu_threads and any(dtypes[i].split(";"))):  # fmt: skip
-                placement[i] = Placement.FALLBACK.value
-                fallback_ops.append(i)
-    dev = {Placement.DEVICE.value: root_device}
-    threads = [t if type(t) is int and -(2**31) <= t < 2**31 else None for t in tids]
+        launched_a = np.frombuffer(launched, dtype=np.uint8).astype(bool)
+        parents = np.frombuffer(op_parent, dtype=np.int64)
+        has_child = np.zeros(n_ops, dtype=bool)
+        has_child[parents[parents >= 0]] = True
+        placement[launched_a] = _PLACEMENTS.index(Placement.DEVICE)
+        if infer_fallback:
+            name_ok = np.array([n not in NO_WORK_OPS for n in ops.names], dtype=bool)
+            sig_ok = np.array([bool(s[2]) and any(s[2].split(";")) for s in ops.signatures], dtype=bool)
+            thread_ok = np.array([t in gpu_threads for t in ops.threads], dtype=bool)
+            guess = ~launched_a & ~has_child & name_ok[name_codes] & sig_ok[sig_codes] & thread_ok[thread_codes]
+            placement[guess] = _PLACEMENTS.index(Placement.FALLBACK)
+            fallback_ops = np.flatnonzero(guess).tolist()
+    tids = [t for _, t in ops.threads]
+    thread_ids = [t if type(t) is int and -(2**31) <= t < 2**31 else None for t in tids]
     ops_table = _table("ops", {
-        "op_id": np.arange(n_ops, dtype=np.int64), "region_id": region_a.astype(np.int32), "name": names,
-        "start_ns": start_a, "dur_ns": dur_a, "placement": placement, "device": [dev.get(p, "cpu") for p in placement],
-        "input_shapes": shapes, "input_strides": strides, "input_dtypes": dtypes, "bytes_in": nbytes,
-        "bytes_out": np.zeros(n_ops, dtype=np.int64), "call_site": op_site, "stack_id": op_stack, "thread": threads})  # fmt: skip
-    if nest:
-        top = np.flatnonzero(np.asarray(op_parent, dtype=np.int64) < 0) if n_ops else np.zeros(0, dtype=np.int64)
-    else:
-        top = _top_level(ts_a, np.asarray(dur, dtype=np.float64), tids)
+        "op_id": np.arange(n_ops, dtype=np.int64), "region_id": region_a.astype(np.int32),
+        "name": _coded(ops.names, name_codes), "start_ns": start_a, "dur_ns": dur_a,
+        "placement": _coded([p.value for p in _PLACEMENTS], placement),
+        "device": _coded(["cpu", root_device, "cpu"], placement),
+        "input_shapes": _coded([s[0] for s in ops.signatures], sig_codes),
+        "input_strides": _coded([s[1] for s in ops.signatures], sig_codes),
+        "input_dtypes": _coded([s[2] for s in ops.signatures], sig_codes),
+        "bytes_in": np.array([s[3] for s in ops.signatures], dtype=np.int64)[sig_codes],
+        "bytes_out": np.zeros(n_ops, dtype=np.int64), "call_site": op_site, "stack_id": op_stack,
+        "thread": _coded(thread_ids, thread_codes, dictionary=False)})  # fmt: skip
+    # threads by tid (as the sweep groups them), in order of first appearance
+    tid_code: dict[object, int] = {}
     counts: dict[object, int] = {}
-    for t in tids:
-        counts[t] = counts.get(t, 0) + 1
+    per_thread = np.bincount(thread_codes, minlength=len(tids)) if n_ops else np.zeros(len(tids), dtype=np.int64)
+    for t, c in zip(tids, per_thread.tolist(), strict=True):
+        tid_code.setdefault(t, len(tid_code))
+        counts[t] = counts.get(t, 0) + c
+    by_tid = np.array([tid_code[t] for t in tids], dtype=np.int64)[thread_codes] if n_ops else np.zeros(0, dtype=np.int64)
+    if nest:
+        top = np.flatnonzero(np.frombuffer(op_parent, dtype=np.int64) < 0) if n_ops else np.zeros(0, dtype=np.int64)
+    else:
+        top = _top_level(ts_a, dur_in, by_tid)
     main_tid = max(counts, key=counts.__getitem__) if counts else None
-    lane_of = {t: "host" if t == main_tid else f"host thread {t}" for t in counts}
-    top_list = top.tolist()
+    lanes_by_tid = ["host" if t == main_tid else f"host thread {t}" for t in tid_code]
+    fallback_code = _PLACEMENTS.index(Placement.FALLBACK)
     host_lanes = _table("engine_slices", {
-        "region_id": region_a[top].astype(np.int32), "engine": [lane_of[tids[i]] for i in top_list],
-        "engine_kind": [EngineKind.HOST.value] * len(top_list),
-        "kind": [SliceKind.FALLBACK.value if placement[i] == Placement.FALLBACK.value else SliceKind.COMPUTE.value
-                 for i in top_list],
-        "name": [names[i] for i in top_list], "start": start_a[top], "dur": dur_a[top], "op_id": top})  # fmt: skip
-    del ts, dur, shapes, strides, nbytes, threads
+        "region_id": region_a[top].astype(np.int32), "engine": _coded(lanes_by_tid, by_tid[top]),
+        "engine_kind": [EngineKind.HOST.value] * len(top),
+        "kind": _coded([SliceKind.COMPUTE.value, SliceKind.FALLBACK.value], (placement[top] == fallback_code).astype(np.int32)),
+        "name": _coded(ops.names, name_codes[top]), "start": start_a[top], "dur": dur_a[top], "op_id": top})  # fmt: skip
 
     for i in fallback_ops:
         b.signals.append(region_id=op_region[i], op_id=i, kind=SignalKind.CPU_FALLBACK, reason=Cause.NO_DEVICE_WORK.value,
-                         op_name=ev.ops[i][2], count=1, bytes=ev.ops[i][9], call_site=op_site[i], stack_id=op_stack[i],
+                         op_name=ev.ops[i][2], count=1, bytes=ev.ops[i][9], call_site=op_site[i] if op_site else None,
+                         stack_id=op_stack[i] if op_stack else None,
                          note=cause_hint(Cause.NO_DEVICE_WORK),
                          time_ns=ns(ev.ops[i][0]))  # fmt: skip
     if gpu:
@@ -175,12 +156,10 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
     return trace
 
 
-def _top_level(ts: np.ndarray, dur: np.ndarray, tids: list) -> np.ndarray:
-    """Indices of the ops no other op on their thread encloses (the sweep's nesting rule, vectorized)."""
+def _top_level(ts: np.ndarray, dur: np.ndarray, thread: np.ndarray) -> np.ndarray:
+    """Indices of the ops no other op on their thread (a code per op) encloses (the sweep's nesting rule, vectorized)."""
     if not len(ts):
         return np.zeros(0, dtype=np.int64)
-    codes = {t: i for i, t in enumerate(dict.fromkeys(tids))}
-    thread = np.fromiter((codes[t] for t in tids), dtype=np.int64, count=len(tids))
     order = np.lexsort((-dur, ts, thread))
     ends = (ts + dur)[order]
     starts = ts[order]
@@ -192,15 +171,86 @@ def _top_level(ts: np.ndarray, dur: np.ndarray, tids: list) -> np.ndarray:
     return np.sort(order[top])
 
 
+def _nest(b: TraceBuilder, ev: KinetoEvents) -> tuple[array, list[str | None], list[int | None], list[int]]:
+    """(parent op per op, call site per op, stack per op, enclosing op per runtime call): ops, Python frames and
+    runtime calls swept per thread in order of (start, longest first, frames before ops before runtime calls)."""
+    ops = ev.ops
+    n_ops = len(ops)
+    op_parent = array("q", [-1]) * n_ops
+    op_site: list[str | None] = [None] * n_ops
+    op_stack: list[int | None] = [None] * n_ops
+    runtime_op = [-1] * len(ev.runtime)
+    codes = {t: i for i, t in enumerate(ops.threads)}
+    others = [*ev.python, *ev.runtime]
+    other_thread = np.fromiter((codes.setdefault((o[3], o[4]), len(codes)) for o in others), dtype=np.int64, count=len(others))
+    thread = np.concatenate([ops.numpy("thread").astype(np.int64), other_thread])
+    ts = np.concatenate([ops.numpy("ts"), np.fromiter((o[0] for o in others), dtype=np.float64, count=len(others))])
+    neg_dur = -np.concatenate([ops.numpy("dur"), np.fromiter((o[1] for o in others), dtype=np.float64, count=len(others))])
+    kind = np.concatenate([np.ones(n_ops, dtype=np.int64), np.zeros(len(ev.python), dtype=np.int64),
+                           np.full(len(ev.runtime), 2, dtype=np.int64)])  # fmt: skip
+    index = np.concatenate([np.arange(n_ops), np.arange(len(ev.python)), np.arange(len(ev.runtime))]).astype(np.int64)
+    order = np.lexsort((index, kind, neg_dur, ts, thread))
+    frames_cache: dict[int, tuple[str, int, str] | None] = {}
+    sites_cache: dict[tuple[int, ...], tuple[str | None, int | None]] = {}
+    ops_open: list[tuple[float, int]] = []
+    py_open: list[tuple[float, int]] = []
+    current = -1
+    for lo in range(0, len(order), _SWEEP_SLICE):
+        part = order[lo : lo + _SWEEP_SLICE]
+        for th, t, nd, k, i in zip(thread[part].tolist(), ts[part].tolist(), neg_dur[part].tolist(), kind[part].tolist(),
+                                   index[part].tolist(), strict=True):  # fmt: skip
+            if th != current:
+                current = th
+                ops_open.clear()
+                py_open.clear()
+            while ops_open and ops_open[-1][0] <= t:
+                ops_open.pop()
+            while py_open and py_open[-1][0] <= t:
+                py_open.pop()
+            if k == 1:
+                if ops_open:
+                    op_parent[i] = ops_open[-1][1]
+                if py_open:
+                    key = tuple(j for _, j in py_open)
+                    site = sites_cache.get(key)
+                    if site is None:
+                        site = sites_cache[key] = _call_site(b, ev.python, key, frames_cache)
+                    op_site[i], op_stack[i] = site
+                ops_open.append((t - nd, i))
+            elif k == 0:
+                py_open.append((t - nd, i))
+            elif ops_open:
+                runtime_op[i] = ops_open[-1][1]
+    return op_parent, op_site, op_stack, runtime_op
+
+
+def _coded(values: list, codes: np.ndarray, *, dictionary: bool = True) -> pa.Array:
+    """The column values[codes] (None: null), dictionary-encoded over the distinct values used."""
+    if not dictionary:
+        present = np.array([v is not None for v in values], dtype=bool)
+        filled = np.array([v if v is not None else 0 for v in values], dtype=np.int64)
+        return pa.array(filled[codes] if len(values) else np.zeros(0, dtype=np.int64), mask=~present[codes] if len(values) else None)
+    distinct: dict[object, int] = {}
+    remap = np.array([distinct.setdefault(v, len(distinct)) if v is not None else -1 for v in values] or [-1], dtype=np.int64)
+    mapped = remap[codes]
+    used = np.bincount(mapped[mapped >= 0], minlength=len(distinct)) > 0
+    compact = np.cumsum(used) - 1
+    words = [v for v, i in distinct.items() if used[i]]
+    indices = np.where(mapped >= 0, compact[np.maximum(mapped, 0)] if len(distinct) else 0, 0).astype(np.int32)
+    return pa.DictionaryArray.from_arrays(pa.array(indices, mask=mapped < 0), pa.array(words, pa.string()))
+
+
 def _table(name: str, columns: dict[str, object]) -> pa.Table:
     """An Arrow table of the schema from whole columns (lists or numpy arrays); missing columns are null."""
     table_schema = schema.TABLES[name]
-    n = max(len(v) for v in columns.values())  # type: ignore[arg-type]
+    n = max(len(v) for v in columns.values() if v is not None)  # type: ignore[arg-type]
     arrays = []
     for field in table_schema:
         values = columns.get(field.name)
         if values is None:
             arrays.append(pa.nulls(n, field.type))
+        elif isinstance(values, pa.Array):
+            arrays.append(values.cast(field.type))
         elif pa.types.is_dictionary(field.type):
             arrays.append(pa.array(values, pa.string()).dictionary_encode())
         else:
@@ -220,8 +270,10 @@ def _syncs(b, ev, ns, op_parent, op_region, op_site, op_stack, runtime_op, regio
             oi = op_parent[oi]
         return False
 
-    for i, o in enumerate(ev.ops):
-        if o[2] not in SYNC_OPS or inside_sync(op_parent[i]):
+    sync_names = [code for code, name in enumerate(ev.ops.names) if name in SYNC_OPS]
+    for i in np.flatnonzero(np.isin(ev.ops.numpy("name"), sync_names)).tolist():
+        o = ev.ops[i]
+        if inside_sync(op_parent[i]):
             continue
         parent = op_parent[i]
         at = parent if parent >= 0 and ev.ops[parent][2] in BOOL_INDEX_OPS else i
@@ -347,7 +399,7 @@ def _run_info(path: Path, ev: KinetoEvents, t0: float, devices: list, infer_fall
     missing = ["dispatch/recompile (not in profiler traces)", "host_bounce/* (Kineto records no tensor devices)"]
     if not ev.python:
         missing.append("call sites (recorded without with_stack=True)")
-    if not any(o[6] for o in ev.ops):
+    if not any(s[0] for s in ev.ops.signatures):
         missing.append("shapes and dtypes (recorded without record_shapes=True)")
     if not ev.device:
         missing.append("transfers, syncs and cpu_fallback (CPU-only trace: no device activity)")

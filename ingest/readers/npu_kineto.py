@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
@@ -98,9 +99,17 @@ class NpuLayout:
 
 def npu_layout(doc: ChromeDocument) -> NpuLayout | None:
     """The NPU layout of a Kineto document, or None when no process is a device row (checked on the bytes first)."""
+    return npu_layout_of(doc.batches()) if may_hold_device_rows(doc.raw) else None
+
+
+def may_hold_device_rows(text: bytes) -> bool:
+    """Whether JSON text holds a word of an NPU device row (False: no event in it makes one)."""
     # Every PyTorch trace has process_sort_index rows; a device row's index is 5000000 + pid.
-    if b'"launch_id"' not in doc.raw and b'"NPU' not in doc.raw and not _DEVICE_SORT_INDEX.search(doc.raw):
-        return None
+    return b'"launch_id"' in text or b'"NPU' in text or _DEVICE_SORT_INDEX.search(text) is not None
+
+
+def npu_layout_of(batches: Iterable[list[Any]]) -> NpuLayout | None:
+    """The NPU layout of batches of raw events (dicts), or None when no process is a device row."""
     names: dict[Any, str] = {}
     sort_index: dict[Any, int] = {}
     threads: dict[tuple[Any, Any], str] = {}
@@ -108,7 +117,7 @@ def npu_layout(doc: ChromeDocument) -> NpuLayout | None:
     slices: dict[tuple[Any, Any, float], tuple[str, int | None]] = {}
     starts: dict[Any, tuple[Any, Any, float]] = {}
     ends: list[tuple[Any, Any, float, Any]] = []
-    for batch in doc.batches():
+    for batch in batches:
         for ev in batch:
             if type(ev) is not dict:
                 continue
@@ -241,4 +250,4 @@ def _driver_syncs(trace: Trace) -> pa.Table | None:
     return b.build()
 
 
-__all__ = ["DeviceLane", "NpuLayout", "finish", "link", "npu_layout"]
+__all__ = ["DeviceLane", "NpuLayout", "finish", "link", "may_hold_device_rows", "npu_layout", "npu_layout_of"]

@@ -145,23 +145,23 @@ def test_infer_fallback_is_opt_in() -> None:
     assert _signals(guessed, SignalKind.CPU_FALLBACK) == _col(guessed, "ops", "placement").count(Placement.FALLBACK.value) > 0
 
 
-@pytest.mark.slow
-def test_fast_path_reads_what_the_json_path_reads(kineto_cpu: dict[str, Path]) -> None:
-    """The regex fast path over Kineto's layout and the general JSON path give identical events."""
+def _events_equal(a, b) -> bool:
     import dataclasses
 
-    from portscope.ingest.readers._kineto_fast import fast_collect
+    return all(getattr(a, f.name) == getattr(b, f.name) for f in dataclasses.fields(a))
+
+
+@pytest.mark.slow
+def test_streamed_typed_path_reads_what_the_json_path_reads(kineto_cpu: dict[str, Path]) -> None:
+    """The streaming reader (msgspec typed slices) and the general path (one dict per event) keep identical events."""
+    from portscope.ingest.readers._kineto_stream import collect_file
     from portscope.ingest.readers._source import read_bytes
     from portscope.ingest.readers.chrome_json import ChromeDocument
     from portscope.ingest.readers.kineto import collect
 
-    for path in (kineto_cpu["plain"], kineto_cpu["shapes_stack"], ALEXNET):
-        raw = read_bytes(path)
-        fast = fast_collect(ChromeDocument(path, raw))
-        assert fast is not None, path
-        assert dataclasses.asdict(fast) == dataclasses.asdict(collect(path, ChromeDocument(path, raw)))
-    # kernel names with braces inside args: the fast path declines, the JSON path reads them
-    assert fast_collect(ChromeDocument(ROCM, read_bytes(ROCM))) is None
+    for path in (kineto_cpu["plain"], kineto_cpu["shapes_stack"], ALEXNET, ROCM):
+        streamed, _lanes = collect_file(path)
+        assert _events_equal(streamed, collect(path, ChromeDocument(path, read_bytes(path))))
     assert read_kineto(ROCM)["ops"].num_rows == len(plain.complete(ROCM, "cpu_op"))
 
 
