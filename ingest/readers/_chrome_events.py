@@ -42,7 +42,7 @@ class Values:
         return c
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Flow:
     """One flow endpoint: phase (s, t, f), id, time, thread, category, name and its binding point."""
 
@@ -194,7 +194,9 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
                 if not _hashable(fid) or fid is None:
                     problem(f"event {index - 1} ({name!r:.60}): a flow event needs an 'id'")
                     continue
-                out.flows.append(Flow(ph, fid, ts, pid, tid, cat, name, ph != "f" or ev.get("bp") == "e"))
+                canon = values.values  # the interned objects: one copy of each name, category and thread id
+                out.flows.append(Flow(ph, fid, ts, canon[code(pid)], canon[code(tid)], canon[code(cat)], canon[code(name)],
+                                      ph != "f" or ev.get("bp") == "e"))  # fmt: skip
     out.events = index
     out.unmatched_begins = sum(len(s) for s in open_b.values())
     if bad:

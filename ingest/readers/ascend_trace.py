@@ -41,13 +41,14 @@ from ._chrome_events import bind_flows as _bind
 from ._source import DEFAULT_CAPS, SizeCaps
 from .chrome_generic import (
     Lane,
-    add_slices,
     base_info,
     epoch_iso,
     flow_correlations,
     lane_label,
     run_extent,
+    slice_table,
     sorted_lanes,
+    with_slices,
 )
 from .kineto import _tensor_args
 
@@ -58,6 +59,7 @@ AI_CPU = "AI_CPU"
 AI_CPU_NOTE = "the device ran this kernel on its AI CPU (no AI Core kernel for its dtype or shape): try another dtype or shape"
 _KEEP_ARGS = ("Input Dims", "Input type", "Input Strides", "Task Type")
 _STREAM = re.compile(r"^\s*Stream\s*(\S+)")
+_ROLES = ("other", "python", "cann", "hardware", "overlap")
 _DEVICE = re.compile(r"(?:NPU|Ascend|device)\s*:?\s*(\d+)", re.IGNORECASE)
 
 
@@ -87,16 +89,25 @@ def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Tra
     roles = {pid: _role(name) for pid, name in ev.process_names.items()}
     if not len(ev):
         raise TraceFormatError(path, f"no spans among {ev.events} events: nothing to convert")
-    vals = ev.values.values
-    pid_role = np.array([roles.get(vals[p], "other") for p in ev.pid], dtype=object)
-    cats = [vals[c] for c in ev.cat]
-    names = [vals[n] for n in ev.name]
-    python = pid_role == "python"
-    is_op = np.fromiter((python[i] and (cats[i] == "cpu_op" or names[i].startswith("aten::")) for i in range(len(ev))),
-                        dtype=bool, count=len(ev))  # fmt: skip
+    vals, codes = ev.values.values, ev.values.codes
+    name_codes, cat_codes = np.frombuffer(ev.name, dtype=np.int64), np.frombuffer(ev.cat, dtype=np.int64)
+    # per interned value, then per span by indexing: no Python object per span
+    role_of = np.zeros(len(vals), dtype=np.int8)
+    for pid, r in roles.items():
+        if pid in codes:
+            role_of[codes[pid]] = _ROLES.index(r)
+    role = role_of[np.frombuffer(ev.pid, dtype=np.int64)]
+    text = [v if type(v) is str else "" for v in vals]
+    aten = np.array([v.startswith("aten::") for v in text], dtype=bool)
+    call = [v.split("@", 1)[-1] if v.startswith("AscendCL@") else "" for v in text]
+    sync_call = np.array([c in SYNC_CALLS for c in call], dtype=bool)
+    compile_call = np.array([c in COMPILE_CALLS for c in call], dtype=bool)
+    ai_cpu_args = np.array([False, *(type(v) is dict and v.get("Task Type") == AI_CPU for v in vals)], dtype=bool)
+    python = role == _ROLES.index("python")
+    is_op = python & (aten[name_codes] | (cat_codes == codes.get("cpu_op", -1)))
     ops = np.flatnonzero(is_op)
     t0, end = run_extent(ev)
-    hardware_pids = sorted({vals[p] for p in ev.pid if roles.get(vals[p]) == "hardware"}, key=str)
+    hardware_pids = sorted((p for p, r in roles.items() if r == "hardware" and p in codes), key=str)
     device = {pid: f"npu:{_device_id(ev, pid, n)}" for n, pid in enumerate(hardware_pids)}
     root_device = next(iter(device.values()), "npu:0")
 
@@ -147,35 +158,28 @@ def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Tra
 
     lanes = sorted_lanes(ev, lane_of)
     top = ops[parent < 0] if len(ops) else ops
-    rest = np.flatnonzero(~is_op)
-    queue = np.fromiter((python[i] and not is_op[i] for i in range(len(ev))), dtype=bool, count=len(ev))
+    queue = np.flatnonzero(python & ~is_op)
     lanes_queue = {k: Lane("host queue", EngineKind.DISPATCH, SliceKind.DISPATCH) for k, v in lanes.items()
                    if v.engine_kind is EngineKind.HOST}  # fmt: skip
-    kinds: dict[int, SliceKind] = {}
-    corr = flow_correlations(ev)
-    task_ai_cpu: list[int] = []
-    for i in rest.tolist():
-        role = pid_role[i]
-        if role == "cann":
-            call = names[i].split("@", 1)[-1]
-            if call in SYNC_CALLS:
-                kinds[i] = SliceKind.SYNC
-            elif call in COMPILE_CALLS:
-                kinds[i] = SliceKind.COMPILE
-        elif role == "hardware" and ev.args_of(i).get("Task Type") == AI_CPU:
-            kinds[i] = SliceKind.FALLBACK
-            task_ai_cpu.append(i)
-    add_slices(b, ev, rid, t0, lanes, top, op_ids=op_of_span)
-    add_slices(b, ev, rid, t0, lanes_queue, np.flatnonzero(queue))
-    add_slices(b, ev, rid, t0, lanes, rest[~python[rest]], correlation=corr, kinds=kinds, op_ids=kernel_op)
+    cann = role == _ROLES.index("cann")
+    syncs = np.flatnonzero(cann & sync_call[name_codes])
+    compiles = np.flatnonzero(cann & compile_call[name_codes])
+    hardware = role == _ROLES.index("hardware")
+    ai_cpu = np.flatnonzero(hardware & ai_cpu_args[np.frombuffer(ev.args, dtype=np.int64) + 1])
+    kinds = {**dict.fromkeys(syncs.tolist(), SliceKind.SYNC), **dict.fromkeys(compiles.tolist(), SliceKind.COMPILE),
+             **dict.fromkeys(ai_cpu.tolist(), SliceKind.FALLBACK)}  # fmt: skip
     python_pids = [p for p, r in roles.items() if r == "python"]
-    _signals(b, ev, rid, t0, ops, parent, kernel_op, op_of_span, names, pid_role, rest, task_ai_cpu, python_pids)
+    _signals(b, ev, rid, t0, ops, parent, kernel_op, op_of_span, np.sort(np.concatenate([syncs, compiles])), ai_cpu.tolist(),
+             python_pids)  # fmt: skip
+    tables = [slice_table(ev, rid, t0, lanes, top, op_ids=op_of_span), slice_table(ev, rid, t0, lanes_queue, queue),
+              slice_table(ev, rid, t0, lanes, np.flatnonzero(~python), correlation=flow_correlations(ev), kinds=kinds,
+                          op_ids=kernel_op)]  # fmt: skip
     b.run_info.extra.update({
-        "kernels": int(np.count_nonzero(pid_role == "hardware")), "ai_cpu_kernels": len(task_ai_cpu),
+        "kernels": int(np.count_nonzero(hardware)), "ai_cpu_kernels": len(ai_cpu),
         "kernels_linked_to_operators": int(np.count_nonzero(kernel_op >= 0)),
         "flows_by_name": _count(f.name for f in flows if f.phase == "s"),
     })  # fmt: skip
-    return b.build()
+    return with_slices(b.build(), tables)
 
 
 def _device_id(ev: ChromeEvents, pid: Any, n: int) -> int:
@@ -243,10 +247,11 @@ def _ops_table(b: TraceBuilder, ev: ChromeEvents, ops: np.ndarray, launched: np.
 
 
 def _signals(b: TraceBuilder, ev: ChromeEvents, rid: int, t0: int, ops: np.ndarray, parent: np.ndarray,
-             kernel_op: np.ndarray, op_of_span: np.ndarray, names: list[str], pid_role: np.ndarray, rest: np.ndarray,
-             ai_cpu: list[int], python_pids: list[Any]) -> None:  # fmt: skip
-    """Syncs (operators and aclrtSynchronize* calls), online compiles and AI CPU kernels."""
-    op_names = [names[i] for i in ops.tolist()]
+             kernel_op: np.ndarray, op_of_span: np.ndarray, calls: np.ndarray, ai_cpu: list[int],
+             python_pids: list[Any]) -> None:  # fmt: skip
+    """Syncs (operators and aclrtSynchronize* calls), online compiles (calls) and AI CPU kernels."""
+    vals = ev.values.values
+    op_names = [vals[ev.name[i]] for i in ops.tolist()]
 
     def inside(o: int, test: Any) -> bool:
         while o >= 0:
@@ -259,14 +264,13 @@ def _signals(b: TraceBuilder, ev: ChromeEvents, rid: int, t0: int, ops: np.ndarr
         return name in SYNC_OPS
 
     for o, i in enumerate(ops.tolist()):
-        rule = sync_cause(OpCall(op_names[o]))
+        rule = sync_cause(OpCall(op_names[o])) if is_sync(op_names[o]) else None
         if rule is not None and not inside(int(parent[o]), is_sync):
             b.signals.append(region_id=rid, op_id=o, kind=SignalKind.SYNC, reason=rule.cause.value, op_name=op_names[o],
                              count=1, bytes=0, note=rule.hint, time_ns=ev.start[i] - t0)  # fmt: skip
-    calls = [i for i in rest.tolist() if pid_role[i] == "cann"]
-    enclosing = _enclosing_ops(ev, calls, op_of_span, python_pids)
-    for i, o in zip(calls, enclosing, strict=True):
-        call = names[i].split("@", 1)[-1]
+    spans = calls.tolist()
+    for i, o in zip(spans, _enclosing_ops(ev, spans, op_of_span, python_pids), strict=True):
+        call = vals[ev.name[i]].split("@", 1)[-1]
         when = ev.start[i] - t0
         op_name = op_names[o] if o >= 0 else None
         if call in SYNC_CALLS and not (o >= 0 and inside(o, is_sync)):
@@ -275,16 +279,16 @@ def _signals(b: TraceBuilder, ev: ChromeEvents, rid: int, t0: int, ops: np.ndarr
                              note=f"{call}: " + cause_hint(Cause.SYNC_CALL), time_ns=when)  # fmt: skip
         elif call in COMPILE_CALLS:
             b.signals.append(region_id=rid, op_id=o if o >= 0 else None, kind=SignalKind.RECOMPILE, reason=f"online-{call}",
-                             op_name=op_name or names[i], count=1, bytes=0, time_ns=when,
+                             op_name=op_name or call, count=1, bytes=0, time_ns=when,
                              note="an operator compiled online (no pre-built binary for its shapes): try static "
                                   "shapes or binary kernels (torch_npu.npu.set_compile_mode(jit_compile=False))")  # fmt: skip
-            b.compiles.append(region_id=rid, kind=CompileKind.PROGRAM, key=op_name or names[i], compile_ns=ev.dur[i],
+            b.compiles.append(region_id=rid, kind=CompileKind.PROGRAM, key=op_name or call, compile_ns=ev.dur[i],
                               reason=call, time_ns=when)  # fmt: skip
     for i in ai_cpu:
         o = int(kernel_op[i])
         b.signals.append(region_id=rid, op_id=o if o >= 0 else None, kind=SignalKind.CPU_FALLBACK, reason="ai-cpu",
-                         op_name=op_names[o] if o >= 0 else names[i], count=1, bytes=0, time_ns=ev.start[i] - t0,
-                         note=AI_CPU_NOTE)  # fmt: skip
+                         op_name=op_names[o] if o >= 0 else vals[ev.name[i]], count=1, bytes=0,
+                         time_ns=ev.start[i] - t0, note=AI_CPU_NOTE)  # fmt: skip
 
 
 def _enclosing_ops(ev: ChromeEvents, spans: list[int], op_of_span: np.ndarray, python_pids: list[Any]) -> list[int]:

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from ..builder import TraceBuilder
-from ..schema import EngineKind, Mode, SliceKind, Source
+from ..schema import TABLES, EngineKind, Mode, SliceKind, Source
 from ..trace import RunInfo, Trace
 from ._chrome_events import ChromeEvents, bind_flows, collect
 from ._source import DEFAULT_CAPS, SizeCaps
@@ -83,41 +84,80 @@ def sorted_lanes(ev: ChromeEvents, lane_of: Callable[[Any, Any], Lane]) -> dict[
     return {k: lane_of(vals[k[0]], vals[k[1]]) for k in sorted(keys, key=order)}
 
 
-def add_slices(b: TraceBuilder, ev: ChromeEvents, rid: int, t0: int, lanes: dict[tuple[int, int], Lane],
-               index: np.ndarray | None = None, *, correlation: np.ndarray | None = None,
-               kinds: dict[int, SliceKind] | None = None, op_ids: np.ndarray | None = None) -> None:  # fmt: skip
-    """Engine slices of the spans `index` (default all) on their lanes; `kinds` overrides a span's slice kind."""
+def slice_table(ev: ChromeEvents, rid: int, t0: int, lanes: dict[tuple[int, int], Lane], index: np.ndarray | None = None,
+                *, correlation: np.ndarray | None = None, kinds: dict[int, SliceKind] | None = None,
+                op_ids: np.ndarray | None = None) -> pa.Table:  # fmt: skip
+    """The engine slices of the spans `index` (default all) on their lanes, as a table built from columns.
+
+    No Python object per span: lanes, names and kinds are dictionary-encoded from the interned codes.
+    `kinds` overrides a span's slice kind (default: its lane's).
+    """
+    all_start = np.frombuffer(ev.start, dtype=np.int64) if len(ev) else np.zeros(0, dtype=np.int64)
     if index is None:
         index = np.arange(len(ev), dtype=np.int64)
+    index = np.asarray(index, dtype=np.int64)
+    pid = np.frombuffer(ev.pid, dtype=np.int64)[index] if len(ev) else index
+    tid = np.frombuffer(ev.tid, dtype=np.int64)[index] if len(ev) else index
+    key = (pid << 32) | tid
+    engines = sorted({lane.engine for lane in lanes.values()})
+    engine_code = {e: n for n, e in enumerate(engines)}
+    keys = np.array([(p << 32) | t for p, t in lanes], dtype=np.int64)
+    lane_list = list(lanes.values())
+    order = np.argsort(keys)
+    pos = np.searchsorted(keys[order], key) if len(keys) else np.zeros(len(key), dtype=np.int64)
+    pos = np.minimum(pos, max(len(keys) - 1, 0))
+    found = keys[order][pos] == key if len(keys) else np.zeros(len(key), dtype=bool)
+    index, pos = index[found], order[pos[found]]
+    lane_engine = np.array([engine_code[lane.engine] for lane in lane_list], dtype=np.int32)
+    kind_values = [k.value for k in SliceKind]
+    lane_kind = np.array([kind_values.index(lane.slice_kind.value) for lane in lane_list], dtype=np.int32)
+    lane_ekind = [lane.engine_kind.value for lane in lane_list]
+    ekinds = sorted(set(lane_ekind))
+    lane_ekind_code = np.array([ekinds.index(k) for k in lane_ekind], dtype=np.int32)
+    kind = lane_kind[pos] if len(pos) else np.zeros(0, dtype=np.int32)
+    if kinds and len(index):
+        where = np.argsort(index, kind="stable")
+        ordered = index[where]
+        spans = np.fromiter(kinds.keys(), dtype=np.int64, count=len(kinds))
+        values = np.array([kind_values.index(k.value) for k in kinds.values()], dtype=np.int32)
+        at = np.minimum(np.searchsorted(ordered, spans), len(ordered) - 1)
+        hit = ordered[at] == spans
+        kind[where[at[hit]]] = values[hit]
+    names, name_idx = np.unique(np.frombuffer(ev.name, dtype=np.int64)[index], return_inverse=True) if len(index) else (
+        np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     vals = ev.values.values
-    pids, tids, names = ev.pid, ev.tid, ev.name
-    engines, engine_kinds, slice_kinds, slice_names = [], [], [], []
-    keep = []
-    for i in index.tolist():
-        lane = lanes.get((pids[i], tids[i]))
-        if lane is None:
-            continue
-        keep.append(i)
-        engines.append(lane.engine)
-        engine_kinds.append(lane.engine_kind.value)
-        slice_kinds.append((kinds.get(i) if kinds else None) or lane.slice_kind)
-        slice_names.append(vals[names[i]])
-    if not keep:
-        return
-    at = np.asarray(keep, dtype=np.int64)
-    start = np.frombuffer(ev.start, dtype=np.int64)[at] - t0
-    dur = np.frombuffer(ev.dur, dtype=np.int64)[at]
-    columns: dict[str, Any] = {
-        "region_id": [rid] * len(keep), "engine": engines, "engine_kind": engine_kinds,
-        "kind": [k.value for k in slice_kinds], "name": slice_names, "start": start.tolist(), "dur": dur.tolist(),
-    }  # fmt: skip
-    if correlation is not None:
-        c = correlation[at]
-        columns["correlation"] = [int(x) if x >= 0 else None for x in c.tolist()]
-    if op_ids is not None:
-        o = op_ids[at]
-        columns["op_id"] = [int(x) if x >= 0 else None for x in o.tolist()]
-    b.engine_slices.extend(columns)
+
+    def dictionary(codes: np.ndarray, values: list[str]) -> pa.DictionaryArray:
+        return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32), pa.int32()), pa.array(values, pa.string()))
+
+    def optional(column: np.ndarray | None) -> pa.Array:
+        if column is None:
+            return pa.nulls(len(index), pa.int64())
+        values = column[index]
+        return pa.array(values, pa.int64(), mask=values < 0)
+
+    n = len(index)
+    columns = {
+        "region_id": pa.array(np.full(n, rid, dtype=np.int32)),
+        "engine": dictionary(lane_engine[pos] if n else np.zeros(0, dtype=np.int32), engines),
+        "engine_kind": dictionary(lane_ekind_code[pos] if n else np.zeros(0, dtype=np.int32), ekinds),
+        "kind": dictionary(kind, kind_values),
+        "name": dictionary(name_idx, [vals[c] for c in names.tolist()]),
+        "start": pa.array(all_start[index] - t0 if n else np.zeros(0, dtype=np.int64)),
+        "dur": pa.array(np.frombuffer(ev.dur, dtype=np.int64)[index] if n else np.zeros(0, dtype=np.int64)),
+        "op_id": optional(op_ids),
+        "correlation": optional(correlation),
+    }
+    schema = TABLES["engine_slices"]
+    return pa.Table.from_arrays([columns.get(f.name, pa.nulls(n, f.type)) for f in schema], schema=schema)
+
+
+def with_slices(trace: Trace, tables: list[pa.Table]) -> Trace:
+    """The trace with slice tables appended to its engine slices (one dictionary per column, as IPC files need)."""
+    parts = [trace.tables["engine_slices"], *tables]
+    merged = pa.concat_tables([t.cast(parts[0].schema) for t in parts if t.num_rows] or [parts[0]])
+    trace.tables["engine_slices"] = merged.unify_dictionaries().combine_chunks()
+    return trace
 
 
 def add_instants(b: TraceBuilder, ev: ChromeEvents, rid: int, t0: int, lanes: dict[tuple[int, int], Lane]) -> None:
@@ -160,11 +200,10 @@ def read_chrome(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Trace:
     b = TraceBuilder(base_info(ev, FORMAT, list(GENERIC_MISSING)))
     rid = b.add_region(str(ev.metadata.get("traceName") or path.name), dur_ns=end - t0, mode=Mode.UNKNOWN)
     lanes = sorted_lanes(ev, lambda pid, tid: Lane(lane_label(ev, pid, tid)))
-    add_slices(b, ev, rid, t0, lanes, correlation=flow_correlations(ev))
     add_instants(b, ev, rid, t0, lanes)
     b.run_info.extra["lanes"] = len({lane.engine for lane in lanes.values()})
-    return b.build()
+    return with_slices(b.build(), [slice_table(ev, rid, t0, lanes, correlation=flow_correlations(ev))])
 
 
-__all__ = ["FORMAT", "GENERIC_MISSING", "Lane", "add_instants", "add_slices", "base_info", "epoch_iso", "flow_correlations",
-           "lane_label", "read_chrome", "run_extent", "sniff", "sorted_lanes"]  # fmt: skip
+__all__ = ["FORMAT", "GENERIC_MISSING", "Lane", "add_instants", "base_info", "epoch_iso", "flow_correlations", "lane_label",
+           "read_chrome", "run_extent", "slice_table", "sniff", "sorted_lanes", "with_slices"]  # fmt: skip

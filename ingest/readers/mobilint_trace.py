@@ -27,7 +27,7 @@ from ..schema import Direction, EngineKind, Mode, SignalKind, SliceKind
 from ..trace import Trace
 from ._chrome_events import collect
 from ._source import DEFAULT_CAPS, SizeCaps
-from .chrome_generic import Lane, add_slices, base_info, run_extent, sorted_lanes
+from .chrome_generic import Lane, base_info, run_extent, slice_table, sorted_lanes, with_slices
 
 FORMAT = "mobilint-trace"
 MAIN_SPANS = frozenset({"infer", "acquire output data", "convert to buffer", "convert from buffer", "reposition data"})
@@ -80,11 +80,11 @@ def read_mobilint_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> T
     rid = b.add_region(path.name.split(".")[0], dur_ns=end - t0, mode=Mode.UNKNOWN, device="npu:0")
     device_spans = np.array([i for i, n in enumerate(names) if n in _LANES], dtype=np.int64)
     host_spans = np.array([i for i, n in enumerate(names) if n not in _LANES], dtype=np.int64)
-    add_slices(b, ev, rid, t0, lanes, host_spans)
+    tables = [slice_table(ev, rid, t0, lanes, host_spans)]
     for lane in {lane.engine: lane for lane in _LANES.values()}.values():
         idx = np.array([i for i in device_spans.tolist() if _LANES[names[i]].engine == lane.engine], dtype=np.int64)
         kinds = {i: _LANES[names[i]].slice_kind for i in idx.tolist()}
-        add_slices(b, ev, rid, t0, {k: lane for k in lanes}, idx, kinds=kinds)
+        tables.append(slice_table(ev, rid, t0, {k: lane for k in lanes}, idx, kinds=kinds))
     counts: dict[str, int] = {}
     for i, name in enumerate(names):
         when = ev.start[i] - t0
@@ -101,7 +101,7 @@ def read_mobilint_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> T
         if name in MAIN_SPANS or name in WORKER_SPANS:
             counts[name] = counts.get(name, 0) + 1
     b.run_info.extra["spans_by_name"] = dict(sorted(counts.items()))
-    return b.build()
+    return with_slices(b.build(), tables)
 
 
 __all__ = ["FORMAT", "read_mobilint_trace", "sniff"]
