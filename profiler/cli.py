@@ -15,6 +15,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--target", help="predict for a target (built-in name or TOML path) instead of measuring")
     r.add_argument("-o", "--output", default="run.arrow", help="trace file to write (default run.arrow)")
     r.add_argument("--no-stack", action="store_true", help="do not record call sites and stacks (faster)")
+    r.add_argument("--library", action="append", metavar="PKG[,PKG]",
+                   help="packages whose lines are never call sites, besides torch and portscope (repeatable): e.g. "
+                        "--library transformers for the lines of your script (default: $PORTSCOPE_LIBRARY)")
     r.add_argument("command", nargs=argparse.REMAINDER, help="-- python script.py ARGS...")
     r.set_defaults(func=_record, needs_torch=True)
 
@@ -114,7 +117,9 @@ def _validate(args: argparse.Namespace) -> int:
 def _record(args: argparse.Namespace) -> int:
     from .record import record
 
-    path, failure = record(args.command, args.output, target=args.target, with_stack=not args.no_stack)
+    library = [name.strip() for arg in args.library or [] for name in arg.split(",") if name.strip()]
+    path, failure = record(args.command, args.output, target=args.target, with_stack=not args.no_stack,
+                           library=library or None)
     print(f"portscope record: wrote {path}", file=sys.stderr)
     if failure is not None:
         if isinstance(failure, SystemExit):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from portscope.ingest.errors import UsageError
@@ -32,17 +33,19 @@ def split_command(command: list[str]) -> tuple[str, str, list[str]]:
     return "path", script, command
 
 
-def record(command: list[str], output: str | Path, *, target: str | None = None, with_stack: bool = True) -> tuple[Path, BaseException | None]:
+def record(command: list[str], output: str | Path, *, target: str | None = None, with_stack: bool = True,
+           library: Sequence[str] | None = None) -> tuple[Path, BaseException | None]:
     """Run a script; write every top-level region it opened (or one around the whole script).
 
+    library: packages whose frames are never call sites (explain(library=...)), for every region.
     Returns the trace path and the exception the script ended with (None when it succeeded).
     """
     kind, name, argv = split_command(command)
-    run = RecordRun(target=target, with_stack=with_stack)
+    run = RecordRun(target=target, with_stack=with_stack, library=tuple(library or ()))
     token = _record_run.set(run)
     old_argv = sys.argv
     failure: BaseException | None = None
-    outer: Region = explain("script", with_stack=with_stack, target=target)
+    outer: Region = explain("script", with_stack=with_stack, target=target, library=library)
     try:
         sys.argv = list(argv)
         with outer:

@@ -19,7 +19,7 @@ from portscope.ingest.schema import Mode, Phase, Source
 from portscope.ingest.summary import summarize
 from portscope.ingest.trace import RunInfo, Trace, write_trace
 
-from . import recorder
+from . import callsite, recorder
 from .events import RegionPrediction
 from .tables import build_trace, model_summary
 
@@ -56,6 +56,7 @@ class Region:
         self.name = name
         self.with_stack = with_stack
         self.library = library  # packages whose frames are not call sites (None: the enclosing region's)
+        self.user_root: str | None = None  # where the user's files are (call sites are relative to it)
         self.device = device
         self.mode = mode
         self.phase = phase
@@ -86,6 +87,7 @@ class Region:
         if self._open or self.end_ns:
             raise RuntimeError(f"region {self.name!r} can be entered once")
         s = recorder.session()
+        self.user_root = callsite.default_user_root()  # now: `portscope record` sets sys.argv only while the script runs
         self._check_target(s.regions[-1] if s.regions else None)
         if s.regions:
             self.parent = s.regions[-1]

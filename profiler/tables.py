@@ -69,7 +69,7 @@ def build_trace(regions: list[Region], run_info: RunInfo) -> Trace:
     builder = TraceBuilder(run_info)
     decoder, fmt = Decoder(), _Formatter()
     everything = flatten(regions)
-    roots = callsite.Roots()
+    roots = callsite.Roots(everything[0].user_root)
     attributions: dict[tuple[str, ...], callsite.Attribution] = {}  # call sites: one per set of library packages
     t_base = min(r.start_ns for r in everything)
     ids: dict[int, int] = {}

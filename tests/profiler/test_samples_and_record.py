@@ -90,6 +90,26 @@ def test_record_whole_script_and_failure(tmp_path: Path) -> None:
     assert s.transfer_counts[__import__("portscope.ingest").ingest.Direction.H2D] == 1
 
 
+def test_record_call_sites_are_relative_and_library_moves_them(tmp_path: Path) -> None:
+    (tmp_path / "mymodel.py").write_text("import torch\n\ndef step(x):\n    return (x * 2).sum()\n")
+    script = tmp_path / "script.py"
+    script.write_text("import torch\nimport mymodel\nx = torch.randn(8)\ny = mymodel.step(x)\n")
+    sites = {}
+    for flags in ([], ["--library", "mymodel"]):
+        out = tmp_path / f"run{len(flags)}.arrow"
+        proc = run_cli("record", *flags, "-o", str(out), "--", "python", str(script), cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        trace = read_trace(out)
+        sites[len(flags)] = {(op["name"], op["call_site"]) for op in trace["ops"].to_pylist()}
+        assert trace.run_info.roots["."] == str(tmp_path)
+    # mymodel.py line 4 multiplies and sums, called from script.py line 4; as a library, the script's line is the site
+    assert sites[0] == {("aten::mul.Tensor", "mymodel.py:4 (step) <- script.py:4 (<module>)"),
+                        ("aten::sum", "mymodel.py:4 (step) <- script.py:4 (<module>)"),
+                        ("aten::randn", "script.py:3 (<module>)")}
+    assert sites[2] == {("aten::mul.Tensor", "script.py:4 (<module>)"), ("aten::sum", "script.py:4 (<module>)"),
+                        ("aten::randn", "script.py:3 (<module>)")}
+
+
 def test_record_needs_a_command(tmp_path: Path) -> None:
     proc = run_cli("record", "-o", str(tmp_path / "x.arrow"), cwd=tmp_path)
     assert proc.returncode == 2 and "nothing to run" in proc.stderr
