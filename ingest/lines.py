@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from . import _compute as pc
 from .callsites import CALLER_SEPARATOR, format_frame, module_summary, site_line
+from .region_tree import descendants
 from .schema import FRAME_SOURCE, TimeUnit
 from .trace import Trace
 
@@ -103,8 +104,6 @@ def operator_lines(kinds: list[str], op_names: list[str | None], sites: list[str
 
 
 def _region_signals(trace: Trace, region_id: int) -> pa.Table:
-    from .summary import descendants  # summary imports this module
-
     ids = descendants(trace, region_id)
     table = trace["signals"]
     return pc.call("filter", table, pc.is_in(table.column("region_id"), pc.int32_array(ids)))

@@ -17,6 +17,7 @@ import pyarrow as pa
 from . import _compute as pc
 from .catalog import SIGNALS, RegionFigures, Status, Verdict, format_bytes, verdict, worst_status
 from .lines import LineTotal, operator_lines, source_index
+from .region_tree import descendants, region_depths, region_ids, top_level_ids
 from .schema import Direction, Phase, SignalKind
 from .trace import Trace
 
@@ -106,56 +107,6 @@ def regions_frame(trace: Trace) -> pd.DataFrame:
     regions = trace["regions"]  # to_pylist: dictionary-encoded columns become plain strings, not categoricals
     return pd.DataFrame({name: regions.column(name).to_pylist() for name in regions.column_names},
                         columns=regions.column_names)
-
-
-def region_ids(trace: Trace, name: str | None = None) -> list[int]:
-    """Ids of regions named `name` (all regions when None), in file order."""
-    regions = trace["regions"]
-    ids = regions.column("region_id").to_pylist()
-    if name is None:
-        return ids
-    names = regions.column("name").to_pylist()
-    return [i for i, n in zip(ids, names, strict=True) if n == name]
-
-
-def descendants(trace: Trace, region_id: int) -> list[int]:
-    """The region and every region nested inside it."""
-    regions = trace["regions"]
-    parents = dict(zip(regions.column("region_id").to_pylist(), regions.column("parent_id").to_pylist(), strict=True))
-    children: dict[int, list[int]] = {}
-    for rid, parent in parents.items():
-        if parent is not None:
-            children.setdefault(parent, []).append(rid)
-    out, todo = [], [region_id]
-    while todo:
-        rid = todo.pop()
-        out.append(rid)
-        todo.extend(children.get(rid, []))
-    return out
-
-
-def region_depths(trace: Trace) -> dict[int, int]:
-    """Nesting depth of every region (0: top level; a region's figures include its nested regions',
-    so run totals sum depth-0 regions only)."""
-    regions = trace["regions"]
-    parents = dict(zip(regions.column("region_id").to_pylist(), regions.column("parent_id").to_pylist(), strict=True))
-    depths: dict[int, int] = {}
-    for rid in parents:
-        chain, cur = [], rid
-        while cur is not None and cur not in depths and cur not in chain:
-            chain.append(cur)
-            cur = parents.get(cur)
-        base = depths.get(cur, -1) if cur is not None else -1
-        for offset, r in enumerate(reversed(chain)):
-            depths[r] = base + 1 + offset
-    return depths
-
-
-def top_level_ids(trace: Trace) -> list[int]:
-    """Ids of the regions nested in no other region, in file order: what run totals sum."""
-    regions = trace["regions"]
-    return [r for r, p in zip(regions.column("region_id").to_pylist(), regions.column("parent_id").to_pylist(),
-                              strict=True) if p is None]
 
 
 def _rows_in(table: pa.Table, ids: list[int]) -> pa.Table:

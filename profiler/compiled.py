@@ -28,6 +28,8 @@ from typing import Any
 from portscope.ingest.graph_breaks import location, parse_graph_break
 from portscope.ingest.schema import CompileKind
 
+from ._thread_state import current_session, skip_dynamo
+
 _TRACE_LOGGER = "torch.__trace"
 _GRAPH_BREAK_LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"
 _STACK_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
@@ -239,19 +241,15 @@ class GraphCall:
         self.__wrapped__ = fn
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from . import recorder
-
-        session = recorder.session()
-        if not session.regions or session.graph is not None:
+        session = current_session()
+        if session is None or not session.regions or session.graph is not None:
             return self.fn(*args, **kwargs)
         return session.graph_call(self, args, kwargs)
 
 
 def _never_traced() -> None:
     """Compiled code calls GraphCall; Dynamo must not trace the recording behind it."""
-    from . import recorder
-
-    if not recorder.skip_dynamo(GraphCall.__call__.__code__):
+    if not skip_dynamo(GraphCall.__call__.__code__):
         GraphCall.__call__ = torch_disable(GraphCall.__call__)  # type: ignore[method-assign]
 
 

@@ -29,13 +29,13 @@ from typing import Any
 
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
+from ._thread_state import current_session
+
 _MARK = "_portscope_bridge"
 
 
 def _step_aside(wrapper_frame: Any) -> None:
-    from . import recorder
-
-    s = recorder.current_session()
+    s = current_session()
     if s is None or s.mode is None or not s.regions or s.suspended_by is not None:
         return
     if _get_current_dispatch_mode() is s.mode:
@@ -44,9 +44,7 @@ def _step_aside(wrapper_frame: Any) -> None:
 
 
 def _step_back(wrapper_frame: Any) -> None:
-    from . import recorder
-
-    s = recorder.current_session()
+    s = current_session()
     if s is not None and s.suspended_by is wrapper_frame:  # a frame, never None
         s.suspended_by = None
         if s.mode is not None:

@@ -19,7 +19,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import callsite, legacy_compile
+from . import _thread_state, callsite, legacy_compile
+from ._thread_state import skip_dynamo
 from .events import OpEvent, TensorInfo
 
 _now = time.perf_counter_ns
@@ -43,17 +44,6 @@ def _dispatch(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN202
     t1 = _now()
     self.session.on_op(func, args, kwargs, out, t0, t1)
     return out
-
-
-def skip_dynamo(code: Any) -> bool:
-    """Tell Dynamo never to trace this code (nor what it calls), without a per-call wrapper."""
-    try:
-        from torch._dynamo.eval_frame import set_code_exec_strategy
-        from torch._dynamo.types import FrameAction, FrameExecStrategy
-    except ImportError:  # older torch: callers keep a disable wrapper instead
-        return False
-    set_code_exec_strategy(code, FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP))
-    return True
 
 
 _SKIP_BY_CODE = skip_dynamo(_dispatch.__code__)
@@ -176,12 +166,8 @@ def _flat(value: Any) -> list[Any]:
     return [value]
 
 
-_local = threading.local()
-
-
-def current_session() -> Session | None:
-    """This thread's session, without creating one."""
-    return getattr(_local, "session", None)
+_local = _thread_state.local
+current_session = _thread_state.current_session  # this thread's session, without creating one
 
 
 def session() -> Session:
