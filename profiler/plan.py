@@ -262,7 +262,11 @@ def plan(shape: ModelShape, target: Target, *, sequences: Sequence[int] = (), ba
     batches = list(batches) or [static.batch_size]
     problems = [f"--seq {s}: must be positive" for s in sequences if s <= 0]
     problems += [f"--batch {b}: must be positive" for b in batches if b <= 0]
-    if cache_length is not None:
+    if new_tokens < 0:
+        problems.append(f"--new-tokens {new_tokens}: must not be negative")
+    if cache_length is not None and cache_length <= 0:
+        problems.append(f"--cache-length {cache_length}: must be positive")
+    elif cache_length is not None:
         problems += [f"--seq {s} is longer than --cache-length {cache_length}: the cache holds the prompt"
                      for s in sequences if s > cache_length]
     if problems:

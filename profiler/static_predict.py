@@ -133,7 +133,10 @@ class StaticPredictor(Predictor):
 
     def _phase_signals(self, call: _Call) -> tuple[str, list[SignalRecord]]:
         s = self.static
-        batch, tokens = call.batch or 1, call.tokens or 1
+        if call.batch is None or call.tokens is None:  # no ids or embeddings seen: the length is unknown
+            self.calls[PREFILL] += 1
+            return PREFILL, []
+        batch, tokens = call.batch, call.tokens
         signals: list[SignalRecord] = []
         if tokens > 1 or self.positions == 0:
             phase, self.positions = PREFILL, tokens

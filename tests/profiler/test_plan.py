@@ -120,6 +120,8 @@ def test_sweep_sets_cache_with_sequence_unless_fixed(qwen: ModelShape) -> None:
     assert fixed[0].kv_cache_bytes == 469_762_048
     with pytest.raises(UsageError, match="--seq 8192 is longer than --cache-length 4096"):
         plan(qwen, target, sequences=[8192], cache_length=4096)
+    with pytest.raises(UsageError, match="--new-tokens -1: must not be negative"):
+        plan(qwen, target, new_tokens=-1)
     with pytest.raises(UsageError, match="no \\[static_shapes\\] section"):
         plan(qwen, load_target("fp16-npu"))
 

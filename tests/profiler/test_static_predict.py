@@ -119,3 +119,19 @@ def test_report_says_programs_and_reserved_memory(llama: torch.nn.Module, target
             "KV cache on the device (16.4 KB reserved); device memory 377.5 KB with weights at 8 bits of 17.2 GB (fits)"
             ) in text
     assert "9x program prefill 1x16  why: prefill 9" in text  # 16 - 7 padded positions
+
+
+def test_a_model_without_token_input_is_one_program_call_without_length_signals(target: Target) -> None:
+    """No input embedding reads ids and no host-made 3-D embeddings: one call, no padding or length claims."""
+    reset_program_cache()
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).half()
+    with torch.no_grad(), explain("mlp", target=target) as region:
+        mlp(torch.ones(4, 8, dtype=torch.float16))
+    trace = region.to_trace()
+    ops = trace["ops"].to_pylist()
+    # torch.ones runs in the host runtime; then one program call and the operators inside it
+    assert [(o["name"], o["placement"]) for o in ops[:2]] == [("aten::ones", "host"), ("program prefill 1x16", "graph")]
+    assert {o["placement"] for o in ops[2:]} == {Placement.GRAPH.value}
+    assert not rows(trace, SignalKind.STATIC_PADDING) and not rows(trace, SignalKind.STATIC_OVER_LENGTH)
+    # the input crosses once (4 x 8 x 2 B); the output stays on the device (nothing on the host reads it)
+    assert [(t["direction"], t["bytes"]) for t in trace["transfers"].to_pylist()] == [("h2d", 64)]
