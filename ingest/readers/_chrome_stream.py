@@ -217,7 +217,12 @@ def _array_batches(
                     continue
         if done:
             if tail_keys is not None:
-                yield _object_tail(path, buf, tail_keys)
+                split = _split_tail(buf, decode)
+                if split is None:
+                    yield _object_tail(path, buf, tail_keys)
+                else:
+                    tail_keys.update(split[1])
+                    yield split[0]
                 return
             tail = buf.rstrip(_WS)
             if not tail.endswith(b"]"):
@@ -239,6 +244,26 @@ def _array_batches(
                 continue  # read on: the end of input parses whatever is left at once (and words the error)
         yield batch
         buf = buf[cut:]
+
+
+def _split_tail(rest: bytes, decode: Decode) -> tuple[Any, dict[str, Any]] | None:
+    """(the last events decoded, the keys after them) of an object's end ``{...}, {...} ], "k": v }``: the
+    ']' closing the events is the last one before which the events decode and after which an object's keys
+    parse (tried from the end, a few at most); None when no ']' does."""
+    pos = len(rest)
+    for _ in range(8):
+        pos = rest.rfind(b"]", 0, pos)
+        if pos < 0:
+            return None
+        after = rest[pos + 1 :].strip(_WS)
+        try:
+            keys = orjson.loads(b"{" + (after[1:] if after[:1] == b"," else after))
+        except orjson.JSONDecodeError:
+            continue
+        batch = decode(b"[" + rest[:pos].strip(_WS) + b"]") if isinstance(keys, dict) else None
+        if batch is not None:
+            return batch, keys
+    return None
 
 
 def _object_tail(path: Path, rest: bytes, keys: dict[str, Any]) -> list[Any]:

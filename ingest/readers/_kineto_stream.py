@@ -14,7 +14,7 @@ two paths keep the same figures. Peak memory: one chunk, one slice's events, the
 
 from __future__ import annotations
 
-import re
+from collections import Counter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -31,8 +31,8 @@ from .npu_kineto import NpuLayout, may_hold_device_rows, npu_layout_of
 
 MAX_PROBLEMS = 10
 _NO_ARGS = msgspec.Raw(b"")
-# Kineto's cpu_op args: {"External id": N, ...the tensor fields..., "Ev Idx": M}; the middle is the key.
-_SIGNATURE_KEY = re.compile(rb'\{\s*"External id":\s*-?\d+\s*,(.*?)(?:,\s*"Ev Idx":\s*-?\d+)?\s*\}', re.DOTALL)
+_WS = b" \t\r\n"
+_KINETO_HEAD, _KINETO_TAIL, _KINETO_END = b'{\n      "External id": ', b', "Ev Idx": ', b"\n    }"
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -147,55 +147,44 @@ class Collector:
             self.add(orjson.loads(batch.text))
 
     def _typed(self, events: list[_Event]) -> None:
+        # column by column (comprehensions and C-level map), not a loop of statements per event
         out = self.out
         ops = out.ops
-        signatures = self._signatures
-        name_code, thread_code, signature_code = ops.name_code, ops.thread_code, ops.signature_code
-        ts_c: list[float] = []
-        dur_c: list[float] = []
-        name_c: list[int] = []
-        thread_c: list[int] = []
-        sig_c: list[int] = []
-        others: list[tuple] = []
-        categories: dict[str | None, int] = {}
-        t_min, t_max = out.t_min, out.t_max
-        for ev in events:
-            if ev.ph != "X":
-                continue
-            ts, dur, name = ev.ts, ev.dur, ev.name
-            if ts is None or dur is None or name is None or dur < 0:
-                raise _Redo()
-            cat = ev.cat
-            categories[cat] = categories.get(cat, 0) + 1
-            if cat == "Trace" or cat is None:
-                continue
-            if ts < t_min:
-                t_min = ts
-            if ts + dur > t_max:
-                t_max = ts + dur
-            if cat == "cpu_op":
-                raw = bytes(ev.args)
-                m = _SIGNATURE_KEY.fullmatch(raw)
-                key = m.group(1) if m else raw
-                code = signatures.get(key)
+        xs = [ev for ev in events if ev.ph == "X"]
+        if any(ev.ts is None or ev.dur is None or ev.name is None or ev.dur < 0 for ev in xs):
+            raise _Redo()
+        categories = Counter(ev.cat for ev in xs)
+        live = [ev for ev in xs if ev.cat != "Trace" and ev.cat is not None]
+        cpu = [ev for ev in live if ev.cat == "cpu_op"]
+        raws = [bytes(ev.args) for ev in cpu]
+        keys = list(map(_signature_key, raws))
+        sig_c = list(map(self._signatures.get, keys))
+        if None in sig_c:
+            for i in [i for i, c in enumerate(sig_c) if c is None]:
+                code = self._signatures.get(keys[i])
                 if code is None:
                     try:
-                        code = signatures[key] = signature_code(_tensor_args(_args(raw)))
+                        code = self._signatures[keys[i]] = ops.signature_code(_tensor_args(_args(raws[i])))
                     except orjson.JSONDecodeError:
                         raise _Redo() from None
-                ts_c.append(ts)
-                dur_c.append(dur)
-                name_c.append(name_code(name))
-                thread_c.append(thread_code(ev.pid, ev.tid))
-                sig_c.append(code)
-            else:
-                others.append((cat, ts, dur, name, ev.pid, ev.tid, bytes(ev.args)))
-        for cat, ts, dur, name, pid, tid, raw in others:
-            self._other(cat, ts, dur, name, pid, tid, _args(raw) if raw else {})
-        ops.extend(ts_c, dur_c, name_c, thread_c, sig_c)
+                sig_c[i] = code
+        names = [ev.name for ev in cpu]
+        name_c = list(map(ops._name_codes.get, names))
+        if None in name_c:
+            name_c = list(map(ops.name_code, names))
+        threads = [(ev.pid, ev.tid) for ev in cpu]
+        thread_c = list(map(ops._thread_codes.get, threads))
+        if None in thread_c:
+            thread_c = [ops.thread_code(*t) for t in threads]
+        if live:
+            out.t_min = min(out.t_min, min([ev.ts for ev in live]))
+            out.t_max = max(out.t_max, max([ev.ts + ev.dur for ev in live]))
+        for ev in live:
+            if ev.cat != "cpu_op":
+                self._other(ev.cat, ev.ts, ev.dur, ev.name, ev.pid, ev.tid, _args(bytes(ev.args)))
+        ops.extend([ev.ts for ev in cpu], [ev.dur for ev in cpu], name_c, thread_c, sig_c)
         for cat, n in categories.items():
             out.categories[cat] = out.categories.get(cat, 0) + n
-        out.t_min, out.t_max = t_min, t_max
         self.index += len(events)
 
     def decode(self, text: bytes) -> _Typed | list[Any] | None:
@@ -247,6 +236,23 @@ def collect_file(path: Path, caps: SizeCaps = DEFAULT_CAPS) -> tuple[KinetoEvent
     events = collector.finish()
     lanes = npu_layout_of(event_batches(path, caps)[1]) if collector.npu_hint else None
     return events, lanes
+
+
+def _signature_key(raw: bytes) -> bytes:
+    """Kineto's cpu_op args ``{"External id": N, ...tensor fields..., "Ev Idx": M}`` without the two numbered
+    fields (equal keys: equal tensor fields, since what is cut is only those numbers); other args as they are."""
+    comma = raw.find(b",")
+    if raw.startswith(_KINETO_HEAD) and raw[len(_KINETO_HEAD) : comma].isdigit():  # Kineto's own layout: quick
+        tail = raw.rfind(_KINETO_TAIL, comma)
+        if tail > 0 and raw.endswith(_KINETO_END) and raw[tail + len(_KINETO_TAIL) : -len(_KINETO_END)].isdigit():
+            return raw[comma + 1 : tail]
+    head = raw[:comma].split(b":")
+    if len(head) != 2 or head[0].lstrip(b"{ \t\r\n") != b'"External id"' or not head[1].strip(_WS).lstrip(b"-").isdigit():
+        return raw
+    tail = raw.rfind(b', "Ev Idx": ')
+    if tail > comma and raw[tail + 12 :].rstrip(b" \t\r\n}").isdigit():
+        return raw[comma + 1 : tail]
+    return raw[comma + 1 :]
 
 
 def _why_bad(ts: Any, dur: Any, name: Any) -> str:
