@@ -64,6 +64,43 @@ def relative_site(text: str) -> str:
     return CALLER_SEPARATOR.join(parts)
 
 
+# Code that is never the model's, recognised by path in converted stacks: torch, portscope, test runners
+# and notebook kernels (package-relative), and Python's own library (`.../lib/python3.11/x.py`).
+_PLUMBING_PACKAGES = ("torch/", "functorch/", "portscope/", "_pytest/", "pytest/", "pluggy/", "IPython/", "ipykernel/")
+_STDLIB = re.compile(r"(^|/)lib/python\d+(\.\d+)?/(?!site-packages/|dist-packages/)")
+
+Frame = tuple[str, int, str]  # (file, line, function)
+
+
+def is_plumbing_path(path: str) -> bool:
+    """Whether a frame's file is torch, portscope or Python's plumbing (never the model line)."""
+    unified = path.replace("\\", "/")
+    if unified.startswith("<frozen"):
+        return True
+    return package_relative(unified).startswith(_PLUMBING_PACKAGES) or bool(_STDLIB.search(unified))
+
+
+def relative_frames(frames: Iterable[Frame]) -> list[Frame]:
+    """Frames with library paths made package-relative (for `StackInterner.intern`)."""
+    return [(package_relative(file), line, function) for file, line, function in frames]
+
+
+def model_site(model: list[Frame]) -> str | None:
+    """`line <- caller` from the model frames of a stack (innermost first, already formatted paths): the
+    innermost one, and the next one out that is not a closure (decorator wrappers are `f.<locals>.wrapper`)."""
+    if not model:
+        return None
+    callers = [f for f in model[1:] if "<locals>" not in f[2]] or model[1:2]
+    return format_site(format_frame(*model[0]), format_frame(*callers[0]) if callers else None)
+
+
+def site_of_frames(frames: list[Frame]) -> str | None:
+    """The call site of a stack from another tool (innermost first), paths package-relative; the innermost
+    frame when every frame is plumbing."""
+    relative = relative_frames(frames)
+    return model_site([f for f in relative if not is_plumbing_path(f[0])] or relative[:1])
+
+
 def module_summary(counts: Iterable[tuple[str, int]]) -> dict[str, int]:
     """Module paths folded by layer index: `model.layers.[0-3].input_layernorm` -> count, most counted first.
 

@@ -20,7 +20,7 @@ from types import CodeType
 
 import torch
 
-from portscope.ingest.callsites import format_frame, format_site, parse_frame
+from portscope.ingest.callsites import format_frame, model_site, parse_frame
 from portscope.ingest.errors import UsageError
 
 Frame = tuple[str, int, str]  # (file relative to its root, line, qualified function name)
@@ -267,12 +267,7 @@ class Attribution:
         got = self._sites.get(stack, ...)
         if got is not ...:
             return got
-        model = [pair for pair in reversed(stack) if not self.is_plumbing(pair[0])]  # innermost first
-        got = None
-        if model:
-            line = format_frame(*self._frame(*model[0]))
-            callers = [pair for pair in model[1:] if "<locals>" not in pair[0].co_qualname] or model[1:2]
-            got = format_site(line, format_frame(*self._frame(*callers[0])) if callers else None)
+        got = model_site([self._frame(code, offset) for code, offset in reversed(stack) if not self.is_plumbing(code)])
         self._sites[stack] = got
         return got
 

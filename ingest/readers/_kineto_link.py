@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from .. import schema
 from ..builder import TraceBuilder
+from ..callsites import relative_frames, site_of_frames
 from ..catalog import (
     BOOL_INDEX_OPS,
     NO_WORK_OPS,
@@ -32,7 +33,6 @@ from ._kineto_events import FORMAT, KinetoEvents
 from .npu_kineto import NpuLayout  # hook: lanes of NPU processes
 
 _FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")
-_LIBRARY = ("torch/", "transformers/", "portscope/", "site-packages/", "dist-packages/", "<frozen", "threading.py")
 _PLACEMENTS = (Placement.HOST, Placement.DEVICE, Placement.FALLBACK)  # codes of the placement column
 _SWEEP_SLICE = 1 << 16  # rows of the per-thread sweep turned into Python values at a time
 _DMA = {Direction.H2D: EngineKind.DMA_H2D, Direction.D2H: EngineKind.DMA_D2H, Direction.D2D: EngineKind.DMA_D2D}
@@ -340,16 +340,7 @@ def _call_site(b: TraceBuilder, python: list[tuple], key: tuple[int, ...], cache
             frames.append(frame)
     if not frames:
         return None, None
-    site = None
-    for file, line, func in frames:
-        path = file.replace("\\", "/")
-        if not any(lib in path for lib in _LIBRARY):
-            site = f"{file}:{line} ({func})"
-            break
-    if site is None:
-        file, line, func = frames[0]
-        site = f"{file}:{line} ({func})"
-    return site, b.stacks.intern(frames)
+    return site_of_frames(frames), b.stacks.intern(relative_frames(frames))
 
 
 class _Regions:

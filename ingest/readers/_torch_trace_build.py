@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..builder import TraceBuilder
+from ..callsites import relative_frames, relative_site
 from ..graph_breaks import parse_graph_break
 from ..schema import CompileKind, Mode, SignalKind, Source
 from ..trace import RunInfo, Trace
@@ -45,6 +46,8 @@ def build_trace(path: Path, log: StructuredLog) -> Trace:
             stack_id: int | None = None, op_count: int | None = None, compile_ns: int | None = None) -> None:  # fmt: skip
         key = r.frame_key or ""
         name, frame = _frame(metrics.get(key), starts.get(key), log.strings)
+        frame = relative_site(frame) if frame else None  # library paths package-relative, as call sites everywhere
+        call_site = relative_site(call_site) if call_site else None
         b.compiles.append(region_id=root, kind=kind, compile_id=r.compile_id, key=name, frame=frame, op_count=op_count,
                           compile_ns=compile_ns, reason=reason, call_site=call_site or frame, time_ns=ns(r.time_s))  # fmt: skip
         b.signals.append(region_id=root, kind=_SIGNAL[kind], reason=reason, op_name=name, count=1, bytes=0,
@@ -62,7 +65,7 @@ def build_trace(path: Path, log: StructuredLog) -> Trace:
                 compile_ns=int(seconds * 1e9) if isinstance(seconds, (int, float)) and seconds >= 0 else None)  # fmt: skip
         elif r.kind == "artifact" and value.get("name") == "dynamo_graph_break_reason":
             reason, site, frames = parse_graph_break(r.payload or "")
-            stack_id = b.stacks.intern(frames) if frames else None
+            stack_id = b.stacks.intern(relative_frames(frames)) if frames else None
             add(CompileKind.GRAPH_BREAK, r, reason=reason, call_site=site, stack_id=stack_id)
             breaks_logged.add(key or "")
         elif r.kind == "artifact" and value.get("name") == "recompile_reasons":

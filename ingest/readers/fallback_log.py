@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 from ..builder import TraceBuilder
+from ..callsites import parse_frame, relative_site
 from ..catalog import Cause, cause_hint, logged_cause
 from ..errors import TraceFormatError
 from ..schema import Mode, SignalKind, Source
@@ -94,7 +95,7 @@ def read_fallback_log(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Tra
         site = _SITE.search(line)
         if last is not None and last.call_site is None and site and (_TRACE.search(line) or "Warning" in line):
             func = f" ({site.group('func')})" if site.group("func") else ""
-            last.call_site = f"{site.group('file')}:{site.group('line')}{func}"
+            last.call_site = relative_site(f"{site.group('file')}:{site.group('line')}{func}")
             expect_source = True
             continue
         if expect_source and last is not None and not _LOG_PREFIX.match(line) and line[:1].isspace():
@@ -129,7 +130,6 @@ def _build(path: Path, fallbacks: list[_Fallback], n_lines: int, unknown: int, e
         return int((t - t0).total_seconds() * 1e9)
 
     devices = sorted({f.device for f in fallbacks})
-    sources = {f.call_site: f.source for f in fallbacks if f.call_site and f.source}
     info = RunInfo(
         source=Source.CONVERTED,
         devices=["cpu", *(d.lower() for d in devices)],
@@ -148,11 +148,15 @@ def _build(path: Path, fallbacks: list[_Fallback], n_lines: int, unknown: int, e
             "fallback_lines": len(fallbacks),
             "unknown_lines": unknown,
             "unknown_line_examples": examples,
-            "call_site_sources": sources,
             "time_zone": "as logged (unknown)",
         },
     )
     b = TraceBuilder(info)
+    for f in fallbacks:  # the source line the log printed under the warning: the frames table's source column
+        if f.call_site and f.source:
+            file, line, function = parse_frame(f.call_site)
+            if line is not None:
+                b.stacks.sources[(file, line, function or "")] = f.source
     end = max((ns(t) or 0 for t in times), default=0)
     device = devices[0].lower() if len(devices) == 1 else None
     root = b.add_region(path.name, start_ns=0, dur_ns=end, mode=Mode.EAGER, device=device)

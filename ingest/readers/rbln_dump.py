@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ..builder import TraceBuilder
+from ..callsites import relative_frames, site_of_frames
 from ..errors import TraceFormatError
 from ..schema import Mode, Phase, SignalKind, Source
 from ..trace import RunInfo, Trace
@@ -58,7 +59,6 @@ KNOWN_KEYS = {
 # Keys whose presence says "this is an explain dump" (sniffing and validation).
 MARKER_KEYS = ("hidden_host_bounce", "cpu_fallback_by_op", "runtime_residency", "rebel_runtime", "recompile_by_op")
 _FRAME = re.compile(r"^\s*(?P<file>.+?):(?P<line>\d+)\s*\((?P<func>[^()]*)\)\s*$")
-_LIBRARY = ("torch/", "site-packages/", "dist-packages/", "<frozen")
 
 
 def sniff(text: str) -> bool:
@@ -257,8 +257,7 @@ def _call_sites(b: TraceBuilder, trace_by_op: dict | None, p: DumpProblems) -> d
         if not frames:
             p.warn(f"trace_by_op.{op} has no 'file:line(func)' frame: ignored")
             continue
-        user = next((f for f in frames if not any(lib in f[0].replace("\\", "/") for lib in _LIBRARY)), frames[0])
-        out[op] = (f"{user[0]}:{user[1]} ({user[2]})", b.stacks.intern(frames))
+        out[op] = (site_of_frames(frames), b.stacks.intern(relative_frames(frames)))
     return out
 
 

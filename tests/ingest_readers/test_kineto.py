@@ -9,6 +9,7 @@ import pyarrow.compute as pc
 import pytest
 
 from portscope.ingest import Direction, EngineKind, Placement, SignalKind, Source, read_trace, write_trace
+from portscope.ingest.callsites import site_line
 from portscope.ingest.convert import detect, load_any
 from portscope.ingest.readers import read_kineto
 from portscope.ingest.report import format_trace
@@ -67,7 +68,11 @@ def test_cpu_llama_trace_counts(kineto_cpu: dict[str, Path], variant: str, tmp_p
         assert _col(trace, "ops", "input_dtypes")[row].split(";")[:2] == ["float32", "int64"]
         assert _col(trace, "ops", "bytes_in")[row] == 128 * 64 * 4 + 7 * 8
         assert sum(s is not None for s in sites) == len(ops)
-        assert all(s.startswith(str(path.parent / "profile_llama.py")) or "profile_llama.py" in s for s in sites)
+        # the model's line (transformers, package-relative) or the script's; the norm's pow at the norm's line
+        lines = [site_line(s) for s in sites]
+        assert all(line.startswith("transformers/") or "profile_llama.py" in line for line in lines), set(lines)
+        pow_lines = {line for line, name in zip(lines, _col(trace, "ops", "name"), strict=True) if name.startswith("aten::pow")}
+        assert pow_lines and all(line.startswith("transformers/models/llama/modeling_llama.py:") for line in pow_lines)
         assert trace["frames"].num_rows > 5 and trace["stacks"].num_rows > 1
     out = write_trace(trace, tmp_path / "t.arrow")
     again = read_trace(out)

@@ -79,7 +79,8 @@ def test_dump_variants_sites_notes_and_unknown_keys() -> None:
     assert old.run_info.extra["excluded_sites"]["rbln_explain_residency"] == {"v2v_batch_to_per_entry": {"count": 4, "bytes": 8192}}
     signals = old["signals"].to_pandas()
     neg = signals[signals["op_name"] == "aten::neg"].iloc[0]
-    assert neg["call_site"] == "/work/model.py:85 (rotate_half)" and neg["note"] == "compute RMSNorm in float16"
+    assert neg["call_site"] == "/work/model.py:85 (rotate_half) <- /work/model.py:97 (apply_rotary_pos_emb)"  # line <- caller
+    assert neg["note"] == "compute RMSNorm in float16"
     stack = old["stacks"].to_pylist()[int(neg["stack_id"])]["frame_ids"]
     assert [old["frames"].to_pylist()[f]["function"] for f in stack] == ["rotate_half", "apply_rotary_pos_emb", "_call_impl"]
     assert set(signals[signals["kind"] == "host_bounce/dtype_cast"]["reason"]) == {"copy_d2d_host_bounce"}
