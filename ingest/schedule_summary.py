@@ -57,6 +57,8 @@ class ScheduleSummary:
     engines: list[EngineUse]
     critical_path: int
     critical_by_engine: dict[str, int]
+    # predicted schedules: the cost figures on the critical path that the target only assumed
+    assumed: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -176,6 +178,30 @@ def _pick(candidates: list[int], eng: str, kinds: list[str], cause: str | None, 
     return (others or candidates)[-1]
 
 
+# engine kind -> the target's cost figures that time a slice on it (other engines: engines.<name>.*)
+_KIND_FIGURES = {
+    "dispatch": ("cost.dispatch_ns",),
+    "compiler": ("cost.compile_ns",),
+    "host": ("cost.dispatch_ns", "cost.host_flops_per_ns"),
+}
+
+
+def assumed_on_critical_path(summary: ScheduleSummary, sources: dict[str, str]) -> list[str]:
+    """The cost figures timing the critical path's engines whose source is "assumed".
+
+    sources: figure path -> source text, as a predicted run records them (run_info.extra["cost_sources"],
+    only the figures the target sets); a figure missing from it is not used.
+    """
+    kinds = {e.engine: e.engine_kind for e in summary.engines}
+    out: list[str] = []
+    for engine, ns in summary.critical_by_engine.items():
+        if not ns or engine not in kinds:
+            continue
+        figures = _KIND_FIGURES.get(kinds[engine]) or tuple(f for f in sources if f.startswith(f"engines.{engine}."))
+        out += [f for f in figures if sources.get(f, "").startswith("assumed") and f not in out]
+    return sorted(out)
+
+
 def schedule_summary(trace: Trace, region_id: int) -> ScheduleSummary:
     """The schedule summary of one region (its own engine slices; nested regions have their own)."""
     slices = trace["engine_slices"]
@@ -184,7 +210,11 @@ def schedule_summary(trace: Trace, region_id: int) -> ScheduleSummary:
     regions = trace["regions"]
     ids = regions.column("region_id").to_pylist()
     name = regions.column("name").to_pylist()[ids.index(region_id)] if region_id in ids else ""
-    return summarize_slices(table, name=name, region_id=region_id)
+    summary = summarize_slices(table, name=name, region_id=region_id)
+    sources = trace.run_info.extra.get("cost_sources")
+    if isinstance(sources, dict):
+        summary.assumed = assumed_on_critical_path(summary, {str(k): str(v) for k, v in sources.items()})
+    return summary
 
 
 def schedule_summaries(trace: Trace, region: str | None = None) -> list[ScheduleSummary]:
@@ -215,7 +245,10 @@ def format_schedule(summaries: list[ScheduleSummary], *, unit: str = "ns", modes
     """
     lines: list[str] = []
     for s in summaries:
-        lines.append(f"region {s.name!r}: schedule {_time(s.total, unit)}, critical path {_time(s.critical_path, unit)}")
+        lines.append(f"region {s.name!r}: schedule {_time(s.total, unit)}, critical path {_time(s.critical_path, unit)}"
+                     + (" (assumed)" if s.assumed else ""))
+        if s.assumed:
+            lines.append("  assumed, not measured nor from a datasheet, on the critical path: " + ", ".join(s.assumed))
         if s.critical_path:
             parts = sorted(s.critical_by_engine.items(), key=lambda kv: -kv[1])
             lines.append("  critical path: " + ", ".join(f"{e} {100 * ns / s.critical_path:.1f}%" for e, ns in parts if ns))
@@ -238,5 +271,5 @@ def format_schedule(summaries: list[ScheduleSummary], *, unit: str = "ns", modes
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["EngineUse", "ScheduleSummary", "format_schedule", "schedule_summaries", "schedule_summary",
+__all__ = ["EngineUse", "ScheduleSummary", "assumed_on_critical_path", "format_schedule", "schedule_summaries", "schedule_summary",
            "summarize_slices"]

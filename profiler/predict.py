@@ -133,8 +133,14 @@ class Predictor:
         transfers: list[TransferRecord] = []
         self._need(ins, in_st, DEVICE, transfers, "graph-input")
         signals.extend(SignalRecord(tr.direction.signal, "graph-input", tr.bytes) for tr in transfers)
-        for t in outs:
-            self._set(t, DEVICE)
+        if self.target.graph_fallbacks:  # an output a fallback inside the graph left on the host goes back
+            back: list[TransferRecord] = []
+            self._need(outs, [t.untyped_storage() for t in outs], DEVICE, back, "graph-output")
+            signals.extend(SignalRecord(tr.direction.signal, "graph-output", tr.bytes) for tr in back)
+            transfers += back
+        else:
+            for t in outs:
+                self._set(t, DEVICE)
         key = (f"graph {call.func.compile_id}", tuple(tuple(t.shape) for t in ins), None, tuple(_dt(t.dtype) for t in ins))
         if key not in self._programs and self.target.programs:
             self._programs.add(key)
@@ -202,14 +208,15 @@ class Predictor:
         view = (bool(outs) and all(id(st) in in_keys for st in out_st)
                 and not name.split(".", 1)[0].endswith("_") and "out" not in kwargs)
         self._record_deps(state, region, index, in_keys, out_st, view=view)
-        if session.graph is not None:  # inside a compiled graph: part of one device program
+        inside_graph = session.graph is not None
+        if inside_graph and not self.target.graph_fallbacks:  # part of one device program
             state.outcomes[index] = (Placement.GRAPH, [], [])
             return
         signals: list[SignalRecord] = []
         transfers: list[TransferRecord] = []
         if view:
             where = Placement.DEVICE if ins and self._entry(ins[0], in_st[0])[0] & DEVICE else Placement.HOST
-            state.outcomes[index] = (where, signals, transfers)
+            state.outcomes[index] = (Placement.GRAPH if inside_graph else where, signals, transfers)
             return
         raw = region.raw[index]  # the recorder's metadata of this op: reuse it for the rule cache key
         key = (func, tuple(m[:3] for m in raw[1] if m is not None), tuple(m[2] for m in raw[2]))
@@ -223,6 +230,15 @@ class Predictor:
                 if decision.sync.cause is Cause.ITEM:  # the host reads one element; the tensor stays on the device
                     state.outcomes[index] = (Placement.HOST, signals, transfers)
                     return
+        if inside_graph and decision.signal is not SignalKind.CPU_FALLBACK:
+            # a target whose graphs can fall back ([compiled] fallbacks): device work stays in the graph's program
+            moved = []
+            self._need(ins, in_st, DEVICE, moved, "device-input")
+            for t, st in zip(outs, out_st, strict=True):
+                self._set(t, DEVICE, storage=st)
+            signals = [SignalRecord(tr.direction.signal, "device-input", tr.bytes) for tr in moved]
+            state.outcomes[index] = (Placement.GRAPH, signals, moved)
+            return
         if decision.signal is None:
             moved: list[TransferRecord] = []
             self._need(ins, in_st, DEVICE, moved, "device-input")

@@ -22,6 +22,7 @@ from portscope.ingest.trace import RunInfo, Trace, write_trace
 from . import callsite, recorder
 from .events import RegionPrediction
 from .tables import build_trace, model_summary
+from .targets.cost_sources import used_sources
 
 
 @dataclasses.dataclass
@@ -276,6 +277,8 @@ def default_run_info(regions: list[Region]) -> RunInfo:
         start_time=datetime.datetime.fromtimestamp(start, datetime.UTC).isoformat(timespec="seconds"),
         producer="portscope 0.1.0",
         config=predictor.run_config() if hasattr(predictor, "run_config") else {},  # static-shape targets
+        # where each cost figure of the target comes from: predicted times say "assumed" when one is on the critical path
+        extra={"cost_sources": used_sources(predictor.target)} if predictor is not None else {},
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from portscope.ingest.errors import TargetError
 from portscope.ingest.schema import EngineKind
 
+from .cost_sources import ASSUMED, CostSource, parse_sources
 from .static_shapes import KEYS as _STATIC_KEYS
 from .static_shapes import StaticShapes, parse_static_shapes
 
@@ -101,9 +102,15 @@ class Target:
     host_flops_per_ns: float
     engines: tuple[Engine, ...]
     static_shapes: StaticShapes | None = None  # an LLM compiled ahead of time for fixed shapes
+    cost_sources: tuple[tuple[str, CostSource], ...] = ()  # figure path -> source; unnamed figures are assumed
+    graph_fallbacks: bool = False  # operators inside a compiled graph fall back as in eager mode ([compiled])
 
     def engine(self, kind: EngineKind) -> Engine | None:
         return next((e for e in self.engines if e.kind is kind), None)
+
+    def source_of(self, figure: str) -> CostSource:
+        """Where a cost figure ("cost.dispatch_ns", "engines.matrix.flops_per_ns") comes from."""
+        return dict(self.cost_sources).get(figure, ASSUMED)
 
 
 def matches(op: str, patterns: tuple[str, ...]) -> bool:
@@ -122,6 +129,7 @@ _SECTIONS: dict[str, dict[str, str]] = {
     "copies": {"dtype_change": _STR, "strided_write": _STR},
     "cache": {"programs": _BOOL, "key": _STRS, "broadcast_views_miss": _BOOL},
     "cost": {"dispatch_ns": _NUM, "compile_ns": _NUM, "host_flops_per_ns": _NUM},
+    "compiled": {"fallbacks": _BOOL},
     "static_shapes": _STATIC_KEYS,
 }
 _LISTS: dict[str, dict[str, str]] = {
@@ -164,7 +172,7 @@ def _check_keys(where: str, table: Any, spec: dict[str, str], problems: list[str
 def parse_target(raw: dict[str, Any], path: str) -> Target:
     """Validate a parsed TOML document; raise one TargetError listing every problem."""
     problems: list[str] = []
-    known = set(_SECTIONS) | set(_LISTS) | {"engines"}
+    known = set(_SECTIONS) | set(_LISTS) | {"engines", "sources"}
     for key in raw:
         if key not in known:
             problems.append(f"unknown key {key!r} (allowed sections: {', '.join(sorted(known))})")
@@ -212,6 +220,8 @@ def parse_target(raw: dict[str, Any], path: str) -> Target:
         conditions.append(ShapeCondition(tuple(e["ops"]), e["operand"], e["dim"], e["multiple_of"], why))
     engines = _engines(raw.get("engines", {}), problems)
     static_shapes = parse_static_shapes(sec["static_shapes"], problems) if "static_shapes" in raw else None
+    engine_names = list(raw["engines"]) if isinstance(raw.get("engines"), dict) else []
+    cost_sources = parse_sources(raw.get("sources"), engine_names, problems)
     if problems:
         raise TargetError(path, problems)
     t, c, cost = sec["target"], sec["compute"], sec["cost"]
@@ -236,6 +246,8 @@ def parse_target(raw: dict[str, Any], path: str) -> Target:
         host_flops_per_ns=float(cost.get("host_flops_per_ns", 10.0)),
         engines=engines,
         static_shapes=static_shapes,
+        cost_sources=cost_sources,
+        graph_fallbacks=sec["compiled"].get("fallbacks", False),
     )
 
 

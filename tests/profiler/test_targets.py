@@ -123,3 +123,90 @@ def test_bad_static_shapes(tmp_path: Path, section: str, expected: str) -> None:
     with pytest.raises(TargetError) as info:
         load_target(path)
     assert str(info.value).startswith(str(path)) and expected in str(info.value)
+
+
+_BASE = '[target]\nname = "x"\ndevice = "npu:0"\n[compute]\ndtypes = ["float16"]\n[engines.matrix]\nkind = "matrix"\nflops_per_ns = 10\n'
+
+
+def test_cost_sources(tmp_path: Path) -> None:
+    from portscope.profiler.targets.cost_sources import CostSource, SourceKind, used_sources
+
+    path = tmp_path / "sourced.toml"
+    path.write_text(_BASE + '[cost]\ndispatch_ns = 100\n[sources]\n"cost.dispatch_ns" = "measured: NPU-X1, 1000 eager adds"\n'
+                    '"engines.matrix.flops_per_ns" = "datasheet: NPU-X1 manual, table 3"\n')
+    t = load_target(path)
+    assert t.source_of("cost.dispatch_ns") == CostSource(SourceKind.MEASURED, "NPU-X1, 1000 eager adds")
+    assert str(t.source_of("engines.matrix.flops_per_ns")) == "datasheet: NPU-X1 manual, table 3"
+    assert t.source_of("cost.compile_ns").kind is SourceKind.ASSUMED  # not named: assumed
+    # what a predicted run records: the figures the target sets (host_flops_per_ns defaults to 10)
+    assert used_sources(t) == {"cost.dispatch_ns": "measured: NPU-X1, 1000 eager adds", "cost.host_flops_per_ns": "assumed",
+                               "engines.matrix.flops_per_ns": "datasheet: NPU-X1 manual, table 3"}
+    assert not t.graph_fallbacks and load_target("fp16-npu").source_of("cost.dispatch_ns").kind is SourceKind.ASSUMED
+
+
+@pytest.mark.parametrize(
+    ("sources", "expected"),
+    [
+        ('"cost.dispatch_ms" = "assumed"', "unknown cost figure 'cost.dispatch_ms'"),
+        ('"engines.vector.flops_per_ns" = "assumed"', "unknown cost figure 'engines.vector.flops_per_ns'"),
+        ('"cost.dispatch_ns" = "measured"', "measured must name the device it was measured on"),
+        ('"cost.dispatch_ns" = "datasheet:  "', "datasheet must name the document"),
+        ('"cost.dispatch_ns" = "guessed: by eye"', "must start with datasheet:, measured: or assumed"),
+    ],
+)
+def test_bad_cost_sources(tmp_path: Path, sources: str, expected: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(_BASE + "[sources]\n" + sources + "\n")
+    with pytest.raises(TargetError) as info:
+        load_target(path)
+    assert str(info.value).startswith(str(path)) and expected in str(info.value)
+
+
+def test_assumed_figures_on_the_critical_path() -> None:
+    """dispatch 0-10 ns, then the matrix engine 10-30 ns (it waited on the dispatch); the vector engine runs
+    off the critical path. Hand-written sources: only the matrix's flops are assumed on that path."""
+    import pyarrow as pa
+
+    from portscope.ingest.schedule_summary import assumed_on_critical_path, summarize_slices
+
+    table = pa.table({"engine": ["dispatch", "matrix", "vector"], "engine_kind": ["dispatch", "matrix", "vector"],
+                      "kind": ["dispatch", "compute", "compute"], "start": [0, 10, 0], "dur": [10, 20, 5],
+                      "waited_on": [None, "dispatch", None]})
+    summary = summarize_slices(table)
+    assert summary.critical_by_engine == {"matrix": 20, "dispatch": 10}
+    sources = {"cost.dispatch_ns": "measured: NPU-X1", "engines.matrix.flops_per_ns": "assumed",
+               "engines.matrix.latency_ns": "datasheet: NPU-X1 manual", "engines.vector.flops_per_ns": "assumed"}
+    assert assumed_on_critical_path(summary, sources) == ["engines.matrix.flops_per_ns"]
+    sources["cost.dispatch_ns"] = "assumed"
+    assert assumed_on_critical_path(summary, sources) == ["cost.dispatch_ns", "engines.matrix.flops_per_ns"]
+
+
+def test_compiled_graphs_fall_back_only_when_the_target_says_so(tmp_path: Path) -> None:
+    import torch
+
+    from portscope.profiler import explain
+    from portscope.profiler.predict import reset_program_cache
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.sin(x.float()) * 2
+
+    compiled = torch.compile(f, backend="eager", dynamic=False)
+    compiled(torch.ones(8, dtype=torch.float16))
+    rows = {}
+    for flag in ("false", "true"):
+        path = tmp_path / f"graphs-{flag}.toml"
+        path.write_text('[target]\nname = "g"\ndevice = "npu:0"\n[compute]\ndtypes = ["float16"]\n[cache]\nprograms = false\n'
+                        f"[compiled]\nfallbacks = {flag}\n")
+        reset_program_cache()
+        with torch.no_grad(), explain("graph", target=str(path)) as region:
+            compiled(torch.ones(8, dtype=torch.float16))
+        rows[flag] = [(s["kind"], s["op_name"].split(" ")[0], s["reason"], s["bytes"])  # "compiled graph <id>": "compiled"
+                      for s in region.to_trace()["signals"].to_pylist() if not s["kind"].startswith("compile/")]
+    assert rows["false"] == []  # one device program: nothing falls back
+    # sin and mul compute in float32: host fallbacks; x.float() (8 x 4 B) crosses to the host, the result back
+    assert sorted(rows["true"]) == sorted([
+        ("dispatch/cpu_fallback", "aten::sin", "dtype-not-supported", 0),
+        ("transfer/d2h", "aten::sin", "fallback-input", 32),
+        ("dispatch/cpu_fallback", "aten::mul.Tensor", "dtype-not-supported", 0),
+        ("transfer/h2d", "compiled", "graph-output", 32),
+    ])
