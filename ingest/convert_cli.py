@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import progress
 from .convert import FORMATS, load_any
 from .errors import UsageError
 from .export_chrome import write_chrome
@@ -36,10 +37,17 @@ def _convert(args: argparse.Namespace) -> int:
     options = {"infer_fallback": True} if args.infer_fallback else {}
     if options and args.format not in (None, "kineto"):
         raise UsageError("--infer-fallback applies to kineto traces only")
-    trace = load_any(args.input, format=args.format, **options)
-    if options and trace.run_info.converted_from != "kineto":
-        raise UsageError("--infer-fallback applies to kineto traces only")
-    write_trace(trace, args.output, compression=args.compression)
+    shown = progress.for_terminal()  # bytes, events, rate and time left on stderr; nothing when not a terminal
+    try:
+        with progress.reporting(shown or progress.Progress()) as listener:
+            trace = load_any(args.input, format=args.format, **options)
+            if options and trace.run_info.converted_from != "kineto":
+                raise UsageError("--infer-fallback applies to kineto traces only")
+            listener.stage(progress.Stage.WRITING)
+            write_trace(trace, args.output, compression=args.compression)
+    finally:
+        if shown:
+            shown.close()
     counts = ", ".join(f"{trace[t].num_rows} {t}" for t in ("regions", "ops", "signals", "transfers", "compiles", "engine_slices"))
     print(f"{args.output}: converted from {trace.run_info.converted_from}: {counts}")
     for problem in trace.run_info.extra.get("problems") or []:

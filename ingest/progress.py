@@ -90,7 +90,7 @@ class Snapshot:
     def line(self) -> str:
         """One line of text: '412 MB of 2.0 GB (20%), 1,234,567 events, 85 MB/s, about 19 s left'."""
         if self.stage is not Stage.READING:
-            return f"{self.stage.value}: {self.events:,} events read in {self.seconds:.0f} s"
+            return f"{self.stage.value}: {self.events:,} events read, {self.seconds:.0f} s so far"
         eta = self.eta_s
         left = f", about {eta:.0f} s left" if eta is not None else ""
         return (f"reading: {format_bytes(self.done_bytes)} of {format_bytes(self.total_bytes)} ({self.fraction:.0%}), "

@@ -272,7 +272,6 @@ def _syncs(b, ev, ns, op_parent, op_region, op_site, op_stack, runtime_op, regio
 
     sync_names = [code for code, name in enumerate(ev.ops.names) if name in SYNC_OPS]
     for i in np.flatnonzero(np.isin(ev.ops.numpy("name"), sync_names)).tolist():
-        o = ev.ops[i]
         if inside_sync(op_parent[i]):
             continue
         parent = op_parent[i]
