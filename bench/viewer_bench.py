@@ -156,16 +156,18 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=10_000_000)
     parser.add_argument("--keep", type=Path, default=None, help="keep the trace and store in this folder")
     parser.add_argument("--generate-only", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--traces", type=Path, default=None,
+                        help="measure the (one) run in this folder instead of a synthetic one (bench/scale_bench.py)")
     args = parser.parse_args()
     if args.generate_only:
         write_trace(synthetic_trace(args.events), args.generate_only)
         return 0
     work = args.keep or Path(tempfile.mkdtemp(prefix="portscope-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    traces = work / "traces"
+    traces = args.traces or work / "traces"
     traces.mkdir(exist_ok=True)
-    path = traces / f"synthetic-{args.events}.arrow"
-    results: dict[str, object] = {"events": args.events}
+    path = next(traces.glob("*.arrow")) if args.traces else traces / f"synthetic-{args.events}.arrow"
+    results: dict[str, object] = {"events": args.events} if not args.traces else {}
     if not path.exists():  # in a child process, so its memory does not count as the server's
         command = [sys.executable, __file__, "--events", str(args.events), "--generate-only", str(path)]
         _, t_gen = timed(lambda: subprocess.run(command, check=True))
@@ -188,8 +190,9 @@ def main() -> int:
         lanes, t_lanes = timed(lambda: store.lanes(run_id))
         results["timeline_index_first_s"] = round(t_lanes, 2)
         x0, x1 = lanes.extent
+        middle = float(np.median(lanes.start)) if args.traces and len(lanes) else (x0 + x1) / 2  # a real run may idle mid-way
         for label, frac in (("full", 1.0), ("10pct", 0.1), ("1pct", 0.01)):
-            mid = (x0 + x1) / 2
+            mid = middle if frac < 1 else (x0 + x1) / 2
             w0, w1 = mid - (x1 - x0) * frac / 2, mid + (x1 - x0) * frac / 2
             view, t_view = timed(lambda w0=w0, w1=w1: reduce_viewport(lanes, w0, w1, VIEW_PX), repeat=3)
             body, t_json = timed(lambda view=view: json.dumps(timeline_patch([view]).to_plotly_json()), repeat=3)
@@ -197,6 +200,7 @@ def main() -> int:
             results[f"viewport_{label}_kb"] = round(len(body) / 1000, 1)
             results[f"viewport_{label}_bars"] = f"{view.drawn}/{view.in_view}"
         trace = store.trace(run_id)
+        results["engine_slices"] = trace["engine_slices"].num_rows
         n_ops = trace["ops"].num_rows
         _, t_page = timed(lambda: region_ops_page(trace, 0, n_ops // 2, n_ops // 2 + 100), repeat=3)
         by_dur = [{"colId": "dur_ns", "sort": "desc"}]
