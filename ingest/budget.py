@@ -6,6 +6,7 @@ import dataclasses
 import re
 from collections.abc import Callable
 
+from .catalog import Status
 from .errors import UsageError
 from .schema import Direction, SignalKind
 from .summary import RegionSummary, format_bytes
@@ -67,8 +68,11 @@ class Violation:
     measured: float
     region: str
     is_bytes: bool
+    error: str | None = None  # a region that raised: its figures are partial, whatever the budgets
 
     def line(self) -> str:
+        if self.error is not None:
+            return f"error: region {self.region} raised {self.error}"
         shown = format_bytes if self.is_bytes else (lambda v: f"{v:g}")
         return f"{self.metric}: limit {shown(self.limit)}, measured {shown(self.measured)}, region {self.region}"
 
@@ -108,9 +112,11 @@ def parse_budgets(specs: list[str]) -> list[Budget]:
 
 
 def check(summaries: list[RegionSummary], budgets: list[Budget]) -> list[Violation]:
-    """Every budget exceeded by any region."""
+    """Every budget exceeded by any region, and every region that raised (its verdict's status is error)."""
     out = []
     for summary in summaries:
+        if summary.verdict_of().status is Status.ERROR:
+            out.append(Violation("error", 0, 1, summary.name, False, error=summary.error))
         for budget in budgets:
             measured = budget.metric.measure(summary)
             if measured > budget.limit:

@@ -84,3 +84,14 @@ def test_a_region_that_raised_is_an_error_everywhere(make_app: Any, tmp_path: Pa
     assert report["regions"][0]["verdict"] == {"clean": False, "status": "error", "reasons": ["error: RuntimeError: boom"]}
     assert report["totals"]["status"] == "error"
     _pages_agree(make_app(trace_paths=(path,)), path)
+
+
+def test_check_fails_on_a_region_that_raised(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from portscope.app.cli import main
+
+    b = TraceBuilder(RunInfo(source=Source.MEASURED))
+    b.add_region("step", start_ns=0, dur_ns=10, mode=Mode.EAGER, device="cpu", error="RuntimeError: boom")
+    b.add_region("fine", start_ns=20, dur_ns=10, mode=Mode.EAGER, device="cpu")
+    path = write_trace(b.build(), tmp_path / "raised.arrow")
+    assert main(["check", str(path)]) == 1
+    assert capsys.readouterr().out.splitlines() == ["error: region step raised RuntimeError: boom"]
