@@ -42,18 +42,41 @@ class Values:
         return c
 
 
-@dataclasses.dataclass(slots=True)
-class Flow:
-    """One flow endpoint: phase (s, t, f), id, time, thread, category, name and its binding point."""
+PHASES = ("s", "t", "f")
+_OTHER_ID = -(2**62)  # flow ids that are not int64 (strings, ints past 2^63) get keys from here upwards
 
-    phase: str
-    id: Any
-    ts_ns: int
-    pid: Any
-    tid: Any
-    cat: str
-    name: str
-    enclosing: bool  # Chrome: 's' and 't' bind to the enclosing slice, 'f' only with "bp": "e" (else the next slice)
+
+class Flows:
+    """Flow endpoints as columns: phase (index into PHASES), key (the id: itself when an int64, else a number
+    from _OTHER_ID up, one per distinct id), time, thread (value codes), category and name (value codes), and
+    whether it binds to the enclosing slice (Chrome: 's' and 't' do, 'f' only with "bp": "e")."""
+
+    def __init__(self) -> None:
+        self.phase, self.key, self.ts = array("b"), array("q"), array("q")
+        self.pid, self.tid, self.cat, self.name = array("q"), array("q"), array("q"), array("q")
+        self.enclosing = array("b")
+        self.other_ids: dict[Any, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def append(self, phase: str, fid: Any, ts: int, pid: int, tid: int, cat: int, name: int, enclosing: bool) -> None:
+        if type(fid) is int and -(2**62) < fid < 2**63:
+            key = fid
+        else:
+            key = self.other_ids.setdefault(fid, _OTHER_ID + len(self.other_ids))
+        self.phase.append(PHASES.index(phase))
+        self.key.append(key)
+        self.ts.append(ts)
+        self.pid.append(pid)
+        self.tid.append(tid)
+        self.cat.append(cat)
+        self.name.append(name)
+        self.enclosing.append(enclosing)
+
+    def column(self, name: str) -> np.ndarray:
+        values = getattr(self, name)
+        return np.frombuffer(values, dtype=np.int8 if values.typecode == "b" else np.int64) if len(values) else np.zeros(0, dtype=np.int64)
 
 
 @dataclasses.dataclass
@@ -71,7 +94,7 @@ class ChromeEvents:
     tid: array = dataclasses.field(default_factory=lambda: array("q"))
     args: array = dataclasses.field(default_factory=lambda: array("q"))  # -1: none of the kept keys
     instants: list[tuple[int, str, str, Any, Any]] = dataclasses.field(default_factory=list)  # (ts_ns, name, cat, pid, tid)
-    flows: list[Flow] = dataclasses.field(default_factory=list)
+    flows: Flows = dataclasses.field(default_factory=Flows)
     process_names: dict[Any, str] = dataclasses.field(default_factory=dict)
     thread_names: dict[tuple[Any, Any], str] = dataclasses.field(default_factory=dict)
     process_sort: dict[Any, int] = dataclasses.field(default_factory=dict)
@@ -194,9 +217,7 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
                 if not _hashable(fid) or fid is None:
                     problem(f"event {index - 1} ({name!r:.60}): a flow event needs an 'id'")
                     continue
-                canon = values.values  # the interned objects: one copy of each name, category and thread id
-                out.flows.append(Flow(ph, fid, ts, canon[code(pid)], canon[code(tid)], canon[code(cat)], canon[code(name)],
-                                      ph != "f" or ev.get("bp") == "e"))  # fmt: skip
+                out.flows.append(ph, fid, ts, code(pid), code(tid), code(cat), code(name), ph != "f" or ev.get("bp") == "e")
     out.events = index
     out.unmatched_begins = sum(len(s) for s in open_b.values())
     if bad:
@@ -226,61 +247,62 @@ def _metadata(out: ChromeEvents, ev: dict) -> None:
         out.process_sort[pid] = args["sort_index"]
 
 
-def bind_flows(ev: ChromeEvents, flows: list[Flow]) -> list[tuple[Flow, int]]:
-    """(flow endpoint, index of the span it binds to) for every endpoint that binds to a span on its thread.
+def bind_points(ev: ChromeEvents, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, enclosing: np.ndarray, *,
+                strict: bool = False) -> np.ndarray:  # fmt: skip
+    """Per point (thread as value codes, time in ns): the span it binds to, or -1.
 
-    Vectorized: spans sorted by (lane, start), every endpoint located by one searchsorted on a combined key.
+    Enclosing points bind to the innermost span open at their time on their thread, others (and, unless
+    `strict`, enclosing points that no span covers) to the first span starting at or after it. Vectorized:
+    spans sorted by (thread, start, longest first), every point located by one searchsorted on a combined key.
     """
-    n = len(ev)
-    codes = ev.values.codes
-    keys = [(codes.get(f.pid), codes.get(f.tid)) for f in flows]
-    ok = [k[0] is not None and k[1] is not None for k in keys]
-    if not n or not any(ok):
-        return []
+    found = np.full(len(ts), -1, dtype=np.int64)
+    if not len(ev) or not len(ts):
+        return found
     start = np.frombuffer(ev.start, dtype=np.int64)
     end = start + np.frombuffer(ev.dur, dtype=np.int64)
     lane = (np.frombuffer(ev.pid, dtype=np.int64) << 32) | np.frombuffer(ev.tid, dtype=np.int64)
     lanes, rank = np.unique(lane, return_inverse=True)
-    t_min = int(start.min())
-    width = int(max(start.max(), max(f.ts_ns for f in flows)) - min(t_min, min(f.ts_ns for f in flows))) + 2
+    base = min(int(start.min()), int(ts.min())) - 1
+    width = max(int(start.max()), int(ts.max())) - base + 1
     if width * (len(lanes) + 1) >= 2**62:
-        return []  # times too far apart to combine with lanes: no bindings rather than wrong ones
-    base = min(t_min, min(f.ts_ns for f in flows)) - 1
-    combined = rank.astype(np.int64) * width + (start - base)
-    order = np.lexsort((-(end - start), combined))
-    combined_s = combined[order]
-    chosen = [i for i, good in enumerate(ok) if good]
-    lane_keys = np.array([(keys[i][0] << 32) | keys[i][1] for i in chosen], dtype=np.int64)
-    pos = np.searchsorted(lanes, lane_keys)
-    pos_c = np.minimum(pos, len(lanes) - 1)
-    present = lanes[pos_c] == lane_keys
-    ts = np.array([flows[i].ts_ns for i in chosen], dtype=np.int64)
-    q = pos_c.astype(np.int64) * width + (ts - base)
-    lane_lo = pos_c.astype(np.int64) * width
-    after = np.searchsorted(combined_s, q, "right")  # first span starting after ts
-    at = np.searchsorted(combined_s, q, "left")  # first span starting at or after ts
-    out = []
-    for j, i in enumerate(chosen):
-        if not present[j]:
-            continue
-        flow = flows[i]
-        found = -1
-        if flow.enclosing:
-            k = int(after[j]) - 1
-            stop = max(k - 64, -1)
-            while k > stop and combined_s[k] > lane_lo[j]:  # the innermost span open at ts: the latest start still covering it
-                s = int(order[k])
-                if end[s] >= flow.ts_ns:
-                    found = s
-                    break
-                k -= 1
-        if found < 0:
-            k = int(at[j])
-            if k < n and combined_s[k] < lane_lo[j] + width:
-                found = int(order[k])
-        if found >= 0:
-            out.append((flow, found))
-    return out
+        return found  # times too far apart to combine with lanes: no bindings rather than wrong ones
+    order = np.lexsort((start - end, rank.astype(np.int64) * width + (start - base)))
+    combined = (rank.astype(np.int64) * width + (start - base))[order]
+    point_lane = (pid.astype(np.int64) << 32) | tid.astype(np.int64)
+    at_lane = np.minimum(np.searchsorted(lanes, point_lane), len(lanes) - 1)
+    present = lanes[at_lane] == point_lane
+    lo = at_lane.astype(np.int64) * width
+    q = lo + (ts - base)
+    after = np.searchsorted(combined, q, "right")  # first span starting after the point
+    at = np.searchsorted(combined, q, "left")  # first span starting at or after it
+    ends_sorted = end[order]
+    # enclosing: the latest start at or before the point on its lane that still covers it (the first candidate
+    # almost always; a short walk back for points after a nested span that closed already)
+    k = after - 1
+    candidate = present & (enclosing != 0) & (k >= 0)
+    k_safe = np.maximum(k, 0)
+    on_lane = combined[k_safe] > lo
+    hit = candidate & on_lane & (ends_sorted[k_safe] >= ts)
+    found[hit] = order[k_safe[hit]]
+    for j in np.flatnonzero(candidate & on_lane & ~hit).tolist():
+        for kk in range(int(k[j]) - 1, max(int(k[j]) - 64, -1), -1):
+            if combined[kk] <= lo[j]:
+                break
+            if ends_sorted[kk] >= ts[j]:
+                found[j] = order[kk]
+                break
+    rest = present & (found < 0) & ~((enclosing != 0) & strict)
+    nxt = np.minimum(at, len(combined) - 1)
+    ok = rest & (at < len(combined)) & (combined[nxt] < lo + width)
+    found[ok] = order[nxt[ok]]
+    return found
 
 
-__all__ = ["ChromeEvents", "Flow", "Values", "bind_flows", "collect"]
+def bind_flows(ev: ChromeEvents, which: np.ndarray | None = None) -> np.ndarray:
+    """Per flow endpoint (all, or the indices `which`): the span it binds to, or -1."""
+    f = ev.flows
+    idx = np.arange(len(f), dtype=np.int64) if which is None else which
+    return bind_points(ev, f.column("pid")[idx], f.column("tid")[idx], f.column("ts")[idx], f.column("enclosing")[idx])
+
+
+__all__ = ["PHASES", "ChromeEvents", "Flows", "Values", "bind_flows", "bind_points", "collect"]

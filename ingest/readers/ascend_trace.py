@@ -30,13 +30,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from ..builder import TraceBuilder
 from ..catalog import SYNC_OPS, Cause, OpCall, cause_hint, sync_cause
 from ..errors import TraceFormatError
-from ..schema import CompileKind, EngineKind, Mode, Placement, SignalKind, SliceKind
+from ..schema import TABLES, CompileKind, EngineKind, Mode, Placement, SignalKind, SliceKind
 from ..trace import Trace
-from ._chrome_events import ChromeEvents, Flow, collect
+from ._chrome_events import PHASES, ChromeEvents, bind_points, collect
 from ._chrome_events import bind_flows as _bind
 from ._source import DEFAULT_CAPS, SizeCaps
 from .chrome_generic import (
@@ -116,26 +117,32 @@ def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Tra
     op_of_span[ops] = np.arange(len(ops))
     parent = _parents(ev, ops)
     flows = ev.flows
-    launch = [f for f in flows if f.name == "torch_to_npu" or f.cat == "async_npu"]
-    by_id: dict[Any, dict[str, int]] = {}
-    for flow, span in _bind(ev, launch):
-        by_id.setdefault(flow.id, {})["s" if flow.phase in ("s", "t") else "f"] = span
+    flow_name, flow_cat, phase = flows.column("name"), flows.column("cat"), flows.column("phase")
+    launch = np.flatnonzero((flow_name == codes.get("torch_to_npu", -1)) | (flow_cat == codes.get("async_npu", -1)))
+    span = _bind(ev, launch)
+    key = flows.column("key")[launch]
+    starts = (phase[launch] != PHASES.index("f")) & (span >= 0)
+    ends = (phase[launch] == PHASES.index("f")) & (span >= 0)
+    s_key, s_span = key[starts], span[starts]
+    order = np.argsort(s_key, kind="stable")
+    s_key, s_span = s_key[order], s_span[order]
+    f_key, f_span = key[ends], span[ends]
+    at = np.minimum(np.searchsorted(s_key, f_key), max(len(s_key) - 1, 0))
+    paired = (s_key[at] == f_key) if len(s_key) else np.zeros(len(f_key), dtype=bool)
+    launcher = op_of_span[s_span[at[paired]]] if len(s_key) else np.zeros(0, dtype=np.int64)
     kernel_op = np.full(len(ev), -1, dtype=np.int64)
+    kernel_op[f_span[paired]] = launcher
     launched = np.zeros(len(ops), dtype=bool)
-    for ends in by_id.values():
-        s, f = ends.get("s", -1), ends.get("f", -1)
-        if s >= 0 and f >= 0 and op_of_span[s] >= 0:
-            kernel_op[f] = op_of_span[s]
-            o = int(op_of_span[s])
-            while o >= 0 and not launched[o]:
-                launched[o] = True
-                o = parent[o]
+    for o in np.unique(launcher[launcher >= 0]).tolist():
+        while o >= 0 and not launched[o]:
+            launched[o] = True
+            o = int(parent[o])
     info = base_info(ev, FORMAT, _missing(ev, ops))
     info.start_time = epoch_iso(t0)
     info.devices = ["cpu", *sorted(set(device.values()))] if device else ["cpu", "npu:0"]
     b = TraceBuilder(info)
     rid = b.add_region(path.name.split(".")[0], dur_ns=end - t0, mode=Mode.UNKNOWN, device=root_device)
-    _ops_table(b, ev, ops, launched, t0, rid, root_device)
+    ops_table = _ops_table(ev, ops, launched, t0, rid, root_device)
 
     # lanes
     main_tid = _main_thread(ev, ops)
@@ -177,9 +184,11 @@ def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Tra
     b.run_info.extra.update({
         "kernels": int(np.count_nonzero(hardware)), "ai_cpu_kernels": len(ai_cpu),
         "kernels_linked_to_operators": int(np.count_nonzero(kernel_op >= 0)),
-        "flows_by_name": _count(f.name for f in flows if f.phase == "s"),
+        "flows_by_name": _count(vals[c] for c in flow_name[phase == PHASES.index("s")].tolist()),
     })  # fmt: skip
-    return with_slices(b.build(), tables)
+    trace = b.build()
+    trace.tables["ops"] = ops_table
+    return with_slices(trace, tables)
 
 
 def _device_id(ev: ChromeEvents, pid: Any, n: int) -> int:
@@ -220,30 +229,40 @@ def _parents(ev: ChromeEvents, ops: np.ndarray) -> np.ndarray:
     return parent
 
 
-def _ops_table(b: TraceBuilder, ev: ChromeEvents, ops: np.ndarray, launched: np.ndarray, t0: int, rid: int,
-               device: str) -> None:
+def _ops_table(ev: ChromeEvents, ops: np.ndarray, launched: np.ndarray, t0: int, rid: int, device: str) -> pa.Table:
+    """The operators as a table built from columns: names, shapes and dtypes dictionary-encoded per distinct value."""
     vals = ev.values.values
-    shapes, strides, dtypes, nbytes = [], [], [], []
-    cache: dict[int, tuple] = {}
-    for i in ops.tolist():
-        code = ev.args[i]
-        sig = cache.get(code)
-        if sig is None:
-            sig = cache[code] = _tensor_args(ev.args_of(i)) if code >= 0 else (None, None, None, 0)
-        shapes.append(sig[0])
-        strides.append(sig[1])
-        dtypes.append(sig[2])
-        nbytes.append(sig[3])
-    placement = np.where(launched, Placement.DEVICE.value, Placement.HOST.value)
-    tids = [vals[ev.tid[i]] for i in ops.tolist()]
-    b.ops.extend({
-        "op_id": list(range(len(ops))), "region_id": [rid] * len(ops), "name": [vals[ev.name[i]] for i in ops.tolist()],
-        "start_ns": (np.frombuffer(ev.start, dtype=np.int64)[ops] - t0).tolist(),
-        "dur_ns": np.frombuffer(ev.dur, dtype=np.int64)[ops].tolist(), "placement": placement.tolist(),
-        "device": np.where(launched, device, "cpu").tolist(), "input_shapes": shapes, "input_strides": strides,
-        "input_dtypes": dtypes, "bytes_in": nbytes, "bytes_out": [0] * len(ops),
-        "thread": [t if type(t) is int and -(2**31) <= t < 2**31 else None for t in tids],
-    })  # fmt: skip
+    n = len(ops)
+    args = np.frombuffer(ev.args, dtype=np.int64)[ops] if n else np.zeros(0, dtype=np.int64)
+    distinct, which = np.unique(args, return_inverse=True)
+    sigs = [_tensor_args(vals[c]) if c >= 0 else (None, None, None, 0) for c in distinct.tolist()]
+
+    def by_signature(k: int) -> pa.Array:
+        column = [sig[k] for sig in sigs]
+        if all(v is None for v in column):
+            return pa.nulls(n, pa.dictionary(pa.int32(), pa.string()))
+        return pa.DictionaryArray.from_arrays(pa.array(which.astype(np.int32), mask=np.array([v is None for v in column])[which]),
+                                              pa.array([v or "" for v in column], pa.string()))  # fmt: skip
+
+    names, name_at = np.unique(np.frombuffer(ev.name, dtype=np.int64)[ops], return_inverse=True) if n else (ops, ops)
+    tids, tid_at = np.unique(np.frombuffer(ev.tid, dtype=np.int64)[ops], return_inverse=True) if n else (ops, ops)
+    thread = np.array([t if type(t) is int and -(2**31) <= t < 2**31 else -(2**40) for t in (vals[c] for c in tids.tolist())],
+                      dtype=np.int64)[tid_at] if n else np.zeros(0, dtype=np.int64)  # fmt: skip
+    placement = [Placement.HOST.value, Placement.DEVICE.value]
+    columns = {
+        "op_id": pa.array(np.arange(n, dtype=np.int64)), "region_id": pa.array(np.full(n, rid, dtype=np.int32)),
+        "name": pa.DictionaryArray.from_arrays(pa.array(name_at.astype(np.int32)), pa.array([vals[c] for c in names.tolist()], pa.string())),
+        "start_ns": pa.array(np.frombuffer(ev.start, dtype=np.int64)[ops] - t0 if n else np.zeros(0, dtype=np.int64)),
+        "dur_ns": pa.array(np.frombuffer(ev.dur, dtype=np.int64)[ops] if n else np.zeros(0, dtype=np.int64)),
+        "placement": pa.DictionaryArray.from_arrays(pa.array(launched.astype(np.int32)), pa.array(placement)),
+        "device": pa.DictionaryArray.from_arrays(pa.array(launched.astype(np.int32)), pa.array(["cpu", device])),
+        "input_shapes": by_signature(0), "input_strides": by_signature(1), "input_dtypes": by_signature(2),
+        "bytes_in": pa.array(np.array([sig[3] for sig in sigs], dtype=np.int64)[which] if n else np.zeros(0, dtype=np.int64)),
+        "bytes_out": pa.array(np.zeros(n, dtype=np.int64)),
+        "thread": pa.array(thread.astype(np.int32), mask=thread < -(2**31)),
+    }  # fmt: skip
+    schema = TABLES["ops"]
+    return pa.Table.from_arrays([columns.get(f.name, pa.nulls(n, f.type)) for f in schema], schema=schema)
 
 
 def _signals(b: TraceBuilder, ev: ChromeEvents, rid: int, t0: int, ops: np.ndarray, parent: np.ndarray,
@@ -293,13 +312,17 @@ def _signals(b: TraceBuilder, ev: ChromeEvents, rid: int, t0: int, ops: np.ndarr
 
 def _enclosing_ops(ev: ChromeEvents, spans: list[int], op_of_span: np.ndarray, python_pids: list[Any]) -> list[int]:
     """Per span (a CANN call): the innermost host operator open at its start on a Python thread with the same tid."""
-    vals = ev.values.values
-    probes = [Flow("s", n, ev.start[i], pid, vals[ev.tid[i]], "", "", True) for n, i in enumerate(spans) for pid in python_pids]
     found = [-1] * len(spans)
-    for flow, span in _bind(ev, probes):
-        o = int(op_of_span[span])
-        if o >= 0 and ev.start[span] <= flow.ts_ns <= ev.start[span] + ev.dur[span]:
-            found[flow.id] = o
+    codes = ev.values.codes
+    at = np.asarray(spans, dtype=np.int64)
+    for pid in python_pids:  # the host process: the same thread id as the CANN call
+        if pid not in codes or not len(at):
+            continue
+        bound = bind_points(ev, np.full(len(at), codes[pid], dtype=np.int64), np.frombuffer(ev.tid, dtype=np.int64)[at],
+                            np.frombuffer(ev.start, dtype=np.int64)[at], np.ones(len(at), dtype=np.int8), strict=True)  # fmt: skip
+        for n, span in enumerate(bound.tolist()):
+            if span >= 0 and found[n] < 0 and op_of_span[span] >= 0:
+                found[n] = int(op_of_span[span])
     return found
 
 

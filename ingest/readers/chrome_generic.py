@@ -24,7 +24,7 @@ import pyarrow as pa
 from ..builder import TraceBuilder
 from ..schema import TABLES, EngineKind, Mode, SliceKind, Source
 from ..trace import RunInfo, Trace
-from ._chrome_events import ChromeEvents, bind_flows, collect
+from ._chrome_events import _OTHER_ID, ChromeEvents, bind_flows, collect
 from ._source import DEFAULT_CAPS, SizeCaps
 
 FORMAT = "chrome"
@@ -59,15 +59,15 @@ def lane_label(ev: ChromeEvents, pid: Any, tid: Any) -> str:
     return f"{process} / {thread}"
 
 
-def flow_correlations(ev: ChromeEvents, flows: list | None = None) -> np.ndarray:
-    """Per span: the id of a flow bound to it (ids that are not int64 are numbered), or -1."""
+def flow_correlations(ev: ChromeEvents, which: np.ndarray | None = None) -> np.ndarray:
+    """Per span: the id of a flow bound to it (ids that are not int64 get numbers from 2^62 up), or -1."""
     corr = np.full(len(ev), -1, dtype=np.int64)
-    numbered: dict[Any, int] = {}
-    for flow, i in bind_flows(ev, ev.flows if flows is None else flows):
-        fid = flow.id
-        if type(fid) is not int or not 0 <= fid < 2**63:
-            fid = numbered.setdefault(fid, 2**62 + len(numbered))  # strings and ids beyond int64: numbered apart
-        corr[i] = fid
+    idx = np.arange(len(ev.flows), dtype=np.int64) if which is None else which
+    span = bind_flows(ev, idx)
+    key = ev.flows.column("key")[idx]
+    key = np.where(key < 0, key - _OTHER_ID + 2**62, key)  # not int64, or negative: numbered apart
+    bound = span >= 0
+    corr[span[bound]] = key[bound]
     return corr
 
 
