@@ -20,7 +20,7 @@ from types import CodeType
 
 import torch
 
-from portscope.ingest.callsites import format_frame, model_site, parse_frame
+from portscope.ingest.callsites import format_frame, model_site, package_relative, parse_frame
 from portscope.ingest.errors import UsageError
 
 Frame = tuple[str, int, str]  # (file relative to its root, line, qualified function name)
@@ -205,14 +205,25 @@ class Roots:
         top = os.path.dirname(file)
         for _ in range(levels - 1):
             top = os.path.dirname(top)
+        relative = os.path.relpath(file, top).replace(os.sep, "/")
+        if relative.split("/")[:-1] != parts[1:levels]:  # loaded from elsewhere (code torch generates at run time)
+            return f"{parts[0]}/<{'.'.join(parts[1:levels])}>/{os.path.basename(file)}"
         self.used.setdefault(parts[0], top)
-        return parts[0] + "/" + os.path.relpath(file, top).replace(os.sep, "/")
+        return f"{parts[0]}/{relative}"
 
     def _under_user(self, file: str) -> str:
+        relative = package_relative(file)  # not a module, but under a package folder (code objects named after files)
+        if relative != file:
+            return relative
         if file.startswith(self.user_root):
             self.used.setdefault(USER_ROOT, self.user_root.rstrip(os.sep))
             return file[len(self.user_root):].replace(os.sep, "/")
         return file
+
+    def top_package(self, file: str) -> str | None:
+        """The top-level package the module loaded from `file` belongs to (None: not a module)."""
+        module = self._module_of(file)
+        return module.split(".", 1)[0] if module else None
 
     def _module_of(self, file: str) -> str | None:
         if self._module_files is None:
@@ -242,6 +253,8 @@ class Attribution:
             _PLUMBING = _plumbing_prefixes()
         self.roots = roots
         self._library = _PLUMBING + tuple(library_dirs(library))
+        # by module name too: code loaded from elsewhere (torch's generated kernels live in a cache folder)
+        self._library_packages = {"torch", "portscope", *_RUNNERS, *library}
         self._plumbing: dict[CodeType, bool] = {}
         self._sites: dict[RawStack, str | None] = {}
         self._frames: dict[RawStack, tuple[Frame, ...]] = {}
@@ -251,8 +264,8 @@ class Attribution:
         known = self._plumbing.get(code)
         if known is None:
             name = code.co_filename
-            known = (name.startswith("<frozen") or _is_stdlib(name) or name.startswith(self._library)) \
-                and not name.endswith(_USER_CODE)
+            known = (name.startswith("<frozen") or _is_stdlib(name) or name.startswith(self._library)
+                     or self.roots.top_package(name) in self._library_packages) and not name.endswith(_USER_CODE)
             self._plumbing[code] = known
         return known
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from portscope.ingest.trace import write_trace
+from portscope.ingest.trace import Trace, read_trace, write_trace
 
 from .predict import reset_program_cache
 from .region import Region, default_run_info, explain, explain_steady
@@ -139,13 +139,23 @@ def make_samples(folder: str | Path, *, only: list[str] | None = None,
         progress(sample.file)
         reset_program_cache()  # each sample is profiled as in a fresh process
         if sample.write is not None:
-            written.append(sample.write(folder / sample.file))
+            path = sample.write(folder / sample.file)
+            trace = read_trace(path)
+            _for_sharing(trace, sample)
+            written.append(write_trace(trace, path))
             continue
         assert sample.make is not None, sample.file
         regions = sample.make()
         info = default_run_info(regions)
-        info.command = f"portscope demo ({sample.file})"
         info.extra["description"] = sample.description
-        path = write_trace(build_trace(regions, info), folder / sample.file, compression="zstd")
-        written.append(path)
+        trace = build_trace(regions, info)
+        _for_sharing(trace, sample)
+        written.append(write_trace(trace, folder / sample.file, compression="zstd"))
     return written
+
+
+def _for_sharing(trace: Trace, sample: Sample) -> None:
+    """Samples travel: call sites are already relative; drop the folders they are relative to and the command
+    line, which name the machine that made them."""
+    trace.run_info.roots = {}
+    trace.run_info.command = f"portscope demo ({sample.file})"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
+import types
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -195,8 +197,13 @@ def test_stack_capture_equals_a_full_walk() -> None:
     assert functions[-1][-1] == test
 
 
-def test_roots_relative_paths(tmp_path: Path) -> None:
+def test_roots_relative_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    generated = types.ModuleType("torch._inductor.runtime.compile_tasks.cabc")
+    generated.__file__ = "/var/cache/torchinductor_me/ab/cabc.py"  # torch's generated kernels: a module outside torch
+    monkeypatch.setitem(sys.modules, generated.__name__, generated)
     roots = Roots(str(tmp_path))
+    assert roots.relative(generated.__file__) == "torch/<_inductor.runtime.compile_tasks>/cabc.py"
+    assert roots.top_package(generated.__file__) == "torch"
     assert roots.relative(modeling_llama.__file__) == LLAMA_FILE
     assert roots.relative(str(tmp_path / "sub" / "run.py")) == "sub/run.py"
     assert roots.relative("/elsewhere/x.py") == "/elsewhere/x.py"  # outside every root: kept

@@ -52,6 +52,36 @@ def test_regenerated_samples_match_committed_counts(sample: str, tmp_path: Path)
     assert counts(path) == counts(SAMPLE_DIR / sample)
 
 
+def _machine_paths(trace_path: Path) -> list[str]:
+    """Strings of a trace (run info and every string column) naming a folder of the machine that made it."""
+    import json
+
+    import pyarrow as pa
+
+    trace = read_trace(trace_path)
+    texts = [json.dumps(trace.run_info.to_json())]
+    for table in trace.tables.values():
+        for column in table.columns:
+            if pa.types.is_dictionary(column.type):
+                column = column.cast(pa.string())
+            if pa.types.is_string(column.type):
+                texts += [v for v in column.to_pylist() if v]
+    return [t[:120] for t in texts if str(REPO) in t or "site-packages" in t or "/tmp/" in t]
+
+
+@pytest.mark.parametrize("sample", [s.file for s in SAMPLES])
+def test_samples_carry_no_folder_of_the_machine_that_made_them(sample: str) -> None:
+    assert _machine_paths(SAMPLE_DIR / sample) == []
+
+
+def test_a_regenerated_sample_carries_relative_call_sites(tmp_path: Path) -> None:
+    (path,) = make_samples(tmp_path, only=["llama_fp16-npu_rmsnorm_narrow.arrow"])
+    trace = read_trace(path)
+    assert _machine_paths(path) == [] and trace.run_info.roots == {}
+    sites = {s for s in trace["signals"].column("call_site").to_pylist() if s}
+    assert sites and all(s.startswith("transformers/models/llama/modeling_llama.py:") for s in sites), sites
+
+
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "portscope.app.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
 
