@@ -31,6 +31,7 @@ class ViewerConfig:
     cache_dir: Path | None = None  # filesystem cache; default <store_dir>/cache
     cache_url: str | None = None  # redis://host:port/db to share the cache through Redis
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
+    background_convert_bytes: int = 32 * 1024**2  # uploads to convert larger than this convert in the background
     debug: bool = False
 
     @property

@@ -90,7 +90,7 @@ def create_app(config: ViewerConfig) -> dash.Dash:
     store = TraceStore(root=config.store_dir, sources=config.trace_paths, cache=cache)
     server.extensions["portscope"] = Viewer(config=config, store=store)
     server.before_request(_unknown_runs_are_404(app))
-    register_upload_route(server, store, config.max_upload_bytes)
+    register_upload_route(server, store, config.max_upload_bytes, background_bytes=config.background_convert_bytes)
     server.add_url_rule("/api/run/<run_id>", "portscope_run", _run_json)
     server.add_url_rule("/api/runs", "portscope_runs", _runs_json)
     pages.register_all(app)

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from flask_caching import Cache
 
+from portscope.ingest import progress
 from portscope.ingest.errors import PortscopeError, TraceFormatError
 from portscope.ingest.report import region_report_data
 from portscope.ingest.summary import summarize
@@ -261,6 +262,7 @@ class TraceStore:
         run_id = trace.content_hash()
         dest = self.runs_dir / f"{run_id}.arrow"
         if not dest.exists():
+            progress.current().stage(progress.Stage.WRITING)
             if native:
                 os.replace(tmp, dest)  # already a valid portscope trace: keep the bytes as they are
             else:

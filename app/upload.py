@@ -5,6 +5,11 @@ and the header `X-Portscope-Upload: 1` (a custom header, so other sites cannot p
 without a CORS preflight). One file per request; the answer is JSON:
 {"file", "ok", "run_id", "bytes", "sha256"} or {"file", "ok": false, "error"} with
 413 (too large), 400 (empty or malformed request), 422 (not a valid trace) or 500.
+
+A file of another format larger than `background_bytes` is converted in the background: the
+answer is 202 {"file", "ok", "job", "bytes", "sha256"} at once, and GET /api/upload/<job> says
+how far the conversion is ({"stage", "done_bytes", "total_bytes", "events", "eta_s", "text"}) and,
+when it is done, {"ok": true, "run_id"} or {"ok": false, "error"}.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import unicodedata
+from pathlib import Path
 from typing import Any
 
 from flask import Flask, jsonify, request
@@ -21,6 +27,7 @@ from portscope.ingest.errors import TraceFormatError
 from portscope.ingest.summary import format_bytes
 
 from .store import TraceStore
+from .upload_jobs import UploadJobs
 
 log = logging.getLogger(__name__)
 CHUNK = 1 << 20
@@ -43,8 +50,13 @@ def _answer(status: int, **body: Any) -> tuple[Any, int]:
     return jsonify(body), status
 
 
-def register_upload_route(server: Flask, store: TraceStore, max_bytes: int) -> None:
-    """Add POST /api/upload to the Flask server."""
+def register_upload_route(server: Flask, store: TraceStore, max_bytes: int, *, background_bytes: int = 32 * 1024**2) -> None:
+    """Add POST /api/upload and GET /api/upload/<job> to the Flask server."""
+    jobs = UploadJobs(store)
+
+    def job_status(job: str) -> tuple[Any, int]:
+        status = jobs.status(job)
+        return (jsonify(status), 200) if status is not None else _answer(404, ok=False, error="no such conversion")
 
     def upload() -> tuple[Any, int]:
         name = display_name(request.args.get("name"))
@@ -74,6 +86,10 @@ def register_upload_route(server: Flask, store: TraceStore, max_bytes: int) -> N
                 return _answer(400, file=name, ok=False, error=f"{name}: the upload was interrupted after {format_bytes(size)}")
             if size == 0:
                 return _answer(400, file=name, ok=False, error=f"{name}: the file is empty (0 bytes)")
+            if size > background_bytes and not _native(tmp):
+                job = jobs.start(tmp, name)  # the job owns the file now
+                tmp = None
+                return _answer(202, file=name, ok=True, job=job, bytes=size, sha256=digest.hexdigest())
             try:
                 run_id = store.add_upload(tmp, name)
             except TraceFormatError as exc:
@@ -83,6 +99,14 @@ def register_upload_route(server: Flask, store: TraceStore, max_bytes: int) -> N
                 return _answer(500, file=name, ok=False, error=f"{name}: could not be loaded ({type(exc).__name__}: {exc})")
             return _answer(200, file=name, ok=True, run_id=run_id, bytes=size, sha256=digest.hexdigest())
         finally:
-            tmp.unlink(missing_ok=True)
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
 
     server.add_url_rule("/api/upload", "portscope_upload", upload, methods=["POST"])
+    server.add_url_rule("/api/upload/<job>", "portscope_upload_job", job_status, methods=["GET"])
+
+
+def _native(path: Path) -> bool:
+    """Whether a file is a portscope trace already (a ZIP container): nothing to convert."""
+    with path.open("rb") as f:
+        return f.read(4) == b"PK\x03\x04"

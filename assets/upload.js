@@ -1,6 +1,8 @@
 /* portscope uploads: drag and drop anywhere (or click the upload zone), several files at once.
  * Each file is POSTed raw to /api/upload (streamed to disk by the server, not base64 in memory);
- * progress goes to the <progress> bar, results to the upload-result store via set_props. */
+ * progress goes to the <progress> bar, results to the upload-result store via set_props.
+ * A large file of another format is converted in the background: the server answers with a job,
+ * polled at GET /api/upload/<job> until it names the run (its progress shown meanwhile). */
 (function () {
   "use strict";
   var ZONE = "upload-zone";
@@ -31,7 +33,33 @@
     return (n / 1e6).toFixed(1) + " MB";
   }
 
-  function uploadOne(file, onProgress) {
+  function follow(file, job, onConverting) {
+    return new Promise(function (resolve) {
+      function poll() {
+        var xhr = new XMLHttpRequest();
+        xhr.open("GET", prefix() + "api/upload/" + encodeURIComponent(job));
+        xhr.onload = function () {
+          var status = null;
+          try { status = JSON.parse(xhr.responseText); } catch (e) { status = null; }
+          if (!status || xhr.status !== 200) {
+            resolve({file: file.name, ok: false, error: file.name + ": the conversion's status is gone (server restarted?)"});
+          } else if (status.ok === true && status.run_id) {
+            resolve({file: file.name, ok: true, run_id: status.run_id, bytes: file.size});
+          } else if (status.ok === false) {
+            resolve({file: file.name, ok: false, error: status.error});
+          } else {
+            onConverting(status);
+            window.setTimeout(poll, 500);
+          }
+        };
+        xhr.onerror = function () { window.setTimeout(poll, 2000); };
+        xhr.send();
+      }
+      poll();
+    });
+  }
+
+  function uploadOne(file, onProgress, onConverting) {
     return new Promise(function (resolve) {
       if (file.size > limit()) {
         resolve({file: file.name, ok: false,
@@ -51,7 +79,7 @@
         } catch (e) {
           answer = {file: file.name, ok: false, error: file.name + ": the server answered " + xhr.status + " " + xhr.statusText};
         }
-        resolve(answer);
+        resolve(answer.job ? follow(file, answer.job, onConverting) : answer);
       };
       xhr.onerror = function () {
         resolve({file: file.name, ok: false, error: file.name + ": the upload failed (connection lost)"});
@@ -71,6 +99,9 @@
         setProps("upload-status", {children: "uploading " + file.name + " (" + (i + 1) + " of " + files.length + ")"});
         return uploadOne(file, function (loaded) {
           setProps("upload-progress", {value: String(Math.round(100 * (done + loaded) / Math.max(total, 1)))});
+        }, function (status) {
+          setProps("upload-status", {children: status.text});
+          setProps("upload-progress", {value: String(Math.round(100 * (status.fraction || 0)))});
         }).then(function (answer) {
           done += file.size;
           results.push(answer);

@@ -1,0 +1,53 @@
+"""Large uploads of other formats convert in the background: 202 with a job, progress polled, then the run."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from portscope.ingest.readers import read_kineto
+
+UPLOAD = {"X-Portscope-Upload": "1"}
+ALEXNET = Path(__file__).parents[1] / "fixtures" / "kineto" / "cuda_alexnet_small.json.gz"  # 24,808 bytes, 1,408 events
+
+
+def _wait(client, job: str, timeout_s: float = 60.0) -> list[dict]:
+    seen = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = client.get(f"/api/upload/{job}")
+        assert status.status_code == 200
+        seen.append(status.json)
+        if "ok" in status.json:
+            return seen
+        time.sleep(0.05)
+    raise AssertionError(f"conversion {job} did not finish: {seen[-1]}")
+
+
+def test_large_upload_converts_in_the_background_and_names_its_run(make_app, tmp_path: Path) -> None:
+    client = make_app(background_convert_bytes=10_000).server.test_client()
+    answer = client.post("/api/upload?name=alexnet.json.gz", data=ALEXNET.read_bytes(), headers=UPLOAD)
+    assert answer.status_code == 202 and answer.json["ok"] and answer.json["bytes"] == 24_808
+    seen = _wait(client, answer.json["job"])
+    done = seen[-1]
+    assert done["ok"] and done["stage"] == "done"
+    assert done["run_id"] == read_kineto(ALEXNET).content_hash()
+    assert (done["done_bytes"], done["total_bytes"], done["events"]) == (24_808, 24_808, 1_408)
+    assert client.get(f"/api/run/{done['run_id']}").json["source"] == "converted"
+    assert list((tmp_path / "store" / "incoming").iterdir()) == []  # the job deleted the upload
+
+
+def test_small_upload_still_answers_with_the_run(make_app) -> None:
+    client = make_app().server.test_client()  # 32 MiB threshold: converted in the request
+    answer = client.post("/api/upload?name=alexnet.json.gz", data=ALEXNET.read_bytes(), headers=UPLOAD)
+    assert answer.status_code == 200 and answer.json["run_id"] == read_kineto(ALEXNET).content_hash()
+
+
+def test_background_failure_names_the_file_and_unknown_jobs_are_404(make_app) -> None:
+    client = make_app(background_convert_bytes=10).server.test_client()
+    answer = client.post("/api/upload?name=cut.json", data=b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1,', headers=UPLOAD)
+    assert answer.status_code == 202
+    done = _wait(client, answer.json["job"])[-1]
+    assert done["ok"] is False and done["stage"] == "failed" and done["error"].startswith("cut.json: ")
+    assert client.get("/api/upload/" + "0" * 32).status_code == 404
+    assert client.get("/api/upload/..secret").status_code == 404  # not a job id: never a file name
