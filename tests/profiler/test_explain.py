@@ -152,7 +152,7 @@ def test_report_verdict_dump_save(llama: torch.nn.Module, tmp_path: Path) -> Non
         llama(input_ids=prompt(4)).logits.to("meta")
     text = region.report()
     assert "Region 'p'" in text and "transfer/h2d" in text and "physical device->host volume: 0 B" in text
-    assert region.verdict() == {"clean": True, "reasons": []}
+    assert region.verdict() == {"clean": True, "status": "clean", "reasons": []}
     dump = region.dump()
     assert json.loads(json.dumps(dump)) == dump
     assert dump["transfers"]["h2d"]["count"] == 1
