@@ -16,7 +16,10 @@ import pandas as pd
 from dash import Patch
 
 from portscope.ingest.memory_lanes import MemoryLanes
+from portscope.ingest.schema import TimeUnit
 from portscope.ingest.viewport import KINDS, Lanes, Viewport
+
+from .time_axis import TimeTicks, time_ticks
 
 KIND_COLOURS = {
     "compute": "#4C78A8",
@@ -53,6 +56,20 @@ class Panel:
     bands: list[tuple[float, float, str]]
     unit: str
     memory: MemoryLanes | None = None  # tensors of a static schedule: drawn above the lanes
+    clock_hz: float | None = None  # a cycle axis is labelled in time at this clock rate
+
+
+def axis_ticks(units: list[str], clocks: list[float | None], x0: float, x1: float) -> list[TimeTicks]:
+    """Human ticks (ns/µs/ms/s, or cycles) of every panel's x axis over [x0, x1].
+
+    Only the bottom axis is titled, and any axis in another unit than the bottom one.
+    """
+    out = []
+    for i, (unit, clock) in enumerate(zip(units, clocks, strict=True)):
+        ticks = time_ticks(x0, x1, unit=TimeUnit(unit), clock_hz=clock)
+        titled = i == len(units) - 1 or unit != units[-1]
+        out.append(ticks if titled else dataclasses.replace(ticks, title=""))
+    return out
 
 
 PANEL_GAP_PX = 56
@@ -80,14 +97,74 @@ def memory_traces(memory: MemoryLanes, xaxis: str, yaxis: str) -> list[dict[str,
     return out
 
 
+PLOT_PX = 1100  # the plot width band labels are laid out for (narrower than the usual page: a safe guess)
+LABEL_ROW_PX = 13
+LABEL_CHAR_PX = 6.2  # width of a character of the 10 px label font (DejaVu Sans: 5.5-6.1)
+MAX_LABEL_ROWS = 3
+
+
+def band_label_rows(bands: list[tuple[float, float, str]], x0: float, x1: float, *,
+                    plot_px: float = PLOT_PX) -> list[tuple[int, bool] | None]:
+    """Where each band's label goes so that no two labels overlap in the view [x0, x1]: (row, flush right), or None.
+
+    Labels sit above the lanes at their band's start (or at the view's left edge when the band starts
+    before it; flush with the right edge when they would run past it); a label that would run into an
+    earlier one goes one row up, at most MAX_LABEL_ROWS rows. A label with no free row is left out until
+    a zoom makes room (the server lays labels out again for every view).
+    """
+    scale = plot_px / max(x1 - x0, 1e-9)
+    row_end = [-1e18] * MAX_LABEL_ROWS  # right edge (px) of the last label in each row
+    places: list[tuple[int, bool] | None] = [None] * len(bands)
+    for i in sorted(range(len(bands)), key=lambda k: bands[k][0]):
+        start, end, text = bands[i]
+        if end < x0 or start > x1:
+            continue
+        width = len(text) * LABEL_CHAR_PX
+        left = (max(start, x0) - x0) * scale
+        right = left + width > plot_px
+        if right:
+            left = max(plot_px - width, 0.0)
+        row = next((r for r in range(MAX_LABEL_ROWS) if row_end[r] + 6 <= left), None)
+        if row is not None:
+            row_end[row] = left + width
+            places[i] = (row, right)
+    return places
+
+
+def panel_annotations(bands: list[list[tuple[float, float, str]]], titles: list[str] | None,
+                      windows: list[tuple[float, float]]) -> list[dict[str, Any]]:
+    """Region band labels of every panel laid out for its view, and the panels' titles (several panels)."""
+    out: list[dict[str, Any]] = []
+    for i, (panel_bands, window) in enumerate(zip(bands, windows, strict=True)):
+        suffix = "" if i == 0 else str(i + 1)
+        for (x0, _x1, label), place in zip(panel_bands, band_label_rows(panel_bands, *window), strict=True):
+            if place is not None:
+                row, right = place
+                out.append({"xref": f"x{suffix}", "yref": f"y{suffix} domain", "x": window[1] if right else max(x0, window[0]),
+                            "y": 1.0, "xanchor": "right" if right else "left", "yanchor": "bottom", "yshift": row * LABEL_ROW_PX,
+                            "text": plot_text(label), "showarrow": False, "font": {"size": 10, "color": "#555"}})  # fmt: skip
+        if titles and len(bands) > 1:
+            # in the left margin, above the lane names: never on top of the region band labels
+            out.append({"xref": "paper", "yref": f"y{suffix} domain", "x": 0, "y": 1.0, "xanchor": "right", "yanchor": "bottom",
+                        "xshift": -8, "text": f"<b>{plot_text(titles[i])}</b>", "showarrow": False, "font": {"size": 14}})  # fmt: skip
+    return out
+
+
+def _label_rows(bands: list[tuple[float, float, str]]) -> int:
+    """Rows of band labels a panel may need (room kept above its lanes)."""
+    return min(max(len(bands), 1), MAX_LABEL_ROWS)
+
+
 def timeline_figure(panels: list[Panel]) -> dict[str, Any]:
     """Panels stacked vertically with one shared (matched) x axis; trace index = panel * len(KINDS) + kind."""
     memory_px = [len(p.memory.tiers) * MEMORY_ROW_PX if p.memory is not None else 0 for p in panels]
-    heights = [max(len(p.lanes.lanes), 1) * ROW_PX + 40 + m for p, m in zip(panels, memory_px, strict=True)]
+    label_px = [(_label_rows(p.bands) - 1) * LABEL_ROW_PX for p in panels]  # extra rows of band labels, above the lanes
+    heights = [max(len(p.lanes.lanes), 1) * ROW_PX + 40 + m + e for p, m, e in zip(panels, memory_px, label_px, strict=True)]
     gap = PANEL_GAP_PX if len(panels) > 1 else 0  # room for the axis ticks above and the band labels below
     total = sum(heights) + gap * (len(panels) - 1)
     data, shapes, annotations, layout = [], [], [], {}
     memory_data: list[dict[str, Any]] = []
+    units, clocks = [p.unit for p in panels], [p.clock_hz for p in panels]
     top = 1.0
     for i, panel in enumerate(panels):
         suffix = "" if i == 0 else str(i + 1)
@@ -110,7 +187,7 @@ def timeline_figure(panels: list[Panel]) -> dict[str, Any]:
                 }
             )
         height = heights[i] / total
-        domain = [max(top - height, 0.0), top]
+        domain = [max(top - height, 0.0), top - label_px[i] / total]
         top -= height + gap / total
         if panel.memory is not None:  # memory bands on top of the panel, resource lanes below (as Furiosa's viewer)
             split = domain[1] - memory_px[i] / total
@@ -134,20 +211,19 @@ def timeline_figure(panels: list[Panel]) -> dict[str, Any]:
             "zeroline": False,
             "anchor": f"x{suffix}",
         }
+        ticks = axis_ticks(units, clocks, panel.viewport.x0, panel.viewport.x1)[i].axis()
         layout[f"xaxis{suffix}"] = {
             # cycles and ns never share an axis (issue 9): a panel in another unit than the first is not matched, and is titled
-            "title": {"text": f"time ({panel.unit})"} if i == len(panels) - 1 or panel.unit != panels[-1].unit else None,
+            **ticks,
             "anchor": f"y{suffix}",
             "showspikes": False,
             "zeroline": False,
             **({"matches": "x"} if i and panel.unit == panels[0].unit else {"range": [panel.viewport.x0, panel.viewport.x1]}),
         }
-        for x0, x1, label in panel.bands:
+        for x0, x1, _label in panel.bands:
             shapes.append({"type": "rect", "xref": f"x{suffix}", "yref": f"y{suffix} domain", "x0": x0, "x1": x1, "y0": 0, "y1": 1, "fillcolor": "rgba(120,120,120,0.08)", "line": {"width": 0}, "layer": "below"})
-            annotations.append({"xref": f"x{suffix}", "yref": f"y{suffix} domain", "x": x0, "y": 1.0, "xanchor": "left", "yanchor": "bottom", "text": plot_text(label), "showarrow": False, "font": {"size": 10, "color": "#555"}})
-        if len(panels) > 1:
-            # in the left margin, above the lane names: never on top of the region band labels
-            annotations.append({"xref": "paper", "yref": f"y{suffix} domain", "x": 0, "y": 1.0, "xanchor": "right", "yanchor": "bottom", "xshift": -8, "text": f"<b>{plot_text(panel.title)}</b>", "showarrow": False, "font": {"size": 14}})
+    annotations += panel_annotations([p.bands for p in panels], [p.title for p in panels],
+                                     [(p.viewport.x0, p.viewport.x1) for p in panels])
     data += memory_data
     layout.update(
         {
@@ -167,13 +243,22 @@ def timeline_figure(panels: list[Panel]) -> dict[str, Any]:
     return {"data": data, "layout": layout}
 
 
-def timeline_patch(viewports: list[Viewport]) -> Patch:
-    """Replace only the bars of every panel (the layout, zoom included, stays as the browser has it)."""
+def timeline_patch(viewports: list[Viewport], ticks: list[TimeTicks] | None = None,
+                   annotations: list[dict[str, Any]] | None = None) -> Patch:
+    """Replace only the bars of every panel, its axis ticks and band labels (the zoom stays as the browser has it)."""
     patch = Patch()
+    if annotations is not None:
+        patch["layout"]["annotations"] = annotations
     for i, viewport in enumerate(viewports):
         for k, kind in enumerate(KINDS):
             patch["data"][i * len(KINDS) + k]["x"] = typed(viewport.x[kind])
             patch["data"][i * len(KINDS) + k]["y"] = typed(viewport.y[kind])
+    for i, tick in enumerate(ticks or []):
+        axis = patch["layout"][f"xaxis{'' if i == 0 else i + 1}"]
+        axis["tickmode"] = "array"
+        axis["tickvals"] = tick.values
+        axis["ticktext"] = tick.labels
+        axis["title"] = {"text": tick.title} if tick.title else None
     return patch
 
 

@@ -35,7 +35,8 @@ REGION_KEY = "region-key"  # {"run_id", "region_id"} of the page
 TIMELINE_GRAPH = "timeline-graph"
 TIMELINE_STATUS = "timeline-status"
 TIMELINE_DETAIL = "timeline-detail"
-TIMELINE_KEY = "timeline-key"
+TIMELINE_KEY = "timeline-key"  # {"run_ids", "clock_hz"}
+TIMELINE_CLOCK = "timeline-clock"  # clock rate typed for a cycle axis
 
 # plan page (portscope plan)
 PLAN_MEMORY = "plan-memory"

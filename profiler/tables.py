@@ -117,14 +117,11 @@ def build_trace(regions: list[Region], run_info: RunInfo) -> Trace:
         # ---- engine schedules: predicted (profiler/schedule.py) ----
         decoded[id(region)] = (rid, events)
         if region.predictor is not None:
-            # predicted regions follow each other on the predicted time axis: a region starts no earlier
-            # than the previous top-level region's predicted end (a cold compile can outlast its wall time)
-            start = region.start_ns - t_base
-            if region.parent is None:
-                start = max(start, predicted_end)
-            sched = add_region_schedule(builder, rid, region, events, start, region.predictor.target)
-            if region.parent is None:
-                predicted_end = max(predicted_end, sched.end_ns)
+            # one clock per run: predicted regions are laid back to back on the predicted time axis, in
+            # recording order (a nested region after its parent's own operators), never at their measured
+            # start (host seconds between regions would dwarf predicted microseconds)
+            sched = add_region_schedule(builder, rid, region, events, predicted_end, region.predictor.target)
+            predicted_end = max(predicted_end, sched.end_ns)
         # ----
         op_id += len(events)
     for region in everything:  # engine schedules: measured timelines (profiler/timeline.py)

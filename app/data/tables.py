@@ -187,15 +187,16 @@ def region_bands(trace: Trace) -> list[tuple[float, float, str]]:
     """Top-level regions as (start, end, label) in the unit of engine_slices.
 
     Measured runs: the regions' own times. Cycle-unit and predicted runs: the extent of
-    each region's slices (a static schedule has no wall-clock times; a predicted schedule
-    runs on its own time axis).
+    the slices of each region and the regions nested in it (a static schedule has no
+    wall-clock times; a predicted schedule runs on its own time axis).
     """
     regions = trace["regions"]
-    labels = {}
+    labels, parents = {}, {}
     for rid, parent, name, phase, mode in zip(
         *(regions.column(c).to_pylist() for c in ("region_id", "parent_id", "name", "phase", "mode")),
         strict=True,
     ):
+        parents[rid] = parent
         if parent is None:
             bits = [b for b in (phase, mode) if b not in ("none", "unknown")]
             labels[rid] = name + (f" [{', '.join(bits)}]" if bits else "")
@@ -216,8 +217,16 @@ def region_bands(trace: Trace) -> list[tuple[float, float, str]]:
     if not slices.num_rows:
         return []
     ends = pc.add(slices.column("start"), slices.column("dur"))
+    roots = {}
+    for rid in parents:  # every region -> its top-level region
+        root = rid
+        while parents.get(root) is not None:
+            root = parents[root]
+        roots[rid] = root
+    ids = list(roots)
+    root_of = pc.take(pa.array([roots[r] for r in ids], pa.int32()), pc.index_in(slices.column("region_id"), pa.array(ids, pa.int32())))
     grouped = (
-        pa.table({"region_id": slices.column("region_id"), "start": slices.column("start"), "end": ends})
+        pa.table({"region_id": root_of, "start": slices.column("start"), "end": ends})
         .group_by("region_id")
         .aggregate([("start", "min"), ("end", "max")])
     )

@@ -81,7 +81,7 @@ def layout(a: str = "", b: str = "", ra: str | None = None, rb: str | None = Non
     if a != b:
         children += [
             html.H3("Timelines (zoom one, both follow)"),
-            dcc.Store(id=ids.TIMELINE_KEY, data={"run_ids": [a, b]}),
+            dcc.Store(id=ids.TIMELINE_KEY, data={"run_ids": [a, b], "titles": ["A", "B"]}),
             html.Div(id=ids.TIMELINE_STATUS, className="muted"),
             dcc.Graph(id=ids.COMPARE_TIMELINES, figure=timeline_figure(panels([a, b], ["A", "B"])), config={"scrollZoom": True, "displaylogo": False}),
             html.Div(id=ids.TIMELINE_DETAIL, className="detail"),
@@ -144,7 +144,7 @@ def register(app: dash.Dash) -> None:
         prevent_initial_call=True,
     )
     def zoom(relayout: dict[str, Any] | None, key: dict[str, Any]) -> tuple[Any, str]:
-        return relayout_update(key["run_ids"], relayout)
+        return relayout_update(key["run_ids"], relayout, key.get("clock_hz"), key.get("titles"))
 
     @app.callback(
         Output(ids.TIMELINE_DETAIL, "children", allow_duplicate=True),

@@ -15,27 +15,47 @@ from .. import ids, urls
 from ..components import fmt_bytes, page
 from ..context import store
 from ..data.tables import region_bands, slice_detail
-from ..figures import VIEW_PX, Panel, timeline_figure, timeline_patch, viewport_from_relayout
+from ..figures import (
+    VIEW_PX,
+    Panel,
+    axis_ticks,
+    panel_annotations,
+    timeline_figure,
+    timeline_patch,
+    viewport_from_relayout,
+)
+from ..time_axis import parse_clock
 from .common import load, run_label
+
+
+def bands(run_id: str) -> list[tuple[float, float, str]]:
+    """A run's region bands, computed once (every zoom lays their labels out again)."""
+    return [tuple(b) for b in store().cached(f"bands:{run_id}", lambda: region_bands(store().trace(run_id)))]
 
 
 def extent(run_ids: list[str]) -> tuple[float, float]:
     """The span of every run's slices and region bands (what "reset zoom" shows)."""
     spans = [store().lanes(r).extent for r in run_ids]
-    spans += [(b[0], b[1]) for r in run_ids for b in region_bands(store().trace(r))]
+    spans += [(b[0], b[1]) for r in run_ids for b in bands(r)]
     return (min(s[0] for s in spans), max(s[1] for s in spans))
 
 
-def panels(run_ids: list[str], titles: list[str], window: tuple[float, float] | None = None) -> list[Panel]:
+def run_unit(run_id: str) -> str:
+    """The unit of a run's timeline axis: its engine slices' unit, ns when the slices are derived from ops."""
+    trace = store().trace(run_id)
+    return trace.run_info.time_unit.value if trace["engine_slices"].num_rows else "ns"
+
+
+def panels(run_ids: list[str], titles: list[str], window: tuple[float, float] | None = None, *,
+           clock_hz: float | None = None) -> list[Panel]:
     """One timeline panel per run, reduced to `window` (default: the union of the runs' extents)."""
     lanes = [store().lanes(r) for r in run_ids]
     x0, x1 = window or extent(run_ids)
     out = []
     for run_id, title, lane in zip(run_ids, titles, lanes, strict=True):
         trace = store().trace(run_id)
-        unit = trace.run_info.time_unit.value if trace["engine_slices"].num_rows else "ns"
-        out.append(Panel(title=title, lanes=lane, viewport=reduce_viewport(lane, x0, x1, VIEW_PX), bands=region_bands(trace), unit=unit,
-                         memory=memory_lanes(trace)))
+        out.append(Panel(title=title, lanes=lane, viewport=reduce_viewport(lane, x0, x1, VIEW_PX), bands=bands(run_id),
+                         unit=run_unit(run_id), memory=memory_lanes(trace), clock_hz=clock_hz))
     return out
 
 
@@ -44,14 +64,17 @@ def status_text(viewports: list[Viewport], totals: list[int]) -> str:
     return "; ".join(parts) + " (bars closer than a pixel are merged; zoom in for detail, double-click to reset)"
 
 
-def relayout_update(run_ids: list[str], relayout: dict[str, Any] | None) -> tuple[Any, str]:
-    """The Patch and status line answering a zoom or pan, computed on the server."""
+def relayout_update(run_ids: list[str], relayout: dict[str, Any] | None, clock_hz: float | None = None,
+                    titles: list[str] | None = None) -> tuple[Any, str]:
+    """The Patch (bars, axis ticks, band labels) and status line answering a zoom or pan, computed on the server."""
     lanes = [store().lanes(r) for r in run_ids]
     window = viewport_from_relayout(relayout, extent(run_ids))
     if window is None:
         raise PreventUpdate
     viewports = [reduce_viewport(lane, window[0], window[1], VIEW_PX) for lane in lanes]
-    return timeline_patch(viewports), status_text(viewports, [len(lane) for lane in lanes])
+    ticks = axis_ticks([run_unit(r) for r in run_ids], [clock_hz] * len(run_ids), window[0], window[1])
+    labels = panel_annotations([bands(r) for r in run_ids], titles, [window] * len(run_ids))
+    return timeline_patch(viewports, ticks, labels), status_text(viewports, [len(lane) for lane in lanes])
 
 
 def click_detail(run_ids: list[str], click: dict[str, Any] | None, relayout: dict[str, Any] | None) -> Any:
@@ -100,18 +123,37 @@ def click_detail(run_ids: list[str], click: dict[str, Any] | None, relayout: dic
     return html.Dl(items, className="facts", id="slice-detail")
 
 
-def layout(run_id: str = "", **_query: str) -> html.Div:
+def clock_box(units: list[str], clock: str | None) -> list[Any]:
+    """A clock-rate box when an axis is in cycles (its ticks then read in time)."""
+    if "cycles" not in units:
+        return []
+    return [html.Div([html.Label("clock rate (labels cycles as time):", htmlFor=ids.TIMELINE_CLOCK),
+                      dcc.Input(id=ids.TIMELINE_CLOCK, value=clock or "", placeholder="e.g. 1 GHz", debounce=True, type="text")],
+                     className="compare-bar")]
+
+
+def clock_update(run_ids: list[str], text: str | None, relayout: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
+    """New ticks for a typed clock rate (over the current zoom), and the key that remembers it."""
+    clock_hz = parse_clock(text)
+    window = viewport_from_relayout(relayout, extent(run_ids)) or extent(run_ids)
+    ticks = axis_ticks([run_unit(r) for r in run_ids], [clock_hz] * len(run_ids), window[0], window[1])
+    return timeline_patch([], ticks), {"run_ids": run_ids, "clock_hz": clock_hz}
+
+
+def layout(run_id: str = "", clock: str | None = None, **_query: str) -> html.Div:
     trace, error = load(run_id)
     if trace is None:
         return page("Timeline", error)
-    built = panels([run_id], [run_id])
+    clock_hz = parse_clock(clock)
+    built = panels([run_id], [run_id], clock_hz=clock_hz)
     if not len(built[0].lanes):
         return page("Timeline", html.P("This run has nothing to draw: no engine slices, ops, timed transfers or compiles."), dcc.Link("back to the run", href=urls.run(run_id)))
     derived = not trace["engine_slices"].num_rows
     return page(
         f"Timeline of {run_label(run_id, trace)}",
         html.Div([dcc.Link("run", href=urls.run(run_id)), dcc.Link("all runs", href=urls.runs())], className="links"),
-        dcc.Store(id=ids.TIMELINE_KEY, data={"run_ids": [run_id]}),
+        dcc.Store(id=ids.TIMELINE_KEY, data={"run_ids": [run_id], "clock_hz": clock_hz}),
+        *clock_box([p.unit for p in built], clock),
         html.Div(status_text([p.viewport for p in built], [len(p.lanes) for p in built]), id=ids.TIMELINE_STATUS, className="muted"),
         dcc.Graph(id=ids.TIMELINE_GRAPH, figure=timeline_figure(built), config={"scrollZoom": True, "displaylogo": False}),
         html.H3("Clicked slice"),
@@ -135,7 +177,18 @@ def register(app: dash.Dash) -> None:
         prevent_initial_call=True,
     )
     def zoom(relayout: dict[str, Any] | None, key: dict[str, Any]) -> tuple[Any, str]:
-        return relayout_update(key["run_ids"], relayout)
+        return relayout_update(key["run_ids"], relayout, key.get("clock_hz"), key.get("titles"))
+
+    @app.callback(
+        Output(ids.TIMELINE_GRAPH, "figure", allow_duplicate=True),
+        Output(ids.TIMELINE_KEY, "data"),
+        Input(ids.TIMELINE_CLOCK, "value"),
+        State(ids.TIMELINE_GRAPH, "relayoutData"),
+        State(ids.TIMELINE_KEY, "data"),
+        prevent_initial_call=True,
+    )
+    def clock(text: str | None, relayout: dict[str, Any] | None, key: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        return clock_update(key["run_ids"], text, relayout)
 
     @app.callback(
         Output(ids.TIMELINE_DETAIL, "children"),

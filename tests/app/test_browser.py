@@ -125,3 +125,27 @@ def test_compare_shows_the_deltas_of_the_reports(dash_duo, make_app, demo_paths)
     assert "removed" in dash_duo.find_element("#compare-operators-table").text
     dash_duo.wait_for_element("#compare-timelines .gl-container canvas", timeout=20)
     assert dash_duo.get_logs() == []
+
+
+def xtick_labels(dash_duo, graph_id: str) -> list[str]:
+    """The tick labels Plotly drew on the x axes of a graph (only those inside the view)."""
+    return [t.text for t in dash_duo.find_elements(f"#{graph_id} .xtick text")]
+
+
+def test_timeline_axis_reads_in_time_units_chosen_by_the_zoom(dash_duo, make_app, demo_paths, tmp_path) -> None:
+    rid = run_id(demo_paths["eager"])
+    dash_duo.start_server(make_app())
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/run/{rid}/timeline")
+    dash_duo.wait_for_element("#timeline-graph .gl-container canvas", timeout=20)
+    dash_duo.wait_for_contains_text("#timeline-status", "of 92 slices in view", timeout=10)
+    labels = xtick_labels(dash_duo, "timeline-graph")
+    assert labels[0] == "0" and all(t.endswith(" µs") for t in labels[1:]), labels  # 92 slices 1 µs apart
+    time.sleep(1)
+    dash_duo.driver.execute_script(
+        "const g = document.querySelector('#timeline-graph .js-plotly-plot'); Plotly.relayout(g, {'xaxis.range': [0, 2000]});"
+    )
+    dash_duo.wait_for_contains_text("#timeline-status", "of 92 slices in view", timeout=10)
+    # 2 µs over ~8 ticks: a 500 ns step, labelled in µs by the server's answer
+    until(lambda: xtick_labels(dash_duo, "timeline-graph") == ["0", "0.5 µs", "1 µs", "1.5 µs", "2 µs"], 10)
+    dash_duo.driver.save_screenshot(str(tmp_path / "timeline-axis.png"))
+    assert dash_duo.get_logs() == []
