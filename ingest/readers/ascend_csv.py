@@ -41,6 +41,7 @@ DTYPES = {"FLOAT16": "float16", "FLOAT": "float32", "FLOAT32": "float32", "BF16"
           "DOUBLE": "float64", "INT64": "int64", "INT32": "int32", "INT16": "int16", "INT8": "int8", "UINT8": "uint8",
           "BOOL": "bool", "UINT64": "uint64", "UINT32": "uint32", "COMPLEX64": "complex64"}  # fmt: skip
 _MAX_PROBLEMS = 12
+_LIMIT = 2**61  # ns and counts beyond this are not a profile (and would overflow int64 columns)
 
 
 def _header(text: str) -> list[str]:
@@ -111,7 +112,7 @@ def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> T
     for n, row in enumerate(rows):
         start, dur = micros_to_ns(_field(row, "Start Time(us)")), micros_to_ns(_field(row, "Duration(us)"))
         name = _field(row, "Name")
-        if start is None or dur is None or dur < 0 or name is None:
+        if start is None or dur is None or not (abs(start) < _LIMIT and 0 <= dur < _LIMIT) or name is None:
             problems.append(f"line {n + 2} ({name!r:.40}): needs a Name, a Start Time(us) and a non-negative Duration(us)")
             continue
         kernels.append((start, dur, name, row))
@@ -171,7 +172,8 @@ def read_op_statistic(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Tra
     for n, row in enumerate(rows):
         count, total = _field(row, "Count"), micros_to_ns(_field(row, "Total Time(us)"))
         op_type, core = _field(row, "OP Type"), _field(row, "Core Type") or "unknown"
-        if op_type is None or count is None or not count.isdigit() or total is None or total < 0:
+        if (op_type is None or count is None or not count.isdigit() or int(count) >= _LIMIT or total is None
+                or not 0 <= total < _LIMIT):  # fmt: skip
             problems.append(f"line {n + 2} ({op_type!r:.40}): needs an OP Type, an integer Count and a Total Time(us)")
             continue
         table.append({"device": _field(row, "Device_id"), "op_type": op_type, "core_type": core, "count": int(count),
@@ -185,7 +187,7 @@ def read_op_statistic(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Tra
                                     "host operators, syncs, transfers and compiles (device totals only)"],
                    extra={"op_statistic": table, "columns": header})  # fmt: skip
     b = TraceBuilder(info)
-    total = sum(t["total_ns"] for t in table)
+    total = min(sum(t["total_ns"] for t in table), _LIMIT)
     rid = b.add_region(path.name.split(".")[0], dur_ns=total, mode=Mode.UNKNOWN, device=f"npu:{devices[0]}",
                        tags=json.dumps({"note": "dur_ns is the sum of device time over operator types"}))  # fmt: skip
     for t in table:
