@@ -86,9 +86,11 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
     name_codes, thread_codes, sig_codes = ops.numpy("name"), ops.numpy("thread"), ops.numpy("signature")
     ts_a = ops.numpy("ts")
     dur_in = ops.numpy("dur")
-    start_a = np.rint((ts_a - t0) * 1000.0).astype(np.int64)
-    dur_a = np.maximum(np.rint((ts_a + dur_in - t0) * 1000.0).astype(np.int64) - start_a, 0)
-    region_a = regions.find_many(start_a)
+    start_a = _ns(ts_a, t0)
+    dur_a = _ns(ts_a + dur_in, t0)  # the end first: dur is end - start in ns, as ns(ts + dur) - ns(ts)
+    dur_a -= start_a
+    np.maximum(dur_a, 0, out=dur_a)
+    region_a = regions.find_many(start_a).astype(np.int32)
     op_region = region_a.tolist() if gpu else []
     placement = np.zeros(n_ops, dtype=np.int32)  # codes into _PLACEMENTS
     fallback_ops: list[int] = []
@@ -107,17 +109,6 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
             fallback_ops = np.flatnonzero(guess).tolist()
     tids = [t for _, t in ops.threads]
     thread_ids = [t if type(t) is int and -(2**31) <= t < 2**31 else None for t in tids]
-    ops_table = _table("ops", {
-        "op_id": np.arange(n_ops, dtype=np.int64), "region_id": region_a.astype(np.int32),
-        "name": _coded(ops.names, name_codes), "start_ns": start_a, "dur_ns": dur_a,
-        "placement": _coded([p.value for p in _PLACEMENTS], placement),
-        "device": _coded(["cpu", root_device, "cpu"], placement),
-        "input_shapes": _coded([s[0] for s in ops.signatures], sig_codes),
-        "input_strides": _coded([s[1] for s in ops.signatures], sig_codes),
-        "input_dtypes": _coded([s[2] for s in ops.signatures], sig_codes),
-        "bytes_in": np.array([s[3] for s in ops.signatures], dtype=np.int64)[sig_codes],
-        "bytes_out": np.zeros(n_ops, dtype=np.int64), "call_site": op_site, "stack_id": op_stack,
-        "thread": _coded(thread_ids, thread_codes, dictionary=False)})  # fmt: skip
     # threads by tid (as the sweep groups them), in order of first appearance
     tid_code: dict[object, int] = {}
     counts: dict[object, int] = {}
@@ -130,12 +121,23 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
         top = np.flatnonzero(np.frombuffer(op_parent, dtype=np.int64) < 0) if n_ops else np.zeros(0, dtype=np.int64)
     else:
         top = _top_level(ts_a, dur_in, by_tid)
+    ops_table = _table("ops", {
+        "op_id": np.arange(n_ops, dtype=np.int64), "region_id": region_a,
+        "name": _coded(ops.names, name_codes), "start_ns": start_a, "dur_ns": dur_a,
+        "placement": _coded([p.value for p in _PLACEMENTS], placement),
+        "device": _coded(["cpu", root_device, "cpu"], placement),
+        "input_shapes": _coded([s[0] for s in ops.signatures], sig_codes),
+        "input_strides": _coded([s[1] for s in ops.signatures], sig_codes),
+        "input_dtypes": _coded([s[2] for s in ops.signatures], sig_codes),
+        "bytes_in": np.array([s[3] for s in ops.signatures], dtype=np.int64)[sig_codes],
+        "bytes_out": np.zeros(n_ops, dtype=np.int64), "call_site": op_site, "stack_id": op_stack,
+        "thread": _coded(thread_ids, thread_codes, dictionary=False)})  # fmt: skip
     main_tid = max(counts, key=counts.__getitem__) if counts else None
     lanes_by_tid = ["host" if t == main_tid else f"host thread {t}" for t in tid_code]
     fallback_code = _PLACEMENTS.index(Placement.FALLBACK)
     host_lanes = _table("engine_slices", {
-        "region_id": region_a[top].astype(np.int32), "engine": _coded(lanes_by_tid, by_tid[top]),
-        "engine_kind": [EngineKind.HOST.value] * len(top),
+        "region_id": region_a[top], "engine": _coded(lanes_by_tid, by_tid[top]),
+        "engine_kind": _coded([EngineKind.HOST.value], np.zeros(len(top), dtype=np.int32)),
         "kind": _coded([SliceKind.COMPUTE.value, SliceKind.FALLBACK.value], (placement[top] == fallback_code).astype(np.int32)),
         "name": _coded(ops.names, name_codes[top]), "start": start_a[top], "dur": dur_a[top], "op_id": top})  # fmt: skip
 
@@ -231,13 +233,24 @@ def _coded(values: list, codes: np.ndarray, *, dictionary: bool = True) -> pa.Ar
         filled = np.array([v if v is not None else 0 for v in values], dtype=np.int64)
         return pa.array(filled[codes] if len(values) else np.zeros(0, dtype=np.int64), mask=~present[codes] if len(values) else None)
     distinct: dict[object, int] = {}
-    remap = np.array([distinct.setdefault(v, len(distinct)) if v is not None else -1 for v in values] or [-1], dtype=np.int64)
-    mapped = remap[codes]
-    used = np.bincount(mapped[mapped >= 0], minlength=len(distinct)) > 0
-    compact = np.cumsum(used) - 1
+    remap = np.array([distinct.setdefault(v, len(distinct)) if v is not None else -1 for v in values] or [-1], dtype=np.int32)
+    used = np.zeros(len(distinct) + 1, dtype=bool)
+    used[remap[np.bincount(codes, minlength=len(values)) > 0] if len(values) else []] = True  # values some row uses (-1: null)
+    compact = (np.cumsum(used[:-1]) - 1).astype(np.int32)
     words = [v for v, i in distinct.items() if used[i]]
-    indices = np.where(mapped >= 0, compact[np.maximum(mapped, 0)] if len(distinct) else 0, 0).astype(np.int32)
-    return pa.DictionaryArray.from_arrays(pa.array(indices, mask=mapped < 0), pa.array(words, pa.string()))
+    remap = np.where(remap >= 0, compact[np.maximum(remap, 0)] if len(distinct) else 0, -1).astype(np.int32)
+    indices = remap[codes]  # one int32 per row, -1 for null
+    nulls = indices < 0
+    indices[nulls] = 0
+    return pa.DictionaryArray.from_arrays(pa.array(indices, mask=nulls if nulls.any() else None), pa.array(words, pa.string()))
+
+
+def _ns(ts: np.ndarray, t0: float) -> np.ndarray:
+    """Integer ns from t0 of microsecond times, as round((ts - t0) * 1000), with one temporary array."""
+    out = ts - t0
+    out *= 1000.0
+    np.rint(out, out=out)
+    return out.astype(np.int64)
 
 
 def _table(name: str, columns: dict[str, object]) -> pa.Table:
