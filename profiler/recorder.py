@@ -97,6 +97,7 @@ class Session:
         self.hooks: list[OpHook] = []  # e.g. the predictor; gets live tensors
         self.root_hooks: list[Callable[[torch.nn.Module], None]] = []  # called when a top-level module runs
         self.root_model: Any = None
+        self.root_names: dict[int, str] = {}  # id(module) -> its path under root_model
         self.graph: int | None = None  # id of the compiled graph running now
         self.graph_hooks: list[Callable[..., None]] = []  # e.g. the predictor; gets a graph call's tensors
         self.watcher: Any = None  # the compile-event watcher while regions are open
@@ -186,15 +187,15 @@ _hook_lock = threading.Lock()
 
 def _module_name(module: torch.nn.Module, s: Session) -> str:
     if not s.modules:
-        if module not in _names:
-            _names[module] = {id(m): n for n, m in module.named_modules()}
-        s.root_model = module
+        names = _names.get(module)
+        if names is None:
+            names = _names[module] = {id(m): n for n, m in module.named_modules()}
+        s.root_model, s.root_names = module, names
         for hook in s.root_hooks:
             hook(module)
-    root = s.root_model
-    names = _names.get(root) if root is not None else None
-    if names is not None and id(module) in names:
-        return names[id(module)]
+    name = s.root_names.get(id(module))  # a plain dict: a WeakKeyDictionary lookup per module call costs ~1 us
+    if name is not None:
+        return name
     parent = s.modules[-1] if s.modules else ""
     return f"{parent}.{type(module).__name__}" if parent else type(module).__name__
 
