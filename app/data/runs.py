@@ -10,6 +10,8 @@ from portscope.ingest.schema import Direction
 from portscope.ingest.summary import regions_frame, run_totals, top_level_ids
 from portscope.ingest.trace import Trace
 
+from .tables import predicted_spans
+
 __all__ = ["RunRow", "model_text", "regions_frame", "run_row", "top_level_ids"]
 
 
@@ -29,6 +31,9 @@ class RunRow:
     d2h_bytes: int
     compiles: int
     status: str  # a catalogue Status value: clean / compiles / not-clean / error (the worst top-level region's)
+    time: float  # headline time of the top-level regions: predicted device time of a predicted run, else wall (ns)
+    time_unit: str  # ns, or cycles (a static schedule)
+    predicted_time: bool
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -49,7 +54,17 @@ def run_row(trace: Trace, run_id: str, file: str) -> RunRow:
     counts = {**group_counts(totals.counts), "d2h_bytes": totals.transfer_bytes[Direction.D2H]}
     modes = sorted(set(trace["regions"].column("mode").to_pylist()) - {"unknown"})
     info = trace.run_info
+    top = top_level_ids(trace)
+    spans = predicted_spans(trace)
+    if spans:
+        time, unit = float(sum(spans.get(r, 0) for r in top)), info.time_unit.value
+    else:
+        walls = dict(zip(trace["regions"].column("region_id").to_pylist(), trace["regions"].column("dur_ns").to_pylist(), strict=True))
+        time, unit = float(sum(walls[r] or 0 for r in top)), "ns"
     return RunRow(
+        time=time,
+        time_unit=unit,
+        predicted_time=bool(spans),
         run_id=run_id,
         file=file,
         source=info.source.value,

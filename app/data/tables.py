@@ -313,3 +313,25 @@ def timeline_slices(trace: Trace) -> tuple[pa.Table, bool]:
                 dur=int(row.compile_ns if row.compile_ns == row.compile_ns else 0),
             )
     return b.build(), True
+
+
+def predicted_spans(trace: Trace) -> dict[int, int]:
+    """Predicted device time of every region of a predicted run: the span of its engine slices and its nested
+    regions' (in the trace's time unit). Empty for a measured or converted run, whose time is its wall time."""
+    slices = trace["engine_slices"]
+    if not trace.predicted or not slices.num_rows:
+        return {}
+    valid = slices.filter(pc.is_valid(slices.column("region_id")))
+    grouped = (
+        pa.table({"region_id": valid.column("region_id"), "start": valid.column("start"),
+                  "end": pc.add(valid.column("start"), valid.column("dur"))})
+        .group_by("region_id")
+        .aggregate([("start", "min"), ("end", "max")])
+    )
+    own = {r: (s, e) for r, s, e in zip(*(grouped.column(c).to_pylist() for c in ("region_id", "start_min", "end_max")), strict=True)}
+    out = {}
+    for rid in trace["regions"].column("region_id").to_pylist():
+        inside = [own[r] for r in descendants(trace, rid) if r in own]
+        if inside:
+            out[rid] = max(e for _, e in inside) - min(s for s, _ in inside)
+    return out

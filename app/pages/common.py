@@ -14,6 +14,8 @@ from portscope.ingest.trace import Trace
 from ..components import problem
 from ..context import store
 from ..data.runs import regions_frame
+from ..data.tables import predicted_spans
+from ..time_axis import fmt_duration
 
 
 def load(run_id: str) -> tuple[Trace | None, html.Div | None]:
@@ -38,6 +40,7 @@ def region_label(row: dict[str, Any]) -> str:
 def region_rows(run_id: str, trace: Trace) -> list[dict[str, Any]]:
     """One row per region: identity, nth among same-named regions, and its report counters."""
     frame = regions_frame(trace)
+    spans = predicted_spans(trace)  # a predicted run's headline time is its predicted device time
     seen: dict[str, int] = {}
     rows = []
     for r in frame.to_dict("records"):
@@ -55,6 +58,8 @@ def region_rows(run_id: str, trace: Trace) -> list[dict[str, Any]]:
                 "phase": r["phase"],
                 "label": region_label(r),
                 "wall_ms": f"{report['wall_ns'] / 1e6:.3f}",
+                "wall": fmt_duration(report["wall_ns"]),
+                "predicted": fmt_duration(spans[r["region_id"]], trace.run_info.time_unit) if r["region_id"] in spans else "",
                 "ops": report["ops"],
                 "d2h_bytes": report["d2h_bytes"],
                 "depth": report["depth"],
@@ -64,3 +69,10 @@ def region_rows(run_id: str, trace: Trace) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def time_text(row: dict[str, Any], trace: Trace) -> str:
+    """A region's headline time: the predicted device time of a predicted run (the CPU's wall as context), else the wall."""
+    if row.get("predicted"):
+        return f"predicted {row['predicted']} on {trace.run_info.target or 'the target'} (CPU wall while recording {row['wall']})"
+    return f"wall {row['wall']}"

@@ -27,7 +27,7 @@ from ..context import store
 from ..data.tables import OPS_COLUMNS, breakdown, operator_detail, region_ops_page
 from ..figures import breakdown_figure
 from . import region_lines
-from .common import load, region_rows
+from .common import load, region_rows, time_text
 
 SIGNAL_COLUMNS = [
     {"field": "signal", "headerName": "Signal", "flex": 2},
@@ -103,7 +103,7 @@ def layout(run_id: str = "", region: str = "", n: str = "0", **_query: str) -> h
     subtitle = html.Div(
         [
             status_badge(verdict["status"]),
-            html.Span(f"  wall {report['wall_ns'] / 1e6:.3f} ms · {report['ops']:,} ops · mode {report['mode']} · phase {report['phase']} · device {report['device'] or '?'} · d2h {fmt_bytes(report['d2h_bytes'])}"),
+            html.Span(f"  {time_text(me, trace)} · {report['ops']:,} ops · mode {report['mode']} · phase {report['phase']} · device {report['device'] or '?'} · d2h {fmt_bytes(report['d2h_bytes'])}"),
             html.Ul([html.Li(reason) for reason in verdict["reasons"]], className="verdict-reasons"),
         ]
     )

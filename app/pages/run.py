@@ -57,6 +57,10 @@ def layout(run_id: str = "", **_query: str) -> html.Div:
     if trace is None:
         return page("Run", error)
     rows = region_rows(run_id, trace)
+    columns = REGION_COLUMNS
+    if trace.predicted and any(r["predicted"] for r in rows):  # the prediction is the headline; the CPU's wall is context
+        target = trace.run_info.target or "the target"
+        columns = [REGION_COLUMNS[0], ("predicted", f"Predicted on {target}", None), ("wall", "CPU wall (recording)", None), *REGION_COLUMNS[2:]]
     for r in rows:
         # nested regions are indented under their parent (their figures are included in the parent's)
         r["link"] = html.Span(dcc.Link(r["label"], href=urls.region(run_id, r["name"], r["nth"])),
@@ -70,7 +74,7 @@ def layout(run_id: str = "", **_query: str) -> html.Div:
     if a is not None and b is not None and a != b:
         label = {r["region_id"]: r["label"] for r in rows}
         links.insert(1, dcc.Link(f"Compare {label[a]} with {label[b]}", href=urls.compare(run_id, run_id, a, b)))
-    children: list[Any] = [facts(trace), html.Div(links, className="links", style={"margin": "12px 0"}), html.H3("Regions"), text_table(rows, REGION_COLUMNS, table_id="regions-list")]
+    children: list[Any] = [facts(trace), html.Div(links, className="links", style={"margin": "12px 0"}), html.H3("Regions"), text_table(rows, columns, table_id="regions-list")]
     numerics = numerics_frame(trace)
     if len(numerics):
         children += [html.H3("Numerics (validation)"), text_table(numerics, [("comparison", "Comparison", None), ("metric", "Metric", None), ("value", "Value", lambda v: "" if v is None or v != v else f"{v:.4g}"), ("text", "Text", None)])]

@@ -7,9 +7,12 @@ from typing import Any
 import dash
 from dash import Input, Output, dcc, html
 
+from portscope.ingest.schema import TimeUnit
+
 from .. import ids, urls
 from ..components import fmt_bytes, fmt_int, page, problem, status_badge, text_table
 from ..context import store
+from ..time_axis import fmt_duration
 
 COLUMNS = [
     ("pick", "", None),
@@ -22,6 +25,7 @@ COLUMNS = [
     ("bounces", "Host bounces", fmt_int),
     ("d2h_bytes", "D2H bytes", fmt_bytes),
     ("compiles", "Compiles", fmt_int),
+    ("time", "Time", None),
     ("badge", "Verdict", None),
 ]
 
@@ -58,6 +62,9 @@ def _decorate(row: dict[str, Any]) -> dict[str, Any]:
         "open": html.Div([dcc.Link(row["file"], href=urls.run(row["run_id"])), html.Div(row["run_id"], className="muted")]),
         "source": source + (" · uploaded" if row.get("uploaded") else ""),
         "badge": status_badge(row["status"]),
+        "time": html.Span(fmt_duration(row["time"], TimeUnit(row["time_unit"])) + (" predicted" if row["predicted_time"] else " wall"),
+                          title="predicted device time on the target (the CPU's wall while recording is on the run page)"
+                          if row["predicted_time"] else "wall time of the top-level regions"),
     }
 
 

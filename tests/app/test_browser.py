@@ -149,3 +149,20 @@ def test_timeline_axis_reads_in_time_units_chosen_by_the_zoom(dash_duo, make_app
     until(lambda: xtick_labels(dash_duo, "timeline-graph") == ["0", "0.5 µs", "1 µs", "1.5 µs", "2 µs"], 10)
     dash_duo.driver.save_screenshot(str(tmp_path / "timeline-axis.png"))
     assert dash_duo.get_logs() == []
+
+
+def test_a_predicted_runs_headline_time_is_the_predicted_device_time(dash_duo, make_app, demo_paths) -> None:
+    rid = run_id(demo_paths["predicted"])
+    dash_duo.start_server(make_app())
+    dash_duo.wait_for_contains_text("#runs-list", "demo-predicted.arrow", timeout=15)
+    rows = {r[1].split("\n")[0]: r for r in table_rows(dash_duo, "runs-list")}
+    # demo regions: slices span 39.9 us each (two top-level regions); the eager run's walls are 100 + 60 + 20 us
+    assert rows["demo-predicted.arrow"][10] == "79.8 µs predicted"
+    assert rows["demo-eager.arrow"][10] == "180 µs wall"
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/run/{rid}")
+    dash_duo.wait_for_element("#regions-list", timeout=15)
+    headers = [th.text for th in dash_duo.find_elements("#regions-list thead th")]
+    assert headers[:3] == ["Region", "Predicted on demo-npu", "CPU wall (recording)"]
+    cells = table_rows(dash_duo, "regions-list")
+    assert [c[1:3] for c in cells] == [["39.9 µs", "100 µs"], ["39.9 µs", "60 µs"]]
+    assert dash_duo.get_logs() == []

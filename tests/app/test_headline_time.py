@@ -1,0 +1,28 @@
+"""A predicted run's headline time is its predicted device time; the CPU's wall is context."""
+
+from __future__ import annotations
+
+from portscope.app._dev_samples import demo_trace
+from portscope.app.data.runs import run_row
+from portscope.app.data.tables import predicted_spans
+from portscope.app.time_axis import fmt_duration
+from portscope.ingest.schema import TimeUnit
+
+
+def test_predicted_spans_are_the_extent_of_each_regions_slices() -> None:
+    # demo regions: 40 slices 1000 ns apart, 900 ns long -> 0 .. 39,900 and 200,000 .. 239,900
+    assert predicted_spans(demo_trace("predicted")) == {0: 39_900, 1: 39_900}
+    assert predicted_spans(demo_trace("eager")) == {}  # measured: its time is the wall
+
+
+def test_run_rows_carry_the_headline_time() -> None:
+    predicted = run_row(demo_trace("predicted"), "p", "p.arrow")
+    assert (predicted.time, predicted.time_unit, predicted.predicted_time) == (79_800, "ns", True)
+    measured = run_row(demo_trace("eager"), "e", "e.arrow")  # walls of the top-level regions: 100 + 60 + 20 us
+    assert (measured.time, measured.predicted_time) == (180_000, False)
+
+
+def test_fmt_duration() -> None:
+    assert [fmt_duration(v) for v in (12, 73_000, 3.44e6, 337.2e6, 7.5e9)] == ["12 ns", "73 µs", "3.44 ms", "337 ms", "7.5 s"]
+    assert fmt_duration(1_234_567, TimeUnit.CYCLES) == "1.23M cycles"
+    assert fmt_duration(None) == ""
