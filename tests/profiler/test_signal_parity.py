@@ -281,3 +281,31 @@ def test_fp16_target_index_arithmetic_is_not_a_float16_question() -> None:
     kind, op, reason, note = rows[0]
     assert (op, reason) == ("aten::add.Tensor", "index-dtype-not-supported")  # arange is a factory: no fallback
     assert "float16" not in note
+
+
+def test_a_nested_region_cannot_predict_for_another_target() -> None:
+    from portscope.ingest.errors import UsageError
+
+    with torch.no_grad(), explain("outer", target="fp16-npu"):
+        with explain("same", target="fp16-npu"):  # the same target: shares the outer predictor
+            torch.ones(2) + 1
+        with pytest.raises(UsageError, match="target bf16-npu .* differs from the enclosing region's target fp16-npu"):
+            with explain("inner", target="bf16-npu"):
+                pass
+
+
+def test_two_target_files_with_one_name_share_no_programs(tmp_path: Path) -> None:
+    """Programs are cached per target (its whole content), not per name: the second file compiles its own."""
+    text = '[target]\nname = "same"\ndevice = "npu:0"\n[compute]\ndtypes = ["float32"{extra}]\n'
+    paths = []
+    for i, extra in enumerate(("", ', "float16"')):
+        paths.append(tmp_path / f"t{i}.toml")
+        paths[-1].write_text(text.format(extra=extra))
+    reset_program_cache()
+    recompiles = []
+    for path in paths:
+        with torch.no_grad(), explain("r", target=str(path)) as region:
+            x = torch.ones(4)
+            x + 1
+        recompiles.append(sum(1 for s in region.to_trace()["signals"].to_pylist() if s["kind"] == "dispatch/recompile"))
+    assert recompiles == [2, 2]  # ones and add compile for each target file
