@@ -89,6 +89,8 @@ class Snapshot:
 
     def line(self) -> str:
         """One line of text: '412 MB of 2.0 GB (20%), 1,234,567 events, 85 MB/s, about 19 s left'."""
+        if self.stage is Stage.READING and not self.total_bytes:
+            return "starting"
         if self.stage is not Stage.READING:
             return f"{self.stage.value}: {self.events:,} events read, {self.seconds:.0f} s so far"
         eta = self.eta_s

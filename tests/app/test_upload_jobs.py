@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from portscope.ingest.readers import read_kineto
 
 UPLOAD = {"X-Portscope-Upload": "1"}
@@ -51,3 +53,18 @@ def test_background_failure_names_the_file_and_unknown_jobs_are_404(make_app) ->
     assert done["ok"] is False and done["stage"] == "failed" and done["error"].startswith("cut.json: ")
     assert client.get("/api/upload/" + "0" * 32).status_code == 404
     assert client.get("/api/upload/..secret").status_code == 404  # not a job id: never a file name
+
+
+@pytest.mark.browser
+def test_page_follows_a_background_conversion_to_its_run(dash_duo, make_app, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    dash_duo.start_server(make_app(trace_paths=(), background_convert_bytes=10_000))
+    dash_duo.wait_for_contains_text("#runs-table", "No traces yet", timeout=15)
+    dash_duo.driver.find_element(By.ID, "upload-file-input").send_keys(str(ALEXNET))
+    rid = read_kineto(ALEXNET).content_hash()
+    dash_duo.wait_for_contains_text("#upload-messages", "Loaded cuda_alexnet_small.json.gz", timeout=30)
+    dash_duo.wait_for_contains_text("#upload-status", "1 loaded", timeout=10)
+    dash_duo.find_element(f"#upload-messages a[href='/run/{rid}']").click()
+    dash_duo.wait_for_contains_text("#regions-list", "benchmark_result", timeout=15)
+    assert dash_duo.get_logs() == []
