@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from .catalog import Status
 from .plan_report import format_plan, static_shapes_line
 from .schema import Direction, Source
 from .summary import OperatorTotal, RegionSummary, format_bytes, region_ids, run_totals, summarize
 from .trace import Trace
 
 _MAX_SITES = 3
+_VERDICT_TEXT = {Status.CLEAN: "clean", Status.COMPILES: "clean (compiles only)", Status.NOT_CLEAN: "NOT clean",
+                 Status.ERROR: "ERROR"}
 
 
 def region_report_data(summary: RegionSummary) -> dict[str, Any]:
@@ -130,8 +133,8 @@ def format_region(summary: RegionSummary, *, source: Source = Source.MEASURED, t
         f"  physical device->host volume: {format_bytes(d2h)} in {summary.transfer_counts[Direction.D2H]} transfers"
         f" (host->device {format_bytes(summary.transfer_bytes[Direction.H2D])})",
     ]
-    verdict = summary.verdict()
-    lines.append("  verdict: clean" if verdict["clean"] else "  verdict: NOT clean -- " + "; ".join(verdict["reasons"]))
+    verdict = summary.verdict_of()
+    lines.append(f"  verdict: {_VERDICT_TEXT[verdict.status]}" + (" -- " + "; ".join(verdict.reasons) if verdict.reasons else ""))
     return "\n".join(lines)
 
 

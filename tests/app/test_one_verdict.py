@@ -95,3 +95,13 @@ def test_check_fails_on_a_region_that_raised(tmp_path: Path, capsys: pytest.Capt
     path = write_trace(b.build(), tmp_path / "raised.arrow")
     assert main(["check", str(path)]) == 1
     assert capsys.readouterr().out.splitlines() == ["error: region step raised RuntimeError: boom"]
+
+
+def test_the_text_report_says_the_status() -> None:
+    from portscope.ingest.report import format_trace
+
+    verdicts = [line.strip() for line in format_trace(read_trace(SAMPLES[0].parent / "llama_fp16-npu_eager_vs_compiled.arrow"))
+                .splitlines() if line.strip().startswith("verdict:")]
+    # eager:cold, eager:warm, compiled:cold (one graph compiled, nothing else), compiled:warm
+    assert [v.split(" --")[0] for v in verdicts] == ["verdict: NOT clean", "verdict: NOT clean",
+                                                    "verdict: clean (compiles only)", "verdict: clean"]
