@@ -116,13 +116,17 @@ READERS: dict[str, Reader] = {
         Reader("target", ".toml", _read_target, TargetError, "portscope.profiler.targets"),
         *(Reader(fmt, suffix, _read_as(fmt), TraceFormatError, "portscope.ingest.convert") for fmt, suffix in (
             ("ascend-trace", ".json"), ("ascend-kernels", ".csv"), ("ascend-op-statistic", ".csv"),
-            ("mobilint-trace", ".json"), ("furiosa-trace", ".json"), ("chrome", ".json"))),
+            ("mobilint-trace", ".json"), ("furiosa-trace", ".json"), ("chrome", ".json"), ("rbln-explain", ".json"),
+            ("furiosa-schedule", ".json"))),
+        # the Kineto reader on a trace with NPU device rows (its npu_kineto hooks run)
+        Reader("npu-kineto", ".json", _read_as("kineto"), TraceFormatError, "portscope.ingest.convert"),
     )
 }
 # seeds of issue 16's readers: the hand-written fixtures (tests/vendor/fixtures/README.md says what each follows)
 VENDOR_SEEDS = {"ascend-trace": "ascend_trace_view.json", "ascend-op-statistic": "ascend_op_statistic.csv",
                 "mobilint-trace": "mobilint_core_trace.json", "furiosa-trace": "furiosa_rngd_trace.json",
-                "chrome": "chrome_generic.json"}  # fmt: skip
+                "chrome": "chrome_generic.json", "rbln-explain": "rbln_explain_runtime.json",
+                "furiosa-schedule": "furiosa_schedule.json", "npu-kineto": "npu_kineto_eager.json"}  # fmt: skip
 
 _SCRATCH = Path(tempfile.mkdtemp(prefix="portscope-fuzz-"))
 

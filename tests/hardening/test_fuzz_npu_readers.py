@@ -1,4 +1,5 @@
-"""Fuzz issue 16's readers: torch_npu trace view and tables, Mobilint, Furiosa runtime traces, generic Chrome JSON.
+"""Fuzz the NPU readers: torch_npu trace view and tables, Mobilint, Furiosa runtime traces and schedules, RBLN
+explain dumps and Kineto lanes, generic Chrome JSON.
 
 Every input converts or raises TraceFormatError, within the per-input time bound.
 """
@@ -14,7 +15,8 @@ from hypothesis import strategies as st
 from ._fuzzing import FUZZ, check, mutated
 from .fuzz_targets import seed
 
-NPU_READERS = ["ascend-trace", "ascend-kernels", "ascend-op-statistic", "mobilint-trace", "furiosa-trace", "chrome"]
+NPU_READERS = ["ascend-trace", "ascend-kernels", "ascend-op-statistic", "mobilint-trace", "furiosa-trace", "chrome",
+               "rbln-explain", "furiosa-schedule", "npu-kineto"]
 SCALARS = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=10)
 TIMES = st.decimals(-1e3, 1e16, places=3, allow_nan=False).map(str) | st.floats(-1e3, 1e16) | st.integers(-10, 2**60) | SCALARS
 IDS = st.integers(0, 2**70) | st.text(max_size=6) | SCALARS
@@ -45,7 +47,7 @@ def chrome_event(draw: st.DrawFn) -> dict:
     return event
 
 
-@pytest.mark.parametrize("reader", ["ascend-trace", "mobilint-trace", "furiosa-trace", "chrome"])
+@pytest.mark.parametrize("reader", ["ascend-trace", "mobilint-trace", "furiosa-trace", "chrome", "npu-kineto"])
 @FUZZ
 @given(events=st.lists(chrome_event(), max_size=14), bare=st.booleans())
 def test_structured_chrome_documents(reader: str, events: list[dict], bare: bool) -> None:
