@@ -227,9 +227,9 @@ class Predictor:
             on_device = [t for t, st in zip(ins, in_st, strict=True) if self._entry(t, st)[0] & DEVICE]
             if on_device:
                 signals, transfers = sync_signals(decision.sync, on_device[0].element_size(), self.device)
-                if decision.sync.cause is Cause.ITEM:  # the host reads one element; the tensor stays on the device
-                    state.outcomes[index] = (Placement.HOST, signals, transfers)
-                    return
+            if decision.sync.cause is Cause.ITEM:  # the host reads one element (from the device if only it has it)
+                state.outcomes[index] = (Placement.HOST, signals, transfers)
+                return
         if inside_graph and decision.signal is not SignalKind.CPU_FALLBACK:
             # a target whose graphs can fall back ([compiled] fallbacks): device work stays in the graph's program
             moved = []
