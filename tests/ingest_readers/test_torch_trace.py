@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
-from portscope.ingest import CompileKind, SignalKind
+from portscope.ingest import CompileKind, SignalKind, read_trace
 from portscope.ingest.convert import detect, load_any
+from portscope.ingest.graph_breaks import location
 from portscope.ingest.readers import read_torch_trace
 from portscope.ingest.report import format_trace
 
@@ -98,3 +103,37 @@ def test_corrupted_payload_is_reported_not_fatal() -> None:
     problems = trace.run_info.extra["problems"]
     assert len(problems) == 1 and "not valid JSON" in problems[0] and ":13:" in problems[0]
     assert _kinds(trace) == ["graph"]
+
+
+_LIVE_AND_LOGGED = textwrap.dedent(
+    """
+    import sys, torch
+    from portscope.profiler import explain
+
+    def step(x):
+        y = x.sin()
+        print("a graph break")
+        return y.cos() + 1
+
+    compiled = torch.compile(step, backend="eager")
+    with explain("step") as region:
+        compiled(torch.randn(4))
+    region.save(sys.argv[1])
+    """
+)
+
+
+def test_live_and_logged_graph_breaks_say_the_same(tmp_path: Path) -> None:
+    """One run recorded live (explain) and logged (TORCH_TRACE): the graph break's reason and line agree."""
+    pytest.importorskip("torch")
+    script = tmp_path / "step.py"
+    script.write_text(_LIVE_AND_LOGGED)
+    env = {**os.environ, "TORCH_TRACE": str(tmp_path / "logs")}
+    subprocess.run([sys.executable, str(script), str(tmp_path / "live.arrow")], check=True, timeout=300, cwd=tmp_path, env=env)
+    live = [c for c in read_trace(tmp_path / "live.arrow")["compiles"].to_pylist() if c["kind"] == "graph_break"]
+    logged = [c for c in read_torch_trace(tmp_path / "logs")["compiles"].to_pylist() if c["kind"] == "graph_break"]
+    assert len(live) == len(logged) == 1
+    assert live[0]["reason"] == logged[0]["reason"] and "print" in live[0]["reason"]
+    line = next(i for i, t in enumerate(_LIVE_AND_LOGGED.splitlines(), 1) if 'print("a graph break")' in t)
+    for c in (live[0], logged[0]):
+        assert location(c["call_site"]).endswith(f"step.py:{line}")
