@@ -94,6 +94,20 @@ class StackCapture:
         self.pairs = ()
 
 
+def outside_compiled(stack: RawStack) -> RawStack:
+    """A compiled graph call's stack without the frame Dynamo runs as compiled code and what is inside it: that
+    frame's lines are not its source's, and the graph belongs to the line that called the compiled function."""
+    try:
+        from torch._dynamo.utils import orig_code_map
+    except ImportError:  # torch without Dynamo's code map: keep the stack as it is
+        return stack
+    for at in range(len(stack) - 1, -1, -1):  # innermost first
+        code = stack[at][0]
+        if code in orig_code_map or code.co_name.startswith("torch_dynamo_resume_in_"):
+            return stack[:at]
+    return stack
+
+
 _LINE_STARTS: dict[CodeType, tuple[list[int], list[int]]] = {}
 
 

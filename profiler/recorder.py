@@ -143,7 +143,7 @@ class Session:
         index = len(region.raw)
         region.raw.append(None)  # keeps the graph call before the operators it dispatches
         tensors_in = [a for a in _flat(args) if isinstance(a, _Tensor)]
-        stack = self.stacks.capture(3) if self.with_stack else None
+        stack = callsite.outside_compiled(self.stacks.capture(3)) if self.with_stack else None
         module = self.modules[-1] if self.modules else None
         self.graph = call.graph_id
         t0 = _now()

@@ -209,3 +209,21 @@ def test_roots_relative_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert roots.relative("/elsewhere/x.py") == "/elsewhere/x.py"  # outside every root: kept
     assert roots.relative("<frozen runpy>") == "<frozen runpy>"
     assert roots.used == {"transformers": os.path.dirname(transformers.__file__), ".": str(tmp_path)}
+
+
+def _double_sin(x: torch.Tensor) -> torch.Tensor:
+    return (x * 2).sin()
+
+
+def test_a_compiled_graph_call_is_at_the_line_that_calls_the_compiled_function() -> None:
+    compiled = torch.compile(_double_sin, dynamic=False, backend="eager")
+    x = torch.randn(8)
+    with explain("compiled", with_stack=True) as region:
+        compiled(x)  # compiles, then runs the graph
+    line = inspect.currentframe().f_lineno - 1
+    ops = region.to_trace()["ops"].to_pylist()
+    graph = [op for op in ops if op["name"].startswith("compiled graph")]
+    assert len(graph) == 1, [(op["name"], op["placement"]) for op in ops]
+    # not the compiled function's own (rewritten) frame: the line that called it
+    assert site_line(graph[0]["call_site"]).endswith(
+        f"test_callsite.py:{line} (test_a_compiled_graph_call_is_at_the_line_that_calls_the_compiled_function)")
