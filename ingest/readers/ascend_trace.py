@@ -60,14 +60,19 @@ AI_CPU = "AI_CPU"
 AI_CPU_NOTE = "the device ran this kernel on its AI CPU (no AI Core kernel for its dtype or shape): try another dtype or shape"
 _KEEP_ARGS = ("Input Dims", "Input type", "Input Strides", "Task Type")
 _STREAM = re.compile(r"^\s*Stream\s*(\S+)")
+_QUOTED_TS = re.compile(r'"ts":\s*"\d+\.\d')
 _ROLES = ("other", "python", "cann", "hardware", "overlap")
 _DEVICE = re.compile(r"(?:NPU|Ascend|device)\s*:?\s*(\d+)", re.IGNORECASE)
 
 
 def sniff(text: str) -> bool:
-    """True for a torch_npu trace view: a bare array naming Ascend processes, AscendCL calls or torch_to_npu flows."""
-    return text.lstrip()[:1] == "[" and any(w in text for w in ('"Ascend Hardware"', '"AscendCL@', '"torch_to_npu"',
-                                                                  '"async_npu"', '"Overlap Analysis"'))  # fmt: skip
+    """True for a torch_npu trace view: a bare array naming Ascend processes, AscendCL calls or torch_to_npu flows,
+    or host operators with quoted decimal timestamps (what torch_npu writes first; the PyTorch profiler never quotes them)."""
+    if text.lstrip()[:1] != "[":
+        return False
+    if any(w in text for w in ('"Ascend Hardware"', '"AscendCL@', '"torch_to_npu"', '"async_npu"', '"Overlap Analysis"')):
+        return True
+    return ('"cpu_op"' in text or '"aten::' in text) and _QUOTED_TS.search(text) is not None
 
 
 def _role(name: str) -> str:
@@ -92,6 +97,9 @@ def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Tra
         raise TraceFormatError(path, f"no spans among {ev.events} events: nothing to convert")
     vals, codes = ev.values.values, ev.values.codes
     name_codes, cat_codes = np.frombuffer(ev.name, dtype=np.int64), np.frombuffer(ev.cat, dtype=np.int64)
+    if "python" not in roles.values():  # no process_name metadata (a cut trace): the processes with cpu_op spans are the host
+        host = np.unique(np.frombuffer(ev.pid, dtype=np.int64)[cat_codes == codes.get("cpu_op", -1)])
+        roles.update({vals[c]: "python" for c in host.tolist() if vals[c] not in roles})
     # per interned value, then per span by indexing: no Python object per span
     role_of = np.zeros(len(vals), dtype=np.int8)
     for pid, r in roles.items():

@@ -281,3 +281,16 @@ def test_converted_ascend_sample_matches_its_source(shared_fixtures: Path, tmp_p
         assert fresh[table].num_rows == sample[table].num_rows, table
     assert fresh["signals"].to_pylist() == sample["signals"].to_pylist()
     assert "ascend_kernel_details_591.arrow" in (SAMPLES / "README.md").read_text()
+
+
+def test_trace_view_detected_by_its_quoted_timestamps(tmp_path: Path) -> None:
+    # torch_npu may write the host process first: no Ascend word in the first bytes, only quoted decimal times
+    events = [e for e in json.loads((FIXTURES / "ascend_trace_view.json").read_text()) if e.get("pid") == 12345 and e["ph"] == "X"]
+    path = tmp_path / "head.json"
+    path.write_text(json.dumps(events))
+    assert detect(path) == "ascend-trace"
+    assert load_any(path)["ops"].num_rows == 6
+    for e in events:
+        e["ts"] = float(e["ts"])  # numbers: a PyTorch profiler trace
+    path.write_text(json.dumps(events))
+    assert detect(path) != "ascend-trace"
