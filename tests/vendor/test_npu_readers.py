@@ -294,3 +294,16 @@ def test_trace_view_detected_by_its_quoted_timestamps(tmp_path: Path) -> None:
         e["ts"] = float(e["ts"])  # numbers: a PyTorch profiler trace
     path.write_text(json.dumps(events))
     assert detect(path) != "ascend-trace"
+
+
+def test_kernel_details_led_by_device_id(tmp_path: Path) -> None:
+    path = tmp_path / "kernel_details.csv"
+    path.write_text("Device_id,Step Id,Model ID,Task ID,Stream ID,Name,Type,Accelerator Core,Start Time(us),Duration(us)\n"
+                    "0,1,4294967295,5,2,MatMul_1,MatMul,AI_CORE,100.000,10\n"
+                    "1,1,4294967295,6,2,Cast_2,Cast,AI_CPU,105.5,2.25\n")  # fmt: skip
+    assert detect(path) == "ascend-kernels"
+    trace = load_any(path)
+    assert trace.run_info.devices == ["cpu", "npu:0", "npu:1"]
+    assert [(s["engine"], s["start"], s["dur"], s["kind"]) for s in trace["engine_slices"].to_pylist()] == [
+        ("NPU 0 stream 2", 0, 10_000, "compute"), ("NPU 1 stream 2", 5_500, 2_250, "fallback")]
+    assert [o["device"] for o in trace["ops"].to_pylist()] == ["npu:0", "npu:1"]
