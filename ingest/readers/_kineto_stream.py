@@ -241,11 +241,12 @@ def collect_file(path: Path, caps: SizeCaps = DEFAULT_CAPS) -> tuple[KinetoEvent
 def _signature_key(raw: bytes) -> bytes:
     """Kineto's cpu_op args ``{"External id": N, ...tensor fields..., "Ev Idx": M}`` without the two numbered
     fields (equal keys: equal tensor fields, since what is cut is only those numbers); other args as they are."""
-    comma = raw.find(b",")
-    if raw.startswith(_KINETO_HEAD) and raw[len(_KINETO_HEAD) : comma].isdigit():  # Kineto's own layout: quick
-        tail = raw.rfind(_KINETO_TAIL, comma)
-        if tail > 0 and raw.endswith(_KINETO_END) and raw[tail + len(_KINETO_TAIL) : -len(_KINETO_END)].isdigit():
-            return raw[comma + 1 : tail]
+    head, _, rest = raw.partition(b",")
+    key, cut, tail = rest.rpartition(_KINETO_TAIL)
+    if (cut and head.startswith(_KINETO_HEAD) and head[len(_KINETO_HEAD) :].isdigit()  # Kineto's own layout: quick
+            and tail.endswith(_KINETO_END) and tail[: -len(_KINETO_END)].isdigit()):  # fmt: skip
+        return key
+    comma = len(head)
     head = raw[:comma].split(b":")
     if len(head) != 2 or head[0].lstrip(b"{ \t\r\n") != b'"External id"' or not head[1].strip(_WS).lstrip(b"-").isdigit():
         return raw

@@ -1,0 +1,68 @@
+"""The streaming Kineto reader: typed slices and the general path keep the same events and word the same errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from portscope.ingest.errors import TraceFormatError
+from portscope.ingest.readers._kineto_stream import _signature_key, collect_file
+from portscope.ingest.readers._source import read_bytes
+from portscope.ingest.readers.chrome_json import ChromeDocument
+from portscope.ingest.readers.kineto import collect
+
+KINETO_ARGS = (b'{\n      "External id": 2,"Record function id": 0, "Input type": ["float"], '
+               b'"Input Dims": [[2, 3]], "Ev Idx": 1\n    }')  # fmt: skip
+
+
+def test_signature_key_cuts_only_the_numbered_fields() -> None:
+    assert _signature_key(KINETO_ARGS) == b'"Record function id": 0, "Input type": ["float"], "Input Dims": [[2, 3]]'
+    assert _signature_key(KINETO_ARGS.replace(b": 2,", b": 77,").replace(b": 1\n", b": 9\n")) == _signature_key(KINETO_ARGS)
+    assert _signature_key(b'{"External id": 3, "Input Dims": [[1]]}') == b' "Input Dims": [[1]]}'  # other spacing, no Ev Idx
+    assert _signature_key(b'{"a": 1, "External id": 3}') == b'{"a": 1, "External id": 3}'  # not first: kept whole
+    assert _signature_key(b'{"External id": "x", "Input Dims": [[1]]}').startswith(b'{"External id": "x"')
+
+
+def _write(path: Path, events: list) -> Path:
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events, "traceName": "t"}, indent=1))
+    return path
+
+
+@pytest.mark.parametrize("float_pid", [False, True], ids=["typed", "refused-by-typed"])
+def test_odd_types_read_alike_on_both_paths(tmp_path: Path, float_pid: bool) -> None:
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": "host", "tid": 7, "ts": 10, "dur": 5,
+         "args": {"Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "c10::Half"]}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 11.5, "args": [1, 2]},  # args not an object
+        {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 12.25, "dur": 0.5},  # no args
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 13, "dur": 2,
+         "args": {"correlation": 4, "device": 0, "stream": 7}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 12, "dur": 1,
+         "args": {"correlation": 4, "External id": 2}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::x", "pid": 1.5 if float_pid else 1, "tid": 1, "ts": 14, "dur": 1},
+    ]  # a float pid: the typed decoder refuses the slice, the general path reads it
+    path = _write(tmp_path / "odd.json", events)
+    streamed, _ = collect_file(path)
+    general = collect(path, ChromeDocument(path, read_bytes(path)))
+    assert list(streamed.ops) == list(general.ops)
+    assert streamed.ops[0][2:] == ("aten::mm", "host", 7, None, "2x3;3x4", None, "float32;float16", 2 * 3 * 4 + 3 * 4 * 2)
+    assert streamed.ops[1][6:] == (None, None, None, 0) and streamed.ops[3][3] == (1.5 if float_pid else 1)
+    assert streamed.device == general.device == [(13.0, 2.0, "kernel", "k", 0, 7, 4, None)]
+    assert streamed.runtime == general.runtime and streamed.metadata == general.metadata == {"schemaVersion": 1, "traceName": "t"}
+    assert (streamed.t_min, streamed.t_max, streamed.events) == (10, 15, 6)
+
+
+def test_bad_events_are_worded_as_the_general_path_words_them(tmp_path: Path) -> None:
+    events = [{"ph": "X", "cat": "cpu_op", "name": "ok", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
+              {"ph": "X", "cat": "cpu_op", "name": "neg", "pid": 1, "tid": 1, "ts": 2, "dur": -5},
+              {"ph": "X", "cat": "cpu_op", "name": "nots", "pid": 1, "tid": 1, "dur": 1}]  # fmt: skip
+    path = _write(tmp_path / "bad.json", events)
+    with pytest.raises(TraceFormatError) as streamed:
+        collect_file(path)
+    with pytest.raises(TraceFormatError) as general:
+        collect(path, ChromeDocument(path, read_bytes(path)))
+    assert str(streamed.value) == str(general.value)
+    assert "2 of 3 events are malformed" in str(streamed.value) and "'dur' is negative (-5)" in str(streamed.value)
+    assert "event 2 ('nots'): 'ts' is missing" in str(streamed.value)
