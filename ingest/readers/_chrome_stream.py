@@ -36,7 +36,7 @@ import orjson
 
 from .. import progress
 from ..errors import TraceFormatError
-from ._source import DEFAULT_CAPS, GZIP_MAGIC, SizeCaps, read_bytes
+from ._source import DEFAULT_CAPS, GZIP_MAGIC, SizeCaps, open_checked, read_bytes
 from .chrome_json import _TOKEN, ChromeDocument
 
 CHUNK_BYTES = 8 << 20
@@ -64,19 +64,7 @@ def micros_to_ns(value: Any) -> int | None:
 
 def file_chunks(path: Path, caps: SizeCaps = DEFAULT_CAPS, size: int = CHUNK_BYTES) -> Iterator[bytes]:
     """The (gunzipped) bytes of a file in pieces of about `size`, within the caps."""
-    try:
-        total = path.stat().st_size
-        if path.is_dir():
-            raise TraceFormatError(path, "is a directory, not a file")
-        if total == 0:
-            raise TraceFormatError(path, "the file is empty (0 bytes)")
-        if total > caps.max_input_bytes:
-            raise TraceFormatError(path, f"the file is {total} bytes, over the cap of {caps.max_input_bytes}")
-        f = open(path, "rb")  # noqa: SIM115 - closed below, also when the consumer stops early
-    except FileNotFoundError:
-        raise TraceFormatError(path, "no such file") from None
-    except OSError as exc:
-        raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
+    f, total = open_checked(path, caps)  # closed below, also when the consumer stops early
     report = progress.current().file_read
     with f:
         first = f.read(size)

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import zlib
 from pathlib import Path
+from typing import BinaryIO
 
 from ..errors import TraceFormatError
 
@@ -37,9 +38,9 @@ def head(path: Path, n: int = 4096) -> bytes:
         return b""
 
 
-def read_bytes(path: str | Path, caps: SizeCaps = DEFAULT_CAPS) -> bytes:
-    """The whole content of a file, gunzipped when it starts with the gzip magic, within the caps."""
-    path = Path(path)
+def open_checked(path: Path, caps: SizeCaps) -> tuple[BinaryIO, int]:
+    """(the open file, its size) of an input within the caps; one clear error for a missing, empty,
+    oversized or unreadable file or a directory."""
     try:
         size = path.stat().st_size
         if path.is_dir():
@@ -48,10 +49,20 @@ def read_bytes(path: str | Path, caps: SizeCaps = DEFAULT_CAPS) -> bytes:
             raise TraceFormatError(path, "the file is empty (0 bytes)")
         if size > caps.max_input_bytes:
             raise TraceFormatError(path, f"the file is {size} bytes, over the cap of {caps.max_input_bytes}")
-        with open(path, "rb") as f:
-            raw = f.read()
+        return open(path, "rb"), size  # noqa: SIM115 - the caller closes it
     except FileNotFoundError:
         raise TraceFormatError(path, "no such file") from None
+    except OSError as exc:
+        raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
+
+
+def read_bytes(path: str | Path, caps: SizeCaps = DEFAULT_CAPS) -> bytes:
+    """The whole content of a file, gunzipped when it starts with the gzip magic, within the caps."""
+    path = Path(path)
+    f, _ = open_checked(path, caps)
+    try:
+        with f:
+            raw = f.read()
     except OSError as exc:
         raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
     if raw[:2] != GZIP_MAGIC:
