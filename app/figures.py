@@ -72,6 +72,9 @@ def axis_ticks(units: list[str], clocks: list[float | None], x0: float, x1: floa
     return out
 
 
+MATCHES = "search matches"
+MATCH_PX = 6  # a dark core inside each matched bar: visible on every kind's colour
+MATCH_COLOUR = "#111111"
 PANEL_GAP_PX = 56
 MEMORY_ROW_PX = 70
 MEMORY_AXIS = 100  # memory bands of panel i use y axis number MEMORY_AXIS + i (after every bar trace: patches keep their indices)
@@ -225,6 +228,11 @@ def timeline_figure(panels: list[Panel]) -> dict[str, Any]:
     annotations += panel_annotations([p.bands for p in panels], [p.title for p in panels],
                                      [(p.viewport.x0, p.viewport.x1) for p in panels])
     data += memory_data
+    for i in range(len(panels)):  # search matches, drawn over the bars (filled by the search callback)
+        suffix = "" if i == 0 else str(i + 1)
+        data.append({"type": "scattergl", "mode": "lines", "name": MATCHES, "showlegend": False, "x": [], "y": [],
+                     "xaxis": f"x{suffix}", "yaxis": f"y{suffix}", "line": {"width": MATCH_PX, "color": MATCH_COLOUR},
+                     "hoverinfo": "skip", "connectgaps": False})  # fmt: skip  (clicks go to the bar below)
     layout.update(
         {
             "height": total + 90,
@@ -260,6 +268,20 @@ def timeline_patch(viewports: list[Viewport], ticks: list[TimeTicks] | None = No
         axis["ticktext"] = tick.labels
         axis["title"] = {"text": tick.title} if tick.title else None
     return patch
+
+
+def match_indices(figure: dict[str, Any]) -> list[int]:
+    """Indices of the search-match traces of a timeline figure, one per panel."""
+    return [i for i, trace in enumerate(figure["data"]) if trace.get("name") == MATCHES]
+
+
+def highlight_bars(viewport: Viewport, lane_index: np.ndarray) -> tuple[dict[str, str], dict[str, str]]:
+    """x and y (typed arrays) of the matched slices of one viewport, every kind together, on the full lanes' rows."""
+    xs = [viewport.x[k] for k in KINDS if len(viewport.x[k])]
+    ys = [lane_index[viewport.y[k]] for k in KINDS if len(viewport.y[k])]
+    x = np.concatenate(xs) if xs else np.zeros(0)
+    y = np.concatenate(ys).astype(np.uint16) if ys else np.zeros(0, np.uint16)
+    return typed(x), typed(y)
 
 
 def viewport_from_relayout(relayout: dict[str, Any] | None, extent: tuple[float, float]) -> tuple[float, float] | None:

@@ -35,8 +35,13 @@ REGION_KEY = "region-key"  # {"run_id", "region_id"} of the page
 TIMELINE_GRAPH = "timeline-graph"
 TIMELINE_STATUS = "timeline-status"
 TIMELINE_DETAIL = "timeline-detail"
-TIMELINE_KEY = "timeline-key"  # {"run_ids", "clock_hz"}
+TIMELINE_KEY = "timeline-key"  # {"run_ids", "clock_hz", "titles", "match_traces"}
 TIMELINE_CLOCK = "timeline-clock"  # clock rate typed for a cycle axis
+TIMELINE_SEARCH = "timeline-search"
+TIMELINE_SEARCH_NEXT = "timeline-search-next"
+TIMELINE_SEARCH_PREV = "timeline-search-prev"
+TIMELINE_SEARCH_STATUS = "timeline-search-status"
+TIMELINE_MATCH = "timeline-match"  # {"text", "index"}: the search and the match stepped to
 
 # plan page (portscope plan)
 PLAN_MEMORY = "plan-memory"

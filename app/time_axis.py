@@ -34,13 +34,10 @@ class TimeTicks:
 
 
 def nice_step(span: float, target: int = TARGET_TICKS) -> float:
-    """The 1-2-5 step closest above span/target (span > 0)."""
+    """The 1-2-5 step nearest (in ratio) to span/target (span > 0)."""
     raw = span / max(target, 1)
     power = 10.0 ** math.floor(math.log10(raw))
-    for mult in (1.0, 2.0, 5.0, 10.0):
-        if mult * power >= raw * (1 - 1e-9):
-            return mult * power
-    return 10.0 * power
+    return min((m * power for m in (1.0, 2.0, 5.0, 10.0)), key=lambda step: abs(math.log(step / raw)))
 
 
 def _unit_for(step: float, units: tuple[tuple[float, str], ...]) -> tuple[float, str]:

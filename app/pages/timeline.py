@@ -19,12 +19,14 @@ from ..figures import (
     VIEW_PX,
     Panel,
     axis_ticks,
+    match_indices,
     panel_annotations,
     timeline_figure,
     timeline_patch,
     viewport_from_relayout,
 )
 from ..time_axis import parse_clock
+from . import timeline_tools
 from .common import load, run_label
 
 
@@ -91,6 +93,11 @@ def click_detail(run_ids: list[str], click: dict[str, Any] | None, relayout: dic
     row = slice_at(lanes, int(round(float(point["y"]))), float(point["x"]), 3 * (window[1] - window[0]) / VIEW_PX)
     if row is None:
         return html.Div("No slice there; zoom in and click a bar.", className="muted")
+    return slice_view(run_id, row)
+
+
+def slice_view(run_id: str, row: int) -> html.Dl:
+    """One slice's facts: engine, kind, name, times, and its operator's shapes, bytes, call site and stack."""
     detail = slice_detail(store().trace(run_id), row)
     lines = [
         ("engine", detail.get("engine")),
@@ -123,6 +130,16 @@ def click_detail(run_ids: list[str], click: dict[str, Any] | None, relayout: dic
     return html.Dl(items, className="facts", id="slice-detail")
 
 
+def zoom_update(key: dict[str, Any], relayout: dict[str, Any] | None, match: dict[str, Any] | None) -> tuple[Any, str]:
+    """A zoom's answer with the search matches of the new view highlighted."""
+    patch, status = relayout_update(key["run_ids"], relayout, key.get("clock_hz"), key.get("titles"))
+    text = (match or {}).get("text")
+    if text and key.get("match_traces"):
+        window = viewport_from_relayout(relayout, extent(key["run_ids"])) or extent(key["run_ids"])
+        timeline_tools.add_highlights(patch, key["run_ids"], text, window, key["match_traces"])
+    return patch, status
+
+
 def clock_box(units: list[str], clock: str | None) -> list[Any]:
     """A clock-rate box when an axis is in cycles (its ticks then read in time)."""
     if "cycles" not in units:
@@ -146,16 +163,18 @@ def layout(run_id: str = "", clock: str | None = None, **_query: str) -> html.Di
         return page("Timeline", error)
     clock_hz = parse_clock(clock)
     built = panels([run_id], [run_id], clock_hz=clock_hz)
+    figure = timeline_figure(built)
     if not len(built[0].lanes):
         return page("Timeline", html.P("This run has nothing to draw: no engine slices, ops, timed transfers or compiles."), dcc.Link("back to the run", href=urls.run(run_id)))
     derived = not trace["engine_slices"].num_rows
     return page(
         f"Timeline of {run_label(run_id, trace)}",
         html.Div([dcc.Link("run", href=urls.run(run_id)), dcc.Link("all runs", href=urls.runs())], className="links"),
-        dcc.Store(id=ids.TIMELINE_KEY, data={"run_ids": [run_id], "clock_hz": clock_hz}),
+        dcc.Store(id=ids.TIMELINE_KEY, data={"run_ids": [run_id], "clock_hz": clock_hz, "match_traces": match_indices(figure)}),
         *clock_box([p.unit for p in built], clock),
+        *timeline_tools.controls(),
         html.Div(status_text([p.viewport for p in built], [len(p.lanes) for p in built]), id=ids.TIMELINE_STATUS, className="muted"),
-        dcc.Graph(id=ids.TIMELINE_GRAPH, figure=timeline_figure(built), config={"scrollZoom": True, "displaylogo": False}),
+        dcc.Graph(id=ids.TIMELINE_GRAPH, figure=figure, config={"scrollZoom": True, "displaylogo": False}),
         html.H3("Clicked slice"),
         html.Div(html.Div("Click a bar to see its operator, module, shapes, bytes and call site.", className="muted"), id=ids.TIMELINE_DETAIL, className="detail"),
         subtitle=(
@@ -174,10 +193,13 @@ def register(app: dash.Dash) -> None:
         Output(ids.TIMELINE_STATUS, "children"),
         Input(ids.TIMELINE_GRAPH, "relayoutData"),
         State(ids.TIMELINE_KEY, "data"),
+        State(ids.TIMELINE_MATCH, "data"),
         prevent_initial_call=True,
     )
-    def zoom(relayout: dict[str, Any] | None, key: dict[str, Any]) -> tuple[Any, str]:
-        return relayout_update(key["run_ids"], relayout, key.get("clock_hz"), key.get("titles"))
+    def zoom(relayout: dict[str, Any] | None, key: dict[str, Any], match: dict[str, Any] | None) -> tuple[Any, str]:
+        return zoom_update(key, relayout, match)
+
+    timeline_tools.register(app, ids.TIMELINE_GRAPH, relayout_update, slice_view)
 
     @app.callback(
         Output(ids.TIMELINE_GRAPH, "figure", allow_duplicate=True),

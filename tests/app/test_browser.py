@@ -129,7 +129,8 @@ def test_compare_shows_the_deltas_of_the_reports(dash_duo, make_app, demo_paths)
 
 def xtick_labels(dash_duo, graph_id: str) -> list[str]:
     """The tick labels Plotly drew on the x axes of a graph (only those inside the view)."""
-    return [t.text for t in dash_duo.find_elements(f"#{graph_id} .xtick text")]
+    return dash_duo.driver.execute_script(  # read in one go: Plotly redraws the ticks on every relayout
+        f"return Array.from(document.querySelectorAll('#{graph_id} .xtick text')).map(t => t.textContent);")
 
 
 def test_timeline_axis_reads_in_time_units_chosen_by_the_zoom(dash_duo, make_app, demo_paths, tmp_path) -> None:
@@ -145,8 +146,9 @@ def test_timeline_axis_reads_in_time_units_chosen_by_the_zoom(dash_duo, make_app
         "const g = document.querySelector('#timeline-graph .js-plotly-plot'); Plotly.relayout(g, {'xaxis.range': [0, 2000]});"
     )
     dash_duo.wait_for_contains_text("#timeline-status", "of 92 slices in view", timeout=10)
-    # 2 µs over ~8 ticks: a 500 ns step, labelled in µs by the server's answer
-    until(lambda: xtick_labels(dash_duo, "timeline-graph") == ["0", "0.5 µs", "1 µs", "1.5 µs", "2 µs"], 10)
+    # 2 µs over ~8 ticks: a 200 ns step, labelled in µs by the server's answer
+    until(lambda: xtick_labels(dash_duo, "timeline-graph") == ["0", "0.2 µs", "0.4 µs", "0.6 µs", "0.8 µs", "1 µs", "1.2 µs", "1.4 µs",
+                                                                  "1.6 µs", "1.8 µs", "2 µs"], 10)
     dash_duo.driver.save_screenshot(str(tmp_path / "timeline-axis.png"))
     assert dash_duo.get_logs() == []
 
@@ -165,4 +167,43 @@ def test_a_predicted_runs_headline_time_is_the_predicted_device_time(dash_duo, m
     assert headers[:3] == ["Region", "Predicted on demo-npu", "CPU wall (recording)"]
     cells = table_rows(dash_duo, "regions-list")
     assert [c[1:3] for c in cells] == [["39.9 µs", "100 µs"], ["39.9 µs", "60 µs"]]
+    assert dash_duo.get_logs() == []
+
+
+def test_search_highlights_matches_steps_through_them_and_keys_zoom_and_pan(dash_duo, make_app, demo_paths, tmp_path) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    rid = run_id(demo_paths["eager"])
+    dash_duo.start_server(make_app())
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/run/{rid}/timeline")
+    dash_duo.wait_for_element("#timeline-graph .gl-container canvas", timeout=20)
+    time.sleep(1)
+    box = dash_duo.find_element("#timeline-search")
+    # demo slices are named "slice 0".."slice 39" (twice) and "slice 0".."slice 11": "slice 1" and "slice 1x" match
+    box.send_keys("SLICE 1" + Keys.ENTER)
+    dash_duo.wait_for_text_to_equal("#timeline-search-status", "25 slices match", timeout=10)
+    highlighted = dash_duo.driver.execute_script(
+        "const g = document.querySelector('#timeline-graph .js-plotly-plot');"
+        "const t = g.data.find(d => d.name === 'search matches'); return t.x.length === undefined ? t.x.bdata.length : t.x.length;")
+    assert highlighted > 0
+    box.send_keys(Keys.ENTER)  # Enter again: the first match in time (slice 1 of the cold region, 1 us, on the dispatch lane)
+    dash_duo.wait_for_text_to_equal("#timeline-search-status", "match 1 of 25: slice 1 on dispatch at 1 µs for 900 ns", timeout=10)
+    dash_duo.find_element("#timeline-search-next").click()
+    dash_duo.wait_for_text_to_equal("#timeline-search-status", "match 2 of 25: slice 10 on matrix at 10 µs for 900 ns", timeout=10)
+    assert "slice 10" in dash_duo.find_element("#slice-detail").text
+    # centred on slice 10 (10,000..10,900 ns), zoomed until it is 1/50 of the view: 45 us wide
+    until(lambda: xtick_labels(dash_duo, "timeline-graph") == ["-10 µs", "-5 µs", "0", "5 µs", "10 µs", "15 µs", "20 µs", "25 µs", "30 µs"], 10)
+    dash_duo.find_element("#timeline-search-prev").click()
+    dash_duo.wait_for_text_to_equal("#timeline-search-status", "match 1 of 25: slice 1 on dispatch at 1 µs for 900 ns", timeout=10)
+    # centred on slice 1 again (1,450 ns): -21.05 .. 23.95 us.  Keys: D pans a fifth of the view right (9 us) ...
+    body = dash_duo.find_element("body")
+    dash_duo.find_element("#timeline-status").click()  # the search box gives the keys back
+    body.send_keys("d")
+    until(lambda: xtick_labels(dash_duo, "timeline-graph") == ["-10 µs", "-5 µs", "0", "5 µs", "10 µs", "15 µs", "20 µs", "25 µs", "30 µs"], 10)
+    for _ in range(4):  # ... and W zooms in to 80 % around the centre
+        body.send_keys("w")
+        time.sleep(0.3)
+    # 45 us * 0.8^4 = 18.4 us around 10,450 ns: 1.2 .. 19.7 us, a 2 us step
+    until(lambda: xtick_labels(dash_duo, "timeline-graph") == ["2 µs", "4 µs", "6 µs", "8 µs", "10 µs", "12 µs", "14 µs", "16 µs", "18 µs"], 10)
+    dash_duo.driver.save_screenshot(str(tmp_path / "timeline-search.png"))
     assert dash_duo.get_logs() == []

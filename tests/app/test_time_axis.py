@@ -25,7 +25,7 @@ def test_seconds_of_nanoseconds_read_in_seconds() -> None:
     [
         (73_000, ["0", "10 µs", "20 µs", "30 µs", "40 µs", "50 µs", "60 µs", "70 µs"]),  # 73 µs: compiled:warm
         (3.44e6, ["0", "0.5 ms", "1 ms", "1.5 ms", "2 ms", "2.5 ms", "3 ms"]),  # 3.44 ms: eager:warm
-        (950, ["0", "0.2 µs", "0.4 µs", "0.6 µs", "0.8 µs"]),  # a 200 ns step reads in µs
+        (950, ["0", "0.1 µs", "0.2 µs", "0.3 µs", "0.4 µs", "0.5 µs", "0.6 µs", "0.7 µs", "0.8 µs", "0.9 µs"]),  # 100 ns steps read in µs
         (300, ["0", "50 ns", "100 ns", "150 ns", "200 ns", "250 ns", "300 ns"]),  # a 50 ns step stays in ns
     ],
 )
@@ -34,9 +34,9 @@ def test_the_unit_follows_the_zoom(x1: float, expected: list[str]) -> None:
 
 
 def test_ticks_reach_one_view_either_side_for_panning() -> None:
-    ticks = time_ticks(10_000, 20_000)  # step 2 µs (10 µs / 8 -> 1.25 -> 2)
+    ticks = time_ticks(10_000, 20_000)  # step 1 µs (10 µs / 8 = 1.25 µs: 1 is nearer than 2)
     assert ticks.values[0] == 0 and ticks.values[-1] == 30_000
-    assert len(ticks.values) == 16
+    assert len(ticks.values) == 31
 
 
 def test_deep_zoom_far_from_zero_labels_offsets_from_a_named_origin() -> None:

@@ -1,0 +1,140 @@
+"""Timeline tools: a name search that highlights matching slices and steps through them (Enter, ◀ ▶).
+
+W/S zoom and A/D pan are client-side (assets/timeline_keys.js): they relayout the
+graph, and the server answers the relayout as for any zoom.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import Input, Output, State, ctx, dcc, html
+
+from portscope.ingest.slice_search import SliceMatches, find_slices, lane_of_row
+
+from .. import ids
+from ..context import store
+from ..data.tables import timeline_slices
+from ..figures import VIEW_PX, highlight_bars
+from ..time_axis import fmt_duration
+
+MIN_MATCH_SHARE = 1 / 50  # stepping to a match zooms in until it is at least this share of the view
+
+
+def matches(run_id: str, text: str) -> SliceMatches:
+    """The run's slices whose name contains `text`, computed once per (run, text)."""
+    return store().cached(f"search:{run_id}:{text.strip().lower()}",
+                          lambda: find_slices(timeline_slices(store().trace(run_id))[0], text, store().lanes(run_id)))
+
+
+def add_highlights(patch: Any, run_ids: list[str], text: str | None, window: tuple[float, float], indices: list[int]) -> int:
+    """Put the matches of `text` inside `window` into the patch's match traces; the number of matches in all runs."""
+    from portscope.ingest.viewport import reduce_viewport
+
+    total = 0
+    for run_id, index in zip(run_ids, indices, strict=False):
+        found = matches(run_id, text or "") if text else None
+        if found is None or not len(found):
+            patch["data"][index]["x"], patch["data"][index]["y"] = [], []
+            continue
+        total += len(found)
+        x, y = highlight_bars(reduce_viewport(found.lanes, window[0], window[1], VIEW_PX), found.lane_index)
+        patch["data"][index]["x"], patch["data"][index]["y"] = x, y
+    return total
+
+
+def step_window(start: float, end: float, window: tuple[float, float]) -> tuple[float, float]:
+    """A view centred on a slice: the current width, narrowed until the slice is visible (≥ 1/50 of it)."""
+    width = window[1] - window[0]
+    dur = max(end - start, 1.0)
+    if dur < width * MIN_MATCH_SHARE:
+        width = dur / MIN_MATCH_SHARE
+    centre = (start + end) / 2
+    return (centre - width / 2, centre + width / 2)
+
+
+def match_text(run_id: str, found: SliceMatches, k: int) -> str:
+    """"match 3 of 120: NAME on LANE at T"."""
+    row = int(found.rows[k])
+    lanes = store().lanes(run_id)
+    lane = lanes.lanes[int(found.lane_index[lane_of_row(found.lanes, row)])]
+    unit = store().trace(run_id).run_info.time_unit
+    name = timeline_slices(store().trace(run_id))[0].column("name")[row].as_py()
+    return (f"match {k + 1:,} of {len(found):,}: {name} on {lane} at {fmt_duration(found.start[k], unit)}"
+            f" for {fmt_duration(found.end[k] - found.start[k], unit)}")
+
+
+def controls() -> list[Any]:
+    """The search box, its step buttons and its status line."""
+    return [
+        html.Div(
+            [
+                dcc.Input(id=ids.TIMELINE_SEARCH, type="search", placeholder="search slices by name (Enter: next)", debounce=True,
+                          style={"minWidth": "320px"}),
+                html.Button("◀", id=ids.TIMELINE_SEARCH_PREV, title="previous match", n_clicks=0),
+                html.Button("▶", id=ids.TIMELINE_SEARCH_NEXT, title="next match", n_clicks=0),
+                html.Span(id=ids.TIMELINE_SEARCH_STATUS, className="muted"),
+                html.Span("keys: W/S zoom, A/D pan", className="muted", style={"marginLeft": "auto"}),
+            ],
+            className="compare-bar",
+        ),
+        dcc.Store(id=ids.TIMELINE_MATCH, data={"text": "", "index": -1}),
+    ]
+
+
+def register(app: dash.Dash, graph_id: str, relayout_update: Any, detail: Any) -> None:
+    """Search callbacks of the timeline in `graph_id`; `relayout_update(run_ids, relayout, clock, titles, window=...)`
+    answers a zoom, `detail(run_id, row)` shows one slice."""
+
+    @app.callback(
+        Output(graph_id, "figure", allow_duplicate=True),
+        Output(ids.TIMELINE_SEARCH_STATUS, "children"),
+        Output(ids.TIMELINE_MATCH, "data"),
+        Output(ids.TIMELINE_DETAIL, "children", allow_duplicate=True),
+        Input(ids.TIMELINE_SEARCH, "value"),
+        Input(ids.TIMELINE_SEARCH, "n_submit"),
+        Input(ids.TIMELINE_SEARCH_NEXT, "n_clicks"),
+        Input(ids.TIMELINE_SEARCH_PREV, "n_clicks"),
+        State(graph_id, "relayoutData"),
+        State(ids.TIMELINE_KEY, "data"),
+        State(ids.TIMELINE_MATCH, "data"),
+        prevent_initial_call=True,
+    )
+    def search(text: str | None, _submit: Any, _next: Any, _prev: Any, relayout: dict[str, Any] | None,
+               key: dict[str, Any], state: dict[str, Any]) -> tuple[Any, str, dict[str, Any], Any]:
+        return search_update(key, text or "", ctx.triggered_id, relayout, state, relayout_update, detail)
+
+
+def search_update(key: dict[str, Any], text: str, trigger: Any, relayout: dict[str, Any] | None,
+                  state: dict[str, Any], relayout_update: Any, detail: Any) -> tuple[Any, str, dict[str, Any], Any]:
+    """New highlights for a new text; for Enter/◀/▶ the next or previous match, centred, with its details.
+
+    key: the page's TIMELINE_KEY ({"run_ids", "match_traces", "clock_hz", "titles"}); state: {"text", "index"}.
+    """
+    from ..figures import viewport_from_relayout
+    from .timeline import extent
+
+    run_ids = key["run_ids"]
+    indices = key.get("match_traces") or []
+    window = viewport_from_relayout(relayout, extent(run_ids)) or extent(run_ids)
+    stepping = trigger in (ids.TIMELINE_SEARCH_NEXT, ids.TIMELINE_SEARCH_PREV) or (trigger == ids.TIMELINE_SEARCH and state.get("text") == text)
+    if not text.strip():
+        patch, _ = relayout_update(run_ids, {"xaxis.range": list(window)}, key.get("clock_hz"), key.get("titles"))
+        add_highlights(patch, run_ids, None, window, indices)
+        return patch, "", {"text": "", "index": -1}, dash.no_update
+    found = matches(run_ids[0], text)
+    if not stepping or not len(found):
+        patch, _ = relayout_update(run_ids, {"xaxis.range": list(window)}, key.get("clock_hz"), key.get("titles"))
+        total = add_highlights(patch, run_ids, text, window, indices)
+        status = f"{total:,} slices match" + ("" if total else " (names are matched case-insensitively, any part)")
+        return patch, status, {"text": text, "index": -1}, dash.no_update
+    k = state.get("index", -1) if state.get("text") == text else -1
+    k = (k - 1) % len(found) if trigger == ids.TIMELINE_SEARCH_PREV else (k + 1) % len(found)
+    window = step_window(float(found.start[k]), float(found.end[k]), window)
+    patch, _ = relayout_update(run_ids, {"xaxis.range": list(window)}, key.get("clock_hz"), key.get("titles"))
+    patch["layout"]["xaxis"]["range"] = list(window)
+    patch["layout"]["xaxis"]["autorange"] = False
+    add_highlights(patch, run_ids, text, window, indices)
+    return patch, match_text(run_ids[0], found, k), {"text": text, "index": k}, detail(run_ids[0], int(found.rows[k]))
+
