@@ -202,6 +202,23 @@ def assumed_on_critical_path(summary: ScheduleSummary, sources: dict[str, str]) 
     return sorted(out)
 
 
+def assumed_by_region(trace: Trace) -> dict[int, list[str]]:
+    """region id -> the assumed cost figures on its schedule's critical path (regions of a predicted run that
+    recorded its figures' sources; empty lists left out)."""
+    if not isinstance(trace.run_info.extra.get("cost_sources"), dict):
+        return {}
+    return {s.region_id: s.assumed for s in schedule_summaries(trace) if s.assumed and s.region_id is not None}
+
+
+def cost_sources_text(extra: dict) -> str | None:
+    """How a predicted run's cost figures are sourced, e.g. "2 measured, 1 datasheet, 10 assumed" (None: not recorded)."""
+    sources = extra.get("cost_sources")
+    if not isinstance(sources, dict) or not sources:
+        return None
+    kinds = [str(v).split(":", 1)[0] for v in sources.values()]
+    return ", ".join(f"{kinds.count(k)} {k}" for k in ("measured", "datasheet", "assumed") if k in kinds)
+
+
 def schedule_summary(trace: Trace, region_id: int) -> ScheduleSummary:
     """The schedule summary of one region (its own engine slices; nested regions have their own)."""
     slices = trace["engine_slices"]
@@ -271,5 +288,5 @@ def format_schedule(summaries: list[ScheduleSummary], *, unit: str = "ns", modes
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["EngineUse", "ScheduleSummary", "assumed_on_critical_path", "format_schedule", "schedule_summaries", "schedule_summary",
+__all__ = ["EngineUse", "ScheduleSummary", "assumed_by_region", "assumed_on_critical_path", "cost_sources_text", "format_schedule", "schedule_summaries", "schedule_summary",
            "summarize_slices"]

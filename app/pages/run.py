@@ -9,6 +9,7 @@ from dash import dcc, html
 
 from portscope.ingest.diff import pair_regions
 from portscope.ingest.plan_report import static_shapes_line
+from portscope.ingest.schedule_summary import cost_sources_text
 
 from .. import urls
 from ..components import fmt_bytes, fmt_int, page, status_badge, text_table
@@ -44,6 +45,9 @@ def facts(trace: Any) -> html.Dl:
         pairs.append(("static shapes", static.removeprefix("static shapes: ")))
     if info.config:
         pairs.append(("configuration", ", ".join(f"{k}={v}" for k, v in info.config.items())))
+    sourced = cost_sources_text(info.extra)
+    if sourced:  # predicted times rest on these figures: say how many are only assumed
+        pairs.append(("cost figures", sourced))
     if info.missing_signals:
         pairs.append(("not in this source", ", ".join(info.missing_signals)))
     items: list[Any] = []

@@ -210,3 +210,12 @@ def test_compiled_graphs_fall_back_only_when_the_target_says_so(tmp_path: Path) 
         ("dispatch/cpu_fallback", "aten::mul.Tensor", "dtype-not-supported", 0),
         ("transfer/h2d", "compiled", "graph-output", 32),
     ])
+
+
+def test_cost_sources_text() -> None:
+    from portscope.ingest.schedule_summary import cost_sources_text
+
+    extra = {"cost_sources": {"cost.dispatch_ns": "measured: NPU-X1", "cost.compile_ns": "assumed",
+                              "engines.m.flops_per_ns": "datasheet: manual", "engines.m.latency_ns": "assumed"}}
+    assert cost_sources_text(extra) == "1 measured, 1 datasheet, 2 assumed"
+    assert cost_sources_text({}) is None
