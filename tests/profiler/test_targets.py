@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from portscope.ingest import TargetError
+from portscope.ingest import TargetError, read_trace
 from portscope.profiler.targets import CopyWhere, builtin_targets, load_target
 from portscope.profiler.targets.static_shapes import StaticShapes, StepInput
 
@@ -219,3 +219,22 @@ def test_cost_sources_text() -> None:
                               "engines.m.flops_per_ns": "datasheet: manual", "engines.m.latency_ns": "assumed"}}
     assert cost_sources_text(extra) == "1 measured, 1 datasheet, 2 assumed"
     assert cost_sources_text({}) is None
+
+
+def test_a_predicted_time_on_assumed_figures_says_so(make_app, tmp_path: Path) -> None:  # noqa: ANN001
+    import torch
+
+    from portscope.app.pages.common import region_rows
+    from portscope.ingest.schedule_summary import format_schedule, schedule_summaries
+    from portscope.profiler import explain
+
+    with torch.no_grad(), explain("step", target="fp16-npu") as region:
+        torch.ones(8, dtype=torch.float16) * 2
+    path = region.save(tmp_path / "p.arrow")
+    trace = read_trace(path)
+    (summary,) = schedule_summaries(trace)
+    assert "cost.dispatch_ns" in summary.assumed  # every fp16-npu figure is assumed; dispatches time this step
+    assert "(assumed)" in format_schedule([summary]).splitlines()[0]
+    with make_app(trace_paths=(path,)).server.test_request_context("/"):
+        (row,) = region_rows(trace.content_hash(), trace)
+    assert row["predicted"].endswith(" (assumed)")
