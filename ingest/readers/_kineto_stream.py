@@ -14,7 +14,9 @@ two paths keep the same figures. Peak memory: one chunk, one slice's events, the
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
+from itertools import compress
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -49,6 +51,8 @@ class _Event(msgspec.Struct, gc=False):
 
 
 _DECODER = msgspec.json.Decoder(list[_Event])
+_TS, _DUR, _NAME, _CAT, _ARGS = (operator.attrgetter(f) for f in ("ts", "dur", "name", "cat", "args"))
+_THREAD = operator.attrgetter("pid", "tid")
 
 
 class _Typed(NamedTuple):
@@ -147,16 +151,28 @@ class Collector:
             self.add(orjson.loads(batch.text))
 
     def _typed(self, events: list[_Event]) -> None:
-        # column by column (comprehensions and C-level map), not a loop of statements per event
+        # column by column (C-level map over attrgetters), not a loop of statements per event
         out = self.out
         ops = out.ops
         xs = [ev for ev in events if ev.ph == "X"]
-        if any(ev.ts is None or ev.dur is None or ev.name is None or ev.dur < 0 for ev in xs):
+        ts, dur, names, cats = (list(map(get, xs)) for get in (_TS, _DUR, _NAME, _CAT))
+        if None in ts or None in dur or None in names or (dur and min(dur) < 0):
             raise _Redo()
-        categories = Counter(ev.cat for ev in xs)
-        live = [ev for ev in xs if ev.cat != "Trace" and ev.cat is not None]
-        cpu = [ev for ev in live if ev.cat == "cpu_op"]
-        raws = [bytes(ev.args) for ev in cpu]
+        categories = Counter(cats)
+        if "Trace" in categories or None in categories:
+            keep = [c != "Trace" and c is not None for c in cats]
+            xs, ts, dur, names, cats = (list(compress(column, keep)) for column in (xs, ts, dur, names, cats))
+        if xs:
+            out.t_min = min(out.t_min, min(ts))
+            out.t_max = max(out.t_max, max(map(operator.add, ts, dur)))
+        cpu_ops = categories.get("cpu_op", 0)
+        if cpu_ops != len(xs):  # other categories too: runtime, device work, annotations, Python frames
+            is_op = [c == "cpu_op" for c in cats]
+            for ev, op in zip(xs, is_op, strict=True):
+                if not op:
+                    self._other(ev.cat, ev.ts, ev.dur, ev.name, ev.pid, ev.tid, _args(bytes(ev.args)))
+            xs, ts, dur, names = (list(compress(column, is_op)) for column in (xs, ts, dur, names))
+        raws = list(map(bytes, map(_ARGS, xs)))
         keys = list(map(_signature_key, raws))
         sig_c = list(map(self._signatures.get, keys))
         if None in sig_c:
@@ -168,21 +184,14 @@ class Collector:
                     except orjson.JSONDecodeError:
                         raise _Redo() from None
                 sig_c[i] = code
-        names = [ev.name for ev in cpu]
         name_c = list(map(ops._name_codes.get, names))
         if None in name_c:
             name_c = list(map(ops.name_code, names))
-        threads = [(ev.pid, ev.tid) for ev in cpu]
+        threads = list(map(_THREAD, xs))
         thread_c = list(map(ops._thread_codes.get, threads))
         if None in thread_c:
             thread_c = [ops.thread_code(*t) for t in threads]
-        if live:
-            out.t_min = min(out.t_min, min([ev.ts for ev in live]))
-            out.t_max = max(out.t_max, max([ev.ts + ev.dur for ev in live]))
-        for ev in live:
-            if ev.cat != "cpu_op":
-                self._other(ev.cat, ev.ts, ev.dur, ev.name, ev.pid, ev.tid, _args(bytes(ev.args)))
-        ops.extend([ev.ts for ev in cpu], [ev.dur for ev in cpu], name_c, thread_c, sig_c)
+        ops.extend(ts, dur, name_c, thread_c, sig_c)
         for cat, n in categories.items():
             out.categories[cat] = out.categories.get(cat, 0) + n
         self.index += len(events)
