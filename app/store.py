@@ -94,7 +94,7 @@ class _Lru(collections.OrderedDict):
 
 
 # Part of every derived-data cache key: bump when report or run-row data change shape (a disk cache outlives the process).
-_DERIVED_VERSION = "d4"
+_DERIVED_VERSION = "d5"
 
 
 class TraceStore:

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from portscope.ingest.catalog import group_counts
+from portscope.ingest.schedule_summary import assumed_by_region
 from portscope.ingest.schema import Direction
 from portscope.ingest.summary import regions_frame, run_totals, top_level_ids
 from portscope.ingest.trace import Trace
@@ -34,6 +35,7 @@ class RunRow:
     time: float  # headline time of the top-level regions: predicted device time of a predicted run, else wall (ns)
     time_unit: str  # ns, or cycles (a static schedule)
     predicted_time: bool
+    assumed_time: bool = False  # assumed cost figures time a region's critical path (portscope.ingest.schedule_summary)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -65,6 +67,7 @@ def run_row(trace: Trace, run_id: str, file: str) -> RunRow:
         time=time,
         time_unit=unit,
         predicted_time=bool(spans),
+        assumed_time=bool(spans) and bool(assumed_by_region(trace)),
         run_id=run_id,
         file=file,
         source=info.source.value,

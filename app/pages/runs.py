@@ -62,7 +62,8 @@ def _decorate(row: dict[str, Any]) -> dict[str, Any]:
         "open": html.Div([dcc.Link(row["file"], href=urls.run(row["run_id"])), html.Div(row["run_id"], className="muted")]),
         "source": source + (" · uploaded" if row.get("uploaded") else ""),
         "badge": status_badge(row["status"]),
-        "time": html.Span(fmt_duration(row["time"], TimeUnit(row["time_unit"])) + (" predicted" if row["predicted_time"] else " wall"),
+        "time": html.Span(fmt_duration(row["time"], TimeUnit(row["time_unit"]))
+                          + ((" predicted (assumed)" if row.get("assumed_time") else " predicted") if row["predicted_time"] else " wall"),
                           title="predicted device time on the target (the CPU's wall while recording is on the run page)"
                           if row["predicted_time"] else "wall time of the top-level regions"),
     }

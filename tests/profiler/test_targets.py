@@ -224,6 +224,7 @@ def test_cost_sources_text() -> None:
 def test_a_predicted_time_on_assumed_figures_says_so(make_app, tmp_path: Path) -> None:  # noqa: ANN001
     import torch
 
+    from portscope.app.context import store
     from portscope.app.pages.common import region_rows
     from portscope.ingest.schedule_summary import format_schedule, schedule_summaries
     from portscope.profiler import explain
@@ -237,4 +238,5 @@ def test_a_predicted_time_on_assumed_figures_says_so(make_app, tmp_path: Path) -
     assert "(assumed)" in format_schedule([summary]).splitlines()[0]
     with make_app(trace_paths=(path,)).server.test_request_context("/"):
         (row,) = region_rows(trace.content_hash(), trace)
-    assert row["predicted"].endswith(" (assumed)")
+        run = store().run_row(trace.content_hash(), path.name)
+    assert row["predicted"].endswith(" (assumed)") and run.predicted_time and run.assumed_time
