@@ -1,8 +1,10 @@
-"""Uploads converted in the background: a large trace of another format is converted in a thread while the
-server goes on answering; the page polls GET /api/upload/<job> for its progress and the run id.
+"""Uploads converted in the background: a large trace of another format is converted in a process of its
+own (``python -m portscope.app.upload_jobs``) while the server goes on answering, with neither the GIL nor
+the converter's memory shared; the page polls GET /api/upload/<job> for its progress and the run id.
 
 The status of a job is a small JSON file in ``<store>/jobs/`` (written atomically, at most 4 times a
-second), so that any worker sharing the store answers the poll, whichever received the upload.
+second by the converting process), so that any worker sharing the store answers the poll, whichever
+received the upload. A thread of the server waits for the process and says so when it died.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import json
 import logging
 import os
 import re
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -19,6 +23,7 @@ from typing import Any
 
 from portscope.ingest import progress
 from portscope.ingest.errors import TraceFormatError
+from portscope.ingest.trace import write_trace
 
 from .config import private_dir
 from .store import TraceStore
@@ -72,26 +77,24 @@ class UploadJobs:
         self.folder = private_dir(store.root / "jobs")
 
     def start(self, tmp: Path, name: str) -> str:
-        """Convert `tmp` (which the job then owns and deletes) in a thread; return the job id."""
+        """Convert `tmp` (which the job then owns and deletes) in a process of its own; return the job id."""
         job = uuid.uuid4().hex
-        listener = JobProgress(self.folder / f"{job}.json", name)
-        listener.save(force=True)
-        threading.Thread(target=self._run, args=(tmp, name, listener), name=f"portscope-convert-{job[:8]}", daemon=True).start()
+        status = self.folder / f"{job}.json"
+        JobProgress(status, name).save(force=True)
+        argv = [sys.executable, "-m", "portscope.app.upload_jobs", str(self.store.runs_dir), str(tmp), name, str(status)]
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        threading.Thread(target=self._wait, args=(child, tmp, name, status), name=f"portscope-convert-{job[:8]}",
+                         daemon=True).start()  # fmt: skip
         return job
 
-    def _run(self, tmp: Path, name: str, listener: JobProgress) -> None:
-        try:
-            with progress.reporting(listener):
-                run_id = self.store.add_upload(tmp, name)
-            listener.stage(progress.Stage.DONE)
-            listener.save(force=True, ok=True, run_id=run_id, text=f"{name}: converted")
-        except TraceFormatError as exc:
-            listener.save(force=True, ok=False, stage="failed", error=str(exc))
-        except Exception as exc:  # a converter bug must not take the server down
-            log.exception("background conversion of %s failed", name)
-            listener.save(force=True, ok=False, stage="failed", error=f"{name}: could not be loaded ({type(exc).__name__}: {exc})")
-        finally:
-            tmp.unlink(missing_ok=True)
+    def _wait(self, child: subprocess.Popen, tmp: Path, name: str, status: Path) -> None:
+        _, err = child.communicate()
+        tmp.unlink(missing_ok=True)
+        last = self.status(status.stem) or {}
+        if "ok" not in last:  # killed (out of memory?) or crashed before it could say so
+            log.error("conversion of %s ended with exit code %s: %s", name, child.returncode, err.decode(errors="replace")[-2000:])
+            JobProgress(status, name).save(force=True, ok=False, stage="failed",
+                                           error=f"{name}: the conversion stopped (exit code {child.returncode})")  # fmt: skip
 
     def status(self, job: str) -> dict[str, Any] | None:
         """The latest status of a job (None: no such job)."""
@@ -103,4 +106,34 @@ class UploadJobs:
             return None
 
 
-__all__ = ["JobProgress", "UploadJobs"]
+def convert_upload(runs_dir: Path, tmp: Path, name: str, status: Path) -> None:
+    """Convert an uploaded file into `<runs_dir>/<run id>.arrow`, reporting to its status file (the job's process)."""
+    listener = JobProgress(status, name)
+    try:
+        with progress.reporting(listener):
+            from portscope.ingest.convert import load_any
+
+            try:
+                trace = load_any(tmp)
+            except TraceFormatError as exc:
+                raise TraceFormatError(name, exc.problems) from None  # the user's file name, not the temporary path
+            run_id = trace.content_hash()
+            dest = runs_dir / f"{run_id}.arrow"
+            if not dest.exists():
+                listener.stage(progress.Stage.WRITING)
+                write_trace(trace, dest)
+        listener.stage(progress.Stage.DONE)
+        listener.save(force=True, ok=True, run_id=run_id, text=f"{name}: converted")
+    except TraceFormatError as exc:
+        listener.save(force=True, ok=False, stage="failed", error=str(exc))
+    except Exception as exc:  # a converter bug: said on the page, not a traceback
+        log.exception("background conversion of %s failed", name)
+        listener.save(force=True, ok=False, stage="failed", error=f"{name}: could not be loaded ({type(exc).__name__}: {exc})")
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+__all__ = ["JobProgress", "UploadJobs", "convert_upload"]
+
+if __name__ == "__main__":
+    convert_upload(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]))
