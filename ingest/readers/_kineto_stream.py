@@ -68,7 +68,10 @@ def _args(raw: bytes) -> dict:
     """The args object of an event from its raw bytes ({} when absent or not an object)."""
     if not raw:
         return {}
-    value = orjson.loads(raw)
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise _Redo() from None  # the general path reports it with the file's name
     return value if type(value) is dict else {}
 
 
@@ -148,7 +151,11 @@ class Collector:
         try:
             self._typed(batch.events)
         except _Redo:
-            self.add(orjson.loads(batch.text))
+            try:
+                events = orjson.loads(batch.text)
+            except orjson.JSONDecodeError as exc:  # msgspec accepts lone surrogates in strings; orjson does not
+                raise TraceFormatError(self.path, f"events near event {self.index} are not valid JSON: {exc}") from None
+            self.add(events)
 
     def _typed(self, events: list[_Event]) -> None:
         # column by column (C-level map over attrgetters), not a loop of statements per event
