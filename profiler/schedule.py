@@ -308,7 +308,7 @@ def schedule(ops: ScheduleOps, target: Target, *, start_ns: int = 0) -> Schedule
 
     names, placement, deps, flops, nbytes_of = ops.name, ops.placement, ops.deps, ops.flops, ops.bytes
     transfers, compile_ns, graph_id, is_call = ops.transfers, ops.compile_ns, ops.graph_id, ops.is_call
-    device, graph = Placement.DEVICE.value, Placement.GRAPH.value
+    device, graph, fallback = Placement.DEVICE.value, Placement.GRAPH.value, Placement.FALLBACK.value
     COMPUTE, DISPATCH_KIND = SliceKind.COMPUTE.value, SliceKind.DISPATCH.value
     lane_of = lanes._by_name
     host_t, host_cause = start_ns, None
@@ -337,7 +337,7 @@ def schedule(ops: ScheduleOps, target: Target, *, start_ns: int = 0) -> Schedule
                 ready, rcause = end[j], (FALLBACK if host_made[j] else DEPENDENCY)
         where = placement[i]
         name = names[i]
-        if call >= 0:  # inside a compiled graph: no dispatch, overlaps where dependencies allow
+        if call >= 0 and where != fallback:  # inside a compiled graph: no dispatch, overlaps where dependencies allow
             inside_count += 1
             lane = lanes.of(name)
             if graph_ready > ready:
@@ -392,6 +392,9 @@ def schedule(ops: ScheduleOps, target: Target, *, start_ns: int = 0) -> Schedule
         host_t = end[i] = t + d_host
         host_made[i] = 1
         host_cause = FALLBACK
+        if call >= 0:  # a fallback inside a graph (a target whose graphs can fall back): the graph ends after it
+            inside_count += 1
+            graph_end = max(graph_end, end[i])
     if call >= 0:
         close_graph()
     end_ns = max(free) if n else start_ns

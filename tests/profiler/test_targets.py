@@ -192,7 +192,7 @@ def test_compiled_graphs_fall_back_only_when_the_target_says_so(tmp_path: Path) 
 
     compiled = torch.compile(f, backend="eager", dynamic=False)
     compiled(torch.ones(8, dtype=torch.float16))
-    rows = {}
+    rows, host = {}, {}
     for flag in ("false", "true"):
         path = tmp_path / f"graphs-{flag}.toml"
         path.write_text('[target]\nname = "g"\ndevice = "npu:0"\n[compute]\ndtypes = ["float16"]\n[cache]\nprograms = false\n'
@@ -200,8 +200,10 @@ def test_compiled_graphs_fall_back_only_when_the_target_says_so(tmp_path: Path) 
         reset_program_cache()
         with torch.no_grad(), explain("graph", target=str(path)) as region:
             compiled(torch.ones(8, dtype=torch.float16))
+        trace = region.to_trace()
         rows[flag] = [(s["kind"], s["op_name"].split(" ")[0], s["reason"], s["bytes"])  # "compiled graph <id>": "compiled"
-                      for s in region.to_trace()["signals"].to_pylist() if not s["kind"].startswith("compile/")]
+                      for s in trace["signals"].to_pylist() if not s["kind"].startswith("compile/")]
+        host[flag] = [(s["name"], s["kind"]) for s in trace["engine_slices"].to_pylist() if s["engine"] == "host"]
     assert rows["false"] == []  # one device program: nothing falls back
     # sin and mul compute in float32: host fallbacks; x.float() (8 x 4 B) crosses to the host, the result back
     assert sorted(rows["true"]) == sorted([
@@ -210,6 +212,8 @@ def test_compiled_graphs_fall_back_only_when_the_target_says_so(tmp_path: Path) 
         ("dispatch/cpu_fallback", "aten::mul.Tensor", "dtype-not-supported", 0),
         ("transfer/h2d", "compiled", "graph-output", 32),
     ])
+    # the schedule runs the graph's fallbacks on the host lane
+    assert host["false"] == [] and host["true"] == [("aten::sin", "fallback"), ("aten::mul.Tensor", "fallback")]
 
 
 def test_cost_sources_text() -> None:
