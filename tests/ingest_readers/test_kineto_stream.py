@@ -66,3 +66,29 @@ def test_bad_events_are_worded_as_the_general_path_words_them(tmp_path: Path) ->
     assert str(streamed.value) == str(general.value)
     assert "2 of 3 events are malformed" in str(streamed.value) and "'dur' is negative (-5)" in str(streamed.value)
     assert "event 2 ('nots'): 'ts' is missing" in str(streamed.value)
+
+
+def test_scale_bench_repeats_a_profile_with_shifted_times_and_ids(tmp_path: Path) -> None:
+    """bench/scale_bench.py's synthetic trace: copies back to back, each past the last one's end and ids."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("scale_bench", Path(__file__).parents[2] / "bench" / "scale_bench.py")
+    bench = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(bench)  # type: ignore[union-attr]
+    base = tmp_path / "base.json"
+    base.write_text('{\n  "schemaVersion": 1,\n  "traceEvents": [\n'
+                    '  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100.500, "dur": 10.250,\n'
+                    '   "args": {"External id": 7, "Input Dims": [[2, 2]], "Input type": ["float"]}},\n'
+                    '  {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 150.000, "dur": 20.000,\n'
+                    '   "args": {"External id": 8}}\n'
+                    '  ],\n  "traceName": "base"\n}\n')  # fmt: skip
+    out = tmp_path / "three.json"
+    copies, events = bench.repeat_trace(base, out, 3 * base.stat().st_size)
+    assert (copies, events) == (3, 6)
+    doc = json.loads(out.read_text())
+    # span: last ts (150) - first ts (100) + longest dur (20, integer part) + 1000 = 1070 us; ids step 8 + 1 = 9
+    assert [e["ts"] for e in doc["traceEvents"]] == [100.5, 150.0, 1170.5, 1220.0, 2240.5, 2290.0]
+    assert [e["args"]["External id"] for e in doc["traceEvents"]] == [7, 8, 16, 17, 25, 26]
+    assert doc["traceName"] == "base" and doc["traceEvents"][4]["args"]["Input Dims"] == [[2, 2]]
+    streamed, _ = collect_file(out)
+    assert len(streamed.ops) == 6 and streamed.ops.signatures.count(streamed.ops.signatures[1]) == 1
