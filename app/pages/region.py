@@ -62,7 +62,7 @@ def operator_rows(report: dict[str, Any], signal: str | None = None) -> list[dic
                 "count": op["count"],
                 "bytes_text": fmt_bytes(op["bytes"]),
                 "why": ", ".join(f"{k} {v}" for k, v in op["reasons"].items()),
-                "site": op["lines"][0]["line"] if op.get("lines") else next(iter(op["call_sites"]), ""),
+                "site": op["lines"][0]["line"].rsplit("/", 1)[-1] if op.get("lines") else next(iter(op["call_sites"]), ""),
             }
         )
     return rows
