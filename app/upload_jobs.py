@@ -93,8 +93,9 @@ class UploadJobs:
         last = self.status(status.stem) or {}
         if "ok" not in last:  # killed (out of memory?) or crashed before it could say so
             log.error("conversion of %s ended with exit code %s: %s", name, child.returncode, err.decode(errors="replace")[-2000:])
-            JobProgress(status, name).save(force=True, ok=False, stage="failed",
-                                           error=f"{name}: the conversion stopped (exit code {child.returncode})")  # fmt: skip
+            stopped = JobProgress(status, name)
+            stopped.stage(progress.Stage.FAILED)
+            stopped.save(force=True, ok=False, error=f"{name}: the conversion stopped (exit code {child.returncode})")
 
     def status(self, job: str) -> dict[str, Any] | None:
         """The latest status of a job (None: no such job)."""
@@ -125,10 +126,12 @@ def convert_upload(runs_dir: Path, tmp: Path, name: str, status: Path) -> None:
         listener.stage(progress.Stage.DONE)
         listener.save(force=True, ok=True, run_id=run_id, text=f"{name}: converted")
     except TraceFormatError as exc:
-        listener.save(force=True, ok=False, stage="failed", error=str(exc))
+        listener.stage(progress.Stage.FAILED)
+        listener.save(force=True, ok=False, error=str(exc))
     except Exception as exc:  # a converter bug: said on the page, not a traceback
         log.exception("background conversion of %s failed", name)
-        listener.save(force=True, ok=False, stage="failed", error=f"{name}: could not be loaded ({type(exc).__name__}: {exc})")
+        listener.stage(progress.Stage.FAILED)
+        listener.save(force=True, ok=False, error=f"{name}: could not be loaded ({type(exc).__name__}: {exc})")
     finally:
         tmp.unlink(missing_ok=True)
 

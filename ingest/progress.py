@@ -28,6 +28,7 @@ class Stage(enum.Enum):
     LINKING = "linking"
     WRITING = "writing"
     DONE = "done"
+    FAILED = "failed"
 
 
 class Progress:
