@@ -25,7 +25,7 @@ def counts(path: Path) -> dict:
         s = summarize(trace, rid)
         out[s.name] = {
             "ops": s.op_count,
-            "signals": {r.signal: (int(r.count), int(r.bytes)) for r in s.signals.itertuples()},
+            "signals": {r.signal: (int(r.count), int(r.bytes)) for r in s.signals},
             "transfers": {d.value: (s.transfer_counts[d], s.transfer_bytes[d]) for d in s.transfer_counts},
         }
     return out
