@@ -10,11 +10,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from portscope.ingest.callsites import site_line
 from portscope.ingest.lines import stack_lines
 from portscope.ingest.summary import descendants
 from portscope.ingest.trace import Trace
 
-BREAKDOWN_BY = {"operator": "op_name", "module": "module", "call site": "call_site"}
+BREAKDOWN_BY = {"operator": "op_name", "module": "module", "source line": "call_site"}
 OPS_COLUMNS = [
     "op_id",
     "name",
@@ -50,7 +51,8 @@ def breakdown(
 ) -> pd.DataFrame:
     """Where the signals of a region come from: columns key, count, bytes; top rows by count.
 
-    by: "operator", "module" or "call site"; signal: one signal kind, or every kind.
+    by: "operator", "module" or "source line" (a call site without its caller, by file name); signal: one
+    signal kind, or every kind.
     """
     column = BREAKDOWN_BY[by]
     signals = _in_region(trace["signals"], trace, region_id)
@@ -60,6 +62,8 @@ def breakdown(
         return pd.DataFrame({"key": [], "count": [], "bytes": []})
     frame = _decoded(signals, [column, "count", "bytes"]).rename(columns={column: "key"})
     frame["key"] = frame["key"].fillna("(unknown)")
+    if column == "call_site":
+        frame["key"] = frame["key"].map(lambda site: site_line(site).rsplit("/", 1)[-1])
     grouped = (
         frame.groupby("key", sort=False).agg(count=("count", "sum"), bytes=("bytes", "sum")).reset_index()
     )

@@ -127,7 +127,7 @@ def layout(run_id: str = "", region: str = "", n: str = "0", **_query: str) -> h
                 className="row",
             ),
             html.H3("Where the signals come from"),
-            dcc.RadioItems(id=ids.BREAKDOWN_BY, options=["operator", "module", "call site"], value="operator", inline=True),
+            dcc.RadioItems(id=ids.BREAKDOWN_BY, options=["operator", "module", "source line"], value="operator", inline=True),
             html.Div(
                 [html.Div(dcc.Graph(id=ids.breakdown_graph(m), config={"displayModeBar": False}), className="col") for m in ("count", "bytes")],
                 className="row",

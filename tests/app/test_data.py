@@ -82,6 +82,11 @@ def test_breakdown_and_operator_detail() -> None:
     by_module = breakdown(trace, 0, by="module").set_index("key")
     assert by_module.loc[ODD_MODULE, "count"] == 4
     assert by_module.loc["model.layers.0.input_layernorm", "bytes"] == 40960
+    # by source line (file name, line, function): the norm's pow 5 + rsqrt 5 + dtype bounces 10; the user's line:
+    # recompiles 7 + one d2h + one sync; rotate_half's neg 4
+    by_line = breakdown(trace, 0, by="source line").set_index("key")
+    assert by_line["count"].to_dict() == {"modeling_llama.py:72 (forward)": 20, "demo.py:18 (<module>)": 9,
+                                          "modeling_llama.py:151 (rotate_half)": 4}
     detail = operator_detail(trace, 0, "dispatch/cpu_fallback", "aten::pow.Tensor_Scalar")
     assert detail["count"] == 5 and detail["reasons"] == {"dtype-not-supported": 5}
     assert detail["call_sites"] == {NORM_SITE: 5}
