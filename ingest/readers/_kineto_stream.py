@@ -169,15 +169,11 @@ class Collector:
         if "Trace" in categories or None in categories:
             keep = [c != "Trace" and c is not None for c in cats]
             xs, ts, dur, names, cats = (list(compress(column, keep)) for column in (xs, ts, dur, names, cats))
-        if xs:
-            out.t_min = min(out.t_min, min(ts))
-            out.t_max = max(out.t_max, max(map(operator.add, ts, dur)))
-        cpu_ops = categories.get("cpu_op", 0)
-        if cpu_ops != len(xs):  # other categories too: runtime, device work, annotations, Python frames
+        ts_live, dur_live = ts, dur
+        others: list[tuple[_Event, dict]] = []  # runtime, device work, annotations, Python frames: added last
+        if categories.get("cpu_op", 0) != len(xs):
             is_op = [c == "cpu_op" for c in cats]
-            for ev, op in zip(xs, is_op, strict=True):
-                if not op:
-                    self._other(ev.cat, ev.ts, ev.dur, ev.name, ev.pid, ev.tid, _args(bytes(ev.args)))
+            others = [(ev, _args(bytes(ev.args))) for ev, op in zip(xs, is_op, strict=True) if not op]
             xs, ts, dur, names = (list(compress(column, is_op)) for column in (xs, ts, dur, names))
         raws = list(map(bytes, map(_ARGS, xs)))
         keys = list(map(_signature_key, raws))
@@ -186,10 +182,7 @@ class Collector:
             for i in [i for i, c in enumerate(sig_c) if c is None]:
                 code = self._signatures.get(keys[i])
                 if code is None:
-                    try:
-                        code = self._signatures[keys[i]] = ops.signature_code(_tensor_args(_args(raws[i])))
-                    except orjson.JSONDecodeError:
-                        raise _Redo() from None
+                    code = self._signatures[keys[i]] = ops.signature_code(_tensor_args(_args(raws[i])))
                 sig_c[i] = code
         name_c = list(map(ops._name_codes.get, names))
         if None in name_c:
@@ -198,6 +191,12 @@ class Collector:
         thread_c = list(map(ops._thread_codes.get, threads))
         if None in thread_c:
             thread_c = [ops.thread_code(*t) for t in threads]
+        # nothing below raises _Redo: a slice read again by the general path has added nothing
+        if ts_live:
+            out.t_min = min(out.t_min, min(ts_live))
+            out.t_max = max(out.t_max, max(map(operator.add, ts_live, dur_live)))
+        for ev, args in others:
+            self._other(ev.cat, ev.ts, ev.dur, ev.name, ev.pid, ev.tid, args)
         ops.extend(ts, dur, name_c, thread_c, sig_c)
         for cat, n in categories.items():
             out.categories[cat] = out.categories.get(cat, 0) + n
