@@ -158,8 +158,11 @@ def _label_rows(bands: list[tuple[float, float, str]]) -> int:
     return min(max(len(bands), 1), MAX_LABEL_ROWS)
 
 
-def timeline_figure(panels: list[Panel]) -> dict[str, Any]:
-    """Panels stacked vertically with one shared (matched) x axis; trace index = panel * len(KINDS) + kind."""
+def timeline_figure(panels: list[Panel], *, drag: str = "zoom") -> dict[str, Any]:
+    """Panels stacked vertically with one shared (matched) x axis; trace index = panel * len(KINDS) + kind.
+
+    drag: "zoom" (drag zooms), or "select" (drag selects a time range; the wheel and W/S zoom).
+    """
     memory_px = [len(p.memory.tiers) * MEMORY_ROW_PX if p.memory is not None else 0 for p in panels]
     label_px = [(_label_rows(p.bands) - 1) * LABEL_ROW_PX for p in panels]  # extra rows of band labels, above the lanes
     heights = [max(len(p.lanes.lanes), 1) * ROW_PX + 40 + m + e for p, m, e in zip(panels, memory_px, label_px, strict=True)]
@@ -240,7 +243,8 @@ def timeline_figure(panels: list[Panel]) -> dict[str, Any]:
             "hovermode": "closest",
             "spikedistance": 20,
             "hoverdistance": 20,
-            "dragmode": "zoom",
+            "dragmode": drag,
+            "selectdirection": "h",
             "uirevision": "timeline",
             "legend": {"orientation": "h", "y": 1.0, "yanchor": "top", "x": 0, "xanchor": "left", "yref": "container"},
             "shapes": shapes,

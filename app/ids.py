@@ -42,6 +42,7 @@ TIMELINE_SEARCH_NEXT = "timeline-search-next"
 TIMELINE_SEARCH_PREV = "timeline-search-prev"
 TIMELINE_SEARCH_STATUS = "timeline-search-status"
 TIMELINE_MATCH = "timeline-match"  # {"text", "index"}: the search and the match stepped to
+TIMELINE_RANGE = "timeline-range"  # tables of the time range dragged over
 
 # plan page (portscope plan)
 PLAN_MEMORY = "plan-memory"

@@ -167,15 +167,19 @@ def reduce_viewport(lanes: Lanes, x0: float, x1: float, width_px: int, *, max_ba
         px *= 2
 
 
+def group_window(lanes: Lanes, g: int, x0: float, x1: float) -> tuple[int, int]:
+    """Rows lo:hi of group g that may touch [x0, x1]: two binary searches (a few before x0 may end before it)."""
+    a, b = int(lanes.group_offsets[g]), int(lanes.group_offsets[g + 1])
+    return a + int(np.searchsorted(lanes.reach[a:b], x0, "left")), a + int(np.searchsorted(lanes.start[a:b], x1, "right"))
+
+
 def _reduce(lanes: Lanes, x0: float, x1: float, px: float) -> Viewport:
     xs: dict[str, list[np.ndarray]] = {k: [] for k in KINDS}
     ys: dict[str, list[np.ndarray]] = {k: [] for k in KINDS}
     rows: dict[str, list[np.ndarray]] = {k: [] for k in KINDS}
     in_view = drawn = 0
     for g in range(len(lanes.group_lane)):
-        a, b = int(lanes.group_offsets[g]), int(lanes.group_offsets[g + 1])
-        lo = a + int(np.searchsorted(lanes.reach[a:b], x0, "left"))
-        hi = a + int(np.searchsorted(lanes.start[a:b], x1, "right"))
+        lo, hi = group_window(lanes, g, x0, x1)
         if hi <= lo:
             continue
         s = np.asarray(lanes.start[lo:hi])

@@ -163,7 +163,7 @@ def layout(run_id: str = "", clock: str | None = None, **_query: str) -> html.Di
         return page("Timeline", error)
     clock_hz = parse_clock(clock)
     built = panels([run_id], [run_id], clock_hz=clock_hz)
-    figure = timeline_figure(built)
+    figure = timeline_figure(built, drag="select")
     if not len(built[0].lanes):
         return page("Timeline", html.P("This run has nothing to draw: no engine slices, ops, timed transfers or compiles."), dcc.Link("back to the run", href=urls.run(run_id)))
     derived = not trace["engine_slices"].num_rows
@@ -175,6 +175,8 @@ def layout(run_id: str = "", clock: str | None = None, **_query: str) -> html.Di
         *timeline_tools.controls(),
         html.Div(status_text([p.viewport for p in built], [len(p.lanes) for p in built]), id=ids.TIMELINE_STATUS, className="muted"),
         dcc.Graph(id=ids.TIMELINE_GRAPH, figure=figure, config={"scrollZoom": True, "displaylogo": False}),
+        html.H3("Selected range"),
+        html.Div(timeline_tools.range_tables(run_id, None), id=ids.TIMELINE_RANGE),
         html.H3("Clicked slice"),
         html.Div(html.Div("Click a bar to see its operator, module, shapes, bytes and call site.", className="muted"), id=ids.TIMELINE_DETAIL, className="detail"),
         subtitle=(

@@ -1,4 +1,5 @@
-"""Timeline tools: a name search that highlights matching slices and steps through them (Enter, ◀ ▶).
+"""Timeline tools: a name search that highlights matching slices and steps through them (Enter, ◀ ▶);
+a time range dragged over, summarised under the timeline (engines' busy time, operators, signals).
 
 W/S zoom and A/D pan are client-side (assets/timeline_keys.js): they relayout the
 graph, and the server answers the relayout as for any zoom.
@@ -11,9 +12,12 @@ from typing import Any
 import dash
 from dash import Input, Output, State, ctx, dcc, html
 
+from portscope.ingest.range_summary import range_summary
+from portscope.ingest.schema import TimeUnit
 from portscope.ingest.slice_search import SliceMatches, find_slices, lane_of_row
 
 from .. import ids
+from ..components import fmt_bytes, fmt_int, text_table
 from ..context import store
 from ..data.tables import timeline_slices
 from ..figures import VIEW_PX, highlight_bars
@@ -75,7 +79,7 @@ def controls() -> list[Any]:
                 html.Button("◀", id=ids.TIMELINE_SEARCH_PREV, title="previous match", n_clicks=0),
                 html.Button("▶", id=ids.TIMELINE_SEARCH_NEXT, title="next match", n_clicks=0),
                 html.Span(id=ids.TIMELINE_SEARCH_STATUS, className="muted"),
-                html.Span("keys: W/S zoom, A/D pan", className="muted", style={"marginLeft": "auto"}),
+                html.Span("drag: select a range · wheel, W/S: zoom · A/D: pan", className="muted", style={"marginLeft": "auto"}),
             ],
             className="compare-bar",
         ),
@@ -83,8 +87,56 @@ def controls() -> list[Any]:
     ]
 
 
+def range_from_selection(selected: dict[str, Any] | None) -> tuple[float, float] | None:
+    """The x range of a box selection (any panel's axis), or None."""
+    box = (selected or {}).get("range") or {}
+    for axis, value in box.items():
+        if axis.startswith("x") and isinstance(value, list) and len(value) == 2:
+            return (float(min(value)), float(max(value)))
+    return None
+
+
+def range_tables(run_id: str, window: tuple[float, float] | None) -> Any:
+    """What happened in the dragged range: engines' busy time, operators by time, signals of those operators."""
+    if window is None:
+        return html.Div("Drag over the timeline to sum up a time range here.", className="muted")
+    trace = store().trace(run_id)
+    summary = range_summary(timeline_slices(trace)[0], store().lanes(run_id), trace["signals"], *window)
+    from .timeline import run_unit
+
+    unit = TimeUnit(run_unit(run_id))
+
+    def duration(v: Any) -> str:
+        return fmt_duration(v, unit)
+
+    head = (f"{fmt_duration(summary.x0, unit)} to {fmt_duration(summary.x1, unit)} ({fmt_duration(summary.x1 - summary.x0, unit)}):"
+            f" {summary.slices:,} slices")
+    if not summary.slices:
+        return html.Div([html.P(head, id="range-head"), html.P("Nothing runs in this range.", className="muted")])
+    return html.Div([
+        html.P(head, id="range-head"),
+        html.Div([
+            html.Div([html.H4("Engines (busy = time with a slice running)"),
+                      text_table(summary.engines.to_pylist(), [("engine", "Engine", None), ("busy", "Busy", duration),
+                                 ("share", "Busy share", _share), ("slices", "Slices", fmt_int)], table_id="range-engines")],
+                     className="col"),
+            html.Div([html.H4("Operators (time inside the range)"),
+                      text_table(summary.operators.to_pylist(), [("name", "Name", None), ("count", "Slices", fmt_int), ("time", "Time", duration)],
+                                 table_id="range-operators")], className="col"),
+            html.Div([html.H4("Signals of those operators"),
+                      text_table(summary.signals.to_pylist(), [("signal", "Signal", None), ("count", "Count", fmt_int), ("bytes", "Bytes", fmt_bytes)],
+                                 table_id="range-signals") if summary.signals.num_rows else html.P("No signals.", className="muted")],
+                     className="col"),
+        ], className="row"),
+    ])
+
+
+def _share(value: float) -> str:
+    return f"{value:.0%}" if value >= 0.1 or value == 0 else f"{value:.1%}" if value >= 0.001 else "<0.1%"
+
+
 def register(app: dash.Dash, graph_id: str, relayout_update: Any, detail: Any) -> None:
-    """Search callbacks of the timeline in `graph_id`; `relayout_update(run_ids, relayout, clock, titles, window=...)`
+    """Search and range callbacks of the timeline in `graph_id`; `relayout_update(run_ids, relayout, clock, titles)`
     answers a zoom, `detail(run_id, row)` shows one slice."""
 
     @app.callback(
@@ -104,6 +156,11 @@ def register(app: dash.Dash, graph_id: str, relayout_update: Any, detail: Any) -
     def search(text: str | None, _submit: Any, _next: Any, _prev: Any, relayout: dict[str, Any] | None,
                key: dict[str, Any], state: dict[str, Any]) -> tuple[Any, str, dict[str, Any], Any]:
         return search_update(key, text or "", ctx.triggered_id, relayout, state, relayout_update, detail)
+
+    @app.callback(Output(ids.TIMELINE_RANGE, "children"), Input(graph_id, "selectedData"), State(ids.TIMELINE_KEY, "data"),
+                  prevent_initial_call=True)
+    def select(selected: dict[str, Any] | None, key: dict[str, Any]) -> Any:
+        return range_tables(key["run_ids"][0], range_from_selection(selected))
 
 
 def search_update(key: dict[str, Any], text: str, trigger: Any, relayout: dict[str, Any] | None,

@@ -207,3 +207,31 @@ def test_search_highlights_matches_steps_through_them_and_keys_zoom_and_pan(dash
     until(lambda: xtick_labels(dash_duo, "timeline-graph") == ["2 µs", "4 µs", "6 µs", "8 µs", "10 µs", "12 µs", "14 µs", "16 µs", "18 µs"], 10)
     dash_duo.driver.save_screenshot(str(tmp_path / "timeline-search.png"))
     assert dash_duo.get_logs() == []
+
+
+def test_dragging_over_a_time_range_sums_it_up_under_the_timeline(dash_duo, make_app, demo_paths) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    rid = run_id(demo_paths["eager"])
+    dash_duo.start_server(make_app())
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/run/{rid}/timeline")
+    dash_duo.wait_for_element("#timeline-graph .gl-container canvas", timeout=20)
+    time.sleep(1)
+    # a real drag over the middle of the lanes selects a range: its tables appear
+    layer = dash_duo.find_element("#timeline-graph .nsewdrag")
+    dash_duo.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", layer)
+    time.sleep(0.5)
+    # from 500 px left of the centre, 200 px to the right: inside the cold region (0..100 us of 320 us)
+    ActionChains(dash_duo.driver).move_to_element_with_offset(layer, -500, 0).click_and_hold().move_by_offset(200, 0).release().perform()
+    dash_duo.wait_for_element("#range-engines", timeout=10)
+    # the range 0..20 us exactly (the event a drag sends): the cold region's slices 0..20, 1 us apart, 900 ns long,
+    # on six lanes in turn; slice 20 starts at 20 us: it touches the range with no time in it
+    dash_duo.driver.execute_script(
+        "const g = document.querySelector('#timeline-graph .js-plotly-plot'); g.emit('plotly_selected', {points: [], range: {x: [0, 20000]}});")
+    dash_duo.wait_for_text_to_equal("#range-head", "0 ns to 20 µs (20 µs): 21 slices", timeout=10)
+    busy = {r[0]: (r[1], r[3]) for r in table_rows(dash_duo, "range-engines")}
+    assert busy == {"host": ("3.6 µs", "4"), "dispatch": ("3.6 µs", "4"), "DMA h2d": ("2.7 µs", "4"), "DMA d2h": ("2.7 µs", "3"),
+                    "matrix": ("2.7 µs", "3"), "vector": ("2.7 µs", "3")}
+    operators = table_rows(dash_duo, "range-operators")
+    assert len(operators) == 21 and operators[0] == ["slice 0", "1", "900 ns"] and operators[-1] == ["slice 20", "1", "0 ns"]
+    assert dash_duo.get_logs() == []

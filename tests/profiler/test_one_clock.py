@@ -19,7 +19,7 @@ def test_predicted_regions_follow_each_other_on_predicted_time(tmp_path: Path) -
             y = x @ x
         time.sleep(0.3)  # host time between the regions: it must not appear on the predicted axis
         with explain("second", target="fp16-npu") as second:
-            with explain("inner", target="fp16-npu") as inner:
+            with explain("inner", target="fp16-npu"):
                 (y + y).sum()
             y * y
     path = tmp_path / "run.arrow"
