@@ -20,7 +20,7 @@ Public names (stable; other modules import them):
   :func:`never_falls_back`, :func:`dtype_agnostic`, :func:`is_index_arithmetic`, :func:`dtype_fallback_cause`;
   :class:`LoggedCauseRule`, :data:`LOGGED_CAUSE_RULES`, :func:`logged_cause` (reasons a backend logged).
 * Kineto vocabulary: :data:`KINETO_RUNTIME_CATEGORIES`, :data:`KINETO_DEVICE_CATEGORIES`,
-  :data:`SYNC_RUNTIME_CALLS`, :func:`copy_direction`.
+  :data:`SYNC_RUNTIME_CALLS`, :data:`ONLINE_COMPILE_CALLS`, :func:`copy_direction`.
 * What each source provides: :class:`Provider`, :data:`PROVIDES`.
 * The verdict: :class:`Status`, :class:`RegionFigures`, :class:`VerdictRule`, :data:`VERDICT_RULES`,
   :class:`Verdict`, :func:`verdict`, :func:`worst_status`; :func:`format_bytes` (the units verdicts print).
@@ -427,6 +427,9 @@ SYNC_RUNTIME_CALLS = frozenset({
     "hipStreamSynchronize", "hipEventSynchronize", "aclrtSynchronizeStream", "aclrtSynchronizeDevice",
     "aclrtSynchronizeStreamWithTimeout", "aclrtSynchronizeEvent",
 })  # fmt: skip  (cudaStreamWaitEvent makes a stream wait, not the host)
+
+# Runtime calls that compile an operator online, on the host, while the step waits (torch_npu's CANN lane).
+ONLINE_COMPILE_CALLS = frozenset({"opCompile", "aclopCompileAndExecute"})
 
 _COPY_WORDS: tuple[tuple[tuple[str, ...], Direction], ...] = (
     (("htod", "h2d", "h2v", "host_to_device"), Direction.H2D),

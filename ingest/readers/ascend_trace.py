@@ -33,12 +33,21 @@ import numpy as np
 import pyarrow as pa
 
 from ..builder import TraceBuilder
-from ..catalog import SYNC_OPS, Cause, OpCall, cause_hint, sync_cause
+from ..catalog import (
+    ONLINE_COMPILE_CALLS,
+    SYNC_OPS,
+    SYNC_RUNTIME_CALLS,
+    Cause,
+    OpCall,
+    cause_hint,
+    sync_cause,
+)
 from ..errors import TraceFormatError
 from ..schema import TABLES, CompileKind, EngineKind, Mode, Placement, SignalKind, SliceKind
 from ..trace import Trace
 from ._chrome_events import PHASES, ChromeEvents, bind_points, collect
 from ._chrome_events import bind_flows as _bind
+from ._kineto_events import _tensor_args
 from ._source import DEFAULT_CAPS, SizeCaps
 from .chrome_generic import (
     Lane,
@@ -51,11 +60,8 @@ from .chrome_generic import (
     sorted_lanes,
     with_slices,
 )
-from .kineto import _tensor_args
 
 FORMAT = "ascend-trace"
-SYNC_CALLS = ("aclrtSynchronizeStream", "aclrtSynchronizeDevice", "aclrtSynchronizeStreamWithTimeout", "aclrtSynchronizeEvent")
-COMPILE_CALLS = ("opCompile", "aclopCompileAndExecute")
 AI_CPU = "AI_CPU"
 AI_CPU_NOTE = "the device ran this kernel on its AI CPU (no AI Core kernel for its dtype or shape): try another dtype or shape"
 _KEEP_ARGS = ("Input Dims", "Input type", "Input Strides", "Task Type")
@@ -109,8 +115,8 @@ def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Tra
     text = [v if type(v) is str else "" for v in vals]
     aten = np.array([v.startswith("aten::") for v in text], dtype=bool)
     call = [v.split("@", 1)[-1] if v.startswith("AscendCL@") else "" for v in text]
-    sync_call = np.array([c in SYNC_CALLS for c in call], dtype=bool)
-    compile_call = np.array([c in COMPILE_CALLS for c in call], dtype=bool)
+    sync_call = np.array([c in SYNC_RUNTIME_CALLS for c in call], dtype=bool)
+    compile_call = np.array([c in ONLINE_COMPILE_CALLS for c in call], dtype=bool)
     ai_cpu_args = np.array([False, *(type(v) is dict and v.get("Task Type") == AI_CPU for v in vals)], dtype=bool)
     python = role == _ROLES.index("python")
     is_op = python & (aten[name_codes] | (cat_codes == codes.get("cpu_op", -1)))
@@ -300,11 +306,11 @@ def _signals(b: TraceBuilder, ev: ChromeEvents, rid: int, t0: int, ops: np.ndarr
         call = vals[ev.name[i]].split("@", 1)[-1]
         when = ev.start[i] - t0
         op_name = op_names[o] if o >= 0 else None
-        if call in SYNC_CALLS and not (o >= 0 and inside(o, is_sync)):
+        if call in SYNC_RUNTIME_CALLS and not (o >= 0 and inside(o, is_sync)):
             b.signals.append(region_id=rid, op_id=o if o >= 0 else None, kind=SignalKind.SYNC,
                              reason=Cause.SYNC_CALL.value, op_name=op_name or call, count=1, bytes=0,
                              note=f"{call}: " + cause_hint(Cause.SYNC_CALL), time_ns=when)  # fmt: skip
-        elif call in COMPILE_CALLS:
+        elif call in ONLINE_COMPILE_CALLS:
             b.signals.append(region_id=rid, op_id=o if o >= 0 else None, kind=SignalKind.RECOMPILE, reason=f"online-{call}",
                              op_name=op_name or call, count=1, bytes=0, time_ns=when,
                              note="an operator compiled online (no pre-built binary for its shapes): try static "

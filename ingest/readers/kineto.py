@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import progress
 from ..trace import Trace
-from ._kineto_events import FORMAT, KinetoEvents, _tensor_args  # noqa: F401 (_tensor_args: ascend_trace reads it here)
+from ._kineto_events import FORMAT, KinetoEvents
 from ._source import DEFAULT_CAPS, SizeCaps
 from .chrome_json import ChromeDocument, _SplitFailed, whole
 
