@@ -133,7 +133,28 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
+    print("\n" + markdown_table(rows))
     return 0
+
+
+def markdown_table(rows: list[dict]) -> str:
+    """The figures of every size as one Markdown table (the README's scale table)."""
+    lines = ["| Kineto file | events | portscope convert | events/s | peak RSS | HTA load | HTA peak RSS | viewer: first page, "
+             "viewport full / 10 % / 1 % (ms, KB), memory over the Arrow file |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for r in rows:
+        v = r.get("viewer", {})
+        if "hta_s" in r:
+            hta = f"{r['hta_s']:.0f} s ({r['hta_s'] / r['portscope_s']:.1f}x portscope's time)"
+            hta_rss = f"{_gb(r['hta_rss'])} ({r['hta_rss'] / r['file_bytes']:.1f}x)"
+        else:
+            hta, hta_rss = "not run", "-"
+        viewer = (f"{v.get('open_run_first_s', '?')} s; {v.get('viewport_full_ms', '?')} / {v.get('viewport_10pct_ms', '?')} / "
+                  f"{v.get('viewport_1pct_ms', '?')} ms, {v.get('viewport_full_kb', '?')} / {v.get('viewport_10pct_kb', '?')} / "
+                  f"{v.get('viewport_1pct_kb', '?')} KB; {v.get('rss_growth_over_file', '?')}x of {v.get('file_mb', '?')} MB")  # fmt: skip
+        lines.append(f"| {_gb(r['file_bytes'])} | {r['events']:,} | {r['portscope_s']:.0f} s | {r['events'] / r['portscope_s']:,.0f} | "
+                     f"{_gb(r['portscope_rss'])} ({r['portscope_rss'] / r['file_bytes']:.2f}x) | {hta} | {hta_rss} | {viewer} |")  # fmt: skip
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
