@@ -235,3 +235,28 @@ def test_dragging_over_a_time_range_sums_it_up_under_the_timeline(dash_duo, make
     operators = table_rows(dash_duo, "range-operators")
     assert len(operators) == 21 and operators[0] == ["slice 0", "1", "900 ns"] and operators[-1] == ["slice 20", "1", "0 ns"]
     assert dash_duo.get_logs() == []
+
+
+def test_a_cycle_axis_reads_in_cycles_or_in_time_at_a_typed_clock(dash_duo, make_app, tmp_path) -> None:
+    from portscope.ingest.builder import TraceBuilder
+    from portscope.ingest.schema import Source, TimeUnit
+    from portscope.ingest.trace import RunInfo, write_trace
+
+    b = TraceBuilder(RunInfo(source=Source.CONVERTED, time_unit=TimeUnit.CYCLES))
+    rid_region = b.add_region("schedule", start_ns=0, dur_ns=0)
+    for i in range(12):  # 12 slices of 8,000 cycles, 10,000 cycles apart: 0 .. 118,000 cycles
+        b.engine_slices.append(region_id=rid_region, engine="core", engine_kind="vector", kind="compute", name=f"op {i}",
+                               start=i * 10_000, dur=8_000)
+    folder = tmp_path / "cycles"
+    folder.mkdir()
+    path = write_trace(b.build(), folder / "schedule.arrow")
+    dash_duo.start_server(make_app(trace_paths=(folder,)))
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/run/{run_id(path)}/timeline")
+    dash_duo.wait_for_element("#timeline-graph .gl-container canvas", timeout=20)
+    assert xtick_labels(dash_duo, "timeline-graph") == ["0", "20k", "40k", "60k", "80k", "100k"]
+    assert dash_duo.find_element("#timeline-graph .g-xtitle").text == "cycles"
+    box = dash_duo.find_element("#timeline-clock")
+    box.send_keys("800 MHz\n")  # 118k cycles at 0.8 GHz = 147.5 us: ticks every 20 us = 16k cycles
+    until(lambda: xtick_labels(dash_duo, "timeline-graph") == ["0", "20 µs", "40 µs", "60 µs", "80 µs", "100 µs", "120 µs", "140 µs"], 10)
+    assert dash_duo.find_element("#timeline-graph .g-xtitle").text == "time (cycles at 0.8 GHz)"
+    assert dash_duo.get_logs() == []
