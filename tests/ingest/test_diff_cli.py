@@ -39,9 +39,16 @@ def test_json_matches_the_reports_of_both_regions(capsys: pytest.CaptureFixture[
 
 
 def test_fail_on_increase_is_a_ci_gate(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["diff", str(NPU), str(CUDA), "--fail-on-increase"]) == 0  # the cuda run only has fewer signals
+    # warm after cold: the recompiles are gone and nothing else grew
+    assert main(["diff", str(NPU), "--region-a", "forward:cold", "--region-b", "forward:warm", "--fail-on-increase"]) == 0
+    assert capsys.readouterr().err == ""
     assert main(["diff", str(CUDA), str(NPU), "--fail-on-increase"]) == 1
     assert "increased in B: dispatch/cpu_fallback" in capsys.readouterr().err
+    # npu -> cuda: every fallback and bounce is gone, but the norm's float32 upcasts (host bounces on the
+    # npu) are device-side dtype copies on cuda: 14 copy/dtype_cast where there were none
+    assert main(["diff", str(NPU), str(CUDA), "--fail-on-increase"]) == 1
+    err = capsys.readouterr().err
+    assert "copy/dtype_cast" in err and "cpu_fallback" not in err
 
 
 def test_named_regions_and_bad_names(capsys: pytest.CaptureFixture[str]) -> None:
