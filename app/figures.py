@@ -15,10 +15,13 @@ import numpy as np
 import pandas as pd
 from dash import Patch
 
+from portscope.ingest.flows import slice_flows
 from portscope.ingest.memory_lanes import MemoryLanes
 from portscope.ingest.schema import TimeUnit
+from portscope.ingest.slice_search import lane_of_row
 from portscope.ingest.viewport import KINDS, Lanes, Viewport
 
+from .data.tables import timeline_slices
 from .time_axis import TimeTicks, time_ticks
 
 KIND_COLOURS = {
@@ -72,6 +75,8 @@ def axis_ticks(units: list[str], clocks: list[float | None], x0: float, x1: floa
     return out
 
 
+FLOWS = "flows"
+FLOW_COLOUR = "#D62728"
 MATCHES = "search matches"
 MATCH_PX = 6  # a dark core inside each matched bar: visible on every kind's colour
 MATCH_COLOUR = "#111111"
@@ -236,6 +241,12 @@ def timeline_figure(panels: list[Panel], *, drag: str = "zoom") -> dict[str, Any
         data.append({"type": "scattergl", "mode": "lines", "name": MATCHES, "showlegend": False, "x": [], "y": [],
                      "xaxis": f"x{suffix}", "yaxis": f"y{suffix}", "line": {"width": MATCH_PX, "color": MATCH_COLOUR},
                      "hoverinfo": "skip", "connectgaps": False})  # fmt: skip  (clicks go to the bar below)
+    for i in range(len(panels)):  # flows of the clicked slice (filled by the click callback)
+        suffix = "" if i == 0 else str(i + 1)
+        data.append({"type": "scatter", "mode": "lines+markers", "name": FLOWS, "showlegend": False, "x": [], "y": [],
+                     "xaxis": f"x{suffix}", "yaxis": f"y{suffix}", "line": {"width": 1.5, "color": FLOW_COLOUR},
+                     "marker": {"symbol": "arrow", "angleref": "previous", "size": 11, "color": FLOW_COLOUR},
+                     "hoverinfo": "text", "connectgaps": False, "cliponaxis": False})  # fmt: skip
     layout.update(
         {
             "height": total + 90,
@@ -272,6 +283,34 @@ def timeline_patch(viewports: list[Viewport], ticks: list[TimeTicks] | None = No
         axis["ticktext"] = tick.labels
         axis["title"] = {"text": tick.title} if tick.title else None
     return patch
+
+
+def flow_indices(figure: dict[str, Any]) -> list[int]:
+    """Indices of the flow traces of a timeline figure, one per panel."""
+    return [i for i, trace in enumerate(figure["data"]) if trace.get("name") == FLOWS]
+
+
+def flow_lines(trace: Any, lanes: Lanes, row: int) -> tuple[list[float | None], list[float | None], list[str | None]]:
+    """x, y and hover text of the arrows of one slice's flows: from a source's end to a target's start.
+
+    Each arrow is three points (source end, target start, gap); only the target point shows its marker.
+    """
+    slices = timeline_slices(trace)[0]
+    flows = slice_flows(slices, row)
+    if not flows:
+        return [], [], []
+    rows = sorted({f.source for f in flows} | {f.target for f in flows})
+    lane = {r: lane_of_row(lanes, r) for r in rows}
+    start = {r: float(slices.column("start")[r].as_py()) for r in rows}
+    end = {r: start[r] + float(slices.column("dur")[r].as_py()) for r in rows}
+    xs: list[float | None] = []
+    ys: list[float | None] = []
+    text: list[str | None] = []
+    for f in flows:
+        xs += [end[f.source], start[f.target], None]
+        ys += [lane[f.source], lane[f.target], None]
+        text += [f.label, f.label, None]
+    return xs, ys, text
 
 
 def match_indices(figure: dict[str, Any]) -> list[int]:

@@ -77,7 +77,7 @@ def time_ticks(x0: float, x1: float, *, unit: TimeUnit = TimeUnit.NS, clock_hz: 
     size, name = _unit_for(step, units)
     origin = 0.0
     if max(abs(lo), abs(hi)) > step * 1e4:  # deep zoom far from zero: offsets from a round origin
-        coarse = step * 1e3
+        coarse = step * 100
         origin = math.floor(lo / coarse) * coarse
         osize, oname = next(((z, n) for z, n in reversed(units) if z <= abs(origin)), units[0])
         origin_text = f"{_label(origin, osize, coarse)}{' ' if as_time else ''}{oname}".rstrip()

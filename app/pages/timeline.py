@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import dash
-from dash import Input, Output, State, dcc, html
+from dash import Input, Output, Patch, State, dcc, html
 from dash.exceptions import PreventUpdate
 
 from portscope.ingest.memory_lanes import memory_lanes
@@ -19,6 +19,8 @@ from ..figures import (
     VIEW_PX,
     Panel,
     axis_ticks,
+    flow_indices,
+    flow_lines,
     match_indices,
     panel_annotations,
     timeline_figure,
@@ -79,8 +81,8 @@ def relayout_update(run_ids: list[str], relayout: dict[str, Any] | None, clock_h
     return timeline_patch(viewports, ticks, labels), status_text(viewports, [len(lane) for lane in lanes])
 
 
-def click_detail(run_ids: list[str], click: dict[str, Any] | None, relayout: dict[str, Any] | None) -> Any:
-    """The slice under a click (resolved on the server: the nearest slice in that lane)."""
+def clicked_slice(run_ids: list[str], click: dict[str, Any] | None, relayout: dict[str, Any] | None) -> tuple[int, str, int | None]:
+    """(panel, run, slices-table row or None) under a click (resolved on the server: the nearest slice in that lane)."""
     if not click or not click.get("points"):
         raise PreventUpdate
     point = click["points"][0]
@@ -90,10 +92,34 @@ def click_detail(run_ids: list[str], click: dict[str, Any] | None, relayout: dic
     run_id = run_ids[min(panel, len(run_ids) - 1)]
     lanes = store().lanes(run_id)
     window = viewport_from_relayout(relayout, lanes.extent) or lanes.extent
-    row = slice_at(lanes, int(round(float(point["y"]))), float(point["x"]), 3 * (window[1] - window[0]) / VIEW_PX)
+    return panel, run_id, slice_at(lanes, int(round(float(point["y"]))), float(point["x"]), 3 * (window[1] - window[0]) / VIEW_PX)
+
+
+NO_SLICE = "No slice there; zoom in and click a bar."
+
+
+def click_detail(run_ids: list[str], click: dict[str, Any] | None, relayout: dict[str, Any] | None) -> Any:
+    """The facts of the slice under a click."""
+    _panel, run_id, row = clicked_slice(run_ids, click, relayout)
+    return html.Div(NO_SLICE, className="muted") if row is None else slice_view(run_id, row)
+
+
+def click_update(key: dict[str, Any], click: dict[str, Any] | None, relayout: dict[str, Any] | None) -> tuple[Any, Any]:
+    """The clicked slice's facts, and its flows drawn (the other slices of its operator, what released it)."""
+    panel, run_id, row = clicked_slice(key["run_ids"], click, relayout)
+    patch = Patch()
+    traces = key.get("flow_traces") or []
+    for index in traces:
+        patch["data"][index]["x"], patch["data"][index]["y"] = [], []
     if row is None:
-        return html.Div("No slice there; zoom in and click a bar.", className="muted")
-    return slice_view(run_id, row)
+        return html.Div(NO_SLICE, className="muted"), patch
+    if panel < len(traces):
+        trace = store().trace(run_id)
+        x, y, text = flow_lines(trace, store().lanes(run_id), row)
+        patch["data"][traces[panel]]["x"], patch["data"][traces[panel]]["y"] = x, y
+        patch["data"][traces[panel]]["text"] = text
+        patch["data"][traces[panel]]["marker"]["size"] = [0, 11, 0] * (len(x) // 3)  # an arrowhead at each target
+    return slice_view(run_id, row), patch
 
 
 def slice_view(run_id: str, row: int) -> html.Dl:
@@ -170,7 +196,8 @@ def layout(run_id: str = "", clock: str | None = None, **_query: str) -> html.Di
     return page(
         f"Timeline of {run_label(run_id, trace)}",
         html.Div([dcc.Link("run", href=urls.run(run_id)), dcc.Link("all runs", href=urls.runs())], className="links"),
-        dcc.Store(id=ids.TIMELINE_KEY, data={"run_ids": [run_id], "clock_hz": clock_hz, "match_traces": match_indices(figure)}),
+        dcc.Store(id=ids.TIMELINE_KEY, data={"run_ids": [run_id], "clock_hz": clock_hz, "match_traces": match_indices(figure),
+                                                   "flow_traces": flow_indices(figure)}),
         *clock_box([p.unit for p in built], clock),
         *timeline_tools.controls(),
         html.Div(status_text([p.viewport for p in built], [len(p.lanes) for p in built]), id=ids.TIMELINE_STATUS, className="muted"),
@@ -216,10 +243,11 @@ def register(app: dash.Dash) -> None:
 
     @app.callback(
         Output(ids.TIMELINE_DETAIL, "children"),
+        Output(ids.TIMELINE_GRAPH, "figure", allow_duplicate=True),
         Input(ids.TIMELINE_GRAPH, "clickData"),
         State(ids.TIMELINE_GRAPH, "relayoutData"),
         State(ids.TIMELINE_KEY, "data"),
         prevent_initial_call=True,
     )
-    def click(click: dict[str, Any] | None, relayout: dict[str, Any] | None, key: dict[str, Any]) -> Any:
-        return click_detail(key["run_ids"], click, relayout)
+    def click(click: dict[str, Any] | None, relayout: dict[str, Any] | None, key: dict[str, Any]) -> tuple[Any, Any]:
+        return click_update(key, click, relayout)

@@ -237,26 +237,71 @@ def test_dragging_over_a_time_range_sums_it_up_under_the_timeline(dash_duo, make
     assert dash_duo.get_logs() == []
 
 
+def open_timeline(dash_duo, make_app, trace, folder: Path) -> None:
+    """Serve one trace alone and open its timeline."""
+    from portscope.ingest.trace import write_trace
+
+    folder.mkdir()
+    path = write_trace(trace, folder / "run.arrow")
+    dash_duo.start_server(make_app(trace_paths=(folder,)))
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/run/{run_id(path)}/timeline")
+    dash_duo.wait_for_element("#timeline-graph .gl-container canvas", timeout=20)
+
+
 def test_a_cycle_axis_reads_in_cycles_or_in_time_at_a_typed_clock(dash_duo, make_app, tmp_path) -> None:
     from portscope.ingest.builder import TraceBuilder
     from portscope.ingest.schema import Source, TimeUnit
-    from portscope.ingest.trace import RunInfo, write_trace
+    from portscope.ingest.trace import RunInfo
 
     b = TraceBuilder(RunInfo(source=Source.CONVERTED, time_unit=TimeUnit.CYCLES))
     rid_region = b.add_region("schedule", start_ns=0, dur_ns=0)
     for i in range(12):  # 12 slices of 8,000 cycles, 10,000 cycles apart: 0 .. 118,000 cycles
         b.engine_slices.append(region_id=rid_region, engine="core", engine_kind="vector", kind="compute", name=f"op {i}",
                                start=i * 10_000, dur=8_000)
-    folder = tmp_path / "cycles"
-    folder.mkdir()
-    path = write_trace(b.build(), folder / "schedule.arrow")
-    dash_duo.start_server(make_app(trace_paths=(folder,)))
-    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/run/{run_id(path)}/timeline")
-    dash_duo.wait_for_element("#timeline-graph .gl-container canvas", timeout=20)
+    open_timeline(dash_duo, make_app, b.build(), tmp_path / "cycles")
     assert xtick_labels(dash_duo, "timeline-graph") == ["0", "20k", "40k", "60k", "80k", "100k"]
     assert dash_duo.find_element("#timeline-graph .g-xtitle").text == "cycles"
     box = dash_duo.find_element("#timeline-clock")
     box.send_keys("800 MHz\n")  # 118k cycles at 0.8 GHz = 147.5 us: ticks every 20 us = 16k cycles
     until(lambda: xtick_labels(dash_duo, "timeline-graph") == ["0", "20 µs", "40 µs", "60 µs", "80 µs", "100 µs", "120 µs", "140 µs"], 10)
     assert dash_duo.find_element("#timeline-graph .g-xtitle").text == "time (cycles at 0.8 GHz)"
+    assert dash_duo.get_logs() == []
+
+
+def test_clicking_a_slice_draws_its_flows(dash_duo, make_app, tmp_path) -> None:
+    from portscope.ingest.builder import TraceBuilder
+    from portscope.ingest.schema import Source
+    from portscope.ingest.trace import RunInfo
+
+    b = TraceBuilder(RunInfo(source=Source.PREDICTED, target="demo-npu"))
+    region = b.add_region("step", start_ns=0, dur_ns=1000)
+    for op, name in enumerate(("aten::mm", "aten::add")):
+        b.ops.append(op_id=op, region_id=region, name=name, start_ns=op * 100, dur_ns=100, placement="device", bytes_in=0, bytes_out=0)
+    for engine, kind, name, start, dur, op, waited in [
+        ("dispatch", "dispatch", "aten::mm", 0, 100, 0, None),
+        ("matrix", "matrix", "aten::mm", 150, 250, 0, "dispatch"),
+        ("vector", "vector", "aten::add", 420, 50, 1, "dependency"),
+    ]:
+        b.engine_slices.append(region_id=region, engine=engine, engine_kind=kind, kind="compute", name=name, start=start, dur=dur,
+                               op_id=op, waited_on=waited)
+    open_timeline(dash_duo, make_app, b.build(), tmp_path / "flows")
+    time.sleep(1)
+    # lanes: dispatch 0, matrix 1, vector 2; click the vector slice (a compute bar: trace 0)
+    dash_duo.driver.execute_script(
+        "const g = document.querySelector('#timeline-graph .js-plotly-plot');"
+        "g.emit('plotly_click', {points: [{curveNumber: 0, x: 440, y: 2}]});")
+    dash_duo.wait_for_contains_text("#slice-detail", "aten::add", timeout=10)
+
+    def flows() -> list:
+        return dash_duo.driver.execute_script(
+            "const t = document.querySelector('#timeline-graph .js-plotly-plot').data.find(d => d.name === 'flows');"
+            "return [t.x, t.y];")
+
+    # it waited on a dependency: the matrix slice (ends at 400) released it
+    until(lambda: flows() == [[400, 420, None], [1, 2, None]], 10)
+    dash_duo.driver.execute_script(
+        "const g = document.querySelector('#timeline-graph .js-plotly-plot');"
+        "g.emit('plotly_click', {points: [{curveNumber: 0, x: 200, y: 1}]});")
+    # the matrix slice: its operator's dispatch (0..100) launched it
+    until(lambda: flows() == [[100, 150, None], [0, 1, None]], 10)
     assert dash_duo.get_logs() == []
