@@ -26,6 +26,7 @@ from flask_caching import Cache
 from portscope.ingest import progress
 from portscope.ingest.errors import PortscopeError, TraceFormatError
 from portscope.ingest.report import region_report_data
+from portscope.ingest.slice_depth import nest_slices
 from portscope.ingest.summary import summarize
 from portscope.ingest.trace import Trace, read_trace, write_trace
 from portscope.ingest.viewport import Lanes, build_lanes
@@ -185,12 +186,12 @@ class TraceStore:
 
     def lanes(self, run_id: str) -> Lanes:
         """Timeline arrays of a run, built once per store and memory-mapped by every worker."""
-        folder = self.derived / run_id / "lanes"
+        folder = self.derived / run_id / f"lanes-{_DERIVED_VERSION}"  # rebuilt when the derived data changes (nesting)
 
         def make() -> Lanes:
             if not (folder / "lanes.txt").exists():
                 tmp = self.derived / run_id / f".lanes-{uuid.uuid4().hex}"
-                build_lanes(timeline_slices(self.trace(run_id))[0]).save(tmp)
+                build_lanes(nest_slices(timeline_slices(self.trace(run_id))[0])).save(tmp)
                 try:
                     os.rename(tmp, folder)
                 except OSError:  # another worker got there first

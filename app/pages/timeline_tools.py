@@ -14,6 +14,7 @@ from dash import Input, Output, State, ctx, dcc, html
 
 from portscope.ingest.range_summary import range_summary
 from portscope.ingest.schema import TimeUnit
+from portscope.ingest.slice_depth import nest_slices
 from portscope.ingest.slice_search import SliceMatches, find_slices, lane_of_row
 
 from .. import ids
@@ -29,7 +30,7 @@ MIN_MATCH_SHARE = 1 / 50  # stepping to a match zooms in until it is at least th
 def matches(run_id: str, text: str) -> SliceMatches:
     """The run's slices whose name contains `text`, computed once per (run, text)."""
     return store().cached(f"search:{run_id}:{text.strip().lower()}",
-                          lambda: find_slices(timeline_slices(store().trace(run_id))[0], text, store().lanes(run_id)))
+                          lambda: find_slices(nest_slices(timeline_slices(store().trace(run_id))[0]), text, store().lanes(run_id)))
 
 
 def add_highlights(patch: Any, run_ids: list[str], text: str | None, window: tuple[float, float], indices: list[int]) -> int:

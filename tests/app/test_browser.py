@@ -305,3 +305,25 @@ def test_clicking_a_slice_draws_its_flows(dash_duo, make_app, tmp_path) -> None:
     # the matrix slice: its operator's dispatch (0..100) launched it
     until(lambda: flows() == [[100, 150, None], [0, 1, None]], 10)
     assert dash_duo.get_logs() == []
+
+
+def test_nested_slices_are_drawn_at_depth(dash_duo, make_app, tmp_path) -> None:
+    from portscope.ingest.builder import TraceBuilder
+    from portscope.ingest.schema import Source
+    from portscope.ingest.trace import RunInfo
+
+    b = TraceBuilder(RunInfo(source=Source.CONVERTED))
+    region = b.add_region("step", start_ns=0, dur_ns=200)
+    for name, start, dur in [("forward", 0, 100), ("linear", 10, 30), ("mm", 15, 5), ("relu", 50, 40)]:
+        b.engine_slices.append(region_id=region, engine="thread 1", engine_kind="host", kind="compute", name=name, start=start, dur=dur)
+    open_timeline(dash_duo, make_app, b.build(), tmp_path / "nested")
+    lanes = dash_duo.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#timeline-graph .ytick text')).map(t => t.textContent);")
+    assert lanes == ["thread 1", "thread 1 · 1", "thread 1 · 2"]
+    dash_duo.driver.execute_script(  # mm (15..20) is the only slice of depth 2
+        "const g = document.querySelector('#timeline-graph .js-plotly-plot');"
+        "g.emit('plotly_click', {points: [{curveNumber: 0, x: 17, y: 2}]});")
+    dash_duo.wait_for_element("#slice-detail", timeout=10)
+    facts = [dd.text for dd in dash_duo.find_elements("#slice-detail dd")]
+    assert facts[:3] == ["thread 1", "compute", "mm"]  # the slice keeps its engine's name in its facts
+    assert dash_duo.get_logs() == []
