@@ -4,8 +4,9 @@ server-side work behind each page, timed (no browser).
     .venv/bin/python bench/viewer_bench.py [--events 10000000] [--keep DIR]
 
 Prints: file size and write time; opening the run (validate + hash + run row), cold and
-cached; building the timeline index; viewport updates (full, 10 %, 1 %) with their Patch
-sizes; pages of the region's op table (N/10 ops in one region), plain and sorted; peak RSS.
+cached; building the timeline index (nesting check included); the server's answer to a zoom
+(full, 10 %, 1 %: bars, ticks, band labels) with its Patch size, also with a search's
+highlights; a search's first pass; a range summary of 10 %; a click's flows; pages of the region's op table (N/10 ops in one region), plain and sorted; peak RSS.
 Targets (issue 6): open <= 2 s, viewport <= 300 ms and <= 1 MB, op page <= 200 ms,
 memory <= 2x file size.
 """
@@ -26,10 +27,13 @@ import numpy as np
 import pyarrow as pa
 
 from portscope.app.config import ViewerConfig
-from portscope.app.data.tables import region_ops_page
-from portscope.app.figures import VIEW_PX, timeline_patch
+from portscope.app.data.tables import region_ops_page, timeline_slices
+from portscope.app.figures import VIEW_PX, flow_lines
+from portscope.app.pages import timeline_tools
+from portscope.app.pages.timeline import relayout_update
 from portscope.app.server import create_app
 from portscope.ingest import RunInfo, Source, write_trace
+from portscope.ingest.range_summary import range_summary
 from portscope.ingest.schema import TABLES
 from portscope.ingest.trace import Trace
 from portscope.ingest.viewport import reduce_viewport
@@ -37,6 +41,7 @@ from portscope.ingest.viewport import reduce_viewport
 ENGINES = [(f"stream {i}", "stream") for i in range(8)] + [("DMA h2d", "dma_h2d"), ("DMA d2h", "dma_d2h"), ("matrix 0", "matrix"), ("matrix 1", "matrix"), ("vector 0", "vector"), ("vector 1", "vector"), ("host", "host"), ("dispatch", "dispatch")]
 KINDS = ["compute", "fallback", "transfer", "compile", "dispatch", "sync"]
 OP_NAMES = [f"aten::op{i}" for i in range(200)]
+SEARCH = "op17"  # matches op17 and op170..op179: 11 names of 200, ~5.5 % of the slices
 
 
 def _dict(codes: np.ndarray, values: list[str]) -> pa.DictionaryArray:
@@ -191,14 +196,35 @@ def main() -> int:
         results["timeline_index_first_s"] = round(t_lanes, 2)
         x0, x1 = lanes.extent
         middle = float(np.median(lanes.start)) if args.traces and len(lanes) else (x0 + x1) / 2  # a real run may idle mid-way
+        _, t_search = timed(lambda: timeline_tools.matches(run_id, SEARCH))
+        results["search_first_ms"] = round(t_search * 1000, 1)
+        results["search_matches"] = len(timeline_tools.matches(run_id, SEARCH))
         for label, frac in (("full", 1.0), ("10pct", 0.1), ("1pct", 0.01)):
             mid = middle if frac < 1 else (x0 + x1) / 2
             w0, w1 = mid - (x1 - x0) * frac / 2, mid + (x1 - x0) * frac / 2
-            view, t_view = timed(lambda w0=w0, w1=w1: reduce_viewport(lanes, w0, w1, VIEW_PX), repeat=3)
-            body, t_json = timed(lambda view=view: json.dumps(timeline_patch([view]).to_plotly_json()), repeat=3)
-            results[f"viewport_{label}_ms"] = round((t_view + t_json) * 1000, 1)
+            view = reduce_viewport(lanes, w0, w1, VIEW_PX)
+
+            def answer(w0: float = w0, w1: float = w1, search: str | None = None) -> str:
+                """The server's whole answer to a zoom: bars, ticks, band labels (and search highlights), as JSON."""
+                patch, _ = relayout_update([run_id], {"xaxis.range": [w0, w1]})
+                if search:
+                    timeline_tools.add_highlights(patch, [run_id], search, (w0, w1), [len(KINDS) + 1])
+                return json.dumps(patch.to_plotly_json())
+
+            body, t_answer = timed(answer, repeat=3)
+            results[f"viewport_{label}_ms"] = round(t_answer * 1000, 1)
             results[f"viewport_{label}_kb"] = round(len(body) / 1000, 1)
             results[f"viewport_{label}_bars"] = f"{view.drawn}/{view.in_view}"
+            body, t_answer = timed(lambda answer=answer: answer(search=SEARCH), repeat=3)
+            results[f"viewport_search_{label}_ms"] = round(t_answer * 1000, 1)
+            results[f"viewport_search_{label}_kb"] = round(len(body) / 1000, 1)
+            if frac == 0.1:
+                table = timeline_slices(store.trace(run_id))[0]
+                _, t_range = timed(lambda w0=w0, w1=w1, table=table: range_summary(table, lanes, store.trace(run_id)["signals"], w0, w1))
+                results["range_summary_10pct_ms"] = round(t_range * 1000, 1)
+                row = int(lanes.row[len(lanes) // 2])
+                _, t_flows = timed(lambda row=row: flow_lines(store.trace(run_id), lanes, row), repeat=3)
+                results["click_flows_ms"] = round(t_flows * 1000, 1)
         trace = store.trace(run_id)
         results["engine_slices"] = trace["engine_slices"].num_rows
         n_ops = trace["ops"].num_rows

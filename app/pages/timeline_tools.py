@@ -24,6 +24,7 @@ from ..data.tables import timeline_slices
 from ..figures import VIEW_PX, highlight_bars
 from ..time_axis import fmt_duration
 
+MAX_HIGHLIGHTS = 4000  # highlight bars per view (merged coarser beyond): keeps a zoom's answer under 1 MB with the bars
 MIN_MATCH_SHARE = 1 / 50  # stepping to a match zooms in until it is at least this share of the view
 
 
@@ -44,7 +45,8 @@ def add_highlights(patch: Any, run_ids: list[str], text: str | None, window: tup
             patch["data"][index]["x"], patch["data"][index]["y"] = [], []
             continue
         total += len(found)
-        x, y = highlight_bars(reduce_viewport(found.lanes, window[0], window[1], VIEW_PX), found.lane_index)
+        view = reduce_viewport(found.lanes, window[0], window[1], VIEW_PX, max_bars=MAX_HIGHLIGHTS)
+        x, y = highlight_bars(view, found.lane_index)
         patch["data"][index]["x"], patch["data"][index]["y"] = x, y
     return total
 
