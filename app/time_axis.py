@@ -41,10 +41,12 @@ def nice_step(span: float, target: int = TARGET_TICKS) -> float:
 
 
 def _unit_for(step: float, units: tuple[tuple[float, str], ...]) -> tuple[float, str]:
-    """The largest unit no more than ten steps long (a 200 ns step is labelled 0.2 µs, 50 ns stays ns)."""
+    """Time: the largest unit no more than ten steps long (a 200 ns step reads 0.2 µs, 50 ns stays ns).
+    Cycles: the largest unit no longer than a step (100 cycles read 100, not 0.1k)."""
+    reach = step * 10 if units is _TIME_UNITS else step
     chosen = units[0]
     for size, name in units:
-        if size <= step * 10:
+        if size <= reach:
             chosen = (size, name)
     return chosen
 

@@ -171,7 +171,8 @@ def clock_box(units: list[str], clock: str | None) -> list[Any]:
     if "cycles" not in units:
         return []
     return [html.Div([html.Label("clock rate (labels cycles as time):", htmlFor=ids.TIMELINE_CLOCK),
-                      dcc.Input(id=ids.TIMELINE_CLOCK, value=clock or "", placeholder="e.g. 1 GHz", debounce=True, type="text")],
+                      dcc.Input(id=ids.TIMELINE_CLOCK, value=clock or "", placeholder="e.g. 1 GHz", debounce=True, type="text",
+                                style={"width": "12em"})],
                      className="compare-bar")]
 
 

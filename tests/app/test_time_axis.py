@@ -51,6 +51,11 @@ def test_cycles_without_a_clock_read_in_cycles() -> None:
     assert [t for _, t in in_view(ticks, 0, 120_000)] == ["0", "20k", "40k", "60k", "80k", "100k", "120k"]
 
 
+def test_short_cycle_spans_read_in_plain_cycles() -> None:
+    ticks = time_ticks(0, 600, unit=TimeUnit.CYCLES)  # a 100-cycle step (600 / 8 = 75: 100 is nearest)
+    assert [t for _, t in in_view(ticks, 0, 600)] == ["0", "100", "200", "300", "400", "500", "600"]
+
+
 def test_cycles_with_a_clock_read_in_time_at_cycle_positions() -> None:
     ticks = time_ticks(0, 120_000, unit=TimeUnit.CYCLES, clock_hz=800e6)  # 120k cycles at 0.8 GHz = 150 µs
     assert ticks.title == "time (cycles at 0.8 GHz)"
