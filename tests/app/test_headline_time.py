@@ -26,3 +26,20 @@ def test_fmt_duration() -> None:
     assert [fmt_duration(v) for v in (12, 73_000, 3.44e6, 337.2e6, 7.5e9)] == ["12 ns", "73 µs", "3.44 ms", "337 ms", "7.5 s"]
     assert fmt_duration(1_234_567, TimeUnit.CYCLES) == "1.23M cycles"
     assert fmt_duration(None) == ""
+
+
+def test_a_nested_predicted_region_counts_in_its_parents_band_and_time() -> None:
+    from portscope.app.data.tables import region_bands
+    from portscope.ingest.builder import TraceBuilder
+    from portscope.ingest.schema import Source
+    from portscope.ingest.trace import RunInfo
+
+    b = TraceBuilder(RunInfo(source=Source.PREDICTED, target="demo-npu"))
+    outer = b.add_region("outer", start_ns=0, dur_ns=9_000_000)  # measured host times: not the predicted axis
+    inner = b.add_region("inner", start_ns=5_000_000, dur_ns=1_000_000, parent_id=outer)
+    later = b.add_region("later", start_ns=20_000_000, dur_ns=1_000_000)
+    for region, start, dur in ((outer, 0, 400), (inner, 400, 600), (later, 1000, 50)):  # back to back, as build_trace lays them
+        b.engine_slices.append(region_id=region, engine="vector", engine_kind="vector", kind="compute", name="x", start=start, dur=dur)
+    trace = b.build()
+    assert region_bands(trace) == [(0.0, 1000.0, "outer"), (1000.0, 1050.0, "later")]
+    assert predicted_spans(trace) == {outer: 1000, inner: 600, later: 50}
