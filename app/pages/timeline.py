@@ -9,6 +9,7 @@ from dash import Input, Output, Patch, State, dcc, html
 from dash.exceptions import PreventUpdate
 
 from portscope.ingest.memory_lanes import memory_lanes
+from portscope.ingest.schema import TimeUnit
 from portscope.ingest.viewport import KINDS, Viewport, reduce_viewport, slice_at
 
 from .. import ids, urls
@@ -27,7 +28,7 @@ from ..figures import (
     timeline_patch,
     viewport_from_relayout,
 )
-from ..time_axis import parse_clock
+from ..time_axis import fmt_duration, parse_clock
 from . import timeline_tools
 from .common import load, run_label
 
@@ -122,6 +123,16 @@ def click_update(key: dict[str, Any], click: dict[str, Any] | None, relayout: di
     return slice_view(run_id, row), patch
 
 
+def _when(value: int | None, run_id: str) -> str | None:
+    """A time of a slice in a human unit, with the exact figure: "3.44 ms (3,441,280 ns)"."""
+    if value is None:
+        return None
+    unit = TimeUnit(run_unit(run_id))
+    exact = f"{value:,} {unit.value}"
+    human = fmt_duration(value, unit)
+    return exact if human.replace(",", "") == exact.replace(",", "") else f"{human} ({exact})"
+
+
 def slice_view(run_id: str, row: int) -> html.Dl:
     """One slice's facts: engine, kind, name, times, and its operator's shapes, bytes, call site and stack."""
     detail = slice_detail(store().trace(run_id), row)
@@ -129,8 +140,8 @@ def slice_view(run_id: str, row: int) -> html.Dl:
         ("engine", detail.get("engine")),
         ("kind", detail.get("kind")),
         ("name", detail.get("name")),
-        ("start", detail.get("start")),
-        ("duration", detail.get("dur")),
+        ("start", _when(detail.get("start"), run_id)),
+        ("duration", _when(detail.get("dur"), run_id)),
         ("module", detail.get("module")),
         ("bytes", fmt_bytes(detail.get("bytes"))),
         ("waited on", detail.get("waited_on")),
