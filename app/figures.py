@@ -198,7 +198,7 @@ def timeline_figure(panels: list[Panel], *, drag: str = "zoom") -> dict[str, Any
                 }
             )
         height = heights[i] / total
-        domain = [max(top - height, 0.0), top - label_px[i] / total]
+        domain = [max(top - height, 0.0), top]
         top -= height + gap / total
         if panel.memory is not None:  # memory bands on top of the panel, resource lanes below (as Furiosa's viewer)
             split = domain[1] - memory_px[i] / total
@@ -211,6 +211,7 @@ def timeline_figure(panels: list[Panel], *, drag: str = "zoom") -> dict[str, Any
             }  # fmt: skip
             memory_data += memory_traces(panel.memory, f"x{suffix}", f"y{axis}")
             domain = [domain[0], split - 8 / total]
+        domain = [domain[0], domain[1] - label_px[i] / total]  # extra rows of band labels: between memory and lanes
         n = len(panel.lanes.lanes)
         layout[f"yaxis{suffix}"] = {
             "domain": domain,
