@@ -14,9 +14,9 @@ from ..components import fmt_bytes, fmt_int, fmt_ratio, fmt_signed, page, proble
 from ..context import store
 from ..data.runs import regions_frame
 from ..data.tables import numerics_frame
-from ..figures import timeline_figure
+from ..figures import flow_indices, timeline_figure
 from .common import load, region_label, run_label
-from .timeline import click_detail, panels, relayout_update
+from .timeline import click_update, panels, relayout_update
 
 SIGNAL_COLUMNS = [
     ("signal", "Signal", None),
@@ -79,11 +79,12 @@ def layout(a: str = "", b: str = "", ra: str | None = None, rb: str | None = Non
         html.Div(numerics_side_by_side(trace_a, trace_b), id=ids.COMPARE_NUMERICS),
     ]
     if a != b:
+        figure = timeline_figure(panels([a, b], ["A", "B"]))
         children += [
             html.H3("Timelines (zoom one, both follow)"),
-            dcc.Store(id=ids.TIMELINE_KEY, data={"run_ids": [a, b], "titles": ["A", "B"]}),
+            dcc.Store(id=ids.TIMELINE_KEY, data={"run_ids": [a, b], "titles": ["A", "B"], "flow_traces": flow_indices(figure)}),
             html.Div(id=ids.TIMELINE_STATUS, className="muted"),
-            dcc.Graph(id=ids.COMPARE_TIMELINES, figure=timeline_figure(panels([a, b], ["A", "B"])), config={"scrollZoom": True, "displaylogo": False}),
+            dcc.Graph(id=ids.COMPARE_TIMELINES, figure=figure, config={"scrollZoom": True, "displaylogo": False}),
             html.Div(id=ids.TIMELINE_DETAIL, className="detail"),
         ]
     name_a, name_b = run_label(a, trace_a), run_label(b, trace_b)
@@ -148,10 +149,11 @@ def register(app: dash.Dash) -> None:
 
     @app.callback(
         Output(ids.TIMELINE_DETAIL, "children", allow_duplicate=True),
+        Output(ids.COMPARE_TIMELINES, "figure", allow_duplicate=True),
         Input(ids.COMPARE_TIMELINES, "clickData"),
         State(ids.COMPARE_TIMELINES, "relayoutData"),
         State(ids.TIMELINE_KEY, "data"),
         prevent_initial_call=True,
     )
-    def click(click: dict[str, Any] | None, relayout: dict[str, Any] | None, key: dict[str, Any]) -> Any:
-        return click_detail(key["run_ids"], click, relayout)
+    def click(click: dict[str, Any] | None, relayout: dict[str, Any] | None, key: dict[str, Any]) -> tuple[Any, Any]:
+        return click_update(key, click, relayout)  # the slice's facts and its flows, in its panel

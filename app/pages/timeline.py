@@ -99,12 +99,6 @@ def clicked_slice(run_ids: list[str], click: dict[str, Any] | None, relayout: di
 NO_SLICE = "No slice there; zoom in and click a bar."
 
 
-def click_detail(run_ids: list[str], click: dict[str, Any] | None, relayout: dict[str, Any] | None) -> Any:
-    """The facts of the slice under a click."""
-    _panel, run_id, row = clicked_slice(run_ids, click, relayout)
-    return html.Div(NO_SLICE, className="muted") if row is None else slice_view(run_id, row)
-
-
 def click_update(key: dict[str, Any], click: dict[str, Any] | None, relayout: dict[str, Any] | None) -> tuple[Any, Any]:
     """The clicked slice's facts, and its flows drawn (the other slices of its operator, what released it)."""
     panel, run_id, row = clicked_slice(key["run_ids"], click, relayout)

@@ -333,3 +333,38 @@ def test_nested_slices_are_drawn_at_depth(dash_duo, make_app, tmp_path) -> None:
     facts = [dd.text for dd in dash_duo.find_elements("#slice-detail dd")]
     assert facts[:3] == ["thread 1", "compute", "mm"]  # the slice keeps its engine's name in its facts
     assert dash_duo.get_logs() == []
+
+
+def test_compare_timelines_draw_the_flows_of_a_clicked_slice_in_its_panel(dash_duo, make_app, tmp_path) -> None:
+    from portscope.ingest.builder import TraceBuilder
+    from portscope.ingest.schema import Source
+    from portscope.ingest.trace import RunInfo, write_trace
+
+    folder = tmp_path / "pair"
+    folder.mkdir()
+    paths = []
+    for k, launch_ns in enumerate((100, 300)):  # B launches later: its kernel starts at 350
+        b = TraceBuilder(RunInfo(source=Source.PREDICTED, target="demo-npu", command=f"run {k}"))
+        region = b.add_region("step", start_ns=0, dur_ns=1000)
+        b.ops.append(op_id=0, region_id=region, name="aten::mm", start_ns=0, dur_ns=100, placement="device", bytes_in=0, bytes_out=0)
+        b.engine_slices.append(region_id=region, engine="dispatch", engine_kind="dispatch", kind="dispatch", name="aten::mm",
+                               start=0, dur=launch_ns, op_id=0)
+        b.engine_slices.append(region_id=region, engine="matrix", engine_kind="matrix", kind="compute", name="aten::mm",
+                               start=launch_ns + 50, dur=200, op_id=0, waited_on="dispatch")
+        paths.append(write_trace(b.build(), folder / f"run{k}.arrow"))
+    dash_duo.start_server(make_app(trace_paths=(folder,)))
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/compare/{run_id(paths[0])}/{run_id(paths[1])}")
+    dash_duo.wait_for_element("#compare-timelines .gl-container canvas", timeout=20)
+    time.sleep(1)
+    # panel B's compute bars are trace len(KINDS) + 0 = 7; the matrix lane is row 1
+    dash_duo.driver.execute_script(
+        "const g = document.querySelector('#compare-timelines .js-plotly-plot');"
+        "g.emit('plotly_click', {points: [{curveNumber: 7, x: 400, y: 1}]});")
+
+    def flows() -> list:
+        return dash_duo.driver.execute_script(
+            "const ts = document.querySelector('#compare-timelines .js-plotly-plot').data.filter(d => d.name === 'flows');"
+            "return ts.map(t => [t.x, t.y]);")
+
+    until(lambda: flows() == [[[], []], [[300, 350, None], [0, 1, None]]], 10)
+    assert dash_duo.get_logs() == []
