@@ -16,6 +16,7 @@ from portscope.ingest.range_summary import range_summary
 from portscope.ingest.schema import TimeUnit
 from portscope.ingest.slice_depth import nest_slices
 from portscope.ingest.slice_search import SliceMatches, find_slices, lane_of_row
+from portscope.ingest.viewport import reduce_viewport
 
 from .. import ids
 from ..components import fmt_bytes, fmt_int, text_table
@@ -36,8 +37,6 @@ def matches(run_id: str, text: str) -> SliceMatches:
 
 def add_highlights(patch: Any, run_ids: list[str], text: str | None, window: tuple[float, float], indices: list[int]) -> int:
     """Put the matches of `text` inside `window` into the patch's match traces; the number of matches in all runs."""
-    from portscope.ingest.viewport import reduce_viewport
-
     total = 0
     for run_id, index in zip(run_ids, indices, strict=False):
         found = matches(run_id, text or "") if text else None
@@ -66,7 +65,9 @@ def match_text(run_id: str, found: SliceMatches, k: int) -> str:
     row = int(found.rows[k])
     lanes = store().lanes(run_id)
     lane = lanes.lanes[int(found.lane_index[lane_of_row(found.lanes, row)])]
-    unit = store().trace(run_id).run_info.time_unit
+    from .timeline import run_unit
+
+    unit = TimeUnit(run_unit(run_id))
     name = timeline_slices(store().trace(run_id))[0].column("name")[row].as_py()
     return (f"match {k + 1:,} of {len(found):,}: {name} on {lane} at {fmt_duration(found.start[k], unit)}"
             f" for {fmt_duration(found.end[k] - found.start[k], unit)}")
