@@ -149,7 +149,8 @@ def npu_layout_of(batches: Iterable[list[Any]]) -> NpuLayout | None:
                         markers[(*key, ts)] = launch
                 elif ev.get("cat") in _CATEGORIES:
                     slices[(*key, ts)] = (ev["cat"], launch)
-            elif ph in ("s", "f") and ev.get("cat") == "ac2g" and _hashable(ev.get("id")) and ts is not None:
+            elif (ph in ("s", "f") and ev.get("cat") == "ac2g" and ev.get("id") is not None and _hashable(ev["id"])
+                  and ts is not None):  # a flow without an id links nothing
                 if ph == "s":
                     starts[ev["id"]] = (*key, ts)
                 else:
