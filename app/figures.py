@@ -319,10 +319,10 @@ def match_indices(figure: dict[str, Any]) -> list[int]:
     return [i for i, trace in enumerate(figure["data"]) if trace.get("name") == MATCHES]
 
 
-def highlight_bars(viewport: Viewport, lane_index: np.ndarray) -> tuple[dict[str, str], dict[str, str]]:
-    """x and y (typed arrays) of the matched slices of one viewport, every kind together, on the full lanes' rows."""
+def highlight_bars(viewport: Viewport) -> tuple[dict[str, str], dict[str, str]]:
+    """x and y (typed arrays) of the matched slices of one viewport, every kind together."""
     xs = [viewport.x[k] for k in KINDS if len(viewport.x[k])]
-    ys = [lane_index[viewport.y[k]] for k in KINDS if len(viewport.y[k])]
+    ys = [viewport.y[k] for k in KINDS if len(viewport.y[k])]
     x = np.concatenate(xs) if xs else np.zeros(0)
     y = np.concatenate(ys).astype(np.uint16) if ys else np.zeros(0, np.uint16)
     return typed(x), typed(y)

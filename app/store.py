@@ -110,6 +110,7 @@ class TraceStore:
         self.cache = cache
         self._traces = _Lru(open_traces)
         self._lanes = _Lru(open_traces)
+        self._memo: _Lru = _Lru(16)  # per-process: arrays too big to pickle into the shared cache on every use
         self.discard_partial_uploads()
 
     # listing -----------------------------------------------------------------
@@ -200,6 +201,10 @@ class TraceStore:
 
         self.path(run_id)
         return self._lanes.get_or(run_id, make)
+
+    def memo(self, key: str, make: Callable[[], T]) -> T:
+        """A value computed once per process (the last 16): search matches of a run, kept as arrays."""
+        return self._memo.get_or(key, make)
 
     # cached small tables -------------------------------------------------------
 

@@ -2,8 +2,8 @@
 
 The match runs on the name column's dictionary (one test per distinct name, not per
 slice), so a search over millions of slices costs one `is_in` over the codes.
-The matches become their own `Lanes` (same lane names), so the viewer reduces a
-highlight layer per viewport exactly as it reduces the bars.
+The matches become their own `Lanes` (a subset of the timeline's, same lane numbers), so
+the viewer reduces a highlight layer per viewport exactly as it reduces the bars.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .viewport import Lanes, _codes, build_lanes
+from .viewport import Lanes, _codes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,30 +24,40 @@ class SliceMatches:
     rows: np.ndarray  # rows of the slices table
     start: np.ndarray
     end: np.ndarray
-    lanes: Lanes  # the matched slices as lanes, for highlight viewports
-    lane_index: np.ndarray  # lane of `lanes` -> lane of the full timeline (by name)
+    lanes: Lanes  # the matched slices as lanes of the timeline (same lane numbers), for highlight viewports
 
     def __len__(self) -> int:
         return len(self.rows)
 
 
 def find_slices(slices: pa.Table, text: str, full: Lanes) -> SliceMatches:
-    """Slices of `slices` whose name contains `text` (case-insensitive); `full`: the timeline's lanes."""
-    found = np.zeros(0, np.int64)  # rows of the slices table, in table order
+    """Slices of `slices` whose name contains `text` (case-insensitive); `full`: the timeline's lanes of `slices`.
+
+    The matches keep their place in `full` (lane, depth row, kind group): their lanes are a subset of its
+    groups, taken by position, so no second sort and no second nesting pass.
+    """
+    found = np.zeros(0, np.int64)  # rows of the slices table
     if text.strip() and slices.num_rows:
         codes, names = _codes(slices.column("name"))
         hit = pc.match_substring(pa.array(names, pa.string()), text.strip(), ignore_case=True)
         wanted = np.flatnonzero(hit.fill_null(False).to_numpy(zero_copy_only=False))
         found = np.flatnonzero(np.isin(codes, wanted)).astype(np.int64)
-    part = slices.take(pa.array(found))
-    lanes = build_lanes(part)
-    lanes = dataclasses.replace(lanes, row=found[lanes.row])  # rows of `part` -> rows of the full table
-    start = part.column("start").to_numpy().astype(np.float64)
-    order = np.argsort(start, kind="stable")
-    end = start[order] + part.column("dur").to_numpy().astype(np.float64)[order]
-    position = {name: i for i, name in enumerate(full.lanes)}
-    lane_index = np.array([position.get(name, 0) for name in lanes.lanes], np.uint16)
-    return SliceMatches(rows=found[order], start=start[order], end=end, lanes=lanes, lane_index=lane_index)
+    full_row = np.asarray(full.row)
+    position = np.empty(len(full_row), np.int64)
+    position[full_row] = np.arange(len(full_row))
+    pos = np.sort(position[found])  # in the lanes' order: group by group, by start within a group
+    group = np.searchsorted(np.asarray(full.group_offsets), pos, "right") - 1
+    counts = np.bincount(group, minlength=len(full.group_lane))
+    kept = np.flatnonzero(counts)
+    offsets = np.concatenate([[0], np.cumsum(counts[kept])]).astype(np.int64)
+    start, end = np.asarray(full.start)[pos], np.asarray(full.end)[pos]
+    reach = np.empty_like(end)
+    for a, b in zip(offsets[:-1], offsets[1:], strict=True):
+        np.maximum.accumulate(end[a:b], out=reach[a:b])
+    lanes = Lanes(lanes=full.lanes, lane_kinds=full.lane_kinds, start=start, end=end, reach=reach, row=full_row[pos],
+                  group_offsets=offsets, group_lane=np.asarray(full.group_lane)[kept], group_kind=np.asarray(full.group_kind)[kept])
+    order = np.lexsort((lanes.row, start))  # time order, ties by table row
+    return SliceMatches(rows=lanes.row[order], start=start[order], end=end[order], lanes=lanes)
 
 
 def lane_of_row(lanes: Lanes, row: int) -> int:

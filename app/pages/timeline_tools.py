@@ -14,7 +14,6 @@ from dash import Input, Output, State, ctx, dcc, html
 
 from portscope.ingest.range_summary import range_summary
 from portscope.ingest.schema import TimeUnit
-from portscope.ingest.slice_depth import nest_slices
 from portscope.ingest.slice_search import SliceMatches, find_slices, lane_of_row
 from portscope.ingest.viewport import reduce_viewport
 
@@ -31,8 +30,8 @@ MIN_MATCH_SHARE = 1 / 50  # stepping to a match zooms in until it is at least th
 
 def matches(run_id: str, text: str) -> SliceMatches:
     """The run's slices whose name contains `text`, computed once per (run, text)."""
-    return store().cached(f"search:{run_id}:{text.strip().lower()}",
-                          lambda: find_slices(nest_slices(timeline_slices(store().trace(run_id))[0]), text, store().lanes(run_id)))
+    return store().memo(f"search:{run_id}:{text.strip().lower()}",
+                          lambda: find_slices(timeline_slices(store().trace(run_id))[0], text, store().lanes(run_id)))
 
 
 def add_highlights(patch: Any, run_ids: list[str], text: str | None, window: tuple[float, float], indices: list[int]) -> int:
@@ -45,7 +44,7 @@ def add_highlights(patch: Any, run_ids: list[str], text: str | None, window: tup
             continue
         total += len(found)
         view = reduce_viewport(found.lanes, window[0], window[1], VIEW_PX, max_bars=MAX_HIGHLIGHTS)
-        x, y = highlight_bars(view, found.lane_index)
+        x, y = highlight_bars(view)
         patch["data"][index]["x"], patch["data"][index]["y"] = x, y
     return total
 
@@ -64,7 +63,7 @@ def match_text(run_id: str, found: SliceMatches, k: int) -> str:
     """"match 3 of 120: NAME on LANE at T"."""
     row = int(found.rows[k])
     lanes = store().lanes(run_id)
-    lane = lanes.lanes[int(found.lane_index[lane_of_row(found.lanes, row)])]
+    lane = lanes.lanes[lane_of_row(found.lanes, row)]
     from .timeline import run_unit
 
     unit = TimeUnit(run_unit(run_id))

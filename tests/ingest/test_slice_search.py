@@ -32,8 +32,8 @@ def test_matches_are_case_insensitive_substrings_in_time_order() -> None:
     assert found.rows.tolist() == [3, 0] and found.start.tolist() == [100, 500] and found.end.tolist() == [105, 510]
     mm = find_slices(TABLE, "mm", full)
     assert mm.rows.tolist() == [1, 4]
-    assert mm.lanes.lanes == ["matrix"] and mm.lane_index.tolist() == [1]  # the matrix lane is row 1 of the full timeline
-    assert lane_of_row(mm.lanes, 4) == 0
+    assert mm.lanes.lanes == full.lanes and mm.lanes.group_lane.tolist() == [1]  # on the timeline's matrix lane
+    assert lane_of_row(mm.lanes, 4) == 1
     assert len(find_slices(TABLE, "", full)) == 0 and len(find_slices(TABLE, "conv", full)) == 0
 
 
@@ -43,3 +43,13 @@ def test_match_lanes_reduce_like_the_timeline_and_keep_table_rows() -> None:
     view = reduce_viewport(found.lanes, 0, 1000, 1000)
     assert view.rows["compute"].tolist() == [3, 0]  # rows of the full table, not of the matches
     assert view.x["compute"][0::3].tolist() == [100, 500]
+
+
+def test_matches_keep_the_depth_row_of_a_nested_slice() -> None:
+    from portscope.ingest.slice_depth import nest_slices
+
+    nested = slices([("t", "host", "forward", 0, 100), ("t", "host", "linear", 10, 30), ("t", "host", "mm", 15, 5)])
+    full = build_lanes(nest_slices(nested))
+    assert full.lanes == ["t", "t · 1", "t · 2"]
+    found = find_slices(nested, "mm", full)
+    assert found.rows.tolist() == [2] and found.lanes.group_lane.tolist() == [2]  # drawn on the depth-2 row
