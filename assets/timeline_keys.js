@@ -1,4 +1,5 @@
-/* portscope timelines: Perfetto's keys. W/S zoom in/out around the centre of the view, A/D pan left/right.
+/* portscope timelines: Perfetto's keys. W/S zoom in/out around the mouse (the centre of the view when the
+ * mouse is not over the lanes), A/D pan left/right.
  * The keys relayout the graph; the server answers the relayout (bars, ticks, labels) as for any zoom.
  * Keys typed into a text box are left alone. */
 (function () {
@@ -17,6 +18,21 @@
     }
     return null;
   }
+
+  var anchor = null; // the time under the mouse, while it is over a timeline's lanes
+
+  document.addEventListener("mousemove", function (event) {
+    var gd = plot();
+    var drag = gd && gd.querySelector(".nsewdrag");
+    var xa = gd && gd._fullLayout.xaxis;
+    if (!drag || !xa || !xa.p2c) {
+      anchor = null;
+      return;
+    }
+    var box = drag.getBoundingClientRect();
+    var inside = event.clientX >= box.left && event.clientX <= box.right && event.clientY >= box.top && event.clientY <= box.bottom;
+    anchor = inside ? xa.p2c(event.clientX - box.left) : null;
+  });
 
   document.addEventListener("keydown", function (event) {
     var tag = (event.target && event.target.tagName) || "";
@@ -37,9 +53,10 @@
     var width = x1 - x0;
     var centre = (x0 + x1) / 2;
     if (key === "w" || key === "s") {
-      width = key === "w" ? width * ZOOM : width / ZOOM;
-      x0 = centre - width / 2;
-      x1 = centre + width / 2;
+      var f = key === "w" ? ZOOM : 1 / ZOOM;
+      var at = anchor !== null && anchor >= x0 && anchor <= x1 ? anchor : centre; // the point that stays put
+      x0 = at - (at - x0) * f;
+      x1 = at + (x1 - at) * f;
     } else {
       var shift = (key === "d" ? 1 : -1) * width * PAN;
       x0 += shift;

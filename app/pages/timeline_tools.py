@@ -1,7 +1,7 @@
 """Timeline tools: a name search that highlights matching slices and steps through them (Enter, ◀ ▶);
 a time range dragged over, summarised under the timeline (engines' busy time, operators, signals).
 
-W/S zoom and A/D pan are client-side (assets/timeline_keys.js): they relayout the
+W/S zoom (around the mouse) and A/D pan are client-side (assets/timeline_keys.js): they relayout the
 graph, and the server answers the relayout as for any zoom.
 """
 

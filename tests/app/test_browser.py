@@ -368,3 +368,31 @@ def test_compare_timelines_draw_the_flows_of_a_clicked_slice_in_its_panel(dash_d
 
     until(lambda: flows() == [[[], []], [[300, 350, None], [0, 1, None]]], 10)
     assert dash_duo.get_logs() == []
+
+
+def test_w_zooms_around_the_mouse(dash_duo, make_app, demo_paths) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    rid = run_id(demo_paths["eager"])
+    dash_duo.start_server(make_app())
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/run/{rid}/timeline")
+    dash_duo.wait_for_element("#timeline-graph .gl-container canvas", timeout=20)
+    time.sleep(1)
+    dash_duo.driver.execute_script(
+        "const g = document.querySelector('#timeline-graph .js-plotly-plot'); Plotly.relayout(g, {'xaxis.range': [0, 20000]});")
+    time.sleep(1)
+    layer = dash_duo.find_element("#timeline-graph .nsewdrag")
+    dash_duo.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", layer)
+    width = layer.size["width"]
+    # the mouse a quarter into the lanes (5 us): W keeps 5 us under it and narrows the view to 80 %
+    ActionChains(dash_duo.driver).move_to_element_with_offset(layer, -width // 4, 0).perform()
+    dash_duo.find_element("body").send_keys("w")
+
+    def view() -> list[float]:
+        return dash_duo.driver.execute_script("return document.querySelector('#timeline-graph .js-plotly-plot')._fullLayout.xaxis.range;")
+
+    until(lambda: abs(view()[1] - view()[0] - 16_000) < 1, 10)
+    x0, x1 = view()
+    px = 20_000 / width  # the mouse sits on a whole pixel
+    assert abs(x0 - 1_000) < 2 * px and abs(x1 - 17_000) < 2 * px, (x0, x1)
+    assert dash_duo.get_logs() == []
