@@ -113,7 +113,7 @@ def range_tables(run_id: str, window: tuple[float, float] | None) -> Any:
         return fmt_duration(v, unit)
 
     head = (f"{fmt_duration(summary.x0, unit)} to {fmt_duration(summary.x1, unit)} ({fmt_duration(summary.x1 - summary.x0, unit)}):"
-            f" {summary.slices:,} slices")
+            f" {summary.slices:,} slice{'' if summary.slices == 1 else 's'}")
     if not summary.slices:
         return html.Div([html.P(head, id="range-head"), html.P("Nothing runs in this range.", className="muted")])
     return html.Div([
