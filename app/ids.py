@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from dash import ALL
 
 # shell (on every page)
@@ -37,12 +39,35 @@ TIMELINE_STATUS = "timeline-status"
 TIMELINE_DETAIL = "timeline-detail"
 TIMELINE_KEY = "timeline-key"  # {"run_ids", "clock_hz", "titles", "match_traces"}
 TIMELINE_CLOCK = "timeline-clock"  # clock rate typed for a cycle axis
-TIMELINE_SEARCH = "timeline-search"
-TIMELINE_SEARCH_NEXT = "timeline-search-next"
-TIMELINE_SEARCH_PREV = "timeline-search-prev"
-TIMELINE_SEARCH_STATUS = "timeline-search-status"
-TIMELINE_MATCH = "timeline-match"  # {"text", "index"}: the search and the match stepped to
-TIMELINE_RANGE = "timeline-range"  # tables of the time range dragged over
+
+
+@dataclasses.dataclass(frozen=True)
+class TimelineTools:
+    """Ids of a timeline's search and range tools (one set per page that has a timeline)."""
+
+    search: str
+    next: str
+    prev: str
+    status: str
+    match: str  # store: {"text", "index"}: the search and the match stepped to
+    range: str  # tables of the time range dragged over
+    range_head: str
+    range_engines: str
+    range_operators: str
+    range_signals: str
+
+    @classmethod
+    def named(cls, prefix: str) -> TimelineTools:
+        return cls(*(f"{prefix}-{part}" for part in ("search", "search-next", "search-prev", "search-status", "match", "range",
+                                                     "range-head", "range-engines", "range-operators", "range-signals")))
+
+    def of_run(self, k: int) -> TimelineTools:
+        """The range tables' ids for the k-th run of a compare page (the search ids are shared)."""
+        return dataclasses.replace(self, **{f: f"{getattr(self, f)}-{k}" for f in ("range_head", "range_engines", "range_operators",
+                                                                                 "range_signals")})
+
+
+TIMELINE_TOOLS = TimelineTools.named("timeline")
 
 # plan page (portscope plan)
 PLAN_MEMORY = "plan-memory"
@@ -59,6 +84,7 @@ COMPARE_OPERATORS = "compare-operators"
 COMPARE_SITES = "compare-sites"
 COMPARE_NUMERICS = "compare-numerics"
 COMPARE_TIMELINES = "compare-timelines"
+COMPARE_TOOLS = TimelineTools.named("compare")
 
 
 def run_pick(run_id: str) -> dict[str, str]:

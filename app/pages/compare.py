@@ -14,9 +14,10 @@ from ..components import fmt_bytes, fmt_int, fmt_ratio, fmt_signed, page, proble
 from ..context import store
 from ..data.runs import regions_frame
 from ..data.tables import numerics_frame
-from ..figures import flow_indices, timeline_figure
+from ..figures import flow_indices, match_indices, timeline_figure
+from . import timeline_tools
 from .common import load, region_label, run_label
-from .timeline import click_update, panels, relayout_update
+from .timeline import click_update, panels, relayout_update, slice_view, zoom_update
 
 SIGNAL_COLUMNS = [
     ("signal", "Signal", None),
@@ -79,12 +80,17 @@ def layout(a: str = "", b: str = "", ra: str | None = None, rb: str | None = Non
         html.Div(numerics_side_by_side(trace_a, trace_b), id=ids.COMPARE_NUMERICS),
     ]
     if a != b:
-        figure = timeline_figure(panels([a, b], ["A", "B"]))
+        figure = timeline_figure(panels([a, b], ["A", "B"]), drag="select")
         children += [
             html.H3("Timelines (zoom one, both follow)"),
-            dcc.Store(id=ids.TIMELINE_KEY, data={"run_ids": [a, b], "titles": ["A", "B"], "flow_traces": flow_indices(figure)}),
+            dcc.Store(id=ids.TIMELINE_KEY, data={"run_ids": [a, b], "titles": ["A", "B"], "flow_traces": flow_indices(figure),
+                                                 "match_traces": match_indices(figure)}),
+            *timeline_tools.controls(ids.COMPARE_TOOLS),
             html.Div(id=ids.TIMELINE_STATUS, className="muted"),
             dcc.Graph(id=ids.COMPARE_TIMELINES, figure=figure, config={"scrollZoom": True, "displaylogo": False}),
+            html.H3("Selected range"),
+            html.Div(html.Div("Drag over the timelines to sum up a time range in A and in B here.", className="muted"),
+                     id=ids.COMPARE_TOOLS.range),
             html.Div(id=ids.TIMELINE_DETAIL, className="detail"),
         ]
     name_a, name_b = run_label(a, trace_a), run_label(b, trace_b)
@@ -142,10 +148,13 @@ def register(app: dash.Dash) -> None:
         Output(ids.TIMELINE_STATUS, "children", allow_duplicate=True),
         Input(ids.COMPARE_TIMELINES, "relayoutData"),
         State(ids.TIMELINE_KEY, "data"),
+        State(ids.COMPARE_TOOLS.match, "data"),
         prevent_initial_call=True,
     )
-    def zoom(relayout: dict[str, Any] | None, key: dict[str, Any]) -> tuple[Any, str]:
-        return relayout_update(key["run_ids"], relayout, key.get("clock_hz"), key.get("titles"))
+    def zoom(relayout: dict[str, Any] | None, key: dict[str, Any], match: dict[str, Any] | None) -> tuple[Any, str]:
+        return zoom_update(key, relayout, match)
+
+    timeline_tools.register(app, ids.COMPARE_TIMELINES, ids.COMPARE_TOOLS, relayout_update, slice_view)
 
     @app.callback(
         Output(ids.TIMELINE_DETAIL, "children", allow_duplicate=True),

@@ -205,11 +205,11 @@ def layout(run_id: str = "", clock: str | None = None, **_query: str) -> html.Di
         dcc.Store(id=ids.TIMELINE_KEY, data={"run_ids": [run_id], "clock_hz": clock_hz, "match_traces": match_indices(figure),
                                                    "flow_traces": flow_indices(figure)}),
         *clock_box([p.unit for p in built], clock),
-        *timeline_tools.controls(),
+        *timeline_tools.controls(ids.TIMELINE_TOOLS),
         html.Div(status_text([p.viewport for p in built], [len(p.lanes) for p in built]), id=ids.TIMELINE_STATUS, className="muted"),
         dcc.Graph(id=ids.TIMELINE_GRAPH, figure=figure, config={"scrollZoom": True, "displaylogo": False}),
         html.H3("Selected range"),
-        html.Div(timeline_tools.range_tables(run_id, None), id=ids.TIMELINE_RANGE),
+        html.Div(timeline_tools.range_tables(run_id, None, ids.TIMELINE_TOOLS), id=ids.TIMELINE_TOOLS.range),
         html.H3("Clicked slice"),
         html.Div(html.Div("Click a bar to see its operator, module, shapes, bytes and call site.", className="muted"), id=ids.TIMELINE_DETAIL, className="detail"),
         subtitle=(
@@ -228,13 +228,13 @@ def register(app: dash.Dash) -> None:
         Output(ids.TIMELINE_STATUS, "children"),
         Input(ids.TIMELINE_GRAPH, "relayoutData"),
         State(ids.TIMELINE_KEY, "data"),
-        State(ids.TIMELINE_MATCH, "data"),
+        State(ids.TIMELINE_TOOLS.match, "data"),
         prevent_initial_call=True,
     )
     def zoom(relayout: dict[str, Any] | None, key: dict[str, Any], match: dict[str, Any] | None) -> tuple[Any, str]:
         return zoom_update(key, relayout, match)
 
-    timeline_tools.register(app, ids.TIMELINE_GRAPH, relayout_update, slice_view)
+    timeline_tools.register(app, ids.TIMELINE_GRAPH, ids.TIMELINE_TOOLS, relayout_update, slice_view)
 
     @app.callback(
         Output(ids.TIMELINE_GRAPH, "figure", allow_duplicate=True),

@@ -72,21 +72,21 @@ def match_text(run_id: str, found: SliceMatches, k: int) -> str:
             f" for {fmt_duration(found.end[k] - found.start[k], unit)}")
 
 
-def controls() -> list[Any]:
+def controls(tools: ids.TimelineTools) -> list[Any]:
     """The search box, its step buttons and its status line."""
     return [
         html.Div(
             [
-                dcc.Input(id=ids.TIMELINE_SEARCH, type="search", placeholder="search slices by name (Enter: next)", debounce=True,
+                dcc.Input(id=tools.search, type="search", placeholder="search slices by name (Enter: next)", debounce=True,
                           style={"minWidth": "320px"}),
-                html.Button("◀", id=ids.TIMELINE_SEARCH_PREV, title="previous match", n_clicks=0),
-                html.Button("▶", id=ids.TIMELINE_SEARCH_NEXT, title="next match", n_clicks=0),
-                html.Span(id=ids.TIMELINE_SEARCH_STATUS, className="muted"),
+                html.Button("◀", id=tools.prev, title="previous match", n_clicks=0),
+                html.Button("▶", id=tools.next, title="next match", n_clicks=0),
+                html.Span(id=tools.status, className="muted"),
                 html.Span("drag: select a range · wheel, W/S: zoom · A/D: pan", className="muted", style={"marginLeft": "auto"}),
             ],
             className="compare-bar",
         ),
-        dcc.Store(id=ids.TIMELINE_MATCH, data={"text": "", "index": -1}),
+        dcc.Store(id=tools.match, data={"text": "", "index": -1}),
     ]
 
 
@@ -99,7 +99,7 @@ def range_from_selection(selected: dict[str, Any] | None) -> tuple[float, float]
     return None
 
 
-def range_tables(run_id: str, window: tuple[float, float] | None) -> Any:
+def range_tables(run_id: str, window: tuple[float, float] | None, tools: ids.TimelineTools) -> Any:
     """What happened in the dragged range: engines' busy time, operators by time, signals of those operators."""
     if window is None:
         return html.Div("Drag over the timeline to sum up a time range here.", className="muted")
@@ -115,59 +115,68 @@ def range_tables(run_id: str, window: tuple[float, float] | None) -> Any:
     head = (f"{fmt_duration(summary.x0, unit)} to {fmt_duration(summary.x1, unit)} ({fmt_duration(summary.x1 - summary.x0, unit)}):"
             f" {summary.slices:,} slice{'' if summary.slices == 1 else 's'}")
     if not summary.slices:
-        return html.Div([html.P(head, id="range-head"), html.P("Nothing runs in this range.", className="muted")])
+        return html.Div([html.P(head, id=tools.range_head), html.P("Nothing runs in this range.", className="muted")])
     return html.Div([
-        html.P(head, id="range-head"),
+        html.P(head, id=tools.range_head),
         html.Div([
             html.Div([html.H4("Engines (busy = time with a slice running)"),
                       text_table(summary.engines.to_pylist(), [("engine", "Engine", None), ("busy", "Busy", duration),
-                                 ("share", "Busy share", _share), ("slices", "Slices", fmt_int)], table_id="range-engines")],
+                                 ("share", "Busy share", _share), ("slices", "Slices", fmt_int)], table_id=tools.range_engines)],
                      className="col"),
             html.Div([html.H4("Operators (time inside the range)"),
                       text_table(summary.operators.to_pylist(), [("name", "Name", None), ("count", "Slices", fmt_int), ("time", "Time", duration)],
-                                 table_id="range-operators")], className="col"),
+                                 table_id=tools.range_operators)], className="col"),
             html.Div([html.H4("Signals of those operators"),
                       text_table(summary.signals.to_pylist(), [("signal", "Signal", None), ("count", "Count", fmt_int), ("bytes", "Bytes", fmt_bytes)],
-                                 table_id="range-signals") if summary.signals.num_rows else html.P("No signals.", className="muted")],
+                                 table_id=tools.range_signals) if summary.signals.num_rows else html.P("No signals.", className="muted")],
                      className="col"),
         ], className="row"),
     ])
+
+
+def ranges_view(key: dict[str, Any], window: tuple[float, float] | None, tools: ids.TimelineTools) -> Any:
+    """The range tables of every run of the page (A and B side by side on a compare page)."""
+    run_ids, titles = key["run_ids"], key.get("titles")
+    if len(run_ids) == 1:
+        return range_tables(run_ids[0], window, tools)
+    return html.Div([html.Div([html.H4(title), range_tables(run_id, window, tools.of_run(k))], className="col")
+                     for k, (run_id, title) in enumerate(zip(run_ids, titles or run_ids, strict=True))], className="row")
 
 
 def _share(value: float) -> str:
     return f"{value:.0%}" if value >= 0.1 or value == 0 else f"{value:.1%}" if value >= 0.001 else "<0.1%"
 
 
-def register(app: dash.Dash, graph_id: str, relayout_update: Any, detail: Any) -> None:
+def register(app: dash.Dash, graph_id: str, tools: ids.TimelineTools, relayout_update: Any, detail: Any) -> None:
     """Search and range callbacks of the timeline in `graph_id`; `relayout_update(run_ids, relayout, clock, titles)`
     answers a zoom, `detail(run_id, row)` shows one slice."""
 
     @app.callback(
         Output(graph_id, "figure", allow_duplicate=True),
-        Output(ids.TIMELINE_SEARCH_STATUS, "children"),
-        Output(ids.TIMELINE_MATCH, "data"),
+        Output(tools.status, "children"),
+        Output(tools.match, "data"),
         Output(ids.TIMELINE_DETAIL, "children", allow_duplicate=True),
-        Input(ids.TIMELINE_SEARCH, "value"),
-        Input(ids.TIMELINE_SEARCH, "n_submit"),
-        Input(ids.TIMELINE_SEARCH_NEXT, "n_clicks"),
-        Input(ids.TIMELINE_SEARCH_PREV, "n_clicks"),
+        Input(tools.search, "value"),
+        Input(tools.search, "n_submit"),
+        Input(tools.next, "n_clicks"),
+        Input(tools.prev, "n_clicks"),
         State(graph_id, "relayoutData"),
         State(ids.TIMELINE_KEY, "data"),
-        State(ids.TIMELINE_MATCH, "data"),
+        State(tools.match, "data"),
         prevent_initial_call=True,
     )
     def search(text: str | None, _submit: Any, _next: Any, _prev: Any, relayout: dict[str, Any] | None,
                key: dict[str, Any], state: dict[str, Any]) -> tuple[Any, str, dict[str, Any], Any]:
-        return search_update(key, text or "", ctx.triggered_id, relayout, state, relayout_update, detail)
+        return search_update(key, text or "", ctx.triggered_id, relayout, state, relayout_update, detail, tools)
 
-    @app.callback(Output(ids.TIMELINE_RANGE, "children"), Input(graph_id, "selectedData"), State(ids.TIMELINE_KEY, "data"),
+    @app.callback(Output(tools.range, "children"), Input(graph_id, "selectedData"), State(ids.TIMELINE_KEY, "data"),
                   prevent_initial_call=True)
     def select(selected: dict[str, Any] | None, key: dict[str, Any]) -> Any:
-        return range_tables(key["run_ids"][0], range_from_selection(selected))
+        return ranges_view(key, range_from_selection(selected), tools)
 
 
 def search_update(key: dict[str, Any], text: str, trigger: Any, relayout: dict[str, Any] | None,
-                  state: dict[str, Any], relayout_update: Any, detail: Any) -> tuple[Any, str, dict[str, Any], Any]:
+                  state: dict[str, Any], relayout_update: Any, detail: Any, tools: ids.TimelineTools) -> tuple[Any, str, dict[str, Any], Any]:
     """New highlights for a new text; for Enter/◀/▶ the next or previous match, centred, with its details.
 
     key: the page's TIMELINE_KEY ({"run_ids", "match_traces", "clock_hz", "titles"}); state: {"text", "index"}.
@@ -178,7 +187,7 @@ def search_update(key: dict[str, Any], text: str, trigger: Any, relayout: dict[s
     run_ids = key["run_ids"]
     indices = key.get("match_traces") or []
     window = viewport_from_relayout(relayout, extent(run_ids)) or extent(run_ids)
-    stepping = trigger in (ids.TIMELINE_SEARCH_NEXT, ids.TIMELINE_SEARCH_PREV) or (trigger == ids.TIMELINE_SEARCH and state.get("text") == text)
+    stepping = trigger in (tools.next, tools.prev) or (trigger == tools.search and state.get("text") == text)
     if not text.strip():
         patch, _ = relayout_update(run_ids, {"xaxis.range": list(window)}, key.get("clock_hz"), key.get("titles"))
         add_highlights(patch, run_ids, None, window, indices)
@@ -190,7 +199,7 @@ def search_update(key: dict[str, Any], text: str, trigger: Any, relayout: dict[s
         status = f"{total:,} slices match" + ("" if total else " (names are matched case-insensitively, any part)")
         return patch, status, {"text": text, "index": -1}, dash.no_update
     k = state.get("index", -1) if state.get("text") == text else -1
-    k = (k - 1) % len(found) if trigger == ids.TIMELINE_SEARCH_PREV else (k + 1) % len(found)
+    k = (k - 1) % len(found) if trigger == tools.prev else (k + 1) % len(found)
     window = step_window(float(found.start[k]), float(found.end[k]), window)
     patch, _ = relayout_update(run_ids, {"xaxis.range": list(window)}, key.get("clock_hz"), key.get("titles"))
     patch["layout"]["xaxis"]["range"] = list(window)

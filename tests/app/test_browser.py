@@ -127,6 +127,14 @@ def test_compare_shows_the_deltas_of_the_reports(dash_duo, make_app, demo_paths)
     assert dash_duo.get_logs() == []
 
 
+def start_on(dash_duo, app, path: str, graph_id: str) -> None:
+    """Serve `app`, open `path` and wait until the graph's WebGL lanes are drawn and listening."""
+    dash_duo.start_server(app)
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}{path}")
+    dash_duo.wait_for_element(f"#{graph_id} .gl-container canvas", timeout=20)
+    time.sleep(1)  # dcc.Graph listens for relayout events only once the figure is fully set up
+
+
 def xtick_labels(dash_duo, graph_id: str) -> list[str]:
     """The tick labels Plotly drew on the x axes of a graph (only those inside the view)."""
     return dash_duo.driver.execute_script(  # read in one go: Plotly redraws the ticks on every relayout
@@ -173,11 +181,7 @@ def test_a_predicted_runs_headline_time_is_the_predicted_device_time(dash_duo, m
 def test_search_highlights_matches_steps_through_them_and_keys_zoom_and_pan(dash_duo, make_app, demo_paths, tmp_path) -> None:
     from selenium.webdriver.common.keys import Keys
 
-    rid = run_id(demo_paths["eager"])
-    dash_duo.start_server(make_app())
-    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/run/{rid}/timeline")
-    dash_duo.wait_for_element("#timeline-graph .gl-container canvas", timeout=20)
-    time.sleep(1)
+    start_on(dash_duo, make_app(), f"/run/{run_id(demo_paths['eager'])}/timeline", "timeline-graph")
     box = dash_duo.find_element("#timeline-search")
     # demo slices are named "slice 0".."slice 39" (twice) and "slice 0".."slice 11": "slice 1" and "slice 1x" match
     box.send_keys("SLICE 1" + Keys.ENTER)
@@ -229,16 +233,16 @@ def test_dragging_over_a_time_range_sums_it_up_under_the_timeline(dash_duo, make
     time.sleep(0.5)
     # from 500 px left of the centre, 200 px to the right: inside the cold region (0..100 us of 320 us)
     ActionChains(dash_duo.driver).move_to_element_with_offset(layer, -500, 0).click_and_hold().move_by_offset(200, 0).release().perform()
-    dash_duo.wait_for_element("#range-engines", timeout=10)
+    dash_duo.wait_for_element("#timeline-range-engines", timeout=10)
     # the range 0..20 us exactly (the event a drag sends): the cold region's slices 0..20, 1 us apart, 900 ns long,
     # on six lanes in turn; slice 20 starts at 20 us: it touches the range with no time in it
     dash_duo.driver.execute_script(
         "const g = document.querySelector('#timeline-graph .js-plotly-plot'); g.emit('plotly_selected', {points: [], range: {x: [0, 20000]}});")
-    dash_duo.wait_for_text_to_equal("#range-head", "0 ns to 20 µs (20 µs): 21 slices", timeout=10)
-    busy = {r[0]: (r[1], r[3]) for r in table_rows(dash_duo, "range-engines")}
+    dash_duo.wait_for_text_to_equal("#timeline-range-head", "0 ns to 20 µs (20 µs): 21 slices", timeout=10)
+    busy = {r[0]: (r[1], r[3]) for r in table_rows(dash_duo, "timeline-range-engines")}
     assert busy == {"host": ("3.6 µs", "4"), "dispatch": ("3.6 µs", "4"), "DMA h2d": ("2.7 µs", "4"), "DMA d2h": ("2.7 µs", "3"),
                     "matrix": ("2.7 µs", "3"), "vector": ("2.7 µs", "3")}
-    operators = table_rows(dash_duo, "range-operators")
+    operators = table_rows(dash_duo, "timeline-range-operators")
     assert len(operators) == 21 and operators[0] == ["slice 0", "1", "900 ns"] and operators[-1] == ["slice 20", "1", "0 ns"]
     assert dash_duo.get_logs() == []
 
@@ -395,4 +399,23 @@ def test_w_zooms_around_the_mouse(dash_duo, make_app, demo_paths) -> None:
     x0, x1 = view()
     px = 20_000 / width  # the mouse sits on a whole pixel
     assert abs(x0 - 1_000) < 2 * px and abs(x1 - 17_000) < 2 * px, (x0, x1)
+    assert dash_duo.get_logs() == []
+
+
+def test_compare_searches_both_runs_and_sums_a_range_in_each(dash_duo, make_app, demo_paths) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    start_on(dash_duo, make_app(), f"/compare/{run_id(demo_paths['eager'])}/{run_id(demo_paths['compiled'])}", "compare-timelines")
+    # A (eager): 25 slices named "slice 1" or "slice 1x" (see the timeline search test); B (compiled, two regions of 40): 22
+    box = dash_duo.find_element("#compare-search")
+    box.send_keys("slice 1" + Keys.ENTER)
+    dash_duo.wait_for_text_to_equal("#compare-search-status", "47 slices match", timeout=10)
+    box.send_keys(Keys.ENTER)
+    dash_duo.wait_for_text_to_equal("#compare-search-status", "match 1 of 25: slice 1 on dispatch at 1 µs for 900 ns", timeout=10)
+    dash_duo.driver.execute_script(
+        "const g = document.querySelector('#compare-timelines .js-plotly-plot'); g.emit('plotly_selected', {points: [], range: {x2: [0, 20000]}});")
+    # both runs' cold regions start with slices 0..20 1 us apart: the same 21 slices in each
+    dash_duo.wait_for_text_to_equal("#compare-range-head-0", "0 ns to 20 µs (20 µs): 21 slices", timeout=10)
+    assert dash_duo.find_element("#compare-range-head-1").text == "0 ns to 20 µs (20 µs): 21 slices"
+    assert {r[0]: r[1] for r in table_rows(dash_duo, "compare-range-engines-1")}["host"] == "3.6 µs"
     assert dash_duo.get_logs() == []
