@@ -133,3 +133,14 @@ def fmt_duration(value: float | None, unit: TimeUnit = TimeUnit.NS) -> str:
     size, name = next(((z, n) for z, n in reversed(units) if z <= abs(value)), units[0])
     text = f"{value / size:.3g}" if size > 1 or unit is TimeUnit.CYCLES else f"{value:.0f}"
     return f"{text} {name}".rstrip() if unit is TimeUnit.NS else f"{text}{name} cycles"
+
+
+def fmt_span(x0: float, x1: float, unit: TimeUnit = TimeUnit.NS) -> str:
+    """A range for a heading, its ends precise enough to tell its length: "484.00 ms to 485.70 ms (1.7 ms)"."""
+    span = max(x1 - x0, 1e-9)
+    units = _TIME_UNITS if unit is TimeUnit.NS else _CYCLE_UNITS
+    size, name = _unit_for(span / 10, units) if unit is TimeUnit.NS else next(
+        ((z, n) for z, n in reversed(units) if z <= span), units[0])
+    decimals = max(0, 2 - math.floor(math.log10(span / size)))
+    suffix = f" {name}" if unit is TimeUnit.NS else f"{name} cycles"
+    return f"{x0 / size:,.{decimals}f}{suffix} to {x1 / size:,.{decimals}f}{suffix} ({fmt_duration(span, unit)})"

@@ -22,7 +22,7 @@ from ..components import fmt_bytes, fmt_int, text_table
 from ..context import store
 from ..data.tables import timeline_slices
 from ..figures import VIEW_PX, highlight_bars
-from ..time_axis import fmt_duration
+from ..time_axis import fmt_duration, fmt_span
 
 MAX_HIGHLIGHTS = 4000  # highlight bars per view (merged coarser beyond): keeps a zoom's answer under 1 MB with the bars
 MIN_MATCH_SHARE = 1 / 50  # stepping to a match zooms in until it is at least this share of the view
@@ -99,7 +99,7 @@ def range_from_selection(selected: dict[str, Any] | None) -> tuple[float, float]
     return None
 
 
-def range_tables(run_id: str, window: tuple[float, float] | None, tools: ids.TimelineTools) -> Any:
+def range_tables(run_id: str, window: tuple[float, float] | None, tools: ids.TimelineTools, *, stacked: bool = False) -> Any:
     """What happened in the dragged range: engines' busy time, operators by time, signals of those operators."""
     if window is None:
         return html.Div("Drag over the timeline to sum up a time range here.", className="muted")
@@ -112,8 +112,7 @@ def range_tables(run_id: str, window: tuple[float, float] | None, tools: ids.Tim
     def duration(v: Any) -> str:
         return fmt_duration(v, unit)
 
-    head = (f"{fmt_duration(summary.x0, unit)} to {fmt_duration(summary.x1, unit)} ({fmt_duration(summary.x1 - summary.x0, unit)}):"
-            f" {summary.slices:,} slice{'' if summary.slices == 1 else 's'}")
+    head = f"{fmt_span(summary.x0, summary.x1, unit)}: {summary.slices:,} slice{'' if summary.slices == 1 else 's'}"
     if not summary.slices:
         return html.Div([html.P(head, id=tools.range_head), html.P("Nothing runs in this range.", className="muted")])
     return html.Div([
@@ -130,7 +129,7 @@ def range_tables(run_id: str, window: tuple[float, float] | None, tools: ids.Tim
                       text_table(summary.signals.to_pylist(), [("signal", "Signal", None), ("count", "Count", fmt_int), ("bytes", "Bytes", fmt_bytes)],
                                  table_id=tools.range_signals) if summary.signals.num_rows else html.P("No signals.", className="muted")],
                      className="col"),
-        ], className="row"),
+        ], className="stack" if stacked else "row"),
     ])
 
 
@@ -139,7 +138,7 @@ def ranges_view(key: dict[str, Any], window: tuple[float, float] | None, tools: 
     run_ids, titles = key["run_ids"], key.get("titles")
     if len(run_ids) == 1:
         return range_tables(run_ids[0], window, tools)
-    return html.Div([html.Div([html.H4(title), range_tables(run_id, window, tools.of_run(k))], className="col")
+    return html.Div([html.Div([html.H4(title), range_tables(run_id, window, tools.of_run(k), stacked=True)], className="col")
                      for k, (run_id, title) in enumerate(zip(run_ids, titles or run_ids, strict=True))], className="row")
 
 

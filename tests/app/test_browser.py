@@ -238,7 +238,7 @@ def test_dragging_over_a_time_range_sums_it_up_under_the_timeline(dash_duo, make
     # on six lanes in turn; slice 20 starts at 20 us: it touches the range with no time in it
     dash_duo.driver.execute_script(
         "const g = document.querySelector('#timeline-graph .js-plotly-plot'); g.emit('plotly_selected', {points: [], range: {x: [0, 20000]}});")
-    dash_duo.wait_for_text_to_equal("#timeline-range-head", "0 ns to 20 µs (20 µs): 21 slices", timeout=10)
+    dash_duo.wait_for_text_to_equal("#timeline-range-head", "0.0 µs to 20.0 µs (20 µs): 21 slices", timeout=10)
     busy = {r[0]: (r[1], r[3]) for r in table_rows(dash_duo, "timeline-range-engines")}
     assert busy == {"host": ("3.6 µs", "4"), "dispatch": ("3.6 µs", "4"), "DMA h2d": ("2.7 µs", "4"), "DMA d2h": ("2.7 µs", "3"),
                     "matrix": ("2.7 µs", "3"), "vector": ("2.7 µs", "3")}
@@ -415,7 +415,7 @@ def test_compare_searches_both_runs_and_sums_a_range_in_each(dash_duo, make_app,
     dash_duo.driver.execute_script(
         "const g = document.querySelector('#compare-timelines .js-plotly-plot'); g.emit('plotly_selected', {points: [], range: {x2: [0, 20000]}});")
     # both runs' cold regions start with slices 0..20 1 us apart: the same 21 slices in each
-    dash_duo.wait_for_text_to_equal("#compare-range-head-0", "0 ns to 20 µs (20 µs): 21 slices", timeout=10)
-    assert dash_duo.find_element("#compare-range-head-1").text == "0 ns to 20 µs (20 µs): 21 slices"
+    dash_duo.wait_for_text_to_equal("#compare-range-head-0", "0.0 µs to 20.0 µs (20 µs): 21 slices", timeout=10)
+    assert dash_duo.find_element("#compare-range-head-1").text == "0.0 µs to 20.0 µs (20 µs): 21 slices"
     assert {r[0]: r[1] for r in table_rows(dash_duo, "compare-range-engines-1")}["host"] == "3.6 µs"
     assert dash_duo.get_logs() == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from portscope.app.figures import LABEL_CHAR_PX, MAX_LABEL_ROWS, band_label_rows, panel_annotations
-from portscope.app.time_axis import parse_clock, time_ticks
+from portscope.app.time_axis import fmt_span, parse_clock, time_ticks
 from portscope.ingest.schema import TimeUnit
 
 
@@ -101,3 +101,8 @@ def test_panel_annotations_place_labels_by_row_and_clip_to_the_view() -> None:
     notes = panel_annotations(bands, None, [(150, 400)])
     # the first band ends before the view; the second starts before it: its label sits at the view's edge
     assert [(n["text"], n["x"], n["yshift"]) for n in notes] == [("eager:warm", 150, 0), ("compiled:cold", 200, 0)]
+
+
+def test_a_range_heading_is_precise_enough_to_tell_its_length() -> None:
+    assert fmt_span(484e6, 485.7e6) == "484.00 ms to 485.70 ms (1.7 ms)"
+    assert fmt_span(240, 420, TimeUnit.CYCLES) == "240 cycles to 420 cycles (180 cycles)"
