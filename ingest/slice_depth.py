@@ -20,11 +20,27 @@ from .viewport import _codes
 DEPTH_MARK = " · "
 
 
+def _any_overlap(engine: np.ndarray, start: np.ndarray, end: np.ndarray) -> bool:
+    """Whether two slices of one engine overlap: one sort by (engine, start) as a single integer key when it fits."""
+    lo, span = float(start.min()), float(end.max() - start.min()) + 1
+    if span * (int(engine.max()) + 1) < 2**53:
+        order = np.argsort(engine.astype(np.float64) * span + (start - lo), kind="stable")
+    else:
+        order = np.lexsort((start, engine))
+    e, s, f = engine[order], start[order], end[order]
+    same = e[1:] == e[:-1]
+    bounds = np.flatnonzero(np.concatenate([[True], ~same]))
+    reach = np.empty(len(f))
+    for a, b in zip(bounds, [*bounds[1:], len(f)], strict=True):
+        np.maximum.accumulate(f[a:b], out=reach[a:b])
+    return bool(((s[1:] < reach[:-1]) & same).any())
+
+
 def slice_depths(engine: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Depth of every slice on its engine (0: nothing open above it)."""
     n = len(start)
     depth = np.zeros(n, np.int32)
-    if n < 2:
+    if n < 2 or not _any_overlap(engine, start, end):
         return depth
     order = np.lexsort((-(end - start), start, engine))
     e_sorted, s_sorted, end_sorted = engine[order], start[order], end[order]

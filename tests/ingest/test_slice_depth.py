@@ -44,3 +44,10 @@ def test_nested_slices_get_a_row_per_depth_under_their_engine() -> None:
 def test_nothing_nests_nothing_changes() -> None:
     flat = table().slice(4, 2)
     assert nest_slices(flat) is flat
+
+
+def test_slices_of_different_engines_never_nest() -> None:
+    engine = np.array([0, 1, 0, 1])
+    start = np.array([0.0, 10.0, 100.0, 50.0])
+    end = np.array([100.0, 200.0, 150.0, 60.0])  # engine 1: 10..200 holds 50..60 (nested); engine 0 only touches
+    assert slice_depths(engine, start, end).tolist() == [0, 0, 0, 1]
