@@ -163,6 +163,12 @@ def _label_rows(bands: list[tuple[float, float, str]]) -> int:
     return min(max(len(bands), 1), MAX_LABEL_ROWS)
 
 
+def graph_config(name: str) -> dict[str, Any]:
+    """dcc.Graph config of a timeline: wheel zoom, and the camera button's image at twice the size, named for the page."""
+    return {"scrollZoom": True, "displaylogo": False,
+            "toImageButtonOptions": {"format": "png", "filename": f"portscope-{name}", "scale": 2}}
+
+
 def timeline_figure(panels: list[Panel], *, drag: str = "zoom") -> dict[str, Any]:
     """Panels stacked vertically with one shared (matched) x axis; trace index = panel * len(KINDS) + kind.
 

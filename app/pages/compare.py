@@ -14,7 +14,7 @@ from ..components import fmt_bytes, fmt_int, fmt_ratio, fmt_signed, page, proble
 from ..context import store
 from ..data.runs import regions_frame
 from ..data.tables import numerics_frame
-from ..figures import flow_indices, match_indices, timeline_figure
+from ..figures import flow_indices, graph_config, match_indices, timeline_figure
 from . import timeline_tools
 from .common import load, region_label, run_label
 from .timeline import click_update, panels, relayout_update, slice_view, zoom_update
@@ -87,7 +87,7 @@ def layout(a: str = "", b: str = "", ra: str | None = None, rb: str | None = Non
                                                  "match_traces": match_indices(figure)}),
             *timeline_tools.controls(ids.COMPARE_TOOLS),
             html.Div(id=ids.TIMELINE_STATUS, className="muted"),
-            dcc.Graph(id=ids.COMPARE_TIMELINES, figure=figure, config={"scrollZoom": True, "displaylogo": False}),
+            dcc.Graph(id=ids.COMPARE_TIMELINES, figure=figure, config=graph_config("compare")),
             html.H3("Selected range"),
             html.Div(html.Div("Drag over the timelines to sum up a time range in A and in B here.", className="muted"),
                      id=ids.COMPARE_TOOLS.range),
