@@ -17,7 +17,7 @@ from ..data.tables import numerics_frame
 from ..figures import flow_indices, graph_config, match_indices, timeline_figure
 from . import timeline_tools
 from .common import load, region_label, run_label
-from .timeline import click_update, panels, relayout_update, slice_view, zoom_update
+from .timeline import click_update, panels, slice_view, zoom_update
 
 SIGNAL_COLUMNS = [
     ("signal", "Signal", None),
@@ -154,7 +154,7 @@ def register(app: dash.Dash) -> None:
     def zoom(relayout: dict[str, Any] | None, key: dict[str, Any], match: dict[str, Any] | None) -> tuple[Any, str]:
         return zoom_update(key, relayout, match)
 
-    timeline_tools.register(app, ids.COMPARE_TIMELINES, ids.COMPARE_TOOLS, relayout_update, slice_view)
+    timeline_tools.register(app, ids.COMPARE_TIMELINES, ids.COMPARE_TOOLS, slice_view)
 
     @app.callback(
         Output(ids.TIMELINE_DETAIL, "children", allow_duplicate=True),

@@ -235,7 +235,7 @@ def register(app: dash.Dash) -> None:
     def zoom(relayout: dict[str, Any] | None, key: dict[str, Any], match: dict[str, Any] | None) -> tuple[Any, str]:
         return zoom_update(key, relayout, match)
 
-    timeline_tools.register(app, ids.TIMELINE_GRAPH, ids.TIMELINE_TOOLS, relayout_update, slice_view)
+    timeline_tools.register(app, ids.TIMELINE_GRAPH, ids.TIMELINE_TOOLS, slice_view)
 
     @app.callback(
         Output(ids.TIMELINE_GRAPH, "figure", allow_duplicate=True),

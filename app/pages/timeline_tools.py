@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import dash
-from dash import Input, Output, State, ctx, dcc, html
+from dash import Input, Output, Patch, State, ctx, dcc, html
 
 from portscope.ingest.range_summary import range_summary
 from portscope.ingest.schema import TimeUnit
@@ -146,12 +146,16 @@ def _share(value: float) -> str:
     return f"{value:.0%}" if value >= 0.1 or value == 0 else f"{value:.1%}" if value >= 0.001 else "<0.1%"
 
 
-def register(app: dash.Dash, graph_id: str, tools: ids.TimelineTools, relayout_update: Any, detail: Any) -> None:
-    """Search and range callbacks of the timeline in `graph_id`; `relayout_update(run_ids, relayout, clock, titles)`
-    answers a zoom, `detail(run_id, row)` shows one slice."""
+def register(app: dash.Dash, graph_id: str, tools: ids.TimelineTools, detail: Any) -> None:
+    """Search and range callbacks of the timeline in `graph_id`; `detail(run_id, row)` shows one slice.
+
+    Stepping to a match sets the graph's range and its relayoutData: the page's zoom callback then
+    answers as for any zoom (bars, ticks, labels, highlights), and later clicks know the view.
+    """
 
     @app.callback(
         Output(graph_id, "figure", allow_duplicate=True),
+        Output(graph_id, "relayoutData", allow_duplicate=True),
         Output(tools.status, "children"),
         Output(tools.match, "data"),
         Output(ids.TIMELINE_DETAIL, "children", allow_duplicate=True),
@@ -165,8 +169,8 @@ def register(app: dash.Dash, graph_id: str, tools: ids.TimelineTools, relayout_u
         prevent_initial_call=True,
     )
     def search(text: str | None, _submit: Any, _next: Any, _prev: Any, relayout: dict[str, Any] | None,
-               key: dict[str, Any], state: dict[str, Any]) -> tuple[Any, str, dict[str, Any], Any]:
-        return search_update(key, text or "", ctx.triggered_id, relayout, state, relayout_update, detail, tools)
+               key: dict[str, Any], state: dict[str, Any]) -> tuple[Any, Any, str, dict[str, Any], Any]:
+        return search_update(key, text or "", ctx.triggered_id, relayout, state, detail, tools)
 
     @app.callback(Output(tools.range, "children"), Input(graph_id, "selectedData"), State(ids.TIMELINE_KEY, "data"),
                   prevent_initial_call=True)
@@ -174,35 +178,31 @@ def register(app: dash.Dash, graph_id: str, tools: ids.TimelineTools, relayout_u
         return ranges_view(key, range_from_selection(selected), tools)
 
 
-def search_update(key: dict[str, Any], text: str, trigger: Any, relayout: dict[str, Any] | None,
-                  state: dict[str, Any], relayout_update: Any, detail: Any, tools: ids.TimelineTools) -> tuple[Any, str, dict[str, Any], Any]:
-    """New highlights for a new text; for Enter/◀/▶ the next or previous match, centred, with its details.
+def search_update(key: dict[str, Any], text: str, trigger: Any, relayout: dict[str, Any] | None, state: dict[str, Any],
+                  detail: Any, tools: ids.TimelineTools) -> tuple[Any, Any, str, dict[str, Any], Any]:
+    """For a new text: its highlights in the view; for Enter/◀/▶: the next or previous match, centred (a new
+    range and relayoutData for the zoom callback to answer), with its details.
 
-    key: the page's TIMELINE_KEY ({"run_ids", "match_traces", "clock_hz", "titles"}); state: {"text", "index"}.
+    key: the page's TIMELINE_KEY ({"run_ids", "match_traces", ...}); state: {"text", "index"}.
+    Returns (figure patch, relayoutData, status, state, details).
     """
     from ..figures import viewport_from_relayout
     from .timeline import extent
 
     run_ids = key["run_ids"]
-    indices = key.get("match_traces") or []
     window = viewport_from_relayout(relayout, extent(run_ids)) or extent(run_ids)
     stepping = trigger in (tools.next, tools.prev) or (trigger == tools.search and state.get("text") == text)
-    if not text.strip():
-        patch, _ = relayout_update(run_ids, {"xaxis.range": list(window)}, key.get("clock_hz"), key.get("titles"))
-        add_highlights(patch, run_ids, None, window, indices)
-        return patch, "", {"text": "", "index": -1}, dash.no_update
-    found = matches(run_ids[0], text)
-    if not stepping or not len(found):
-        patch, _ = relayout_update(run_ids, {"xaxis.range": list(window)}, key.get("clock_hz"), key.get("titles"))
-        total = add_highlights(patch, run_ids, text, window, indices)
-        status = f"{total:,} slices match" + ("" if total else " (names are matched case-insensitively, any part)")
-        return patch, status, {"text": text, "index": -1}, dash.no_update
+    found = matches(run_ids[0], text) if text.strip() else None
+    if found is None or not stepping or not len(found):
+        patch = Patch()
+        total = add_highlights(patch, run_ids, text if found is not None else None, window, key.get("match_traces") or [])
+        status = "" if found is None else f"{total:,} slices match" + ("" if total else " (names are matched case-insensitively, any part)")
+        return patch, dash.no_update, status, {"text": text, "index": -1}, dash.no_update
     k = state.get("index", -1) if state.get("text") == text else -1
     k = (k - 1) % len(found) if trigger == tools.prev else (k + 1) % len(found)
-    window = step_window(float(found.start[k]), float(found.end[k]), window)
-    patch, _ = relayout_update(run_ids, {"xaxis.range": list(window)}, key.get("clock_hz"), key.get("titles"))
-    patch["layout"]["xaxis"]["range"] = list(window)
+    x0, x1 = step_window(float(found.start[k]), float(found.end[k]), window)
+    patch = Patch()
+    patch["layout"]["xaxis"]["range"] = [x0, x1]
     patch["layout"]["xaxis"]["autorange"] = False
-    add_highlights(patch, run_ids, text, window, indices)
-    return patch, match_text(run_ids[0], found, k), {"text": text, "index": k}, detail(run_ids[0], int(found.rows[k]))
-
+    return (patch, {"xaxis.range[0]": x0, "xaxis.range[1]": x1}, match_text(run_ids[0], found, k), {"text": text, "index": k},
+            detail(run_ids[0], int(found.rows[k])))
