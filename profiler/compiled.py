@@ -69,6 +69,31 @@ def _graph_break_record(record: logging.LogRecord) -> tuple[str | None, str]:
     return site, (text.splitlines()[0] if text else "graph break")
 
 
+_families: dict[str, tuple[int, list[logging.Logger]]] = {}  # logger name -> (loggers known then, it + descendants)
+
+
+def _set_level(logger: logging.Logger, level: int) -> None:
+    """`logger.setLevel(level)` without `Logger.setLevel`'s walk over every logger of the process (~100 us per
+    region with torch and transformers loaded): only this logger's and its descendants' cached levels can change.
+    Loggers are never removed, so the family list stays right while the number of loggers does not change."""
+    if logger.level == level:
+        return
+    if not all(hasattr(x, "_cache") for x in (logger, logging.root)):  # a logging without per-logger caches
+        logger.setLevel(level)
+        return
+    loggers = logging.Logger.manager.loggerDict
+    known, family = _families.get(logger.name, (-1, []))
+    if known != len(loggers):
+        prefix = logger.name + "."
+        family = [logger] + [x for name, x in list(loggers.items())
+                             if name.startswith(prefix) and isinstance(x, logging.Logger)]
+        _families[logger.name] = (len(loggers), family)
+    with logging._lock:  # type: ignore[attr-defined]  # what Logger.setLevel holds while it clears caches
+        logger.level = logging._checkLevel(level)  # type: ignore[attr-defined]
+        for x in family:
+            x._cache.clear()  # type: ignore[attr-defined]
+
+
 class _GraphBreakLog(logging.Handler):
     def __init__(self, watcher: CompileWatcher) -> None:
         super().__init__(level=logging.DEBUG)
@@ -107,7 +132,7 @@ class CompileWatcher(logging.Handler):
         self._saved = (logger.level, logger.propagate)
         logger.addHandler(self)
         if logger.level == logging.NOTSET or logger.level > logging.DEBUG:
-            logger.setLevel(logging.DEBUG)
+            _set_level(logger, logging.DEBUG)
         # Only an artifact logger torch registered (never created here). Unless the user enabled it
         # (TORCH_LOGS=graph_breaks), its records stop at this handler: nothing is printed.
         breaks = logging.Logger.manager.loggerDict.get(_GRAPH_BREAK_LOGGER)
@@ -115,18 +140,18 @@ class CompileWatcher(logging.Handler):
             self._break_state = (breaks.level, breaks.propagate)
             breaks.addHandler(self._break_log)
             if breaks.level == logging.NOTSET or breaks.level > logging.DEBUG:
-                breaks.setLevel(logging.DEBUG)
+                _set_level(breaks, logging.DEBUG)
                 breaks.propagate = False
 
     def uninstall(self) -> None:
         logger = logging.getLogger(_TRACE_LOGGER)
         logger.removeHandler(self)
         if self._saved is not None:
-            logger.setLevel(self._saved[0])
+            _set_level(logger, self._saved[0])
         if self._break_state is not None:
             breaks = logging.getLogger(_GRAPH_BREAK_LOGGER)
             breaks.removeHandler(self._break_log)
-            breaks.setLevel(self._break_state[0])
+            _set_level(breaks, self._break_state[0])
             breaks.propagate = self._break_state[1]
             self._break_state = None
 

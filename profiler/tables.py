@@ -7,6 +7,8 @@ import json
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from portscope.ingest.builder import TraceBuilder
 from portscope.ingest.schema import CompileKind, Placement, SignalKind
 from portscope.ingest.trace import RunInfo, Trace
@@ -226,7 +228,7 @@ def model_summary(model: Any) -> dict[str, Any]:
         return {}
     out: dict[str, Any] = {"class": type(model).__name__}
     try:
-        params = list(model.parameters())
+        params = _parameters(model)
         out["parameters"] = sum(p.numel() for p in params)
         if params:
             out["dtype"] = str(params[0].dtype).removeprefix("torch.")
@@ -241,3 +243,31 @@ def model_summary(model: Any) -> dict[str, Any]:
             out[key] = value
     return out
 
+
+
+_Module = torch.nn.Module
+_STANDARD = ("parameters", "named_parameters", "_named_members", "named_modules")
+
+
+def _parameters(model: Any) -> list[Any]:
+    """`list(model.parameters())`, in its order, without its generator chain (~100 us on a small Llama: that
+    cost was paid at every region's end). A module class that overrides how parameters are listed is asked."""
+    if not isinstance(model, _Module) or any(getattr(type(model), n) is not getattr(_Module, n) for n in _STANDARD):
+        return list(model.parameters())
+    seen_modules: set[Any] = set()
+    seen: set[int] = set()
+    params: list[Any] = []
+    todo = [model]
+    while todo:
+        m = todo.pop()
+        if m in seen_modules:
+            continue
+        if type(m).named_modules is not _Module.named_modules:
+            return list(model.parameters())
+        seen_modules.add(m)
+        for p in m._parameters.values():
+            if p is not None and id(p) not in seen:
+                seen.add(id(p))
+                params.append(p)
+        todo.extend(c for c in reversed(m._modules.values()) if c is not None)
+    return params
