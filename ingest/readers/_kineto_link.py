@@ -116,11 +116,14 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
     for t, c in zip(tids, per_thread.tolist(), strict=True):
         tid_code.setdefault(t, len(tid_code))
         counts[t] = counts.get(t, 0) + c
-    by_tid = np.array([tid_code[t] for t in tids], dtype=np.int64)[thread_codes] if n_ops else np.zeros(0, dtype=np.int64)
+    by_tid = np.array([tid_code[t] for t in tids], dtype=np.int32)[thread_codes] if n_ops else np.zeros(0, dtype=np.int32)
     if nest:
         top = np.flatnonzero(np.frombuffer(op_parent, dtype=np.int64) < 0) if n_ops else np.zeros(0, dtype=np.int64)
     else:
         top = _top_level(ts_a, dur_in, by_tid)
+    del ts_a, dur_in  # views of the operator columns
+    if not gpu:  # nothing below reads an operator's times (fallbacks, syncs and device work are GPU-only)
+        ops.release_times()
     ops_table = _table("ops", {
         "op_id": np.arange(n_ops, dtype=np.int64), "region_id": region_a,
         "name": _coded(ops.names, name_codes), "start_ns": start_a, "dur_ns": dur_a,

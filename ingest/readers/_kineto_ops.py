@@ -73,8 +73,14 @@ class OpColumns:
         self.thread.extend(thread)
         self.signature.extend(signature)
 
+    def release_times(self) -> None:
+        """Give the memory of the ts and dur columns back (the linker, once it has the ns columns); the
+        codes stay, indexing and iteration no longer work."""
+        self.ts = array("d")
+        self.dur = array("d")
+
     def __len__(self) -> int:
-        return len(self.ts)
+        return len(self.name)
 
     def __getitem__(self, i: int) -> tuple:
         pid, tid = self.threads[self.thread[i]]
