@@ -110,7 +110,7 @@ class TraceStore:
         self.cache = cache
         self._traces = _Lru(open_traces)
         self._lanes = _Lru(open_traces)
-        self._memo: _Lru = _Lru(16)  # per-process: arrays too big to pickle into the shared cache on every use
+        self._memo: _Lru = _Lru(16)  # per-process: arrays too big to serialise into the shared cache on every use
         self.discard_partial_uploads()
 
     # listing -----------------------------------------------------------------
