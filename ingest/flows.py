@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .schedule_summary import _RELEASED_BY
+from .viewport import _codes
 
 MAX_FLOWS = 50
 
@@ -27,11 +28,6 @@ class Flow:
     source: int
     target: int
     label: str
-
-
-def _strings(table: pa.Table, name: str) -> pa.ChunkedArray:
-    column = table.column(name)
-    return column.cast(pa.string()) if pa.types.is_dictionary(column.type) else column
 
 
 def slice_flows(slices: pa.Table, row: int) -> list[Flow]:
@@ -51,7 +47,8 @@ def slice_flows(slices: pa.Table, row: int) -> list[Flow]:
     waited = slices.column("waited_on")[row].as_py() if "waited_on" in slices.column_names else None
     kinds = _RELEASED_BY.get(str(waited)) if waited else None
     if kinds:
-        candidate = pc.is_in(_strings(slices, "engine_kind"), value_set=pa.array(kinds, pa.string())).to_numpy(zero_copy_only=False)
+        codes, names = _codes(slices.column("engine_kind"))  # one test per engine kind, not per slice
+        candidate = np.isin(codes, [i for i, name in enumerate(names) if name in kinds])
         candidate &= end <= start[row]
         candidate[row] = False
         if candidate.any():

@@ -73,8 +73,8 @@ def range_summary(slices: pa.Table, lanes: Lanes, signals: pa.Table, x0: float, 
         "share": pa.array([b / span for b in busy], pa.float64()),
         "slices": pa.array(counts.tolist(), pa.int64()),
     }).filter(pa.array(counts > 0))
-    names_codes, names = _codes(slices.column("name")) if slices.num_rows else (np.zeros(0, np.int64), [])
-    picked = names_codes[rows]
+    codes, names = _indices(slices.column("name"))
+    picked = codes[rows]
     count = np.bincount(picked, minlength=len(names))
     time = np.bincount(picked, weights=ce - cs, minlength=len(names))
     used = np.flatnonzero(count)
@@ -87,14 +87,34 @@ def range_summary(slices: pa.Table, lanes: Lanes, signals: pa.Table, x0: float, 
     return RangeSummary(x0, x1, len(rows), engines, operators, _signals_of(slices, rows, signals))
 
 
+def _indices(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
+    """Dictionary codes (without a copy when the column is one chunk) and values of a string column."""
+    if pa.types.is_dictionary(column.type) and not column.null_count and column.num_chunks:
+        column = column.unify_dictionaries()  # one dictionary for every chunk: their codes concatenate
+        codes = [chunk.indices.to_numpy() for chunk in column.chunks]
+        return (codes[0] if len(codes) == 1 else np.concatenate(codes)), column.chunk(0).dictionary.to_pylist()
+    return _codes(column)
+
+
+def _ids(column: pa.ChunkedArray) -> np.ndarray:
+    """An integer id column as numpy, -1 for nulls."""
+    return pc.fill_null(column, -1).to_numpy() if column.null_count else column.to_numpy()
+
+
 def _signals_of(slices: pa.Table, rows: np.ndarray, signals: pa.Table) -> pa.Table:
     empty = pa.table({"signal": pa.array([], pa.string()), "count": pa.array([], pa.int64()), "bytes": pa.array([], pa.int64())})
     if not len(rows) or not signals.num_rows or "op_id" not in slices.column_names:
         return empty
-    op_ids = pc.unique(slices.column("op_id").take(pa.array(rows)).drop_null())
+    op_ids = _ids(slices.column("op_id"))[rows]
+    op_ids = op_ids[op_ids >= 0]
     if not len(op_ids):
         return empty
-    hit = signals.filter(pc.is_in(signals.column("op_id"), value_set=op_ids.cast(signals.column("op_id").type)))
+    touched = np.zeros(int(op_ids.max()) + 1, bool)  # a bitmap of the operators in range: O(n), no sort
+    touched[op_ids] = True
+    wanted = _ids(signals.column("op_id"))
+    inside = (wanted >= 0) & (wanted < len(touched))
+    inside[inside] = touched[wanted[inside]]
+    hit = signals.filter(pa.array(inside))
     if not hit.num_rows:
         return empty
     kind = hit.column("kind")

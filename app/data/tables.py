@@ -213,34 +213,18 @@ def region_bands(trace: Trace) -> list[tuple[float, float, str]]:
             for r, s, d in zip(rids, starts, durs, strict=True)
             if r in labels
         ]
-    slices = (
-        trace["engine_slices"]
-        .select(["region_id", "start", "dur"])
-        .filter(pc.is_valid(trace["engine_slices"].column("region_id")))
-    )
-    if not slices.num_rows:
-        return []
-    ends = pc.add(slices.column("start"), slices.column("dur"))
     roots = {}
     for rid in parents:  # every region -> its top-level region
         root = rid
         while parents.get(root) is not None:
             root = parents[root]
         roots[rid] = root
-    ids = list(roots)
-    root_of = pc.take(pa.array([roots[r] for r in ids], pa.int32()), pc.index_in(slices.column("region_id"), pa.array(ids, pa.int32())))
-    grouped = (
-        pa.table({"region_id": root_of, "start": slices.column("start"), "end": ends})
-        .group_by("region_id")
-        .aggregate([("start", "min"), ("end", "max")])
-    )
-    return [
-        (float(s), float(e), labels[r])
-        for r, s, e in zip(
-            *(grouped.column(c).to_pylist() for c in ("region_id", "start_min", "end_max")), strict=True
-        )
-        if r in labels
-    ]
+    spans: dict[int, tuple[int, int]] = {}
+    for rid, (s, e) in _region_extents(trace).items():
+        root = roots.get(rid, rid)
+        a, b = spans.get(root, (s, e))
+        spans[root] = (min(a, s), max(b, e))
+    return [(float(spans[r][0]), float(spans[r][1]), labels[r]) for r in labels if r in spans]
 
 
 _PLACEMENT_LANES = {  # placement -> (lane, engine kind, slice kind)
@@ -319,20 +303,30 @@ def timeline_slices(trace: Trace) -> tuple[pa.Table, bool]:
     return b.build(), True
 
 
+def _region_extents(trace: Trace) -> dict[int, tuple[int, int]]:
+    """First start and last end of each region's own engine slices (numpy over the columns: 10M slices in ~0.2 s)."""
+    slices = trace["engine_slices"]
+    ids = [r for r in trace["regions"].column("region_id").to_pylist() if r is not None]
+    if not slices.num_rows or not ids:
+        return {}
+    size = max(ids) + 2  # the last slot takes slices without a region
+    rid = pc.fill_null(slices.column("region_id"), size - 1).to_numpy().astype(np.int64)
+    rid[(rid < 0) | (rid >= size)] = size - 1
+    start = slices.column("start").to_numpy()
+    end = start + slices.column("dur").to_numpy()
+    first = np.full(size, np.iinfo(np.int64).max, np.int64)
+    last = np.full(size, np.iinfo(np.int64).min, np.int64)
+    np.minimum.at(first, rid, start)
+    np.maximum.at(last, rid, end)
+    return {r: (int(first[r]), int(last[r])) for r in ids if first[r] <= last[r]}
+
+
 def predicted_spans(trace: Trace) -> dict[int, int]:
     """Predicted device time of every region of a predicted run: the span of its engine slices and its nested
     regions' (in the trace's time unit). Empty for a measured or converted run, whose time is its wall time."""
-    slices = trace["engine_slices"]
-    if not trace.predicted or not slices.num_rows:
+    if not trace.predicted or not trace["engine_slices"].num_rows:
         return {}
-    valid = slices.filter(pc.is_valid(slices.column("region_id")))
-    grouped = (
-        pa.table({"region_id": valid.column("region_id"), "start": valid.column("start"),
-                  "end": pc.add(valid.column("start"), valid.column("dur"))})
-        .group_by("region_id")
-        .aggregate([("start", "min"), ("end", "max")])
-    )
-    own = {r: (s, e) for r, s, e in zip(*(grouped.column(c).to_pylist() for c in ("region_id", "start_min", "end_max")), strict=True)}
+    own = _region_extents(trace)
     out = {}
     for rid in trace["regions"].column("region_id").to_pylist():
         inside = [own[r] for r in descendants(trace, rid) if r in own]
