@@ -17,7 +17,8 @@ from collections.abc import Sequence
 
 from portscope.ingest.errors import PortscopeError
 
-PROFILE_EXTRA_HINT = "pip install torch==2.13.0 && pip install 'portscope[profile]'  (or the torch your backend needs, 2.5 or newer)"
+PROFILE_EXTRA_HINT = ("pip install torch==2.13.0 && pip install -e '.[profile]' in a portscope checkout "
+                      "(or the torch your backend needs, 2.5 or newer)")
 
 
 @dataclasses.dataclass(frozen=True)
