@@ -38,8 +38,12 @@ _SWEEP_SLICE = 1 << 16  # rows of the per-thread sweep turned into Python values
 _DMA = {Direction.H2D: EngineKind.DMA_H2D, Direction.D2H: EngineKind.DMA_D2H, Direction.D2D: EngineKind.DMA_D2D}
 
 
-def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lanes: NpuLayout | None = None) -> Trace:
-    """The portscope Trace of one collected Kineto trace."""
+def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lanes: NpuLayout | None = None,
+                release: bool = False) -> Trace:
+    """The portscope Trace of one collected Kineto trace.
+
+    release: give the operators' ts/dur columns back as soon as they are read (`ev.ops` cannot be
+    indexed afterwards): the converter's peak memory, for a caller that is done with `ev`."""
     t0 = ev.t_min if ev.t_min != float("inf") else 0.0
     if not (math.isfinite(t0) and math.isfinite(ev.t_max)) or (ev.t_max - t0) * 1000.0 >= 2**62:
         raise TraceFormatError(path, f"timestamps span {ev.t_max - t0:g} us: not a profile (ts/dur out of range)")
@@ -122,7 +126,7 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
     else:
         top = _top_level(ts_a, dur_in, by_tid)
     del ts_a, dur_in  # views of the operator columns
-    if not gpu:  # nothing below reads an operator's times (fallbacks, syncs and device work are GPU-only)
+    if release and not gpu:  # nothing below reads an operator's times (fallbacks, syncs and device work are GPU-only)
         ops.release_times()
     ops_table = _table("ops", {
         "op_id": np.arange(n_ops, dtype=np.int64), "region_id": region_a,

@@ -40,7 +40,7 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
         progress.current().stage(progress.Stage.LINKING)
         if lanes is not None:
             npu_kineto.link(events, lanes)
-        trace = build_trace(path, events, infer_fallback=infer_fallback, lanes=lanes)
+        trace = build_trace(path, events, infer_fallback=infer_fallback, lanes=lanes, release=True)
         return npu_kineto.finish(trace, lanes, events) if lanes is not None else trace
     finally:
         if collecting:
