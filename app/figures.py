@@ -18,7 +18,7 @@ from dash import Patch
 from portscope.ingest.flows import slice_flows
 from portscope.ingest.memory_lanes import MemoryLanes
 from portscope.ingest.schema import TimeUnit
-from portscope.ingest.slice_search import lane_of_row
+from portscope.ingest.slice_search import lanes_of_rows
 from portscope.ingest.viewport import KINDS, Lanes, Viewport
 
 from .data.tables import timeline_slices
@@ -307,7 +307,7 @@ def flow_lines(trace: Any, lanes: Lanes, row: int) -> tuple[list[float | None], 
     if not flows:
         return [], [], []
     rows = sorted({f.source for f in flows} | {f.target for f in flows})
-    lane = {r: lane_of_row(lanes, r) for r in rows}
+    lane = lanes_of_rows(lanes, rows)
     start = {r: float(slices.column("start")[r].as_py()) for r in rows}
     end = {r: start[r] + float(slices.column("dur")[r].as_py()) for r in rows}
     xs: list[float | None] = []

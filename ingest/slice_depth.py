@@ -21,19 +21,15 @@ DEPTH_MARK = " · "
 
 
 def _any_overlap(engine: np.ndarray, start: np.ndarray, end: np.ndarray) -> bool:
-    """Whether two slices of one engine overlap: one sort by (engine, start) as a single integer key when it fits."""
-    lo, span = float(start.min()), float(end.max() - start.min()) + 1
-    if span * (int(engine.max()) + 1) < 2**53:
-        order = np.argsort(engine.astype(np.float64) * span + (start - lo), kind="stable")
-    else:
-        order = np.lexsort((start, engine))
-    e, s, f = engine[order], start[order], end[order]
-    same = e[1:] == e[:-1]
-    bounds = np.flatnonzero(np.concatenate([[True], ~same]))
-    reach = np.empty(len(f))
-    for a, b in zip(bounds, [*bounds[1:], len(f)], strict=True):
-        np.maximum.accumulate(f[a:b], out=reach[a:b])
-    return bool(((s[1:] < reach[:-1]) & same).any())
+    """Whether two slices of one engine overlap; engine by engine, so the temporaries stay a fraction of the columns."""
+    for e in np.flatnonzero(np.bincount(engine)):
+        mine = engine == e
+        s, f = start[mine], end[mine]
+        order = np.argsort(s, kind="stable")
+        s, f = s[order], f[order]
+        if len(s) > 1 and (s[1:] < np.maximum.accumulate(f)[:-1]).any():
+            return True
+    return False
 
 
 def slice_depths(engine: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:

@@ -60,10 +60,17 @@ def find_slices(slices: pa.Table, text: str, full: Lanes) -> SliceMatches:
     return SliceMatches(rows=lanes.row[order], start=start[order], end=end[order], lanes=lanes)
 
 
+def lanes_of_rows(lanes: Lanes, rows: list[int]) -> dict[int, int]:
+    """The lane (index into lanes.lanes) that draws each of the slices-table `rows`: one pass over the lanes."""
+    row = np.asarray(lanes.row)
+    pos = np.flatnonzero(np.isin(row, np.asarray(rows, np.int64), kind="table")) if rows else np.zeros(0, np.int64)
+    group = np.searchsorted(np.asarray(lanes.group_offsets), pos, "right") - 1
+    return {int(row[p]): int(lanes.group_lane[g]) for p, g in zip(pos, group, strict=True)}
+
+
 def lane_of_row(lanes: Lanes, row: int) -> int:
     """The lane (index into lanes.lanes) that draws slices-table row `row`."""
-    at = np.flatnonzero(np.asarray(lanes.row) == row)
-    if not len(at):
+    found = lanes_of_rows(lanes, [row])
+    if row not in found:
         raise KeyError(row)
-    group = int(np.searchsorted(lanes.group_offsets, at[0], "right")) - 1
-    return int(lanes.group_lane[group])
+    return found[row]
