@@ -310,14 +310,14 @@ def _region_extents(trace: Trace) -> dict[int, tuple[int, int]]:
     if not slices.num_rows or not ids:
         return {}
     size = max(ids) + 2  # the last slot takes slices without a region
-    rid = pc.fill_null(slices.column("region_id"), size - 1).to_numpy().astype(np.int64)
-    rid[(rid < 0) | (rid >= size)] = size - 1
-    start = slices.column("start").to_numpy()
-    end = start + slices.column("dur").to_numpy()
     first = np.full(size, np.iinfo(np.int64).max, np.int64)
     last = np.full(size, np.iinfo(np.int64).min, np.int64)
-    np.minimum.at(first, rid, start)
-    np.maximum.at(last, rid, end)
+    for batch in slices.select(["region_id", "start", "dur"]).to_batches(max_chunksize=1 << 20):  # small temporaries
+        rid = pc.fill_null(batch.column(0), size - 1).to_numpy().astype(np.int64)
+        rid[(rid < 0) | (rid >= size)] = size - 1
+        start = batch.column(1).to_numpy()
+        np.minimum.at(first, rid, start)
+        np.maximum.at(last, rid, start + batch.column(2).to_numpy())
     return {r: (int(first[r]), int(last[r])) for r in ids if first[r] <= last[r]}
 
 
