@@ -159,8 +159,9 @@ def _columns(table: pa.Table, columns: list[str]) -> list[list]:
     return [table.column(c).to_pylist() for c in columns]
 
 
-def summarize(trace: Trace, region_id: int) -> RegionSummary:
-    """The summary of one region and its nested regions."""
+def summarize(trace: Trace, region_id: int, *, lines: bool = True) -> RegionSummary:
+    """The summary of one region and its nested regions (`lines=False`: without each operator's source
+    lines, which only the report and the region page show)."""
     regions = trace["regions"]
     index = regions.column("region_id").to_pylist().index(region_id)
     row = {name: regions.column(name)[index].as_py() for name in regions.column_names}
@@ -181,7 +182,7 @@ def summarize(trace: Trace, region_id: int) -> RegionSummary:
         for kind, (n, b) in sorted(totals.items(), key=lambda kv: order[kv[0]])
     ]
     operators = _operator_table(kinds, op_names, reasons, sites, counts, nbytes, order)
-    if any(sites):
+    if lines and any(sites):
         by_line = operator_lines(kinds, op_names, sites, modules, counts, nbytes, source_index(trace))
         operators = [dataclasses.replace(r, lines=by_line.get((r.signal, r.operator), [])) for r in operators]
     transfers = _rows_in(trace["transfers"], ids)
@@ -238,7 +239,7 @@ def run_totals(trace: Trace, summaries: dict[int, RegionSummary] | None = None) 
     statuses = []
     top = top_level_ids(trace)
     for rid in top:
-        summary = (summaries or {}).get(rid) or summarize(trace, rid)
+        summary = (summaries or {}).get(rid) or summarize(trace, rid, lines=False)
         figures = summary.figures()
         for kind, n in figures.counts.items():
             counts[kind] = counts.get(kind, 0) + n
