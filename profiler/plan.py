@@ -25,10 +25,10 @@ from portscope.ingest.schema import EngineKind, Source
 from portscope.ingest.trace import RunInfo, Trace
 
 from .targets import Engine, Target
+from .targets.cost_sources import SourceKind, used_sources
 from .targets.static_shapes import ID_BYTES, StaticShapes, StepInput
 
 PROGRAMS = 2  # one prefill program, one decode program: whatever the prompt length
-ASSUMED = "assumed"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,10 +163,12 @@ def engine_ns(engine: Engine | None, *, flops: float = 0.0, nbytes: float = 0.0)
 
 
 def cost_source(target: Target) -> str:
-    """Where the engine figures come from (a target that does not say: assumed)."""
-    sources = {getattr(getattr(e, "source", None), "value", getattr(e, "source", None)) for e in target.engines}
-    sources.discard(None)
-    return ASSUMED if not sources or ASSUMED in sources else "+".join(sorted(sources))
+    """Where the engine figures that time the plan come from, as the target's [sources] names them:
+    "assumed" when any of them is assumed (or named nowhere), else e.g. "datasheet" or "datasheet+measured"."""
+    kinds = {target.source_of(f).kind for f in used_sources(target) if f.startswith("engines.")}
+    if not kinds or SourceKind.ASSUMED in kinds:
+        return SourceKind.ASSUMED.value
+    return "+".join(sorted(k.value for k in kinds))
 
 
 def step_bytes(shape: ModelShape, static: StaticShapes, *, tokens: int) -> tuple[int, int]:

@@ -176,3 +176,24 @@ def test_report_prints_the_plan(tmp_path: Path, capsys: pytest.CaptureFixture[st
     [row] = [line.split() for line in text.splitlines() if line.lstrip().startswith("4096")]
     # seq, cache, batch, weights (8 bits), KV cache, memory, fits, programs, padding, refused
     assert row[:15] == ["4096", "4096", "1", "1.2", "GB", "134.2", "MB", "1.4", "GB", "yes", "2", "-", "-", "154.11", "ms"]
+
+
+def test_cost_source_reads_the_targets_sources_table(tmp_path: Path) -> None:
+    from portscope.profiler.plan import cost_source
+
+    # every non-zero engine figure of static-llm-npu.toml, named by hand
+    figures = ["dma_h2d.bytes_per_ns", "dma_h2d.latency_ns", "dma_d2h.bytes_per_ns", "dma_d2h.latency_ns",
+               "matrix.flops_per_ns", "matrix.bytes_per_ns", "matrix.latency_ns", "vector.flops_per_ns",
+               "vector.bytes_per_ns", "vector.latency_ns"]
+    base = (Path(__file__).resolve().parents[2] / "profiler" / "targets" / "static-llm-npu.toml").read_text().replace('name = "static-llm-npu"', 'name = "sourced"')
+
+    def with_sources(sources: dict[str, str]) -> str:
+        path = tmp_path / f"t{len(list(tmp_path.iterdir()))}.toml"
+        path.write_text(base + "\n[sources]\n" + "".join(f'"engines.{f}" = "{v}"\n' for f, v in sources.items()))
+        return cost_source(load_target(path))
+
+    assert cost_source(load_target("static-llm-npu")) == "assumed"
+    assert with_sources(dict.fromkeys(figures, "datasheet: vendor brief")) == "datasheet"
+    assert with_sources({**dict.fromkeys(figures, "datasheet: vendor brief"),
+                         "matrix.flops_per_ns": "measured: board A"}) == "datasheet+measured"
+    assert with_sources(dict.fromkeys(figures[:-1], "datasheet: vendor brief")) == "assumed"  # one left unnamed
