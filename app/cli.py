@@ -84,7 +84,7 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _chosen_command(argv: Sequence[str]) -> str | None:
+def _chosen_command(argv: Sequence[str]) -> str:
     """The first argument that names a command ('' when there is none: --help or an empty line)."""
     for arg in argv:
         if not arg.startswith("-"):
@@ -99,7 +99,7 @@ def torch_available() -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(_chosen_command(argv) or "")
+    parser = build_parser(_chosen_command(argv))
     args = parser.parse_args(argv)
     if getattr(args, "needs_torch", False) and not torch_available():
         print(f"portscope {args.subcommand}: needs torch, which is not installed here; to record, install the profile "
