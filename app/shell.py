@@ -15,7 +15,7 @@ from .config import ViewerConfig
 def layout(config: ViewerConfig) -> html.Div:
     zone = html.Div(
         [
-            html.Div("Drop traces here, or click to choose (.arrow; PyTorch profiler JSON and fallback logs when converters are installed)", className="upload-hint"),
+            html.Div("Drop traces here, or click to choose (.arrow, PyTorch profiler / Chrome JSON, NPU traces and tables, fallback and compile logs)", className="upload-hint"),
             html.Progress(id=ids.UPLOAD_PROGRESS, value="0", max="100", className="upload-progress"),
             html.Span(id=ids.UPLOAD_STATUS, className="upload-status"),
         ],
