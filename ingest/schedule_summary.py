@@ -59,6 +59,8 @@ class ScheduleSummary:
     critical_by_engine: dict[str, int]
     # predicted schedules: the cost figures on the critical path that the target only assumed
     assumed: list[str] = dataclasses.field(default_factory=list)
+    # rows of the summarized slices on the critical path, from the slice that ends last back to the first
+    critical_rows: list[int] = dataclasses.field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -129,8 +131,8 @@ def summarize_slices(table: pa.Table, *, origin: int | None = None, name: str = 
             idle[cause] = idle.get(cause, 0) + int(gaps[pos])
         engines.append(EngineUse(eng, kind_of[eng], len(idx), busy, busy / span, idle))
     engines.sort(key=lambda u: (_KIND_ORDER.get(u.engine_kind, 99), u.engine))
-    length, by_engine = _critical_path(start.tolist(), stop.tolist(), engine.tolist(), kinds, waited, t0)
-    return ScheduleSummary(region_id, name, t0, t1, engines, length, by_engine)
+    length, by_engine, path = _critical_path(start.tolist(), stop.tolist(), engine.tolist(), kinds, waited, t0)
+    return ScheduleSummary(region_id, name, t0, t1, engines, length, by_engine, critical_rows=path)
 
 
 _KIND_ORDER = {k: i for i, k in enumerate(
@@ -138,14 +140,16 @@ _KIND_ORDER = {k: i for i, k in enumerate(
 
 
 def _critical_path(start: list[int], stop: list[int], engine: list[str], kinds: list[str], waited: list,
-                   t0: int) -> tuple[int, dict[str, int]]:
+                   t0: int) -> tuple[int, dict[str, int], list[int]]:
     order = sorted(range(len(start)), key=stop.__getitem__)
     ends = [stop[i] for i in order]
     cur = max(range(len(start)), key=lambda i: (stop[i], -start[i]))
     by_engine: dict[str, int] = {}
     t_end = stop[cur]
     seen = 0
+    path: list[int] = []
     while True:
+        path.append(cur)
         by_engine[engine[cur]] = by_engine.get(engine[cur], 0) + stop[cur] - start[cur]
         t = start[cur]
         seen += 1
@@ -162,7 +166,7 @@ def _critical_path(start: list[int], stop: list[int], engine: list[str], kinds: 
         if ends[hi - 1] < t:
             by_engine["idle"] = by_engine.get("idle", 0) + t - ends[hi - 1]
         cur = _pick(candidates, engine[cur], kinds, waited[cur], engine)
-    return t_end - t0, by_engine
+    return t_end - t0, by_engine, path
 
 
 def _pick(candidates: list[int], eng: str, kinds: list[str], cause: str | None, engine: list[str]) -> int:
@@ -219,11 +223,19 @@ def cost_sources_text(extra: dict) -> str | None:
     return ", ".join(f"{kinds.count(k)} {k}" for k in ("measured", "datasheet", "assumed") if k in kinds)
 
 
-def schedule_summary(trace: Trace, region_id: int) -> ScheduleSummary:
-    """The schedule summary of one region (its own engine slices; nested regions have their own)."""
+def region_slices(trace: Trace, region_id: int) -> pa.Table:
+    """The engine slices of one region (its own; nested regions have their own)."""
     slices = trace["engine_slices"]
     mask = pc.equal(slices.column("region_id"), pa.scalar(region_id, pa.int32()))
-    table = slices.filter(pc.fill_null(mask, False))
+    return slices.filter(pc.fill_null(mask, False))
+
+
+def schedule_summary(trace: Trace, region_id: int, table: pa.Table | None = None) -> ScheduleSummary:
+    """The schedule summary of one region (its own engine slices; nested regions have their own).
+
+    table: the region's slices when the caller already has them (`region_slices`).
+    """
+    table = region_slices(trace, region_id) if table is None else table
     regions = trace["regions"]
     ids = regions.column("region_id").to_pylist()
     name = regions.column("name").to_pylist()[ids.index(region_id)] if region_id in ids else ""
@@ -288,5 +300,5 @@ def format_schedule(summaries: list[ScheduleSummary], *, unit: str = "ns", modes
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["EngineUse", "ScheduleSummary", "assumed_by_region", "assumed_on_critical_path", "cost_sources_text", "format_schedule", "schedule_summaries", "schedule_summary",
-           "summarize_slices"]
+__all__ = ["EngineUse", "ScheduleSummary", "assumed_by_region", "assumed_on_critical_path", "cost_sources_text", "format_schedule", "region_slices", "schedule_summaries",
+           "schedule_summary", "summarize_slices"]

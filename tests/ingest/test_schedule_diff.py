@@ -1,0 +1,149 @@
+"""Two schedules compared (ingest/schedule_diff.py) on a hand-made baseline/changed pair.
+
+The pair, in ns (engine: slice start..end, what it waited on):
+
+    A "baseline"   dma   load x 0..10, load w 10..20
+                   matrix mm 10..40 (transfer)
+                   vector add 40..60 (dependency)
+    B "changed"    the DMA twice as fast, the add split into add + relu; B's slices start at 1000
+                   dma   load x 1000..1005, load w 1005..1010
+                   matrix mm 1005..1035 (transfer)
+                   vector add 1035..1045 (dependency), relu 1045..1050
+
+Worked out by hand: A spans 60, B 50. Busy: dma 20 -> 10, matrix 30 -> 30, vector 20 -> 15.
+Idle: matrix waits 10 -> 5 on transfer, vector 40 -> 35 on dependency. Critical path A: add <- mm <- load x
+(60 = 20 + 30 + 10); B: relu <- add <- mm <- load x (50 = 5 + 10 + 30 + 5).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from portscope.ingest.builder import TraceBuilder
+from portscope.ingest.errors import UsageError
+from portscope.ingest.schedule_diff import (
+    Change,
+    aligned_slices,
+    diff_record,
+    diff_schedules,
+    format_schedule_diff,
+    verdict,
+)
+from portscope.ingest.schema import EngineKind, SliceKind, TimeUnit
+from portscope.ingest.trace import Trace
+
+BASELINE = [  # engine, kind, slice name, start, dur, waited_on
+    ("dma", EngineKind.DMA_H2D, SliceKind.TRANSFER, "load x", 0, 10, None),
+    ("dma", EngineKind.DMA_H2D, SliceKind.TRANSFER, "load w", 10, 10, None),
+    ("matrix", EngineKind.MATRIX, SliceKind.COMPUTE, "mm", 10, 30, "transfer"),
+    ("vector", EngineKind.VECTOR, SliceKind.COMPUTE, "add", 40, 20, "dependency"),
+]
+CHANGED = [
+    ("dma", EngineKind.DMA_H2D, SliceKind.TRANSFER, "load x", 1000, 5, None),
+    ("dma", EngineKind.DMA_H2D, SliceKind.TRANSFER, "load w", 1005, 5, None),
+    ("matrix", EngineKind.MATRIX, SliceKind.COMPUTE, "mm", 1005, 30, "transfer"),
+    ("vector", EngineKind.VECTOR, SliceKind.COMPUTE, "add", 1035, 10, "dependency"),
+    ("vector", EngineKind.VECTOR, SliceKind.COMPUTE, "relu", 1045, 5, None),
+]
+
+
+def pair_trace(*regions: tuple[str, list], unit: TimeUnit = TimeUnit.NS) -> Trace:
+    """One trace with a region per (name, slices)."""
+    b = TraceBuilder()
+    b.run_info.time_unit = unit
+    for name, rows in regions:
+        rid = b.add_region(name, dur_ns=100)
+        for engine, ekind, kind, label, start, dur, wait in rows:
+            b.engine_slices.append(region_id=rid, engine=engine, engine_kind=ekind, kind=kind, name=label,
+                                   start=start, dur=dur, waited_on=wait)
+    return b.build()
+
+
+@pytest.fixture
+def pair() -> Trace:
+    return pair_trace(("baseline", BASELINE), ("changed", CHANGED))
+
+
+def test_busy_idle_and_critical_time_per_engine(pair: Trace) -> None:
+    diff = diff_schedules(pair, 0, pair, 1)
+    assert diff.headline() == {"schedule": (60, 50), "critical path": (60, 50)}
+    table = diff.engines_table().to_pylist()
+    assert [r["engine"] for r in table] == ["dma", "matrix", "vector"]  # engine-kind order: DMA, matrix, vector
+    dma, matrix, vector = table
+    assert (dma["busy_a"], dma["busy_b"], dma["delta"], dma["percent"]) == (20, 10, -10, -50.0)
+    assert (matrix["busy_a"], matrix["busy_b"], matrix["delta"], matrix["percent"]) == (30, 30, 0, 0.0)
+    assert (vector["busy_a"], vector["busy_b"], vector["delta"], vector["percent"]) == (20, 15, -5, -25.0)
+    assert [(r["idle_a"], r["idle_b"]) for r in table] == [(0, 0), (10, 5), (40, 35)]
+    assert [(r["critical_a"], r["critical_b"]) for r in table] == [(10, 5), (30, 30), (20, 15)]
+    assert [(r["slices_a"], r["slices_b"]) for r in table] == [(2, 2), (1, 1), (1, 2)]
+
+
+def test_what_is_on_the_critical_path(pair: Trace) -> None:
+    rows = diff_schedules(pair, 0, pair, 1).critical_table().to_pylist()
+    got = [(r["change"], r["engine"], r["name"], r["time_a"], r["time_b"], r["delta"], r["count_a"], r["count_b"]) for r in rows]
+    assert got == [
+        ("shorter", "vector", "add", 20, 10, -10, 1, 1),
+        ("shorter", "dma", "load x", 10, 5, -5, 1, 1),  # ties on |Δ|: the longer part first
+        ("added", "vector", "relu", 0, 5, 5, 0, 1),
+        ("same", "matrix", "mm", 30, 30, 0, 1, 1),
+    ]  # load w is on no critical path
+
+
+def test_idle_by_cause(pair: Trace) -> None:
+    rows = diff_schedules(pair, 0, pair, 1).idle_table().to_pylist()
+    assert rows == [{"cause": "dependency", "idle_a": 40, "idle_b": 35, "delta": -5},
+                    {"cause": "transfer", "idle_a": 10, "idle_b": 5, "delta": -5}]
+
+
+def test_engine_on_one_side_and_idle_on_the_path() -> None:
+    # B adds a host engine, drops the DMA, and the vector waits 5 ns after mm with nothing running: a gap on the path
+    only_b = [("host", EngineKind.HOST, SliceKind.FALLBACK, "pow", 0, 4, None),
+              ("matrix", EngineKind.MATRIX, SliceKind.COMPUTE, "mm", 4, 30, "fallback"),
+              ("vector", EngineKind.VECTOR, SliceKind.COMPUTE, "add", 39, 20, "dependency")]
+    trace = pair_trace(("baseline", BASELINE), ("changed", only_b))
+    diff = diff_schedules(trace, 0, trace, 1)
+    table = {r["engine"]: r for r in diff.engines_table().to_pylist()}
+    assert list(table) == ["host", "dma", "matrix", "vector"]
+    assert (table["host"]["busy_a"], table["host"]["busy_b"], table["host"]["percent"]) == (0, 4, None)
+    assert (table["dma"]["busy_a"], table["dma"]["busy_b"], table["dma"]["percent"]) == (20, 0, -100.0)
+    parts = {(r["engine"], r["name"]): (r["change"], r["time_a"], r["time_b"]) for r in diff.critical_table().to_pylist()}
+    assert parts[("idle", "")] == ("added", 0, 5)
+    assert parts[("dma", "load x")] == ("removed", 10, 0)
+    assert parts[("host", "pow")] == ("added", 0, 4)
+    assert diff.headline()["critical path"] == (60, 59)
+
+
+def test_text_json_and_verdict(pair: Trace) -> None:
+    diff = diff_schedules(pair, 0, pair, 1)
+    assert verdict(diff) == ("B: schedule 60 ns -> 50 ns (-10 ns, -16.7%); critical path 60 ns -> 50 ns (-10 ns, -16.7%); "
+                             "on the critical path: dma -5 ns, vector -5 ns")
+    text = format_schedule_diff(diff)
+    assert "  dma              dma_h2d         20 ns      10 ns      -10 ns   -50.0%       0 ns       0 ns      10 ns       5 ns\n" in text
+    assert "  matrix           matrix          30 ns      30 ns        0 ns    +0.0%" in text
+    assert "shorter  vector           add" in text and "added    vector           relu" in text
+    assert "mm " not in text.split("critical path: what changed")[1].split("idle")[0]  # unchanged parts not listed
+    record = diff_record(diff)
+    assert record["a"] == {"region": "baseline", "schedule": 60, "critical_path": 60}
+    assert record["engines"][2]["busy_b"] == 15 and record["idle"][0]["cause"] == "dependency"
+
+
+def test_aligned_slices_start_at_zero(pair: Trace) -> None:
+    table = aligned_slices(pair, 1)
+    assert table.column("start").to_pylist() == [0, 5, 5, 35, 45]
+    assert aligned_slices(pair, 0).column("start").to_pylist() == [0, 10, 10, 40]
+
+
+def test_two_traces_and_what_cannot_be_compared(pair: Trace) -> None:
+    other = pair_trace(("changed", CHANGED))
+    assert diff_schedules(pair, 0, other, 0).headline()["schedule"] == (60, 50)
+    cycles = pair_trace(("changed", CHANGED), unit=TimeUnit.CYCLES)
+    with pytest.raises(UsageError, match="A's schedule is in ns, B's in cycles"):
+        diff_schedules(pair, 0, cycles, 0)
+    empty = pair_trace(("nothing", []))
+    with pytest.raises(UsageError, match="B: region 0 has no engine slices"):
+        diff_schedules(pair, 0, empty, 0)
+
+
+def test_change_kinds_are_an_enum(pair: Trace) -> None:
+    parts = diff_schedules(pair, 0, pair, 1).critical_path
+    assert {p.change for p in parts} == {Change.SHORTER, Change.ADDED, Change.SAME}
