@@ -11,7 +11,9 @@ from typing import Any
 import pandas as pd
 
 from .diff import diff_call_sites, diff_operators, diff_signals, pair_regions
+from .errors import UsageError
 from .report import region_report_data
+from .schedule_diff import schedule_section
 from .summary import region_ids, regions_frame, summarize
 from .trace import Trace, read_trace
 
@@ -29,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--region-b", metavar="NAME", help="the region of B")
     p.add_argument("--top", type=int, default=10, help="changed operators and call sites to list (default 10)")
     p.add_argument("--json", action="store_true", help="print the same tables as JSON")
+    p.add_argument("--schedule", action="store_true",
+                   help="compare the two regions' engine schedules: busy time per engine A/B/Δ/%%, the critical path and "
+                        "what on it changed, idle by cause (ingest/schedule_diff.py)")
     p.add_argument("--fail-on-increase", action="store_true",
                    help="exit 1 when any signal's count (or the d2h volume) is higher in B than in A (a CI gate against a baseline)")
     p.set_defaults(func=_diff)
@@ -108,11 +113,16 @@ def _diff(args: argparse.Namespace) -> int:
     sites = diff_call_sites(report_a, report_b)
     sites = sites[sites["change"] != "same"]
     a, b = _side(trace_a, args.a, rid_a), _side(trace_b, path_b, rid_b)
+    try:
+        schedule = schedule_section(trace_a, rid_a, trace_b, rid_b, wanted=args.schedule, as_json=args.json, top=args.top)
+    except UsageError as exc:
+        print(f"portscope diff --schedule: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps({"a": a, "b": b, "signals": _records(signals), "operators": _records(operators),
-                          "call_sites": _records(sites)}, indent=1, default=str))
+                          "call_sites": _records(sites), **schedule}, indent=1, default=str))
     else:
-        sys.stdout.write(format_diff(a, b, signals, operators, sites, args.top))
+        sys.stdout.write(format_diff(a, b, signals, operators, sites, args.top) + schedule.get("text", ""))
     increased = signals[signals["delta"] > 0]
     if args.fail_on_increase and len(increased):
         print(f"increased in B: {', '.join(increased['signal'])}", file=sys.stderr)

@@ -295,5 +295,21 @@ def diff_record(diff: ScheduleDiff) -> dict[str, object]:
             "idle": diff.idle_table().to_pylist()}  # fmt: skip
 
 
+HINT = "\nboth regions carry engine schedules: --schedule compares them (busy time per engine, critical path, idle)\n"
+
+
+def schedule_section(trace_a: Trace, region_a: int, trace_b: Trace, region_b: int, *, wanted: bool, as_json: bool,
+                     top: int = 10) -> dict[str, object]:
+    """What `portscope diff` adds about schedules: with --schedule the comparison ({"schedule": record} for JSON,
+    {"text": ...} else); without it a one-line hint in the text when both regions carry schedules (cheap: the
+    comparison itself walks every slice of both regions). Raises UsageError when --schedule cannot compare them."""
+    if wanted:
+        diff = diff_schedules(trace_a, region_a, trace_b, region_b)
+        return {"schedule": diff_record(diff)} if as_json else {"text": "\n" + format_schedule_diff(diff, top=top)}
+    if not as_json and has_schedule(trace_a, region_a) and has_schedule(trace_b, region_b):
+        return {"text": HINT}
+    return {}
+
+
 __all__ = ["CauseDelta", "Change", "EngineDelta", "PathDelta", "ScheduleDiff", "aligned_slices", "diff_record",
-           "diff_schedules", "diff_summaries", "format_schedule_diff", "has_schedule", "verdict"]
+           "diff_schedules", "diff_summaries", "format_schedule_diff", "has_schedule", "schedule_section", "verdict"]

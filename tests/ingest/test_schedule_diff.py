@@ -17,8 +17,12 @@ Idle: matrix waits 10 -> 5 on transfer, vector 40 -> 35 on dependency. Critical 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from portscope.app.cli import main
 from portscope.ingest.builder import TraceBuilder
 from portscope.ingest.errors import UsageError
 from portscope.ingest.schedule_diff import (
@@ -30,7 +34,7 @@ from portscope.ingest.schedule_diff import (
     verdict,
 )
 from portscope.ingest.schema import EngineKind, SliceKind, TimeUnit
-from portscope.ingest.trace import Trace
+from portscope.ingest.trace import Trace, write_trace
 
 BASELINE = [  # engine, kind, slice name, start, dur, waited_on
     ("dma", EngineKind.DMA_H2D, SliceKind.TRANSFER, "load x", 0, 10, None),
@@ -147,3 +151,28 @@ def test_two_traces_and_what_cannot_be_compared(pair: Trace) -> None:
 def test_change_kinds_are_an_enum(pair: Trace) -> None:
     parts = diff_schedules(pair, 0, pair, 1).critical_path
     assert {p.change for p in parts} == {Change.SHORTER, Change.ADDED, Change.SAME}
+
+
+def test_cli_diff_schedule(pair: Trace, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(write_trace(pair, tmp_path / "pair.arrow"))
+    assert main(["diff", path, "--region-a", "baseline", "--region-b", "changed", "--schedule"]) == 0
+    out = capsys.readouterr().out
+    assert "schedules: B: schedule 60 ns -> 50 ns (-10 ns, -16.7%)" in out
+    assert "  vector           vector          20 ns      15 ns       -5 ns   -25.0%      40 ns      35 ns      20 ns      15 ns" in out
+    assert "added    vector           relu" in out and "--schedule compares them" not in out
+    assert main(["diff", path, "--region-a", "baseline", "--region-b", "changed", "--schedule", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["schedule"]["b"] == {"region": "changed", "schedule": 50, "critical_path": 50}
+    assert [(r["engine"], r["busy_a"], r["busy_b"]) for r in data["schedule"]["engines"]] == [
+        ("dma", 20, 10), ("matrix", 30, 30), ("vector", 20, 15)]
+    # without the flag: a hint, no tables
+    assert main(["diff", path, "--region-a", "baseline", "--region-b", "changed"]) == 0
+    out = capsys.readouterr().out
+    assert "--schedule compares them" in out and "busy A" not in out
+
+
+def test_cli_diff_schedule_refuses_ns_against_cycles(pair: Trace, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = str(write_trace(pair, tmp_path / "a.arrow"))
+    b = str(write_trace(pair_trace(("changed", CHANGED), unit=TimeUnit.CYCLES), tmp_path / "b.arrow"))
+    assert main(["diff", a, b, "--region-a", "baseline", "--schedule"]) == 2
+    assert "A's schedule is in ns, B's in cycles" in capsys.readouterr().err
