@@ -337,6 +337,18 @@ PLAN = _schema(
     ],
 )
 
+RUNTIME_CALLS = _schema(
+    "runtime_calls",
+    [  # host calls into the device runtime/driver (cudaLaunchKernel...) of a converted profiler trace
+        pa.field("region_id", pa.int32(), nullable=False),  # the innermost region open at its start
+        pa.field("op_id", pa.int64()),  # the operator it ran inside (null: outside any)
+        pa.field("name", _DICT, nullable=False),
+        pa.field("start_ns", pa.int64(), nullable=False),
+        pa.field("dur_ns", pa.int64(), nullable=False),
+        pa.field("correlation", pa.int64()),  # = engine_slices.correlation of the device work it launched
+    ],
+)
+
 TABLES: dict[str, pa.Schema] = {
     "regions": REGIONS,
     "ops": OPS,
@@ -348,10 +360,11 @@ TABLES: dict[str, pa.Schema] = {
     "stacks": STACKS,
     "numerics": NUMERICS,
     "plan": PLAN,
+    "runtime_calls": RUNTIME_CALLS,
 }
 
 # Tables added within version 1: files written before them lack the member and read as empty tables.
-ADDED_TABLES: frozenset[str] = frozenset({"plan"})
+ADDED_TABLES: frozenset[str] = frozenset({"plan", "runtime_calls"})
 
 # Columns whose values must belong to an enum.
 ENUM_COLUMNS: dict[tuple[str, str], type[enum.Enum]] = {
@@ -379,6 +392,8 @@ REFERENCES: dict[tuple[str, str], tuple[str, str]] = {
     ("compiles", "region_id"): ("regions", "region_id"),
     ("engine_slices", "region_id"): ("regions", "region_id"),
     ("engine_slices", "op_id"): ("ops", "op_id"),
+    ("runtime_calls", "region_id"): ("regions", "region_id"),
+    ("runtime_calls", "op_id"): ("ops", "op_id"),
 }
 
 # Columns that must never be negative.
@@ -401,4 +416,5 @@ NON_NEGATIVE: list[tuple[str, str]] = [
     ("plan", "decode_ns_per_token"),
     ("plan", "h2d_bytes_per_token"),
     ("plan", "d2h_bytes_per_token"),
+    ("runtime_calls", "dur_ns"),
 ]

@@ -39,11 +39,13 @@ _DMA = {Direction.H2D: EngineKind.DMA_H2D, Direction.D2H: EngineKind.DMA_D2H, Di
 
 
 def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lanes: NpuLayout | None = None,
-                release: bool = False) -> Trace:
+                release: bool = False, sliced: bool = False) -> Trace:
     """The portscope Trace of one collected Kineto trace.
 
     release: give the operators' ts/dur columns back as soon as they are read (`ev.ops` cannot be
-    indexed afterwards): the converter's peak memory, for a caller that is done with `ev`."""
+    indexed afterwards): the converter's peak memory, for a caller that is done with `ev`.
+    sliced: a trace of operators only (no Python frames, runtime calls or device work) gives its ops
+    table and host lanes as `Trace.slices`, made slice by slice as they are written (``_kineto_slices``)."""
     t0 = ev.t_min if ev.t_min != float("inf") else 0.0
     if not (math.isfinite(t0) and math.isfinite(ev.t_max)) or (ev.t_max - t0) * 1000.0 >= 2**62:
         raise TraceFormatError(path, f"timestamps span {ev.t_max - t0:g} us: not a profile (ts/dur out of range)")
@@ -68,6 +70,13 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
     ops = ev.ops
     n_ops = len(ops)
     nest = bool(ev.python or ev.runtime or ev.device)  # else only "top-level or not" is needed: vectorized below
+    if sliced and not nest and n_ops:
+        from ._kineto_slices import op_slices  # imports this module
+
+        slices = op_slices(ops, t0, regions, root_device)
+        if slices is not None:
+            built = b.build()
+            return Trace(run_info=built.run_info, tables={n: t for n, t in built.tables.items() if n not in slices}, slices=slices)
     op_parent, op_site, op_stack, runtime_op = _nest(b, ev) if nest else (array("q", [-1]) * n_ops, None, None, [])
 
     # Which ops launched device work (directly), and correlation -> runtime call.
@@ -159,10 +168,30 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
     _device_work(b, ev, ns, device_op, op_region, op_site, op_stack, by_corr, regions, multi_device, lanes)
     trace = b.build()
     trace.tables["ops"] = ops_table
+    trace.tables["runtime_calls"] = _runtime_calls(ev, t0, regions, runtime_op)
     device_lanes = trace.tables["engine_slices"]
     trace.tables["engine_slices"] = pa.concat_tables([host_lanes, device_lanes.cast(host_lanes.schema)]).combine_chunks() \
         if device_lanes.num_rows else host_lanes
     return trace
+
+
+def _runtime_calls(ev: KinetoEvents, t0: float, regions: _Regions, runtime_op: list[int]) -> pa.Table:
+    """One row per runtime or driver call: its region (the innermost open at its start, as for an operator),
+    the operator it ran inside, its correlation (what joins it to the device work it launched)."""
+    n = len(ev.runtime)
+    ts = np.fromiter((r[0] for r in ev.runtime), dtype=np.float64, count=n)
+    start = _ns(ts, t0)
+    dur = _ns(ts + np.fromiter((r[1] for r in ev.runtime), dtype=np.float64, count=n), t0)
+    dur -= start
+    np.maximum(dur, 0, out=dur)
+    names: dict[str, int] = {}
+    name_codes = np.fromiter((names.setdefault(r[2], len(names)) for r in ev.runtime), dtype=np.int32, count=n)
+    op = np.asarray(runtime_op, dtype=np.int64) if n else np.zeros(0, dtype=np.int64)
+    corr = [c if type(c) is int and -(2**63) <= c < 2**63 else None for c in (r[5] for r in ev.runtime)]
+    return _table("runtime_calls", {
+        "region_id": regions.find_many(start).astype(np.int32), "op_id": pa.array(op, mask=op < 0),
+        "name": _coded(list(names), name_codes), "start_ns": start, "dur_ns": dur,
+        "correlation": pa.array(corr, pa.int64())})  # fmt: skip
 
 
 def _top_level(ts: np.ndarray, dur: np.ndarray, thread: np.ndarray) -> np.ndarray:
@@ -239,17 +268,27 @@ def _coded(values: list, codes: np.ndarray, *, dictionary: bool = True) -> pa.Ar
         present = np.array([v is not None for v in values], dtype=bool)
         filled = np.array([v if v is not None else 0 for v in values], dtype=np.int64)
         return pa.array(filled[codes] if len(values) else np.zeros(0, dtype=np.int64), mask=~present[codes] if len(values) else None)
-    distinct: dict[object, int] = {}
-    remap = np.array([distinct.setdefault(v, len(distinct)) if v is not None else -1 for v in values] or [-1], dtype=np.int32)
-    used = np.zeros(len(distinct) + 1, dtype=bool)
-    used[remap[np.bincount(codes, minlength=len(values)) > 0] if len(values) else []] = True  # values some row uses (-1: null)
-    compact = (np.cumsum(used[:-1]) - 1).astype(np.int32)
-    words = [v for v, i in distinct.items() if used[i]]
-    remap = np.where(remap >= 0, compact[np.maximum(remap, 0)] if len(distinct) else 0, -1).astype(np.int32)
-    indices = remap[codes]  # one int32 per row, -1 for null
-    nulls = indices < 0
-    indices[nulls] = 0
-    return pa.DictionaryArray.from_arrays(pa.array(indices, mask=nulls if nulls.any() else None), pa.array(words, pa.string()))
+    return _Coder(values, np.bincount(codes, minlength=len(values)) > 0 if len(values) else np.zeros(0, dtype=bool))(codes)
+
+
+class _Coder:
+    """values[codes] (None: null) as a dictionary column over the distinct values that some row uses (`used`: one
+    flag per value); every slice it codes shares one dictionary, as an Arrow IPC file requires."""
+
+    def __init__(self, values: list, used: np.ndarray) -> None:
+        distinct: dict[object, int] = {}
+        remap = np.array([distinct.setdefault(v, len(distinct)) if v is not None else -1 for v in values] or [-1], dtype=np.int32)
+        kept = np.zeros(len(distinct) + 1, dtype=bool)
+        kept[remap[used] if len(values) else []] = True  # values some row uses (-1: null)
+        compact = (np.cumsum(kept[:-1]) - 1).astype(np.int32)
+        self.words = pa.array([v for v, i in distinct.items() if kept[i]], pa.string())
+        self.remap = np.where(remap >= 0, compact[np.maximum(remap, 0)] if len(distinct) else 0, -1).astype(np.int32)
+
+    def __call__(self, codes: np.ndarray) -> pa.DictionaryArray:
+        indices = self.remap[codes]  # one int32 per row, -1 for null
+        nulls = indices < 0
+        indices[nulls] = 0
+        return pa.DictionaryArray.from_arrays(pa.array(indices, mask=nulls if nulls.any() else None), self.words)
 
 
 def _ns(ts: np.ndarray, t0: float) -> np.ndarray:
