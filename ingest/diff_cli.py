@@ -12,6 +12,7 @@ import pandas as pd
 
 from .diff import diff_call_sites, diff_operators, diff_signals, pair_regions
 from .errors import UsageError
+from .op_diff_cli import op_section
 from .report import region_report_data
 from .schedule_diff import schedule_section
 from .summary import region_ids, regions_frame, summarize
@@ -34,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--schedule", action="store_true",
                    help="compare the two regions' engine schedules: busy time per engine A/B/Δ/%%, the critical path and "
                         "what on it changed, idle by cause (ingest/schedule_diff.py)")
+    p.add_argument("--ops", action="store_true",
+                   help="every operator, runtime call and kernel by name: counts and times in A and B, added/deleted/"
+                        "increased/decreased/unchanged (HTA's ops diff sets), the call sites whose counts changed")
     p.add_argument("--fail-on-increase", action="store_true",
                    help="exit 1 when any signal's count (or the d2h volume) is higher in B than in A (a CI gate against a baseline)")
     p.set_defaults(func=_diff)
@@ -118,11 +122,12 @@ def _diff(args: argparse.Namespace) -> int:
     except UsageError as exc:
         print(f"portscope diff --schedule: {exc}", file=sys.stderr)
         return 2
+    ops = op_section(trace_a, rid_a, trace_b, rid_b, wanted=args.ops, as_json=args.json, top=args.top)
     if args.json:
         print(json.dumps({"a": a, "b": b, "signals": _records(signals), "operators": _records(operators),
-                          "call_sites": _records(sites), **schedule}, indent=1, default=str))
+                          "call_sites": _records(sites), **schedule, **ops}, indent=1, default=str))
     else:
-        sys.stdout.write(format_diff(a, b, signals, operators, sites, args.top) + schedule.get("text", ""))
+        sys.stdout.write(format_diff(a, b, signals, operators, sites, args.top) + schedule.get("text", "") + ops.get("text", ""))
     increased = signals[signals["delta"] > 0]
     if args.fail_on_increase and len(increased):
         print(f"increased in B: {', '.join(increased['signal'])}", file=sys.stderr)
