@@ -12,6 +12,11 @@ Graph calls: after a frame compiles, Dynamo stores each compiled graph as a
 `__compiled_fn_*` global of the frame's module; those are wrapped so each call
 is recorded as one operator (placement `graph`) with its duration, and the
 operators it dispatches carry its graph id.
+
+Graph insides: AOTAutograd's `aot_inference_graph` (`aot_forward_graph`) record of a
+compile holds the graph's ATen operators (aot_graph.py); the graph call wrapped for
+that compile keeps them (`GraphFunc.inside`), and predicted schedules run them as the
+compiled program's inside.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from portscope.ingest.graph_breaks import location, parse_graph_break
 from portscope.ingest.schema import CompileKind
 
 from ._thread_state import current_session, skip_dynamo
+from .aot_graph import GRAPH_RECORDS, AotGraph, parse_aot_graph
 
 _TRACE_LOGGER = "torch.__trace"
 _GRAPH_BREAK_LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"
@@ -122,6 +128,7 @@ class CompileWatcher(logging.Handler):
         self._thread = threading.get_ident()
         self._saved: tuple[int, bool] | None = None
         self._recompile_reasons: dict[str | None, str] = {}
+        self._insides: dict[str | None, AotGraph] = {}  # compile id -> its graph's ATen operators
         self._break_log = _GraphBreakLog(self)
         self._break_state: tuple[int, bool] | None = None
 
@@ -180,7 +187,9 @@ class CompileWatcher(logging.Handler):
         compile_id = _compile_id(metadata)
         region = self.session.regions[-1]
         now = time.perf_counter_ns()
-        if key == "artifact" and isinstance(body, dict):
+        if key in GRAPH_RECORDS and isinstance(payload, str):
+            self._insides[compile_id] = parse_aot_graph(payload)
+        elif key == "artifact" and isinstance(body, dict):
             name = str(body.get("name", ""))
             if name == "dynamo_graph_break_reason" and isinstance(payload, str):
                 site, reason = _graph_break(payload)
@@ -207,7 +216,9 @@ class CompileWatcher(logging.Handler):
                                                   time_ns=time.perf_counter_ns()))
 
     def _metrics(self, region: Any, m: dict, compile_id: str | None, now: int) -> None:
+        inside = self._insides.pop(compile_id, None)
         compile_id = str(m.get("compile_id") or compile_id or "?")
+        inside = self._insides.pop(compile_id, inside)
         filename, line, name = m.get("co_filename"), m.get("co_firstlineno"), m.get("co_name")
         frame = f"{filename}:{line} ({name})" if filename else None
         seconds = m.get("entire_frame_compile_time_s")
@@ -225,16 +236,16 @@ class CompileWatcher(logging.Handler):
                 compile_ns=compile_ns, cache_hit=compile_id in self._cache_hits, call_site=frame, time_ns=now,
                 graph_id=gid))
         if filename:
-            self._wrap_compiled(filename, compile_id, gid)
+            self._wrap_compiled(filename, compile_id, gid, inside)
 
-    def _wrap_compiled(self, filename: str, compile_id: str, gid: int) -> None:
+    def _wrap_compiled(self, filename: str, compile_id: str, gid: int, inside: AotGraph | None) -> None:
         for module in list(sys.modules.values()):
             if getattr(module, "__file__", None) != filename:
                 continue
             namespace = module.__dict__
             for name, value in list(namespace.items()):
                 if name.startswith(_COMPILED_PREFIX) and callable(value) and not isinstance(value, GraphCall):
-                    namespace[name] = GraphCall(value, compile_id, gid)
+                    namespace[name] = GraphCall(value, compile_id, gid, inside)
 
 
 def _compile_id(metadata: dict) -> str | None:
@@ -245,12 +256,14 @@ def _compile_id(metadata: dict) -> str | None:
 
 
 class GraphFunc:
-    """Stands for a compiled graph where the recorder expects an operator."""
+    """Stands for a compiled graph where the recorder expects an operator; `inside`: its ATen operators, when
+    its compile logged them."""
 
-    __slots__ = ("compile_id",)
+    __slots__ = ("compile_id", "inside")
 
-    def __init__(self, compile_id: str) -> None:
+    def __init__(self, compile_id: str, inside: AotGraph | None = None) -> None:
         self.compile_id = compile_id
+        self.inside = inside
 
     def name(self) -> str:
         return f"compiled graph {self.compile_id}"
@@ -259,9 +272,9 @@ class GraphFunc:
 class GraphCall:
     """A compiled graph that records each call (one operator) while a region is open."""
 
-    def __init__(self, fn: Any, compile_id: str, graph_id: int) -> None:
+    def __init__(self, fn: Any, compile_id: str, graph_id: int, inside: AotGraph | None = None) -> None:
         self.fn = fn
-        self.func = GraphFunc(compile_id)
+        self.func = GraphFunc(compile_id, inside)
         self.graph_id = graph_id
         self.__wrapped__ = fn
 

@@ -15,6 +15,13 @@ work they copy), then runs on the host lane. A compiled graph is one launch
 their engine and inputs allow, with no dispatch each. Every engine runs its
 work in issue order. Times are ns; time = latency + max(flops/flops_per_ns,
 bytes/bytes_per_ns).
+
+A compiled graph's inside is what its compile logged (aot_graph.py: the ATen operators
+of its AOT graph) when the recorder kept it; else the operators the graph's code
+dispatched at run time (under inductor only its extern kernels: matrix products,
+attention). Each ATen operator is costed and placed like an eager device operator, on
+the engine its name maps to; fusion is not modelled (each operator moves its own
+operands and results: an upper bound on the graph's vector time).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from typing import Any
 from portscope.ingest.catalog import MATMUL_OPS, SCALAR_READ_OPS
 from portscope.ingest.schema import EngineKind, Placement, SliceKind
 
+from .aot_graph import BoundNode
 from .events import OpEvent, TensorInfo, TransferRecord
 from .targets import Engine, Target, matches
 
@@ -63,7 +71,8 @@ class ScheduleOps:
     transfers[i]: (direction value, bytes) copies op i needs before it runs.
     compile_ns[i]: a new program compiles at op i (a graph call: the graph's program).
     is_call[i]: op i is the call of a compiled graph; the ops after it that carry
-    its graph_id and start inside its measured span are its inside.
+    its graph_id and start inside its measured span are its inside (the graph's ATen
+    operators, when captured, carry the call's op id).
     """
 
     op_id: list[int]
@@ -89,36 +98,62 @@ def ops_from_events(
     outcomes: Mapping[int, tuple[Placement, Any, list[TransferRecord]]] | Sequence[Any],
     deps: Mapping[int, tuple[int, ...] | None] | None,
     compiles: Sequence[tuple[int, str, int]] = (),
+    *,
+    insides: Mapping[int, Sequence[BoundNode]] | None = None,
 ) -> ScheduleOps:
-    """Scheduler input from a predicted region: decoded events, the predictor's outcomes, deps and compiles."""
+    """Scheduler input from a predicted region: decoded events, the predictor's outcomes, deps and compiles.
+
+    insides: event index of a graph call -> its captured ATen operators; they follow the call as its inside,
+    and the operators its code dispatched (carrying its graph id) are then left out (no work of their own)."""
     deps = deps or {}
+    insides = insides or {}
     n = len(events)
     ops = ScheduleOps([], [], [], [], [], [], [], [], [], [], [])
+    row_of = [0] * n  # event index -> row
     call_end = -1
     call_graph = None
+    replaced = False  # the open graph call's inside is its captured operators
     for i, ev in enumerate(events):
         where, _signals, transfers = outcomes[i]
-        ops.op_id.append(ev.op_id)
-        ops.name.append(ev.name)
-        ops.placement.append(where.value)
-        ops.module.append(ev.module)
-        ops.flops.append(estimate_flops(ev.packet, ev.inputs, ev.outputs))
-        ops.bytes.append(ev.bytes_in + ev.bytes_out)
-        ops.start_ns.append(ev.start_ns)
-        ops.dur_ns.append(ev.dur_ns)
-        ops.deps.append(deps[i] if i in deps else ())
-        ops.graph_id.append(ev.graph_id)
+        row = row_of[i] = len(ops.name)
         inside = ev.graph_id is not None and ev.graph_id == call_graph and ev.start_ns < call_end
         call = ev.graph_id is not None and not inside
-        if call:
-            call_graph, call_end = ev.graph_id, ev.start_ns + ev.dur_ns
-        ops.is_call.append(call)
+        d = deps[i] if i in deps else ()
+        _append(ops, ev.op_id, ev.name, where.value, ev.module, estimate_flops(ev.packet, ev.inputs, ev.outputs),
+                ev.bytes_in + ev.bytes_out, ev.start_ns, max(ev.dur_ns, 1) if call else ev.dur_ns,
+                None if d is None or (inside and replaced) else tuple(row_of[j] for j in d), ev.graph_id, call)
         if transfers:
-            ops.transfers[i] = [(t.direction.value, t.bytes) for t in transfers]
+            ops.transfers[row] = [(t.direction.value, t.bytes) for t in transfers]
+        if call:
+            call_graph, call_end = ev.graph_id, ev.start_ns + max(ev.dur_ns, 1)
+            nodes = insides.get(i)
+            replaced = nodes is not None
+            base = row + 1
+            for node in nodes or ():
+                _append(ops, ev.op_id, node.name, Placement.GRAPH.value, ev.module,
+                        estimate_flops(node.name.split(".", 1)[0], node.inputs, node.outputs),
+                        sum(t.nbytes for t in node.inputs) + sum(t.nbytes for t in node.outputs), ev.start_ns, 0,
+                        tuple(base + r for r in node.reads), ev.graph_id, False)
     for index, _key, ns in compiles:
         if 0 <= index < n:
-            ops.compile_ns[index] = ops.compile_ns.get(index, 0) + int(ns)
+            row = row_of[index]
+            ops.compile_ns[row] = ops.compile_ns.get(row, 0) + int(ns)
     return ops
+
+
+def _append(ops: ScheduleOps, op_id: int, name: str, placement: str, module: str | None, flops: int, nbytes: int,
+            start_ns: int, dur_ns: int, deps: tuple[int, ...] | None, graph_id: int | None, is_call: bool) -> None:
+    ops.op_id.append(op_id)
+    ops.name.append(name)
+    ops.placement.append(placement)
+    ops.module.append(module)
+    ops.flops.append(flops)
+    ops.bytes.append(nbytes)
+    ops.start_ns.append(start_ns)
+    ops.dur_ns.append(dur_ns)
+    ops.deps.append(deps)
+    ops.graph_id.append(graph_id)
+    ops.is_call.append(is_call)
 
 
 def compiled_view(ops: ScheduleOps, *, compile_ns: int = 0, name: str = "compiled graph (what-if)") -> ScheduleOps:
@@ -130,17 +165,8 @@ def compiled_view(ops: ScheduleOps, *, compile_ns: int = 0, name: str = "compile
     shift = {i: k + 1 for k, i in enumerate(work)}
     out = ScheduleOps([-1], [name], [Placement.GRAPH.value], [None], [0], [0], [0], [2**62], [()], [0], [True])
     for i in work:
-        out.op_id.append(ops.op_id[i])
-        out.name.append(ops.name[i])
-        out.placement.append(Placement.GRAPH.value)
-        out.module.append(ops.module[i])
-        out.flops.append(ops.flops[i])
-        out.bytes.append(ops.bytes[i])
-        out.start_ns.append(0)
-        out.dur_ns.append(0)
-        out.deps.append(tuple(shift[j] for j in ops.deps[i] or () if j in shift))
-        out.graph_id.append(0)
-        out.is_call.append(False)
+        _append(out, ops.op_id[i], ops.name[i], Placement.GRAPH.value, ops.module[i], ops.flops[i], ops.bytes[i], 0, 0,
+                tuple(shift[j] for j in ops.deps[i] or () if j in shift), 0, False)
         reads_host = any(j in host_made for j in ops.deps[i] or ())
         inputs = [t for t in ops.transfers.get(i, ()) if t[0] == "h2d" and not reads_host]
         if inputs:
@@ -403,15 +429,31 @@ def schedule(ops: ScheduleOps, target: Target, *, start_ns: int = 0) -> Schedule
 
 
 
+def graph_insides(region: Any, events: Sequence[OpEvent], target: Target) -> dict[int, list[BoundNode]]:
+    """Event index of each graph call whose compile logged its ATen operators -> those operators, bound to the
+    call's input shapes. Empty on a target whose graphs can fall back ([compiled] fallbacks): there the operators
+    dispatched inside the graph keep the placements the predictor gave them."""
+    if target.graph_fallbacks:
+        return {}
+    insides = {}
+    for i, ev in enumerate(events):
+        if ev.graph_id is not None:
+            graph = getattr(region.raw[i][0], "inside", None)
+            if graph is not None:
+                insides[i] = graph.bind(ev.inputs)
+    return insides
+
+
 def add_region_schedule(builder: Any, region_id: int, region: Any, events: Sequence[OpEvent], start_ns: int,
                         target: Target) -> Schedule:
     """Schedule a predicted region's operators and append the slices to builder.engine_slices."""
     prediction = region.prediction
-    ops = ops_from_events(events, prediction.outcomes, prediction.deps, prediction.compiles)
+    ops = ops_from_events(events, prediction.outcomes, prediction.deps, prediction.compiles,
+                          insides=graph_insides(region, events, target))
     sched = schedule(ops, target, start_ns=start_ns)
     builder.engine_slices.extend(sched.columns(ops, region_id))
     return sched
 
 
-__all__ = ["Schedule", "ScheduleOps", "add_region_schedule", "compiled_view", "estimate_flops", "ops_from_events",
-           "schedule"]
+__all__ = ["Schedule", "ScheduleOps", "add_region_schedule", "compiled_view", "estimate_flops", "graph_insides",
+           "ops_from_events", "schedule"]
