@@ -9,7 +9,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from portscope.ingest import Mode, Phase, RunInfo, SignalKind, Source, TimeUnit, TraceBuilder, write_trace
+from portscope.ingest import (
+    EngineKind,
+    Mode,
+    Phase,
+    RunInfo,
+    SignalKind,
+    SliceKind,
+    Source,
+    TimeUnit,
+    TraceBuilder,
+    write_trace,
+)
 from portscope.ingest.trace import Trace
 
 MODEL = {"class": "LlamaForCausalLM", "layers": 2, "hidden_size": 64, "dtype": "float16"}
@@ -134,3 +145,39 @@ def write_demo_traces(folder: Path) -> dict[str, Path]:
     """Write the three demo runs into folder; returns {kind: path}."""
     folder.mkdir(parents=True, exist_ok=True)
     return {kind: write_trace(demo_trace(kind), folder / f"demo-{kind}.arrow") for kind in ("eager", "compiled", "predicted")}
+
+
+# A schedule tuning pair (issue 17 item 10), in ns: a baseline, then the same kernel with the DMA twice as fast and
+# the vector add split into add + relu (B starts at 1000: the compare page draws both from 0).
+# (engine, engine kind, slice kind, name, start, dur, waited_on); tests/ingest/test_schedule_diff.py works it out by hand.
+SCHEDULE_BASELINE = [
+    ("dma", EngineKind.DMA_H2D, SliceKind.TRANSFER, "load x", 0, 10, None),
+    ("dma", EngineKind.DMA_H2D, SliceKind.TRANSFER, "load w", 10, 10, None),
+    ("matrix", EngineKind.MATRIX, SliceKind.COMPUTE, "mm", 10, 30, "transfer"),
+    ("vector", EngineKind.VECTOR, SliceKind.COMPUTE, "add", 40, 20, "dependency"),
+]
+SCHEDULE_CHANGED = [
+    ("dma", EngineKind.DMA_H2D, SliceKind.TRANSFER, "load x", 1000, 5, None),
+    ("dma", EngineKind.DMA_H2D, SliceKind.TRANSFER, "load w", 1005, 5, None),
+    ("matrix", EngineKind.MATRIX, SliceKind.COMPUTE, "mm", 1005, 30, "transfer"),
+    ("vector", EngineKind.VECTOR, SliceKind.COMPUTE, "add", 1035, 10, "dependency"),
+    ("vector", EngineKind.VECTOR, SliceKind.COMPUTE, "relu", 1045, 5, None),
+]
+
+
+def schedule_trace(*regions: tuple[str, list], unit: TimeUnit = TimeUnit.NS, command: str = "schedule demo") -> Trace:
+    """A predicted run with one region per (name, slices) of engine slices as in SCHEDULE_BASELINE."""
+    b = TraceBuilder(RunInfo(source=Source.PREDICTED, target="demo-npu", command=command, time_unit=unit))
+    for name, rows in regions:
+        rid = b.add_region(name, dur_ns=100)
+        for engine, engine_kind, kind, label, start, dur, waited in rows:
+            b.engine_slices.append(region_id=rid, engine=engine, engine_kind=engine_kind, kind=kind, name=label,
+                                   start=start, dur=dur, waited_on=waited)
+    return b.build()
+
+
+def write_schedule_pair(folder: Path) -> tuple[Path, Path]:
+    """The baseline and the changed schedule as two runs: schedule-baseline.arrow, schedule-changed.arrow."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return (write_trace(schedule_trace(("kernel", SCHEDULE_BASELINE), command="baseline"), folder / "schedule-baseline.arrow"),
+            write_trace(schedule_trace(("kernel", SCHEDULE_CHANGED), command="changed"), folder / "schedule-changed.arrow"))

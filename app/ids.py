@@ -85,6 +85,14 @@ COMPARE_SITES = "compare-sites"
 COMPARE_NUMERICS = "compare-numerics"
 COMPARE_TIMELINES = "compare-timelines"
 COMPARE_TOOLS = TimelineTools.named("compare")
+# compare page, schedules section (app/pages/compare_schedules.py)
+COMPARE_SCHEDULES = "compare-schedules"
+COMPARE_SCHEDULE_KEY = "compare-schedule-key"  # {"a", "b", "ra", "rb", "span"} of the aligned timelines
+COMPARE_SCHEDULE_TIMELINES = "compare-schedule-timelines"
+COMPARE_SCHEDULE_VERDICT = "compare-schedule-verdict"
+COMPARE_SCHEDULE_ENGINES = "compare-schedule-engines"
+COMPARE_SCHEDULE_CRITICAL = "compare-schedule-critical"
+COMPARE_SCHEDULE_IDLE = "compare-schedule-idle"
 
 
 def run_pick(run_id: str) -> dict[str, str]:

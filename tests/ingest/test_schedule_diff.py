@@ -1,6 +1,6 @@
 """Two schedules compared (ingest/schedule_diff.py) on a hand-made baseline/changed pair.
 
-The pair, in ns (engine: slice start..end, what it waited on):
+The pair (app/_dev_samples.py SCHEDULE_BASELINE, SCHEDULE_CHANGED), in ns (engine: slice start..end, what it waited on):
 
     A "baseline"   dma   load x 0..10, load w 10..20
                    matrix mm 10..40 (transfer)
@@ -22,8 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from portscope.app._dev_samples import SCHEDULE_BASELINE as BASELINE
+from portscope.app._dev_samples import SCHEDULE_CHANGED as CHANGED
+from portscope.app._dev_samples import schedule_trace
 from portscope.app.cli import main
-from portscope.ingest.builder import TraceBuilder
 from portscope.ingest.errors import UsageError
 from portscope.ingest.schedule_diff import (
     Change,
@@ -36,36 +38,10 @@ from portscope.ingest.schedule_diff import (
 from portscope.ingest.schema import EngineKind, SliceKind, TimeUnit
 from portscope.ingest.trace import Trace, write_trace
 
-BASELINE = [  # engine, kind, slice name, start, dur, waited_on
-    ("dma", EngineKind.DMA_H2D, SliceKind.TRANSFER, "load x", 0, 10, None),
-    ("dma", EngineKind.DMA_H2D, SliceKind.TRANSFER, "load w", 10, 10, None),
-    ("matrix", EngineKind.MATRIX, SliceKind.COMPUTE, "mm", 10, 30, "transfer"),
-    ("vector", EngineKind.VECTOR, SliceKind.COMPUTE, "add", 40, 20, "dependency"),
-]
-CHANGED = [
-    ("dma", EngineKind.DMA_H2D, SliceKind.TRANSFER, "load x", 1000, 5, None),
-    ("dma", EngineKind.DMA_H2D, SliceKind.TRANSFER, "load w", 1005, 5, None),
-    ("matrix", EngineKind.MATRIX, SliceKind.COMPUTE, "mm", 1005, 30, "transfer"),
-    ("vector", EngineKind.VECTOR, SliceKind.COMPUTE, "add", 1035, 10, "dependency"),
-    ("vector", EngineKind.VECTOR, SliceKind.COMPUTE, "relu", 1045, 5, None),
-]
-
-
-def pair_trace(*regions: tuple[str, list], unit: TimeUnit = TimeUnit.NS) -> Trace:
-    """One trace with a region per (name, slices)."""
-    b = TraceBuilder()
-    b.run_info.time_unit = unit
-    for name, rows in regions:
-        rid = b.add_region(name, dur_ns=100)
-        for engine, ekind, kind, label, start, dur, wait in rows:
-            b.engine_slices.append(region_id=rid, engine=engine, engine_kind=ekind, kind=kind, name=label,
-                                   start=start, dur=dur, waited_on=wait)
-    return b.build()
-
 
 @pytest.fixture
 def pair() -> Trace:
-    return pair_trace(("baseline", BASELINE), ("changed", CHANGED))
+    return schedule_trace(("baseline", BASELINE), ("changed", CHANGED))
 
 
 def test_busy_idle_and_critical_time_per_engine(pair: Trace) -> None:
@@ -104,7 +80,7 @@ def test_engine_on_one_side_and_idle_on_the_path() -> None:
     only_b = [("host", EngineKind.HOST, SliceKind.FALLBACK, "pow", 0, 4, None),
               ("matrix", EngineKind.MATRIX, SliceKind.COMPUTE, "mm", 4, 30, "fallback"),
               ("vector", EngineKind.VECTOR, SliceKind.COMPUTE, "add", 39, 20, "dependency")]
-    trace = pair_trace(("baseline", BASELINE), ("changed", only_b))
+    trace = schedule_trace(("baseline", BASELINE), ("changed", only_b))
     diff = diff_schedules(trace, 0, trace, 1)
     table = {r["engine"]: r for r in diff.engines_table().to_pylist()}
     assert list(table) == ["host", "dma", "matrix", "vector"]
@@ -138,12 +114,12 @@ def test_aligned_slices_start_at_zero(pair: Trace) -> None:
 
 
 def test_two_traces_and_what_cannot_be_compared(pair: Trace) -> None:
-    other = pair_trace(("changed", CHANGED))
+    other = schedule_trace(("changed", CHANGED))
     assert diff_schedules(pair, 0, other, 0).headline()["schedule"] == (60, 50)
-    cycles = pair_trace(("changed", CHANGED), unit=TimeUnit.CYCLES)
+    cycles = schedule_trace(("changed", CHANGED), unit=TimeUnit.CYCLES)
     with pytest.raises(UsageError, match="A's schedule is in ns, B's in cycles"):
         diff_schedules(pair, 0, cycles, 0)
-    empty = pair_trace(("nothing", []))
+    empty = schedule_trace(("nothing", []))
     with pytest.raises(UsageError, match="B: region 0 has no engine slices"):
         diff_schedules(pair, 0, empty, 0)
 
@@ -173,6 +149,6 @@ def test_cli_diff_schedule(pair: Trace, tmp_path: Path, capsys: pytest.CaptureFi
 
 def test_cli_diff_schedule_refuses_ns_against_cycles(pair: Trace, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = str(write_trace(pair, tmp_path / "a.arrow"))
-    b = str(write_trace(pair_trace(("changed", CHANGED), unit=TimeUnit.CYCLES), tmp_path / "b.arrow"))
+    b = str(write_trace(schedule_trace(("changed", CHANGED), unit=TimeUnit.CYCLES), tmp_path / "b.arrow"))
     assert main(["diff", a, b, "--region-a", "baseline", "--schedule"]) == 2
     assert "A's schedule is in ns, B's in cycles" in capsys.readouterr().err
