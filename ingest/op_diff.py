@@ -131,7 +131,8 @@ def _changes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _merge(a: pd.DataFrame, b: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """A and B totals side by side on `keys` (counts and times summed per key; absent: 0), with Δ count."""
     sides = [t.groupby(keys, sort=False, dropna=False)[["count", "total_ns"]].sum() for t in (a, b)]
-    merged = sides[0].join(sides[1], how="outer", lsuffix="_a", rsuffix="_b").fillna(0).astype("int64").reset_index()
+    merged = sides[0].merge(sides[1], how="outer", left_index=True, right_index=True, suffixes=("_a", "_b"))
+    merged = merged.fillna(0).astype("int64").reset_index()
     merged = merged.rename(columns={"count_a": "a_count", "count_b": "b_count", "total_ns_a": "a_ns", "total_ns_b": "b_ns"})
     merged["delta"] = merged["b_count"] - merged["a_count"]
     return merged
