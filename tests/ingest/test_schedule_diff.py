@@ -26,6 +26,7 @@ from portscope.app._dev_samples import SCHEDULE_BASELINE as BASELINE
 from portscope.app._dev_samples import SCHEDULE_CHANGED as CHANGED
 from portscope.app._dev_samples import schedule_trace
 from portscope.app.cli import main
+from portscope.ingest.convert import load_any
 from portscope.ingest.errors import UsageError
 from portscope.ingest.schedule_diff import (
     Change,
@@ -152,3 +153,28 @@ def test_cli_diff_schedule_refuses_ns_against_cycles(pair: Trace, tmp_path: Path
     b = str(write_trace(schedule_trace(("changed", CHANGED), unit=TimeUnit.CYCLES), tmp_path / "b.arrow"))
     assert main(["diff", a, b, "--region-a", "baseline", "--schedule"]) == 2
     assert "A's schedule is in ns, B's in cycles" in capsys.readouterr().err
+
+
+VENDOR = Path(__file__).resolve().parents[1] / "vendor" / "fixtures"
+
+
+def test_a_furiosa_baseline_and_one_change(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # furiosa_schedule_changed.json loads w_q on a second DMA queue (DmaEngine1, cycles 0..50) in parallel with x, so
+    # the contraction starts at 100, not 150, and everything after it 50 cycles earlier: makespan 600 -> 550.
+    # Critical path A: store <- sync <- softmax <- (gap 20) <- contraction <- load w_q <- load x; B: load w_q is off it.
+    a, b = (load_any(VENDOR / name) for name in ("furiosa_schedule.json", "furiosa_schedule_changed.json"))
+    diff = diff_schedules(a, 0, b, 0)
+    assert diff.unit == "cycles" and diff.headline() == {"schedule": (600, 550), "critical path": (600, 550)}
+    table = {r["engine"]: r for r in diff.engines_table().to_pylist()}
+    assert list(table) == ["DmaEngine", "DmaEngine1", "MainContext", "VectorEngine", "SubContext"]
+    assert (table["DmaEngine"]["busy_a"], table["DmaEngine"]["busy_b"], table["DmaEngine"]["critical_b"]) == (245, 195, 195)
+    assert (table["DmaEngine1"]["busy_b"], table["DmaEngine1"]["percent"], table["DmaEngine1"]["critical_b"]) == (50, None, 0)
+    assert (table["MainContext"]["idle_a"], table["MainContext"]["idle_b"]) == (150, 100)  # waiting for its loads
+    changed = [(p.change, p.engine, p.name, p.time_a, p.time_b) for p in diff.critical_path if p.change is not Change.SAME]
+    assert changed == [(Change.REMOVED, "DmaEngine", "load w_q: Dram -> Sram", 50, 0)]
+    assert {(p.engine, p.time_a) for p in diff.critical_path if p.engine == "idle"} == {("idle", 20)}
+    assert [(c.cause, c.idle_a, c.idle_b) for c in diff.idle] == [("dependency", 1275, 1175), ("transfer", 150, 100)]
+    # the CLI on the converted pair, in cycles
+    paths = [str(write_trace(t, tmp_path / f"{k}.arrow")) for k, t in (("a", a), ("b", b))]
+    assert main(["diff", *paths, "--schedule"]) == 0
+    assert "schedule 600 cycles -> 550 cycles (-50 cycles, -8.3%)" in capsys.readouterr().out
