@@ -86,6 +86,12 @@ def modes(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     return trace, trace["engine_slices"].to_pandas(), trace["ops"].to_pandas()
 
 
+def _fused_attention(ops) -> bool:  # noqa: ANN001
+    """Whether the eager forward dispatched CPU flash attention (torch's fused kernel) rather than its math path."""
+    eager = ops[ops.region_id == 1]
+    return bool((eager.name == "aten::_scaled_dot_product_flash_attention_for_cpu").any())
+
+
 def test_compiled_program_inside_has_vector_and_matrix_work(modes) -> None:  # noqa: ANN001
     trace, slices, ops = modes
     warm = slices[slices.region_id == 3]
@@ -94,8 +100,10 @@ def test_compiled_program_inside_has_vector_and_matrix_work(modes) -> None:  # n
     # RMSNorm (upcast, pow, mean, + eps, rsqrt, scale): two per layer and the final one = 5
     assert vector["aten::pow.Tensor_Scalar"] == vector["aten::mean.dim"] == vector["aten::rsqrt"] == 5
     # projections q, k, v, o, gate, up, down per layer (7 x 2) and the LM head: 15 matrix products;
-    # attention is one fused kernel per layer
-    assert matrix == {"aten::mm": 15, "aten::_scaled_dot_product_flash_attention_for_cpu": 2}
+    # attention is one fused kernel per layer (torch < 2.10 with transformers 4.x runs the math path instead)
+    assert matrix["aten::mm"] == 15
+    if _fused_attention(ops):
+        assert matrix == {"aten::mm": 15, "aten::_scaled_dot_product_flash_attention_for_cpu": 2}
     # costs as an eager operator's: latency + max(flops/rate, bytes/rate) (fp16-npu's engines)
     pow_ = warm[warm.name == "aten::pow.Tensor_Scalar"]
     assert set(pow_.dur) == {1000 + (2 * 64 * 128 * 4) // 400}  # f32 [1, 64, 128] in and out
@@ -117,7 +125,9 @@ def test_eager_and_compiled_engine_work_of_the_same_order(modes) -> None:  # noq
     trace, slices, _ops = modes
     eager, compiled = slices[slices.region_id == 1], slices[slices.region_id == 3]
     matrix = [len(s[s.engine == "matrix"]) for s in (eager, compiled)]
-    assert matrix == [17, 17]  # the same 15 products and 2 attentions either way
+    assert matrix[0] == matrix[1]  # the same products and attentions either way
+    if _fused_attention(_ops):
+        assert matrix == [17, 17]  # 15 products, 2 fused attentions
     # eager fp16-npu runs the float32 norm chains on the host; compiled, everything is one device program
     eager_elementwise = len(eager[eager.engine == "vector"]) + len(eager[eager.kind == "fallback"])
     compiled_vector = len(compiled[compiled.engine == "vector"])
