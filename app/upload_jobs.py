@@ -115,7 +115,7 @@ def convert_upload(runs_dir: Path, tmp: Path, name: str, status: Path) -> None:
             from portscope.ingest.convert import load_any
 
             try:
-                trace = load_any(tmp)
+                trace = load_any(tmp, sliced=True)  # a Kineto CPU trace: its big tables made as written
             except TraceFormatError as exc:
                 raise TraceFormatError(name, exc.problems) from None  # the user's file name, not the temporary path
             run_id = trace.content_hash()

@@ -40,7 +40,7 @@ def _convert(args: argparse.Namespace) -> int:
     shown = progress.for_terminal()  # bytes, events, rate and time left on stderr; nothing when not a terminal
     try:
         with progress.reporting(shown or progress.Progress()) as listener:
-            trace = load_any(args.input, format=args.format, **options)
+            trace = load_any(args.input, format=args.format, sliced=True, **options)  # sliced: big tables made as written
             if options and trace.run_info.converted_from != "kineto":
                 raise UsageError("--infer-fallback applies to kineto traces only")
             listener.stage(progress.Stage.WRITING)
@@ -48,7 +48,7 @@ def _convert(args: argparse.Namespace) -> int:
     finally:
         if shown:
             shown.close()
-    counts = ", ".join(f"{trace[t].num_rows} {t}" for t in ("regions", "ops", "signals", "transfers", "compiles", "engine_slices"))
+    counts = ", ".join(f"{trace.num_rows(t)} {t}" for t in ("regions", "ops", "signals", "transfers", "compiles", "engine_slices"))
     print(f"{args.output}: converted from {trace.run_info.converted_from}: {counts}")
     for problem in trace.run_info.extra.get("problems") or []:
         print(f"  warning: {problem}", file=sys.stderr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -84,20 +84,49 @@ def empty_table(name: str) -> pa.Table:
     return pa.Table.from_batches([], schema=schema.TABLES[name])
 
 
+@dataclasses.dataclass(frozen=True)
+class TableSlices:
+    """A table too big to hold whole: its row count and a function that makes its record batches, in order, anew
+    at each call. `write_trace` streams them into the file one at a time; `Trace[name]` gathers them."""
+
+    num_rows: int
+    batches: Callable[[], Iterator[pa.RecordBatch]]
+
+
 @dataclasses.dataclass
 class Trace:
-    """One run: its run info and one Arrow table per kind of event."""
+    """One run: its run info and one Arrow table per kind of event.
+
+    A converter may give a big table as `slices` instead (not in `tables`): written slice by slice, so
+    converting never holds it whole; reading `trace[name]` gathers it into `tables` first.
+    """
 
     run_info: RunInfo
     tables: dict[str, pa.Table]
     path: str | None = None
+    slices: dict[str, TableSlices] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in schema.TABLES:
-            self.tables.setdefault(name, empty_table(name))
+            if name not in self.slices:
+                self.tables.setdefault(name, empty_table(name))
 
     def __getitem__(self, name: str) -> pa.Table:
+        sliced = self.slices.pop(name, None)
+        if sliced is not None:
+            self.tables[name] = pa.Table.from_batches(list(sliced.batches()), schema=schema.TABLES[name])
         return self.tables[name]
+
+    def num_rows(self, name: str) -> int:
+        """Rows of one table (without gathering a sliced one)."""
+        sliced = self.slices.get(name)
+        return sliced.num_rows if sliced is not None else self.tables[name].num_rows
+
+    def gather(self) -> Trace:
+        """Every sliced table gathered into `tables` (for callers that use `tables` directly); returns self."""
+        for name in list(self.slices):
+            self[name]
+        return self
 
     @property
     def predicted(self) -> bool:
@@ -115,12 +144,17 @@ class Trace:
         digest.update(json.dumps(self.run_info.to_json(), sort_keys=True, default=str).encode())
         sink = _HashSink(digest)
         for name in schema.TABLES:
-            table = self.tables[name]
-            if name in schema.ADDED_TABLES and not table.num_rows:
+            if name in schema.ADDED_TABLES and not self.num_rows(name):
                 continue  # a run without the newer tables hashes as it did before they existed
             digest.update(name.encode())
-            with pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), table.schema) as writer:
-                writer.write_table(table, max_chunksize=1 << 20)
+            sliced = self.slices.get(name)
+            table_schema = schema.TABLES[name] if sliced is not None else self.tables[name].schema
+            with pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), table_schema) as writer:
+                if sliced is None:
+                    writer.write_table(self.tables[name], max_chunksize=_BATCH_ROWS)
+                    continue
+                for batch in sliced.batches():  # the same messages as the gathered table's chunks
+                    writer.write_table(pa.Table.from_batches([batch]), max_chunksize=_BATCH_ROWS)
         return digest.hexdigest()[:16]
 
 
@@ -144,33 +178,119 @@ class _HashSink:
 
 
 def write_trace(trace: Trace, path: str | Path, *, compression: str | None = None) -> Path:
-    """Write a trace atomically. compression: None (memory-mappable, default), "zstd" or "lz4"."""
+    """Write a trace atomically. compression: None (memory-mappable, default), "zstd" or "lz4".
+
+    Sliced tables are written one record batch at a time, each checked as it comes (`_SliceChecks`);
+    a problem found midway removes the partial file, as any failed write does.
+    """
     path = Path(path)
-    problems = validate_tables(trace.tables)
+    problems = validate_tables(trace.tables, check_missing=False)
+    problems += [f"table {name!r} is missing" for name in schema.TABLES if name not in trace.tables and name not in trace.slices]
     if problems:
         raise TraceFormatError(path, ["refusing to write an invalid trace", *problems])
     manifest = {
         "format": schema.FORMAT_NAME,
         "version": schema.FORMAT_VERSION,
         "run_info": trace.run_info.to_json(),
-        "tables": {name: trace.tables[name].num_rows for name in schema.TABLES},
+        "tables": {name: trace.num_rows(name) for name in schema.TABLES},
     }
     members: list[tuple[str, Any]] = [
         (MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str).encode())
     ]
     options = pa.ipc.IpcWriteOptions(compression=compression)
+    checks = _SliceChecks(path, trace)
     for name, table_schema in schema.TABLES.items():
-        members.append((f"{name}.arrow", _ipc_writer(conform(trace.tables[name], table_schema), options)))
+        if name in trace.slices:
+            members.append((f"{name}.arrow", _slices_writer(name, trace.slices[name], checks, options)))
+        else:
+            checks.references_into_slices(name)
+            members.append((f"{name}.arrow", _ipc_writer(conform(trace.tables[name], table_schema), options)))
     write_members(path, members)
     return path
+
+
+_BATCH_ROWS = 1 << 20  # rows per record batch written
 
 
 def _ipc_writer(table: pa.Table, options: pa.ipc.IpcWriteOptions) -> Callable[[BinaryIO], None]:
     def write(member: BinaryIO) -> None:
         with pa.ipc.new_file(pa.PythonFile(member, mode="w"), table.schema, options=options) as writer:
-            writer.write_table(table, max_chunksize=1 << 20)
+            writer.write_table(table, max_chunksize=_BATCH_ROWS)
 
     return write
+
+
+def _slices_writer(name: str, sliced: TableSlices, checks: _SliceChecks, options: pa.ipc.IpcWriteOptions) -> Callable[[BinaryIO], None]:
+    table_schema = schema.TABLES[name]
+
+    def write(member: BinaryIO) -> None:
+        rows = 0
+        with pa.ipc.new_file(pa.PythonFile(member, mode="w"), table_schema, options=options) as writer:
+            for batch in sliced.batches():
+                table = conform(pa.Table.from_batches([batch]), table_schema)
+                checks.slice(name, table)
+                writer.write_table(table, max_chunksize=_BATCH_ROWS)
+                rows += table.num_rows
+        if rows != sliced.num_rows:
+            checks.fail([f"table {name!r}: {rows} rows written, {sliced.num_rows} announced"])
+
+    return write
+
+
+class _SliceChecks:
+    """What `validate_tables` checks, for tables written slice by slice: each slice alone (columns, types, enum
+    values, negatives), references into whole tables, ids increasing across slices; references into a sliced
+    table once it is written (its ids then form a known range: tables are written in schema order)."""
+
+    _ID_COLUMNS = {"regions": "region_id", "ops": "op_id", "stacks": "stack_id", "frames": "frame_id"}
+
+    def __init__(self, path: Path, trace: Trace) -> None:
+        self.path = path
+        self.trace = trace
+        self.ids: dict[str, tuple[int, int, int]] = {}  # sliced table -> (first id, last id, rows) so far
+
+    def fail(self, problems: list[str]) -> None:
+        raise TraceFormatError(self.path, ["refusing to write an invalid trace", *problems])
+
+    def slice(self, name: str, table: pa.Table) -> None:
+        problems = validate_tables({name: table}, check_missing=False)
+        for (source, column), (target, target_column) in schema.REFERENCES.items():
+            if source == name and not problems:
+                problems += self._reference(name, column, table.column(column), target, target_column)
+        id_column = self._ID_COLUMNS.get(name)
+        if id_column and table.num_rows and not problems:
+            ids = table.column(id_column).combine_chunks()
+            lo, hi = pc.min_max(ids)
+            first, last = ids[0].as_py(), ids[-1].as_py()
+            increasing = len(ids) < 2 or pc.call("all", pc.call("greater", ids[1:], ids[:-1])).as_py()
+            seen = self.ids.get(name)
+            if not increasing or (seen is not None and first <= seen[1]) or (lo, hi) != (first, last):
+                problems.append(f"table {name!r}: {id_column!r} values do not increase from slice to slice")
+            else:
+                self.ids[name] = (seen[0] if seen else first, last, (seen[2] if seen else 0) + table.num_rows)
+        if problems:
+            self.fail(problems)
+
+    def references_into_slices(self, name: str) -> None:
+        """References of a whole table into sliced tables (validate_tables skipped them)."""
+        problems: list[str] = []
+        for (source, column), (target, target_column) in schema.REFERENCES.items():
+            if source == name and target in self.trace.slices:
+                problems += self._reference(name, column, self.trace.tables[name].column(column), target, target_column)
+        if problems:
+            self.fail(problems)
+
+    def _reference(self, name: str, column: str, col: pa.ChunkedArray, target: str, target_column: str) -> list[str]:
+        if target not in self.trace.slices:
+            problem = _dangling(col, self.trace.tables[target].column(target_column))
+            return [f"table {name!r}: {problem.replace('COLUMN', repr(column))}"] if problem else []
+        if col.null_count == len(col):
+            return []
+        ids = self.ids.get(target)
+        lo, hi = pc.min_max(col)
+        if ids is None or ids[1] - ids[0] + 1 != ids[2] or lo < ids[0] or hi > ids[1]:
+            return [f"table {name!r}: column {column!r} points outside {target!r}'s ids (or {target!r} is not written before it)"]
+        return []
 
 
 def conform(table: pa.Table, table_schema: pa.Schema) -> pa.Table:

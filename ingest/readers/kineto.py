@@ -22,11 +22,14 @@ from .chrome_json import ChromeDocument, _SplitFailed, whole
 __all__ = ["FORMAT", "KinetoEvents", "collect", "read_kineto"]
 
 
-def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallback: bool = False) -> Trace:
+def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallback: bool = False, sliced: bool = False) -> Trace:
     """Convert a PyTorch profiler Chrome trace (.json or .json.gz) into a Trace, streaming the input.
 
     infer_fallback: mark leaf operators of a GPU trace that launched no GPU work as cpu_fallback
     (Kineto records no tensor devices, so this is a guess: host-side bookkeeping ops count too).
+    sliced: where it can (operators only, each thread's in time order, as Kineto writes a CPU trace), give
+    the ops table and host lanes as `Trace.slices`, made as `write_trace` writes them: converting in
+    bounded memory, the operators' columns spilled to a temporary file past one slice.
     """
     from . import npu_kineto  # hook: NPU lanes (e.g. RBLN's Kineto plugin); None for other traces
     from ._kineto_link import build_trace
@@ -40,7 +43,8 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
         progress.current().stage(progress.Stage.LINKING)
         if lanes is not None:
             npu_kineto.link(events, lanes)
-        trace = build_trace(path, events, infer_fallback=infer_fallback, lanes=lanes, release=True)
+        trace = build_trace(path, events, infer_fallback=infer_fallback, lanes=lanes, release=True,
+                            sliced=sliced and lanes is None)
         return npu_kineto.finish(trace, lanes, events) if lanes is not None else trace
     finally:
         if collecting:
