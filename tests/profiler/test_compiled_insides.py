@@ -5,15 +5,20 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pandas as pd
 import pytest
+import torch
 
 from portscope.ingest import SignalKind, read_trace, summarize
+from portscope.profiler import explain, targets
 from portscope.profiler.aot_graph import parse_aot_graph
 from portscope.profiler.compare import compare_modes
 from portscope.profiler.demo import prompt, tiny_llama
 from portscope.profiler.events import TensorInfo
 from portscope.profiler.predict import reset_program_cache
+from portscope.profiler.region import default_run_info
 from portscope.profiler.schedule import estimate_flops
+from portscope.profiler.tables import build_trace
 
 # What print_readable(include_stride=True, include_device=True) prints, cut down by hand: a symbolic batch, a
 # view of a weight, a tuple-valued operator read through getitem, keyword arguments and a symbolic expression.
@@ -143,3 +148,41 @@ def test_sample_trace_shows_vector_work_inside_the_compiled_program() -> None:
     warm = slices[slices.region_id == 3]
     names = set(warm[warm.engine == "vector"].name)
     assert {"aten::pow.Tensor_Scalar", "aten::mean.dim", "aten::rsqrt"} <= names
+
+
+def _norm_project(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+    return (h.half() @ w).relu()
+
+
+def _graph_slices(regions: list) -> pd.DataFrame:  # noqa: ANN001
+    slices = build_trace(regions, default_run_info(regions))["engine_slices"].to_pandas()
+    return slices[slices.engine.isin(["vector", "matrix"]) & (slices.name != "aten::randn")]
+
+
+def test_dynamic_graph_inside_takes_each_calls_shapes(tmp_path: Path) -> None:
+    compiled = torch.compile(_norm_project, dynamic=True)
+    w = torch.randn(64, 32, dtype=torch.float16)
+    regions = []
+    with torch.no_grad():
+        for rows in (8, 24):
+            with explain(f"{rows} rows", target="fp16-npu") as region:
+                compiled(torch.randn(rows, 64, dtype=torch.float16), w)
+            regions.append(region)
+    inside = _graph_slices(regions)
+    assert list(inside[inside.region_id == 0].name) == [
+        "prims::convert_element_type", "aten::pow.Tensor_Scalar", "aten::mean.dim", "aten::add.Tensor", "aten::rsqrt",
+        "aten::mul.Tensor", "prims::convert_element_type", "aten::mm", "aten::relu"]
+    upcast = inside[inside.name == "prims::convert_element_type"].groupby("region_id").dur.first().tolist()
+    mm = inside[inside.name == "aten::mm"].dur.tolist()
+    # one graph, symbolic rows: f16 in (2 B) and f32 out (4 B) per element; [rows, 64] x [64, 32] moves its bytes
+    assert upcast == [1000 + (8 * 64 * 6) // 400, 1000 + (24 * 64 * 6) // 400]
+    assert mm == [2000 + (8 * 64 * 2 + 64 * 32 * 2 + 8 * 32 * 2) // 400, 2000 + (24 * 64 * 2 + 64 * 32 * 2 + 24 * 32 * 2) // 400]
+    # a target whose graphs can fall back keeps the placements of what the graph dispatched: no captured inside
+    fallbacks = tmp_path / "fallbacks.toml"
+    fallbacks.write_text((Path(targets.__file__).parent / "fp16-npu.toml").read_text().replace(
+        'name = "fp16-npu"', 'name = "fp16-npu-graph-fallbacks"') + "\n[compiled]\nfallbacks = true\n")
+    with torch.no_grad(), explain("fallbacks", target=str(fallbacks)) as region:
+        compiled(torch.randn(8, 64, dtype=torch.float16), w)
+    assert set(_graph_slices([region]).name) == {"aten::mm.out"}  # inductor's extern matrix kernel only
