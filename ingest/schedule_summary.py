@@ -97,6 +97,15 @@ def _strings(table: pa.Table, name: str) -> list:
     return col.to_pylist()
 
 
+def _codes(table: pa.Table, name: str) -> tuple[np.ndarray, list]:
+    """Codes of a string column (dictionary-encoded or plain) into its distinct values; a null is -1."""
+    col = table.column(name)
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(pa.string())
+    encoded = pc.dictionary_encode(col.combine_chunks())
+    return pc.fill_null(encoded.indices, -1).to_numpy().astype(np.int64), encoded.dictionary.to_pylist()
+
+
 def summarize_slices(table: pa.Table, *, origin: int | None = None, name: str = "",
                      region_id: int | None = None) -> ScheduleSummary:
     """Summary of engine slices (columns engine, engine_kind, start, dur, waited_on)."""
@@ -106,44 +115,60 @@ def summarize_slices(table: pa.Table, *, origin: int | None = None, name: str = 
     start = table.column("start").to_numpy().astype(np.int64)
     dur = table.column("dur").to_numpy().astype(np.int64)
     stop = start + dur
-    engine = np.asarray(_strings(table, "engine"), dtype=object)
+    engine_code, engine_names = _codes(table, "engine")
     kinds = _strings(table, "engine_kind")
-    waited = _strings(table, "waited_on") if "waited_on" in table.column_names else [None] * table.num_rows
+    has_waited = "waited_on" in table.column_names
+    waited = _strings(table, "waited_on") if has_waited else [None] * table.num_rows
+    waited_code, waited_names = _codes(table, "waited_on") if has_waited else (np.full(table.num_rows, -1, np.int64), [])
     t0 = int(start.min()) if origin is None else min(int(origin), int(start.min()))
     t1 = int(stop.max())
     span = max(t1 - t0, 1)
-    names, lane = np.unique(engine, return_inverse=True)
+    used, first_row, lane = np.unique(engine_code, return_index=True, return_inverse=True)  # integers: fast
+    names = [engine_names[c] for c in used.tolist()]
     order = np.lexsort((start, lane))
-    kind_of: dict[str, str] = {}
-    for e, k in zip(engine.tolist(), kinds, strict=True):
-        kind_of.setdefault(e, k)
     engines: list[EngineUse] = []
     bounds = np.searchsorted(lane[order], np.arange(len(names) + 1))
-    for k, eng in enumerate(names.tolist()):
+    for k, eng in enumerate(names):
         idx = order[bounds[k]:bounds[k + 1]]
         s, e = start[idx], stop[idx]
         prev_end = np.concatenate(([t0], np.maximum.accumulate(e)[:-1]))
         busy = int(np.sum(np.maximum(e - np.maximum(s, prev_end), 0)))
         gaps = np.maximum(s - prev_end, 0)
-        idle: dict[str, int] = {}
-        for pos in np.nonzero(gaps)[0].tolist():
-            cause = waited[idx[pos]] or UNKNOWN
-            idle[cause] = idle.get(cause, 0) + int(gaps[pos])
-        engines.append(EngineUse(eng, kind_of[eng], len(idx), busy, busy / span, idle))
+        idle = _idle_by_cause(gaps, waited_code[idx], waited_names)
+        engines.append(EngineUse(eng, kinds[int(first_row[k])], len(idx), busy, busy / span, idle))
     engines.sort(key=lambda u: (_KIND_ORDER.get(u.engine_kind, 99), u.engine))
-    length, by_engine, path = _critical_path(start.tolist(), stop.tolist(), engine.tolist(), kinds, waited, t0)
+    engine = np.asarray(names, dtype=object)[lane].tolist()
+    length, by_engine, path = _critical_path(start, stop, engine, kinds, waited, t0)
     return ScheduleSummary(region_id, name, t0, t1, engines, length, by_engine, critical_rows=path)
+
+
+def _idle_by_cause(gaps: np.ndarray, cause_code: np.ndarray, cause_names: list) -> dict[str, int]:
+    """Gap time summed by what the slice after each gap waited on (null or empty: unknown), causes in order of first gap."""
+    hit = np.flatnonzero(gaps)
+    idle: dict[str, int] = {}
+    if not len(hit):
+        return idle
+    code = cause_code[hit] + 1  # 0: null
+    sums = np.zeros(len(cause_names) + 1, np.int64)
+    np.add.at(sums, code, gaps[hit])
+    present, first = np.unique(code, return_index=True)
+    for c in present[np.argsort(first, kind="stable")].tolist():
+        cause = (cause_names[c - 1] if c else None) or UNKNOWN
+        idle[cause] = idle.get(cause, 0) + int(sums[c])
+    return idle
 
 
 _KIND_ORDER = {k: i for i, k in enumerate(
     ["host", "dispatch", "compiler", "dma_h2d", "dma_d2h", "dma_d2d", "matrix", "vector", "stream", "collective", "other"])}
 
 
-def _critical_path(start: list[int], stop: list[int], engine: list[str], kinds: list[str], waited: list,
+def _critical_path(start_ns: np.ndarray, stop_ns: np.ndarray, engine: list[str], kinds: list[str], waited: list,
                    t0: int) -> tuple[int, dict[str, int], list[int]]:
-    order = sorted(range(len(start)), key=stop.__getitem__)
-    ends = [stop[i] for i in order]
-    cur = max(range(len(start)), key=lambda i: (stop[i], -start[i]))
+    by_end = np.argsort(stop_ns, kind="stable")
+    order, ends = by_end.tolist(), stop_ns[by_end].tolist()
+    last = np.flatnonzero(stop_ns == stop_ns.max())
+    cur = int(last[np.argmin(start_ns[last])])  # the slice that ends last (the earliest-starting of a tie)
+    start, stop = start_ns.tolist(), stop_ns.tolist()
     by_engine: dict[str, int] = {}
     t_end = stop[cur]
     seen = 0
