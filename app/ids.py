@@ -93,6 +93,8 @@ COMPARE_SCHEDULE_VERDICT = "compare-schedule-verdict"
 COMPARE_SCHEDULE_ENGINES = "compare-schedule-engines"
 COMPARE_SCHEDULE_CRITICAL = "compare-schedule-critical"
 COMPARE_SCHEDULE_IDLE = "compare-schedule-idle"
+COMPARE_SCHEDULE_DETAIL = "compare-schedule-detail"  # the clicked slice's facts
+COMPARE_SCHEDULE_SLICE = "compare-schedule-slice"
 
 
 def run_pick(run_id: str) -> dict[str, str]:

@@ -243,6 +243,14 @@ def aligned_slices(trace: Trace, region_id: int) -> pa.Table:
     return table.set_column(table.column_names.index("start"), "start", shifted)
 
 
+def region_slice_rows(trace: Trace, region_id: int) -> np.ndarray:
+    """Rows of the trace's engine_slices that `region_slices` / `aligned_slices` hold, in their order (row k of those
+    tables is engine_slices row result[k])."""
+    slices = trace["engine_slices"]
+    mask = pc.fill_null(pc.equal(slices.column("region_id"), pa.scalar(region_id, pa.int32())), False)
+    return np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+
+
 def _signed(value: float, unit: str) -> str:
     return ("+" if value > 0 else "-" if value < 0 else "") + _time(abs(value), unit)
 
@@ -312,4 +320,5 @@ def schedule_section(trace_a: Trace, region_a: int, trace_b: Trace, region_b: in
 
 
 __all__ = ["CauseDelta", "Change", "EngineDelta", "PathDelta", "ScheduleDiff", "aligned_slices", "diff_record",
-           "diff_schedules", "diff_summaries", "format_schedule_diff", "has_schedule", "schedule_section", "verdict"]
+           "diff_schedules", "diff_summaries", "format_schedule_diff", "has_schedule", "region_slice_rows",
+           "schedule_section", "verdict"]

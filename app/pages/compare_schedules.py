@@ -17,11 +17,18 @@ from dash import Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
 from portscope.ingest.errors import UsageError
-from portscope.ingest.schedule_diff import ScheduleDiff, aligned_slices, diff_schedules, has_schedule, verdict
+from portscope.ingest.schedule_diff import (
+    ScheduleDiff,
+    aligned_slices,
+    diff_schedules,
+    has_schedule,
+    region_slice_rows,
+    verdict,
+)
 from portscope.ingest.schema import TimeUnit
 from portscope.ingest.slice_depth import nest_slices
 from portscope.ingest.slice_search import lanes_of_rows
-from portscope.ingest.viewport import Lanes, build_lanes, reduce_viewport
+from portscope.ingest.viewport import KINDS, Lanes, build_lanes, reduce_viewport, slice_at
 
 from .. import ids
 from ..components import fmt_int, problem, text_table
@@ -39,6 +46,7 @@ from ..figures import (
 )
 from ..time_axis import fmt_duration
 from .common import region_label
+from .timeline import NO_SLICE, slice_view
 
 CRITICAL_ROWS_DRAWN = 20_000  # the critical path's slices marked per panel (a path is a chain: rarely near this)
 
@@ -151,7 +159,29 @@ def section(a: str, b: str, region_a: int | None, region_b: int | None) -> list[
         html.H4("The two schedules aligned: each region from 0, one scale (dark core: on the critical path)"),
         dcc.Store(id=ids.COMPARE_SCHEDULE_KEY, data=key),
         dcc.Graph(id=ids.COMPARE_SCHEDULE_TIMELINES, figure=aligned_figure(key), config=graph_config("compare-schedules")),
+        html.Div(html.Div("Click a bar for its facts.", className="muted"), id=ids.COMPARE_SCHEDULE_DETAIL, className="detail"),
     ]
+
+
+def clicked(key: dict[str, Any], click: dict[str, Any] | None, relayout: dict[str, Any] | None) -> Any:
+    """The facts of the slice under a click on the aligned timelines (found on the server: the nearest in that lane)."""
+    if not click or not click.get("points"):
+        raise PreventUpdate
+    point = click["points"][0]
+    panel = int(point.get("curveNumber", 0)) // len(KINDS)
+    if panel > 1:
+        raise PreventUpdate  # a critical-path mark: the bar under it answers
+    run_id, rid = (key["a"], key["ra"]) if panel == 0 else (key["b"], key["rb"])
+    lanes = aligned_lanes(run_id, rid)
+    x0, x1 = viewport_from_relayout(relayout, (0.0, float(max(key["spans"])))) or (0.0, float(max(key["spans"])))
+    row = slice_at(lanes, int(round(float(point["y"]))), float(point["x"]), 3 * (x1 - x0) / VIEW_PX)
+    if row is None:
+        return html.Div(NO_SLICE, className="muted")
+    trace_row = int(store().memo(f"region-rows:{run_id}:{rid}", lambda: region_slice_rows(store().trace(run_id), rid))[row])
+    facts = slice_view(run_id, trace_row)
+    facts.id = ids.COMPARE_SCHEDULE_SLICE  # the page's other timeline has its own slice facts
+    offset = float(lanes.start[int(np.flatnonzero(np.asarray(lanes.row) == row)[0])])
+    return [html.H4(f"{'AB'[panel]}: a slice {fmt_duration(offset, TimeUnit(key['unit']))} after the region's start"), facts]
 
 
 def zoom_update(key: dict[str, Any], relayout: dict[str, Any] | None) -> Any:
@@ -185,3 +215,13 @@ def register(app: dash.Dash) -> None:
     )
     def zoom(relayout: dict[str, Any] | None, key: dict[str, Any]) -> Any:
         return zoom_update(key, relayout)
+
+    @app.callback(
+        Output(ids.COMPARE_SCHEDULE_DETAIL, "children"),
+        Input(ids.COMPARE_SCHEDULE_TIMELINES, "clickData"),
+        State(ids.COMPARE_SCHEDULE_TIMELINES, "relayoutData"),
+        State(ids.COMPARE_SCHEDULE_KEY, "data"),
+        prevent_initial_call=True,
+    )
+    def click(click: dict[str, Any] | None, relayout: dict[str, Any] | None, key: dict[str, Any]) -> Any:
+        return clicked(key, click, relayout)

@@ -64,6 +64,13 @@ def test_a_schedule_pair_compared_engine_by_engine_and_drawn_aligned(dash_duo, m
     ]
     assert "kernel: 60 ns" in fig["labels"] and "kernel: 50 ns" in fig["labels"]
     time.sleep(1)  # dcc.Graph listens for relayout events once the figure is set up
+    dash_duo.driver.execute_script(  # a click on B's vector lane at 47 ns: relu (45..50 from B's start, 1045 in its file)
+        "const g = document.querySelector('#compare-schedule-timelines .js-plotly-plot');"
+        "g.emit('plotly_click', {points: [{curveNumber: 7, x: 47, y: 2}]});")
+    dash_duo.wait_for_element("#compare-schedule-slice", timeout=10)
+    facts = [dd.text for dd in dash_duo.find_elements("#compare-schedule-slice dd")]
+    assert facts[:5] == ["vector", "compute", "relu", "1.04 µs (1,045 ns)", "5 ns"]
+    assert dash_duo.find_element("#compare-schedule-detail h4").text == "B: a slice 45 ns after the region's start"
     dash_duo.driver.execute_script(  # zoom on the second panel: both follow, the server answers with ticks for 0..20 ns
         "const g = document.querySelector('#compare-schedule-timelines .js-plotly-plot'); Plotly.relayout(g, {'xaxis2.range': [0, 20]});")
     until(lambda: dash_duo.driver.execute_script(
