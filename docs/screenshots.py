@@ -52,6 +52,28 @@ def shoot(driver: webdriver.Chrome, url: str, wait_css: str, name: str) -> Path:
     return path
 
 
+def shoot_section(driver: webdriver.Chrome, url: str, wait_css: str, section_css: str, name: str) -> Path:
+    """One part of a page (an element) rather than the whole page."""
+    driver.set_window_size(1400, 4000)
+    driver.get(url)
+    WebDriverWait(driver, 30).until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, wait_css)))
+    time.sleep(1.5)
+    path = OUT / f"{name}.png"
+    driver.find_element(By.CSS_SELECTOR, section_css).screenshot(str(path))
+    driver.set_window_size(1400, 1000)
+    return path
+
+
+def schedule_shots(driver: webdriver.Chrome, base: str, loaded: list) -> list[Path]:
+    """The compare page's schedules section on the eager-vs-compiled sample: eager:warm against compiled:warm."""
+    modes = next((t for t in loaded if (t.path or "").endswith("eager_vs_compiled.arrow")), None)
+    if modes is None or not (region_ids(modes, "eager:warm") and region_ids(modes, "compiled:warm")):
+        return []
+    run, ra, rb = modes.content_hash(), region_ids(modes, "eager:warm")[0], region_ids(modes, "compiled:warm")[0]
+    return [shoot_section(driver, f"{base}/compare/{run}/{run}?ra={ra}&rb={rb}", "#compare-schedule-timelines .gl-container canvas",
+                          "#compare-schedules", "compare-schedules")]
+
+
 def main(argv: list[str]) -> int:
     folder = Path(argv[1]) if len(argv) > 1 else bundled_traces_dir()
     traces = sorted(folder.glob("*.arrow"))
@@ -86,6 +108,7 @@ def main(argv: list[str]) -> int:
             shoot(driver, f"{base}/run/{first_id}/timeline", "#timeline-graph .gl-container canvas", "timeline"),
             shoot(driver, f"{base}/compare/{first_id}/{second_id}", "#compare-signals-table", "compare"),
         ]
+        shots += schedule_shots(driver, base, loaded)
         plans = [t for t in loaded if t["plan"].num_rows]
         if plans:  # a `portscope plan` trace among them
             shots.append(shoot(driver, f"{base}/run/{plans[0].content_hash()}/plan", "#plan-table", "plan"))
