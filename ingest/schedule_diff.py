@@ -72,6 +72,7 @@ class EngineDelta:
     critical_b: int
     slices_a: int
     slices_b: int
+    engine_b: str | None = None  # B's name for it when paired with another name (see `pair_engines`)
 
     @property
     def delta(self) -> int:
@@ -128,9 +129,10 @@ class ScheduleDiff:
 
     def engines_table(self) -> pa.Table:
         """engine, engine_kind, busy_a, busy_b, delta, percent (null: A is 0), idle_a, idle_b, critical_a, critical_b,
-        slices_a, slices_b; one row per engine, in engine-kind order."""
+        slices_a, slices_b, engine_b (B's name when paired with another, else null); one row per engine, in
+        engine-kind order."""
         names = ["engine", "engine_kind", "busy_a", "busy_b", "delta", "percent", "idle_a", "idle_b",
-                 "critical_a", "critical_b", "slices_a", "slices_b"]
+                 "critical_a", "critical_b", "slices_a", "slices_b", "engine_b"]
         return pa.table({n: [getattr(e, n) for e in self.engines] for n in names},
                         schema=_schema(names, float_columns={"percent"}))
 
@@ -151,7 +153,7 @@ class ScheduleDiff:
         return {"schedule": (self.a.total, self.b.total), "critical path": (self.a.critical_path, self.b.critical_path)}
 
 
-_TEXT_COLUMNS = {"engine", "engine_kind", "name", "change", "cause"}
+_TEXT_COLUMNS = {"engine", "engine_kind", "name", "change", "cause", "engine_b"}
 
 
 def _schema(names: list[str], *, float_columns: frozenset[str] | set[str] = frozenset()) -> pa.Schema:
@@ -159,7 +161,24 @@ def _schema(names: list[str], *, float_columns: frozenset[str] | set[str] = froz
                       for n in names])
 
 
-def _path_parts(summary: ScheduleSummary, slices: pa.Table) -> dict[tuple[str, str], tuple[int, int]]:
+def pair_engines(a: ScheduleSummary, b: ScheduleSummary) -> dict[str, str]:
+    """B's engine name -> A's for engines named differently on each side but surely the same: of one engine kind, the
+    only one of that kind found in A alone and the only one found in B alone (a measured run's host thread is named by
+    its thread id, which changes from run to run). Anything less certain stays unpaired."""
+    names_a, names_b = {e.engine for e in a.engines}, {e.engine for e in b.engines}
+    only_a: dict[str, list[str]] = {}
+    only_b: dict[str, list[str]] = {}
+    for e in a.engines:
+        if e.engine not in names_b:
+            only_a.setdefault(e.engine_kind, []).append(e.engine)
+    for e in b.engines:
+        if e.engine not in names_a:
+            only_b.setdefault(e.engine_kind, []).append(e.engine)
+    return {only_b[k][0]: only_a[k][0] for k in only_a if len(only_a[k]) == 1 and len(only_b.get(k, [])) == 1}
+
+
+def _path_parts(summary: ScheduleSummary, slices: pa.Table, rename: dict[str, str] | None = None,
+                ) -> dict[tuple[str, str], tuple[int, int]]:
     """(engine, name) -> (time on the critical path, slices) of one schedule; its gaps as ("idle", "")."""
     out: dict[tuple[str, str], tuple[int, int]] = {}
     if not summary.critical_rows:
@@ -168,6 +187,7 @@ def _path_parts(summary: ScheduleSummary, slices: pa.Table) -> dict[tuple[str, s
     taken = slices.select(["engine", "name", "dur"]).take(rows)
     for engine, name, dur in zip(_strings(taken, "engine"), _strings(taken, "name"), taken.column("dur").to_pylist(),
                                  strict=True):
+        engine = (rename or {}).get(engine, engine)
         time, count = out.get((engine, name), (0, 0))
         out[(engine, name)] = (time + int(dur), count + 1)
     gaps = summary.critical_by_engine.get(IDLE, 0)
@@ -178,10 +198,15 @@ def _path_parts(summary: ScheduleSummary, slices: pa.Table) -> dict[tuple[str, s
 
 def diff_summaries(a: ScheduleSummary, b: ScheduleSummary, slices_a: pa.Table, slices_b: pa.Table, *,
                    unit: str = "ns") -> ScheduleDiff:
-    """Compare two schedule summaries (slices_*: the tables they summarize, for the names on the critical path)."""
+    """Compare two schedule summaries (slices_*: the tables they summarize, for the names on the critical path).
+
+    Engines match by name, and an engine that `pair_engines` pairs goes by A's name (B's in `engine_b`)."""
+    rename = pair_engines(a, b)
+    as_a = {v: k for k, v in rename.items()}  # A's name -> B's name of a paired engine
     use_a = {e.engine: e for e in a.engines}
-    use_b = {e.engine: e for e in b.engines}
-    kinds = {e.engine: e.engine_kind for e in [*b.engines, *a.engines]}
+    use_b = {rename.get(e.engine, e.engine): e for e in b.engines}
+    critical_b = {rename.get(k, k): v for k, v in b.critical_by_engine.items()}
+    kinds = {e.engine: e.engine_kind for e in a.engines} | {rename.get(e.engine, e.engine): e.engine_kind for e in b.engines}
     order = sorted(kinds, key=lambda name: (_KIND_ORDER.get(kinds[name], 99), name))  # as each summary orders them
     engines = []
     for name in order:
@@ -190,10 +215,10 @@ def diff_summaries(a: ScheduleSummary, b: ScheduleSummary, slices_a: pa.Table, s
             engine=name, engine_kind=kinds[name],
             busy_a=ea.busy if ea else 0, busy_b=eb.busy if eb else 0,
             idle_a=sum(ea.idle_by_cause.values()) if ea else 0, idle_b=sum(eb.idle_by_cause.values()) if eb else 0,
-            critical_a=a.critical_by_engine.get(name, 0), critical_b=b.critical_by_engine.get(name, 0),
-            slices_a=ea.slices if ea else 0, slices_b=eb.slices if eb else 0,
+            critical_a=a.critical_by_engine.get(name, 0), critical_b=critical_b.get(name, 0),
+            slices_a=ea.slices if ea else 0, slices_b=eb.slices if eb else 0, engine_b=as_a.get(name),
         ))  # fmt: skip
-    parts_a, parts_b = _path_parts(a, slices_a), _path_parts(b, slices_b)
+    parts_a, parts_b = _path_parts(a, slices_a), _path_parts(b, slices_b, rename)
     path = [PathDelta(engine, name, *_pair(parts_a.get(key), parts_b.get(key)))
             for key in dict.fromkeys([*parts_a, *parts_b]) for engine, name in [key]]
     path.sort(key=lambda p: (-abs(p.delta), -max(p.time_a, p.time_b), p.engine, p.name))
@@ -282,6 +307,8 @@ def format_schedule_diff(diff: ScheduleDiff, *, top: int = 10) -> str:
     lines.append(f"  {'engine':<16} {'kind':<10} {'busy A':>10} {'busy B':>10} {'Δ':>11} {'%':>8} "
                  f"{'idle A':>10} {'idle B':>10} {'crit A':>10} {'crit B':>10}")
     for e in diff.engines:
+        if e.engine_b:
+            lines.append(f"  {e.engine} is {e.engine_b} in B (the only {e.engine_kind} engine on each side that the other lacks)")
         lines.append(f"  {e.engine:<16} {e.engine_kind:<10} {_time(e.busy_a, u):>10} {_time(e.busy_b, u):>10} "
                      f"{_signed(e.delta, u):>11} {_pct(e.percent):>8} {_time(e.idle_a, u):>10} {_time(e.idle_b, u):>10} "
                      f"{_time(e.critical_a, u):>10} {_time(e.critical_b, u):>10}")
@@ -320,5 +347,5 @@ def schedule_section(trace_a: Trace, region_a: int, trace_b: Trace, region_b: in
 
 
 __all__ = ["CauseDelta", "Change", "EngineDelta", "PathDelta", "ScheduleDiff", "aligned_slices", "diff_record",
-           "diff_schedules", "diff_summaries", "format_schedule_diff", "has_schedule", "region_slice_rows",
+           "diff_schedules", "diff_summaries", "format_schedule_diff", "has_schedule", "pair_engines", "region_slice_rows",
            "schedule_section", "verdict"]

@@ -78,8 +78,10 @@ def tables(diff: ScheduleDiff) -> list[Any]:
                 ("time_b", "B", duration), ("delta", "Δ", signed), ("count_a", "Slices A", fmt_int), ("count_b", "Slices B", fmt_int)]
     idle = [("cause", "Waiting on", None), ("idle_a", "A", duration), ("idle_b", "B", duration), ("delta", "Δ", signed)]
     path = [r for r in diff.critical_table().to_pylist() if r["change"] != "same"]
+    rows = [{**r, "engine": f"{r['engine']} (B: {r['engine_b']})" if r["engine_b"] else r["engine"]}
+            for r in diff.engines_table().to_pylist()]  # a paired engine: the only one of its kind each side lacks
     return [
-        text_table(diff.engines_table().to_pylist(), engines, table_id=ids.COMPARE_SCHEDULE_ENGINES),
+        text_table(rows, engines, table_id=ids.COMPARE_SCHEDULE_ENGINES),
         html.H4(f"Critical path: what changed on it ({len(path)} of {len(diff.critical_path)} parts; top 20, largest change first)"),
         text_table(path[:20], critical, table_id=ids.COMPARE_SCHEDULE_CRITICAL) if path
         else html.P("Nothing on the critical path changed.", className="muted"),

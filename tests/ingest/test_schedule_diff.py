@@ -178,3 +178,23 @@ def test_a_furiosa_baseline_and_one_change(tmp_path: Path, capsys: pytest.Captur
     paths = [str(write_trace(t, tmp_path / f"{k}.arrow")) for k, t in (("a", a), ("b", b))]
     assert main(["diff", *paths, "--schedule"]) == 0
     assert "schedule 600 cycles -> 550 cycles (-50 cycles, -8.3%)" in capsys.readouterr().out
+
+
+def test_the_one_engine_each_side_lacks_is_paired_by_kind() -> None:
+    # a measured run names host threads by thread id: thread 11 in A, thread 22 in B -- the only host lane on each side
+    a = [("thread 11", EngineKind.HOST, SliceKind.COMPUTE, "aten::zeros", 0, 40, None),
+         ("stream 7", EngineKind.STREAM, SliceKind.COMPUTE, "kernel", 40, 100, "dispatch")]
+    b = [("thread 22", EngineKind.HOST, SliceKind.COMPUTE, "aten::zeros", 0, 30, None),
+         ("stream 7", EngineKind.STREAM, SliceKind.COMPUTE, "kernel", 30, 100, "dispatch")]
+    trace = schedule_trace(("a", a), ("b", b))
+    diff = diff_schedules(trace, 0, trace, 1)
+    assert [(r["engine"], r["engine_b"], r["busy_a"], r["busy_b"], r["critical_b"]) for r in diff.engines_table().to_pylist()] == [
+        ("thread 11", "thread 22", 40, 30, 30), ("stream 7", None, 100, 100, 100)]
+    assert [(p.change, p.engine, p.name, p.time_a, p.time_b) for p in diff.critical_path][0] == (
+        Change.SHORTER, "thread 11", "aten::zeros", 40, 30)
+    assert "  thread 11 is thread 22 in B" in format_schedule_diff(diff)
+    # two host threads in B that A lacks: which one is A's is a guess, so none is paired
+    b2 = [*b, ("thread 33", EngineKind.HOST, SliceKind.COMPUTE, "aten::empty", 0, 5, None)]
+    trace = schedule_trace(("a", a), ("b", b2))
+    names = [(r["engine"], r["engine_b"]) for r in diff_schedules(trace, 0, trace, 1).engines_table().to_pylist()]
+    assert names == [("thread 11", None), ("thread 22", None), ("thread 33", None), ("stream 7", None)]
