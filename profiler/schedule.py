@@ -109,31 +109,40 @@ def ops_from_events(
     insides = insides or {}
     n = len(events)
     ops = ScheduleOps([], [], [], [], [], [], [], [], [], [], [])
+    a_id, a_name, a_place, a_module, a_flops, a_bytes, a_start, a_dur, a_deps, a_graph, a_call = (
+        c.append for c in (ops.op_id, ops.name, ops.placement, ops.module, ops.flops, ops.bytes, ops.start_ns,
+                           ops.dur_ns, ops.deps, ops.graph_id, ops.is_call))
     row_of = [0] * n  # event index -> row
+    shift = 0  # rows of captured insides so far: row = event index + shift
     call_end = -1
     call_graph = None
     replaced = False  # the open graph call's inside is its captured operators
     for i, ev in enumerate(events):
         where, _signals, transfers = outcomes[i]
-        row = row_of[i] = len(ops.name)
-        inside = ev.graph_id is not None and ev.graph_id == call_graph and ev.start_ns < call_end
-        call = ev.graph_id is not None and not inside
+        row = row_of[i] = i + shift
+        gid = ev.graph_id
+        inside = gid is not None and gid == call_graph and ev.start_ns < call_end
+        call = gid is not None and not inside
         d = deps[i] if i in deps else ()
-        _append(ops, ev.op_id, ev.name, where.value, ev.module, estimate_flops(ev.packet, ev.inputs, ev.outputs),
-                ev.bytes_in + ev.bytes_out, ev.start_ns, max(ev.dur_ns, 1) if call else ev.dur_ns,
-                None if d is None or (inside and replaced) else tuple(row_of[j] for j in d), ev.graph_id, call)
+        if d is not None and (inside and replaced):
+            d = None
+        elif d and shift:
+            d = tuple(row_of[j] for j in d)
+        a_id(ev.op_id), a_name(ev.name), a_place(where.value), a_module(ev.module)
+        a_flops(estimate_flops(ev.packet, ev.inputs, ev.outputs)), a_bytes(ev.bytes_in + ev.bytes_out)
+        a_start(ev.start_ns), a_dur(max(ev.dur_ns, 1) if call else ev.dur_ns), a_deps(d), a_graph(gid), a_call(call)
         if transfers:
             ops.transfers[row] = [(t.direction.value, t.bytes) for t in transfers]
         if call:
-            call_graph, call_end = ev.graph_id, ev.start_ns + max(ev.dur_ns, 1)
+            call_graph, call_end = gid, ev.start_ns + max(ev.dur_ns, 1)
             nodes = insides.get(i)
             replaced = nodes is not None
-            base = row + 1
             for node in nodes or ():
                 _append(ops, ev.op_id, node.name, Placement.GRAPH.value, ev.module,
                         estimate_flops(node.name.split(".", 1)[0], node.inputs, node.outputs),
                         sum(t.nbytes for t in node.inputs) + sum(t.nbytes for t in node.outputs), ev.start_ns, 0,
-                        tuple(base + r for r in node.reads), ev.graph_id, False)
+                        tuple(row + 1 + r for r in node.reads), gid, False)
+            shift += len(nodes or ())
     for index, _key, ns in compiles:
         if 0 <= index < n:
             row = row_of[index]
