@@ -95,6 +95,11 @@ COMPARE_SCHEDULE_CRITICAL = "compare-schedule-critical"
 COMPARE_SCHEDULE_IDLE = "compare-schedule-idle"
 COMPARE_SCHEDULE_DETAIL = "compare-schedule-detail"  # the clicked slice's facts
 COMPARE_SCHEDULE_SLICE = "compare-schedule-slice"
+# compare page, operator diff section (app/pages/compare_ops.py)
+COMPARE_OPS = "compare-ops"
+COMPARE_OPS_SET = "compare-ops-set"  # which change set the table lists
+COMPARE_OPS_SUMMARY = "compare-ops-summary"
+COMPARE_OPS_TABLE = "compare-ops-table"
 
 
 def run_pick(run_id: str) -> dict[str, str]:
