@@ -10,15 +10,17 @@ import pytest
 import torch
 
 from portscope.ingest import SignalKind, read_trace, summarize
+from portscope.ingest.schema import Placement
 from portscope.profiler import explain, targets
-from portscope.profiler.aot_graph import parse_aot_graph
+from portscope.profiler.aot_graph import BoundNode, parse_aot_graph
 from portscope.profiler.compare import compare_modes
 from portscope.profiler.demo import prompt, tiny_llama
-from portscope.profiler.events import TensorInfo
+from portscope.profiler.events import OpEvent, TensorInfo
 from portscope.profiler.predict import reset_program_cache
 from portscope.profiler.region import default_run_info
-from portscope.profiler.schedule import estimate_flops
+from portscope.profiler.schedule import estimate_flops, ops_from_events, schedule
 from portscope.profiler.tables import build_trace
+from portscope.profiler.targets import load_target
 
 # What print_readable(include_stride=True, include_device=True) prints, cut down by hand: a symbolic batch, a
 # view of a weight, a tuple-valued operator read through getitem, keyword arguments and a symbolic expression.
@@ -186,3 +188,68 @@ def test_dynamic_graph_inside_takes_each_calls_shapes(tmp_path: Path) -> None:
     with torch.no_grad(), explain("fallbacks", target=str(fallbacks)) as region:
         compiled(torch.randn(8, 64, dtype=torch.float16), w)
     assert set(_graph_slices([region]).name) == {"aten::mm.out"}  # inductor's extern matrix kernel only
+
+
+_TWO_ENGINES = """
+[target]
+name = "two-engines"
+device = "npu:0"
+[compute]
+dtypes = ["float16"]
+[cache]
+programs = false
+[cost]
+dispatch_ns = 10
+[engines.matrix]
+kind = "matrix"
+flops_per_ns = 64
+latency_ns = 2
+ops = ["aten::mm"]
+[engines.vector]
+kind = "vector"
+flops_per_ns = 10
+latency_ns = 1
+"""
+
+
+def test_inside_of_a_graph_call_worked_by_hand(tmp_path: Path) -> None:
+    """A graph call (its code dispatched one extern mm.out) whose captured inside is mm -> mul, and neg on its own;
+    then an eager add of the graph's result. Figures (no byte terms):
+
+    graph: dispatch 0..10 (the launch)
+    mm [4, 8] x [8, 8]: 2*4*8*8 = 512 flops -> matrix 10 + (2 + 512/64) = 10..20 (waited on the launch)
+    mul (reads mm): 32 flops -> vector 20 + int(1 + 32/10) = 20..24 (dependency)
+    neg (reads an input): vector is busy until 24 -> 24..28
+    mm.out, dispatched by the graph's code: replaced by the captured inside, no slice
+    add (reads the graph's result, done at 28): dispatch 10..20, vector 28..32
+    """
+    target = tmp_path / "two.toml"
+    target.write_text(_TWO_ENGINES)
+    x = TensorInfo((4, 8), (8, 1), "float16", "npu:0", 2)
+    w = TensorInfo((8, 8), (8, 1), "float16", "npu:0", 2)
+    events = [
+        OpEvent(0, "compiled graph 0/0", "compiled graph 0/0", [x, w], [x], 0, 100, graph_id=0),
+        OpEvent(1, "aten::mm.out", "aten::mm", [x, w], [x], 10, 5, graph_id=0),
+        OpEvent(2, "aten::add.Tensor", "aten::add", [x, x], [x], 200, 5),
+    ]
+    graph = Placement.GRAPH
+    outcomes = {0: (graph, [], []), 1: (graph, [], []), 2: (Placement.DEVICE, [], [])}
+    inside = [BoundNode("aten::mm", [x, w], [x], ()), BoundNode("aten::mul.Tensor", [x], [x], (0,)),
+              BoundNode("aten::neg", [x], [x], ())]
+    ops = ops_from_events(events, outcomes, {0: (), 1: (), 2: (0,)}, insides={0: inside})
+    s = schedule(ops, load_target(target))
+    rows = [(s.engines[lane], name, start, dur, wait, ops.op_id[i])
+            for lane, name, start, dur, wait, i in zip(s.lane, s.name, s.start, s.dur, s.waited_on, s.op, strict=True)]
+    assert rows == [
+        ("dispatch", "compiled graph 0/0", 0, 10, None, 0),
+        ("matrix", "aten::mm", 10, 10, "dispatch", 0),
+        ("vector", "aten::mul.Tensor", 20, 4, "dependency", 0),
+        ("vector", "aten::neg", 24, 4, None, 0),
+        ("dispatch", "aten::add.Tensor", 10, 10, None, 2),
+        ("vector", "aten::add.Tensor", 28, 4, None, 2),
+    ]
+    assert s.total_ns == 32
+    # without the captured inside, the graph's inside is what its code dispatched
+    plain = ops_from_events(events, outcomes, {0: (), 1: (), 2: (0,)})
+    assert [n for n in schedule(plain, load_target(target)).name if n != "aten::add.Tensor"] == [
+        "compiled graph 0/0", "aten::mm.out"]
