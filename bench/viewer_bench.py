@@ -231,8 +231,8 @@ def main() -> int:
         _, t_page = timed(lambda: region_ops_page(trace, 0, n_ops // 2, n_ops // 2 + 100), repeat=3)
         by_dur = [{"colId": "dur_ns", "sort": "desc"}]
 
-        def remember(key: str, make):  # noqa: ANN001, ANN202 - the server's cache, as the page callback uses it
-            return store.cached(f"{run_id}:{key}", make)
+        def remember(key: str, make):  # noqa: ANN001, ANN202 - the server's per-process memo, as the page callback uses it
+            return store.memo(f"{run_id}:{key}", make)
 
         _, t_sorted = timed(lambda: region_ops_page(trace, 0, n_ops // 2, n_ops // 2 + 100, by_dur, remember=remember))
         _, t_next = timed(lambda: region_ops_page(trace, 0, n_ops // 2 + 100, n_ops // 2 + 200, by_dur, remember=remember),

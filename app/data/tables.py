@@ -32,13 +32,13 @@ OPS_COLUMNS = [
 
 
 def _decoded(table: pa.Table, columns: list[str]) -> pd.DataFrame:
-    arrays = []
-    for name in columns:
-        col = table.column(name)
-        if pa.types.is_dictionary(col.type):
-            col = col.cast(pa.string())
-        arrays.append(col)
-    return pa.Table.from_arrays(arrays, names=columns).to_pandas()
+    return _decoded_table(table.select(columns)).to_pandas()
+
+
+def _decoded_table(table: pa.Table) -> pa.Table:
+    """The table with its dictionary-encoded columns as plain text."""
+    arrays = [col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col for col in table.columns]
+    return pa.Table.from_arrays(arrays, names=table.column_names)
 
 
 def _in_region(table: pa.Table, trace: Trace, region_id: int) -> pa.Table:
@@ -109,59 +109,145 @@ def region_ops_page(
 ) -> tuple[list[dict[str, Any]], int]:
     """Rows start:end of a region's ops (optionally sorted), and the total row count.
 
-    Only the requested page is decoded, so a page of a million-op region costs
-    one filter, (optionally) one sort and one slice. `remember(key, make)` (the
-    server's cache) keeps a sort order, so paging through a sorted table sorts once.
+    Only the page's rows are taken from the (memory-mapped) ops table: the region's row numbers are
+    one int64 per op (none when the region holds every op), a sort by one column partitions that
+    column's values around the page (O(n), no full sort; ties in row order, as a stable sort). Several
+    sort keys or a column with nulls sort everything once. `remember(key, make)` keeps the row numbers
+    and full sort orders between pages (the server's per-process memo: these arrays are never pickled).
     """
     ops = trace["ops"]
-    if ops.num_rows:
-        ops = _in_region(ops, trace, region_id)
-    total = ops.num_rows
-    if sort:
-        keys = [
-            (s["colId"], "descending" if s.get("sort") == "desc" else "ascending")
-            for s in sort
-            if s.get("colId") in OPS_COLUMNS
-        ]
-        if keys:
-            rows = _page_by_partition(ops, keys, start, end)
-            if rows is None:  # several keys, or not integers: one full sort, remembered by the server
-                def make_order() -> np.ndarray:
-                    return pc.sort_indices(ops.select([k for k, _ in keys]), sort_keys=keys).to_numpy()
+    memo = remember or (lambda _key, make: make())
+    rows = memo(f"ops-rows:{region_id}", lambda: _region_rows(ops, trace, region_id))
+    total = ops.num_rows if rows is None else len(rows)
+    lo, hi = min(max(start, 0), total), min(max(end, start, 0), total)
+    keys = [(s["colId"], "descending" if s.get("sort") == "desc" else "ascending") for s in sort or [] if s.get("colId") in OPS_COLUMNS]
+    if keys:
+        picked = _page_by_partition(_sort_values(ops, rows, keys), lo, hi)
+        if picked is None:  # several keys, or nulls: one full sort, remembered
 
-                key = f"ops-order:{region_id}:{keys}"
-                order = remember(key, make_order) if remember is not None else make_order()
-                rows = order[start:max(end, start)]
-            ops = ops.take(pa.array(rows))
-            start, end = 0, ops.num_rows
-    page = ops.slice(start, max(end - start, 0))
+            def make_order() -> np.ndarray:
+                region = _decoded_table(ops.select([k for k, _ in keys]))  # Arrow sorts no dictionary columns in a table
+                return pc.sort_indices(region if rows is None else region.take(pa.array(rows)), sort_keys=keys).to_numpy()
+
+            picked = memo(f"ops-order:{region_id}:{keys}", make_order)[lo:hi]
+        page = _take(ops.select(OPS_COLUMNS), picked if rows is None else rows[picked])
+    elif rows is None:
+        page = ops.select(OPS_COLUMNS).slice(lo, hi - lo)
+    else:
+        page = _take(ops.select(OPS_COLUMNS), rows[lo:hi])
     frame = _decoded(page, OPS_COLUMNS)
     return frame.replace({np.nan: None}).to_dict("records"), total
 
 
-def _page_by_partition(ops: pa.Table, keys: list[tuple[str, str]], start: int, end: int) -> np.ndarray | None:
-    """Rows start:end of a sort by one integer column without sorting everything (O(n) per page).
+def _region_rows(ops: pa.Table, trace: Trace, region_id: int) -> np.ndarray | None:
+    """Row numbers of the ops in a region or the regions nested in it (None: every op is)."""
+    if not ops.num_rows:
+        return None
+    ids = descendants(trace, region_id)
+    bounds = pc.min_max(ops.column("region_id"))
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if high - low < len(ids) and set(range(low, high + 1)) <= set(ids):  # e.g. the root region: no row numbers to keep
+        return None
+    inside = np.zeros(max(high, *ids) + 1, dtype=bool)
+    inside[ids] = True
+    return np.flatnonzero(inside[_int64(ops.column("region_id"))])
 
-    Ties are broken by row number, as in a stable sort, so pages never overlap or skip rows.
-    """
+
+def _int64(column: pa.ChunkedArray, *, negate: bool = False) -> np.ndarray:
+    """A column of integers (or dictionary indices) as one int64 array, chunk by chunk into one allocation."""
+    out = np.empty(len(column), dtype=np.int64)
+    at = 0
+    for chunk in column.chunks:
+        values = chunk.indices if pa.types.is_dictionary(chunk.type) else chunk
+        view = values.to_numpy(zero_copy_only=False)
+        if negate:
+            np.negative(view, out=out[at : at + len(view)], casting="unsafe")
+        else:
+            out[at : at + len(view)] = view
+        at += len(view)
+    return out
+
+
+def _take(table: pa.Table, rows: np.ndarray) -> pa.Table:
+    """The given rows of a table, in order, one slice each (`Table.take` on a chunked column first joins its
+    chunks: a copy of a whole column of a memory-mapped trace for a page of 100 rows)."""
+    if not len(rows):
+        return table.slice(0, 0)
+    batches = table.to_batches()
+    offsets = np.cumsum([0] + [b.num_rows for b in batches])
+    chunk = np.searchsorted(offsets, rows, side="right") - 1
+    return pa.Table.from_batches([batches[c].slice(r - offsets[c], 1) for c, r in zip(chunk.tolist(), rows.tolist(), strict=True)],
+                                 schema=table.schema)  # fmt: skip
+
+
+def _sort_values(ops: pa.Table, rows: np.ndarray | None, keys: list[tuple[str, str]]) -> np.ndarray | None:
+    """One int64 per row of the region whose ascending order is the sort's order (None: several keys or nulls).
+
+    Integers are their values (negated when descending); dictionary-encoded text is the rank of each value among
+    the dictionary's sorted values, so sorting by a name needs no string comparisons."""
     if len(keys) != 1:
         return None
-    column = ops.column(keys[0][0])
-    if not pa.types.is_integer(column.type) or column.null_count:
+    name, direction = keys[0]
+    column = ops.column(name)
+    if column.null_count:
         return None
-    n = len(column)
+    descending = direction == "descending"
+    if pa.types.is_integer(column.type):
+        values = _int64(column, negate=descending)
+    elif pa.types.is_dictionary(column.type) and pa.types.is_string(column.type.value_type):
+        column = column.unify_dictionaries() if column.num_chunks > 1 else column
+        if not column.num_chunks:
+            return None
+        dictionary = column.chunk(0).dictionary
+        rank = np.empty(len(dictionary), dtype=np.int64)
+        rank[pc.sort_indices(dictionary).to_numpy()] = -np.arange(len(dictionary)) if descending else np.arange(len(dictionary))
+        values = rank[_int64(column)]
+    else:
+        return None
+    return values if rows is None else values[rows]
+
+
+def _page_by_partition(values: np.ndarray | None, start: int, end: int) -> np.ndarray | None:
+    """Positions start:end of a stable ascending sort of `values`, without sorting everything (O(n) per page)."""
+    if values is None:
+        return None
+    n = len(values)
     lo, hi = min(start, n), min(max(end, start), n)
     if lo >= hi:
         return np.zeros(0, np.int64)
-    values = column.to_numpy().astype(np.int64)
-    if keys[0][1] == "descending":
-        values = -values
-    span = int(values.max()) - int(values.min()) + 1
-    if span * n >= 2**62:
-        return None
-    composite = (values - values.min()) * n + np.arange(n, dtype=np.int64)  # unique: the value, then the row
-    part = np.argpartition(composite, [lo, hi - 1])[lo:hi]
-    return part[np.argsort(composite[part])]
+    return _select(values, lo, hi)
+
+
+_SMALL = 1 << 16  # rows sorted outright; also the buckets of one counting pass
+
+
+def _select(values: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Positions lo:hi (lo < hi <= len) of a stable ascending sort of `values`.
+
+    A radix select: the values fall into 2^16 buckets by their high bits; one count says which buckets hold
+    ranks lo..hi-1, every row before them is smaller, and only the rows of those buckets go on (in row
+    order, so ties keep it). Each pass keeps 16 fewer bits of range: a page costs a few passes, whatever
+    the order of the values (a partition is slow on sorted or reversed columns such as start times).
+    """
+    n = len(values)
+    if n <= _SMALL:
+        return np.argsort(values, kind="stable")[lo:hi]
+    smallest, largest = int(values.min()), int(values.max())
+    if smallest == largest:
+        return np.arange(lo, hi, dtype=np.int64)
+    if largest - smallest < 2**62:
+        buckets = values - smallest
+        buckets >>= max(0, (largest - smallest).bit_length() - 16)
+        at = np.cumsum(np.bincount(buckets))  # rows up to each bucket
+        first, last = np.searchsorted(at, [lo, hi - 1], side="right")
+        before = int(at[first - 1]) if first else 0
+        kept = np.flatnonzero((buckets >= first) & (buckets <= last))
+        if len(kept) < n:
+            return kept[_select(values[kept], lo - before, hi - before)]
+    low, high = np.partition(values, [lo, hi - 1])[[lo, hi - 1]]  # the page spans the extreme buckets
+    before = int(np.count_nonzero(values < low))
+    between = np.flatnonzero((values >= low) & (values <= high))
+    return between[np.argsort(values[between], kind="stable")][lo - before : hi - before]
 
 
 def slice_detail(trace: Trace, row: int) -> dict[str, Any]:

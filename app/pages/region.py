@@ -195,5 +195,5 @@ def register(app: dash.Dash) -> None:
         run_store = store()
         rows, total = region_ops_page(
             run_store.trace(key["run_id"]), key["region_id"], int(request["startRow"]), int(request["endRow"]),
-            request.get("sortModel"), remember=lambda k, make: run_store.cached(f"{key['run_id']}:{k}", make))
+            request.get("sortModel"), remember=lambda k, make: run_store.memo(f"{key['run_id']}:{k}", make))
         return {"rowData": rows, "rowCount": total}

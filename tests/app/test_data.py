@@ -120,14 +120,25 @@ def test_sorted_pages_by_partition_equal_a_stable_sort() -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from portscope.app.data.tables import _page_by_partition
+    from portscope.app.data.tables import _SMALL, _page_by_partition, _sort_values
 
-    table = pa.table({"dur_ns": pa.array(np.random.default_rng(0).integers(0, 50, 1003))})
-    for direction in ("ascending", "descending"):
-        full = pc.sort_indices(table, sort_keys=[("dur_ns", direction)]).to_numpy()
-        pages = [_page_by_partition(table, [("dur_ns", direction)], a, a + 100) for a in range(0, 1003, 100)]
-        assert (np.concatenate(pages) == full).all()
-    assert _page_by_partition(table, [("dur_ns", "ascending"), ("dur_ns", "descending")], 0, 10) is None
+    rng = np.random.default_rng(0)
+    small = rng.integers(0, 50, 1003)  # under 2^16 rows: sorted outright
+    n = 200_003  # over 2^16 rows: the radix select
+    many_ties = rng.integers(0, 50, n)
+    skewed = np.where(rng.random(n) < 0.999, rng.integers(0, 1000, n), 10**15)  # most rows in the lowest bucket
+    rising = np.repeat(np.arange(n // 2 + 1) * 7, 2)[:n]  # sorted, pairs of ties (descending: reversed)
+    two_values = np.where(np.arange(n) % 3 == 0, 5, 10**12)  # a middle page spans both extreme buckets
+    for durations in (small, many_ties, skewed, rising, two_values):
+        table = pa.table({"dur_ns": pa.array(durations)})
+        size = len(durations)
+        for direction in ("ascending", "descending"):
+            full = pc.sort_indices(table, sort_keys=[("dur_ns", direction)]).to_numpy()
+            values = _sort_values(table, None, [("dur_ns", direction)])
+            starts = range(0, size, 100) if size < _SMALL else (0, 100, size // 3 - 50, size // 2, size - 30)
+            for a in starts:
+                assert (_page_by_partition(values, a, a + 100) == full[a : a + 100]).all(), (size, direction, a)
+    assert _sort_values(table, None, [("dur_ns", "ascending"), ("dur_ns", "descending")]) is None
 
 
 def test_text_table_shows_missing_text_as_empty() -> None:
@@ -139,3 +150,45 @@ def test_text_table_shows_missing_text_as_empty() -> None:
     table = text_table(frame, [("metric", "Metric", None), ("value", "Value", None), ("text", "Text", None)])
     cells = [[td.children for td in tr.children] for tr in table.children[1].children]
     assert cells == [["max_abs_diff", "0.25", ""], ["verdict", "", "defect"]]
+
+
+def test_ops_pages_of_a_nested_region_over_chunks_sorted_by_name_and_time() -> None:
+    """A region's pages take only their rows from a two-chunk ops table (different dictionaries per chunk)."""
+    import pyarrow as pa
+
+    from portscope.ingest import TraceBuilder
+
+    b = TraceBuilder()
+    root = b.add_region("all")
+    left, right = b.add_region("left", parent_id=root), b.add_region("right", parent_id=root)
+    trace = b.build()
+    halves = []
+    for rows in (
+        [(0, root, "b", 30), (1, left, "a", 10), (2, right, "c", 10)],
+        [(3, left, "a", 20), (4, left, "c", 10), (5, right, "b", 20)],
+    ):
+        half = TraceBuilder()
+        for op_id, region, name, dur in rows:
+            half.ops.append(op_id=op_id, region_id=region, name=name, start_ns=op_id * 100, dur_ns=dur, placement="host",
+                            bytes_in=0, bytes_out=0)  # fmt: skip
+        halves.append(half.build()["ops"])
+    trace.tables["ops"] = pa.concat_tables(halves)
+    assert trace["ops"].column("name").num_chunks == 2
+
+    def ids(region: int, start: int, end: int, sort: list | None = None, memo: dict | None = None) -> list[int]:
+        remember = None if memo is None else (lambda key, make: memo[key] if key in memo else memo.setdefault(key, make()))
+        rows, total = region_ops_page(trace, region, start, end, sort, remember=remember)
+        return [total, *(r["op_id"] for r in rows)]
+
+    assert ids(left, 0, 10) == [3, 1, 3, 4]  # total, then op ids
+    assert ids(left, 1, 2) == [3, 3]
+    assert ids(root, 4, 10) == [6, 4, 5]  # the root holds every op: a plain slice
+    by_name_desc = [{"colId": "name", "sort": "desc"}]
+    assert ids(left, 0, 10, by_name_desc) == [3, 4, 1, 3]  # c, then the two a's in row order
+    assert ids(root, 2, 5, [{"colId": "name", "sort": "asc"}]) == [6, 0, 5, 2]  # a a | b b c | c
+    assert ids(root, 0, 6, [{"colId": "dur_ns", "sort": "desc"}]) == [6, 0, 3, 5, 1, 2, 4]  # 30, 20 20, 10 10 10
+    memo: dict = {}
+    two_keys = [{"colId": "dur_ns", "sort": "asc"}, {"colId": "name", "sort": "desc"}]
+    assert ids(right, 0, 5, two_keys, memo) == [2, 2, 5]  # right: c 10, b 20; a full sort, remembered
+    assert sorted(memo) == ["ops-order:2:[('dur_ns', 'ascending'), ('name', 'descending')]", "ops-rows:2"]
+    assert memo["ops-rows:2"].tolist() == [2, 5]
