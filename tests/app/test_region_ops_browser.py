@@ -10,10 +10,9 @@ import os
 import pytest
 from dash.testing.wait import until
 from selenium.common.exceptions import StaleElementReferenceException
+from test_browser import grid_rows  # tests/app is on the path (no __init__.py)
 
 from portscope.ingest import read_trace
-
-from test_browser import grid_rows  # tests/app is on the path (no __init__.py)
 
 pytestmark = pytest.mark.browser
 
