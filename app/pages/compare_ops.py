@@ -96,11 +96,10 @@ def ops_view(diff: OpDiff, which: str) -> list[Any]:
     shown = rows.head(ROWS_SHOWN)
     shown = shown.assign(call_sites=[sites.get((k, n), "") for k, n in zip(shown["kind"], shown["name"], strict=True)],
                          name=[_name(n) for n in shown["name"]])
-    columns = COLUMNS if len(diff.sites) else COLUMNS[:-1]
-    children.append(text_table(shown, columns, table_id=ids.COMPARE_OPS_TABLE))
     if not len(diff.sites):
         children.append(html.P("No call site's count changed, or the traces carry no call sites (a PyTorch profiler "
                                "trace has them when recorded with with_stack=True).", className="muted"))  # fmt: skip
+    children.append(text_table(shown, COLUMNS if len(diff.sites) else COLUMNS[:-1], table_id=ids.COMPARE_OPS_TABLE))
     if len(rows) > ROWS_SHOWN:
         children.append(html.P(f"… and {len(rows) - ROWS_SHOWN:,} more (portscope diff --ops --json lists every one).",
                                className="muted"))  # fmt: skip
