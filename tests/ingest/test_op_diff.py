@@ -4,6 +4,7 @@ traces; the real CUDA pair against the figures HolisticTraceAnalysis' TraceDiff.
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,21 @@ def test_real_pair_matches_hta(tmp_path: Path) -> None:
     # HTA's compare_traces on the same pair: cudaLaunchKernel 1428 -> 811 calls, 9391 -> 6446 us
     assert rows.loc["cudaLaunchKernel", ["a_count", "b_count", "a_ns", "b_ns"]].tolist() == [1428, 811, 9_391_000, 6_446_000]
     assert diff.unlaunched == (0, 614)
+
+
+def test_a_file_written_before_runtime_calls_reads_and_diffs(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    """A trace converted before the runtime_calls table existed (no member, not in the manifest) reads with none."""
+    old = tmp_path / "old.arrow"
+    with zipfile.ZipFile(pair[1]) as zf, zipfile.ZipFile(old, "w", zipfile.ZIP_STORED) as out:
+        manifest = json.loads(zf.read("manifest.json"))
+        del manifest["tables"]["runtime_calls"]
+        out.writestr("manifest.json", json.dumps(manifest))
+        for name in zf.namelist():
+            if name not in ("manifest.json", "runtime_calls.arrow"):
+                out.writestr(name, zf.read(name))
+    a, b = read_trace(pair[0]), read_trace(old)
+    assert b["runtime_calls"].num_rows == 0 and b["ops"].num_rows == 4
+    diff = op_diff(a, region_ids(a, "ProfilerStep#1")[0], b, region_ids(b, "ProfilerStep#1")[0])
+    rows = {r["name"]: (r["a_count"], r["b_count"]) for r in diff.ops.to_dict("records")}
+    assert rows["cudaLaunchKernel"] == (3, 0) and "cudaGraphLaunch" not in rows
+    assert rows["stale_kernel"] == (0, 1) and rows["add_kernel"] == (2, 2)  # device work where the trace put it
