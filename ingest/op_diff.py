@@ -29,7 +29,7 @@ from .region_tree import descendants
 from .schema import EngineKind, TimeUnit
 from .trace import Trace
 
-__all__ = ["OP_COLUMNS", "SITE_COLUMNS", "OpChange", "OpDiff", "OpKind", "change_sets", "op_diff", "op_totals"]
+__all__ = ["OP_COLUMNS", "SITE_COLUMNS", "OpChange", "OpDiff", "OpKind", "change_sets", "op_diff", "op_totals", "set_sizes"]
 
 
 class OpKind(enum.Enum):
@@ -89,8 +89,8 @@ def op_totals(trace: Trace, region_id: int) -> tuple[pd.DataFrame, int]:
     inside = [r for r in subtree if r != region_id or _parent(trace, region_id) is not None]  # a top-level region is the run itself
     nested = pc.call("filter", regions, pc.is_in(regions.column("region_id"), pc.int32_array(inside)))
     parts.append(_rows(OpKind.ANNOTATION, nested.column("name"), nested.column("dur_ns"), None, None))
-    frame = pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) else pd.DataFrame(
-        columns=["kind", "name", "call_site", "dur"])
+    found = [p for p in parts if len(p)]
+    frame = pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=["kind", "name", "call_site", "dur"])
     totals = (frame.groupby(["kind", "name", "call_site"], dropna=False, sort=False, observed=True)["dur"]
               .agg(count="size", total_ns="sum").reset_index())  # fmt: skip
     return totals[_TOTAL_COLUMNS], unlaunched
@@ -119,6 +119,13 @@ def change_sets(ops: pd.DataFrame) -> dict[OpChange, list[str]]:
     by_name = ops.groupby("name", sort=True)[["a_count", "b_count"]].sum()
     changes = _changes(by_name["a_count"].to_numpy(), by_name["b_count"].to_numpy())
     return {c: [n for n, v in zip(by_name.index, changes, strict=True) if v == c.value] for c in OpChange}
+
+
+def set_sizes(ops: pd.DataFrame) -> tuple[dict[OpChange, int], dict[OpChange, int]]:
+    """(names in each set by name alone, as HTA counts; rows in each set by kind and name): the two differ
+    when a name is of several kinds (an operator and the predicted kernel of the same name)."""
+    by_name = {c: len(names) for c, names in change_sets(ops).items()}
+    return by_name, {c: int((ops["change"] == c.value).sum()) for c in OpChange}
 
 
 def _changes(a: np.ndarray, b: np.ndarray) -> np.ndarray:

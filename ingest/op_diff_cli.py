@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .op_diff import OpChange, OpDiff, change_sets, op_diff
+from .op_diff import OpChange, OpDiff, change_sets, op_diff, set_sizes
 from .trace import Trace
 
 _SITES_PER_NAME = 3
@@ -25,9 +25,11 @@ def format_op_diff(diff: OpDiff, top: int) -> str:
     """The set sizes, then each changed set's first `top` names with counts, times (µs, as HTA gives them) and
     the call-site lines whose count changed."""
     ops = diff.ops
-    sizes = {c: len(names) for c, names in change_sets(ops).items()}
-    lines = ["", f"every operator, runtime call, kernel and annotation by name ({len(ops)} rows): "
-             + ", ".join(f"{c.value} {n}" for c, n in sizes.items())]  # fmt: skip
+    by_name, by_row = set_sizes(ops)
+    lines = ["", f"every operator, runtime call, kernel and annotation: HTA's sets (by name alone): {sum(by_name.values())} "
+             "names: " + ", ".join(f"{c.value} {n}" for c, n in by_name.items())]  # fmt: skip
+    if by_row != by_name:
+        lines.append(f"  by kind and name (the rows below): {len(ops)} rows: " + ", ".join(f"{c.value} {n}" for c, n in by_row.items()))
     for side, n in zip("AB", diff.unlaunched, strict=True):
         if n:
             lines.append(f"  {n} device slices of {side}'s trace were launched before it began: counted in no region")

@@ -9,7 +9,7 @@ from typing import Any
 import dash
 from dash import Input, Output, State, dcc, html
 
-from portscope.ingest.op_diff import OpChange, OpDiff, change_sets, op_diff
+from portscope.ingest.op_diff import OpChange, OpDiff, op_diff, set_sizes
 from portscope.ingest.schema import TimeUnit
 
 from .. import ids
@@ -76,15 +76,12 @@ def _sites_cell(diff: OpDiff) -> dict[tuple[str, str], html.Div]:
 
 def ops_view(diff: OpDiff, which: str) -> list[Any]:
     """The set sizes, a note on device work counted nowhere, and the chosen set's rows."""
-    sets = change_sets(diff.ops)
-    by_name = [len(sets[c]) for c in OpChange]
-    by_row = [int((diff.ops["change"] == c.value).sum()) for c in OpChange]
-    summary = (f"HTA's sets (by name alone): {sum(by_name):,} names: "
-               + " · ".join(f"{c.value} {n:,}" for c, n in zip(OpChange, by_name, strict=True)))  # fmt: skip
+    by_name, by_row = set_sizes(diff.ops)
+    summary = f"HTA's sets (by name alone): {sum(by_name.values()):,} names: " + " · ".join(f"{c.value} {n:,}" for c, n in by_name.items())
     children: list[Any] = [html.P(summary, id=ids.COMPARE_OPS_SUMMARY)]
-    if by_row != by_name:  # a name of several kinds (an operator and the predicted kernel of the same name)
+    if by_row != by_name:
         children.append(html.P(f"By kind and name (the rows below): {len(diff.ops):,} rows: "
-                               + " · ".join(f"{c.value} {n:,}" for c, n in zip(OpChange, by_row, strict=True))))  # fmt: skip
+                               + " · ".join(f"{c.value} {n:,}" for c, n in by_row.items())))  # fmt: skip
     for side, n in zip("AB", diff.unlaunched, strict=True):
         if n:
             children.append(html.P(f"{n:,} device slices of {side}'s trace were launched before the trace began: "

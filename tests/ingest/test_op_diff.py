@@ -7,12 +7,14 @@ import json
 import zipfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from kineto_pair import CONTROL, TEST, convert
 
 from portscope.app.cli import main
 from portscope.ingest import read_trace, write_trace
-from portscope.ingest.op_diff import OpChange, change_sets, op_diff
+from portscope.ingest.op_diff import OP_COLUMNS, SITE_COLUMNS, OpChange, OpDiff, change_sets, op_diff
+from portscope.ingest.op_diff_cli import format_op_diff
 from portscope.ingest.readers import read_kineto
 from portscope.ingest.region_tree import region_ids, top_level_ids
 
@@ -104,7 +106,8 @@ def test_diff_cli_ops(pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str
     a, b = (str(p) for p in pair)
     assert main(["diff", a, b, "--region-a", "ProfilerStep#1", "--region-b", "ProfilerStep#1", "--ops"]) == 0
     out = capsys.readouterr().out
-    assert "by name (10 rows): added 3, deleted 2, increased 1, decreased 2, unchanged 2" in out
+    assert "HTA's sets (by name alone): 10 names: added 3, deleted 2, increased 1, decreased 2, unchanged 2\n" in out
+    assert "by kind and name" not in out  # no name is of two kinds here
     assert "1 device slices of B's trace were launched before it began" in out
     lines = out.splitlines()
     at = next(i for i, line in enumerate(lines) if line.rstrip().endswith("  aten::add"))
@@ -114,7 +117,7 @@ def test_diff_cli_ops(pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str
     data = json.loads(capsys.readouterr().out)["op_diff"]
     assert data["sets"]["added"] == ["CompiledFunction", "cudaGraphLaunch", "gemm_b"]
     assert data["unlaunched"] == {"a": 0, "b": 1} and len(data["ops"]) == 10 and len(data["call_sites"]) == 11
-    assert main(["diff", a, b]) == 0 and "by name" not in capsys.readouterr().out  # only with --ops
+    assert main(["diff", a, b]) == 0 and "HTA's sets" not in capsys.readouterr().out  # only with --ops
 
 
 def test_real_pair_matches_hta(tmp_path: Path) -> None:
@@ -151,3 +154,17 @@ def test_a_file_written_before_runtime_calls_reads_and_diffs(pair: tuple[Path, P
     rows = {r["name"]: (r["a_count"], r["b_count"]) for r in diff.ops.to_dict("records")}
     assert rows["cudaLaunchKernel"] == (3, 0) and "cudaGraphLaunch" not in rows
     assert rows["stale_kernel"] == (0, 1) and rows["add_kernel"] == (2, 2)  # device work where the trace put it
+
+
+def test_text_of_a_name_of_two_kinds() -> None:
+    """aten::mm an operator in A only and a (predicted) kernel in B only: one unchanged name for HTA, two rows here."""
+    ops = pd.DataFrame([["added", "kernel", "aten::mm", 0, 3, 3, 0, 5000, 5000],
+                        ["deleted", "operator", "aten::mm", 3, 0, -3, 9000, 0, -9000]], columns=OP_COLUMNS)
+    sites = pd.DataFrame([["operator", "aten::mm", f"model.py:{n} (f)", 1, 0, -1] for n in range(1, 5)], columns=SITE_COLUMNS)
+    lines = format_op_diff(OpDiff(ops=ops, sites=sites, unlaunched=(0, 0)), top=10).splitlines()
+    assert lines[1].endswith("HTA's sets (by name alone): 1 names: added 0, deleted 0, increased 0, decreased 0, unchanged 1")
+    assert lines[2] == "  by kind and name (the rows below): 2 rows: added 1, deleted 1, increased 0, decreased 0, unchanged 0"
+    deleted = lines[lines.index("deleted (1, top 10):") + 2:]
+    assert deleted[0].split() == ["operator", "3", "0", "-3", "9.0", "0.0", "aten::mm"]
+    assert [line.split()[-2] for line in deleted[1:4]] == ["model.py:1", "model.py:2", "model.py:3"]
+    assert deleted[4].strip() == "... and 1 more call sites"
