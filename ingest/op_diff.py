@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -90,10 +89,7 @@ def op_totals(trace: Trace, region_id: int) -> tuple[pd.DataFrame, int]:
     nested = pc.call("filter", regions, pc.is_in(regions.column("region_id"), pc.int32_array(inside)))
     parts.append(_rows(OpKind.ANNOTATION, nested.column("name"), nested.column("dur_ns"), None, None))
     found = [p for p in parts if len(p)]
-    frame = pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=["kind", "name", "call_site", "dur"])
-    totals = (frame.groupby(["kind", "name", "call_site"], dropna=False, sort=False, observed=True)["dur"]
-              .agg(count="size", total_ns="sum").reset_index())  # fmt: skip
-    return totals[_TOTAL_COLUMNS], unlaunched
+    return (pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=_TOTAL_COLUMNS)), unlaunched
 
 
 def op_diff(trace_a: Trace, region_a: int, trace_b: Trace, region_b: int) -> OpDiff:
@@ -137,10 +133,10 @@ def _changes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _merge(a: pd.DataFrame, b: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """A and B totals side by side on `keys` (counts and times summed per key; absent: 0), with Δ count."""
-    sides = [t.groupby(keys, sort=False, dropna=False)[["count", "total_ns"]].sum() for t in (a, b)]
-    merged = sides[0].merge(sides[1], how="outer", left_index=True, right_index=True, suffixes=("_a", "_b"))
-    merged = merged.fillna(0).astype("int64").reset_index()
-    merged = merged.rename(columns={"count_a": "a_count", "count_b": "b_count", "total_ns_a": "a_ns", "total_ns_b": "b_ns"})
+    sides = [t[keys].assign(a_count=t["count"] * (i == 0), b_count=t["count"] * (i == 1), a_ns=t["total_ns"] * (i == 0),
+                            b_ns=t["total_ns"] * (i == 1)) for i, t in enumerate((a, b))]  # fmt: skip
+    merged = (pd.concat(sides, ignore_index=True).groupby(keys, sort=False, dropna=False)
+              [["a_count", "b_count", "a_ns", "b_ns"]].sum().astype("int64").reset_index())  # fmt: skip
     merged["delta"] = merged["b_count"] - merged["a_count"]
     return merged
 
@@ -174,27 +170,56 @@ def _device_work(trace: Trace, ids: pa.Array) -> tuple[list, int]:
     return [picked.column(c) for c in ("name", "dur", "op_id")], unlaunched
 
 
-def _site_lines(ops: pa.Table) -> pd.Series | None:
-    """Call-site line per op_id (a Series indexed by op_id), None when no operator has a call site."""
+@dataclasses.dataclass(frozen=True)
+class _Sites:
+    """Every operator's call-site line: op ids (sorted), a code per operator into `lines` (-1: none)."""
+
+    op_ids: np.ndarray
+    codes: np.ndarray
+    lines: list[str]
+
+    def of(self, op_ids: np.ndarray) -> np.ndarray:
+        """Line codes of operators given by id (-1 for a null id, -1, or an id no operator has)."""
+        n = len(self.op_ids)
+        if self.op_ids[0] == 0 and self.op_ids[-1] == n - 1:  # ids 0..n-1 (sorted and unique): index by id
+            found = (op_ids >= 0) & (op_ids < n)
+            return np.where(found, self.codes[np.where(found, op_ids, 0)], -1)
+        at = np.minimum(np.searchsorted(self.op_ids, op_ids), n - 1)
+        return np.where(self.op_ids[at] == op_ids, self.codes[at], -1)
+
+
+def _site_lines(ops: pa.Table) -> _Sites | None:
+    """The call-site line of every operator, None when no operator has a call site."""
     column = ops.column("call_site")
     if column.null_count == len(column):
         return None
-    return pd.Series(_strings(column, site_line), index=pc.int_values(ops.column("op_id").combine_chunks()))
+    codes, sites = _codes(column)
+    lines: dict[str, int] = {}
+    remap = np.array([lines.setdefault(site_line(site), len(lines)) for site in sites] + [-1], dtype=np.int64)
+    ids = pc.int_values(ops.column("op_id").combine_chunks())
+    order = np.argsort(ids, kind="stable")
+    return _Sites(ids[order], remap[codes][order], list(lines))  # code -1 (null) -> remap's trailing -1
 
 
-def _strings(column: pa.ChunkedArray, each: Callable[[str], str] | None = None) -> np.ndarray:
-    """A string column as an object array (nulls: None), `each` applied once per distinct value."""
+def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
+    """(a code per row into the distinct values, -1 for null; the distinct values) of a string column."""
     values = pd.Categorical(column.to_pandas())
-    words = [each(w) for w in values.categories] if each is not None else list(values.categories)
-    return np.array([*words, None], dtype=object)[values.codes]  # code -1 (null) -> the trailing None
+    return values.codes.astype(np.int64), list(values.categories)
 
 
 def _rows(kind: OpKind, names: pa.ChunkedArray, durs: pa.ChunkedArray, op_ids: pa.ChunkedArray | None,
-          sites: pd.Series | None) -> pd.DataFrame:
-    """(kind, name, call_site, dur) rows; call_site from the operator each row belongs to."""
-    if sites is not None and op_ids is not None and len(op_ids):
-        site = sites.reindex(pc.int_values(op_ids.combine_chunks())).to_numpy()  # null op_id (-1): no site
-    else:
-        site = np.full(len(names), None, dtype=object)
-    durations = pc.int_values(durs.combine_chunks()) if len(durs) else np.zeros(0, np.int64)
-    return pd.DataFrame({"kind": kind.value, "name": _strings(names), "call_site": site, "dur": durations})
+          sites: _Sites | None) -> pd.DataFrame:
+    """(kind, name, call_site, count, total_ns) of some rows, one per (name, call-site line), summed in numpy;
+    a row's call site is that of the operator it belongs to."""
+    if not len(names):
+        return pd.DataFrame(columns=_TOTAL_COLUMNS)
+    name_codes, words = _codes(names)  # names are never null (schema)
+    with_sites = sites is not None and op_ids is not None
+    line_codes = sites.of(pc.int_values(op_ids.combine_chunks())) if with_sites else np.full(len(names), -1)  # type: ignore[union-attr]
+    lines = [*sites.lines, None] if with_sites else [None]  # type: ignore[union-attr]  # code -1 -> the trailing None
+    keys, inverse = np.unique(name_codes * len(lines) + line_codes + 1, return_inverse=True)
+    durations = pc.int_values(durs.combine_chunks()).astype(np.float64)  # integer sums stay exact below 2**53 ns
+    return pd.DataFrame({
+        "kind": kind.value, "name": np.array(words, dtype=object)[keys // len(lines)],
+        "call_site": np.array(lines, dtype=object)[keys % len(lines) - 1], "count": np.bincount(inverse),
+        "total_ns": np.rint(np.bincount(inverse, weights=durations)).astype(np.int64)})  # fmt: skip

@@ -168,3 +168,19 @@ def test_text_of_a_name_of_two_kinds() -> None:
     assert deleted[0].split() == ["operator", "3", "0", "-3", "9.0", "0.0", "aten::mm"]
     assert [line.split()[-2] for line in deleted[1:4]] == ["model.py:1", "model.py:2", "model.py:3"]
     assert deleted[4].strip() == "... and 1 more call sites"
+
+
+def test_call_sites_found_by_op_id_when_ids_do_not_start_at_zero(pair: tuple[Path, Path]) -> None:
+    """Operator ids 100, 101, ... (a recording may number them so): the same call sites as with 0, 1, ..."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    a, b = (read_trace(p) for p in pair)
+    before = _step_diff(pair).sites
+    for trace in (a, b):
+        for name in ("ops", "runtime_calls", "engine_slices"):
+            table = trace[name]
+            at = table.schema.get_field_index("op_id")
+            trace.tables[name] = table.set_column(at, table.schema.field(at), pc.add(table.column("op_id"), pa.scalar(100, pa.int64())))
+    after = op_diff(a, region_ids(a, "ProfilerStep#1")[0], b, region_ids(b, "ProfilerStep#1")[0]).sites
+    assert len(after) == 11 and after.equals(before)
