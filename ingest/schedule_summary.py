@@ -286,7 +286,7 @@ def schedule_summaries(trace: Trace, region: str | None = None) -> list[Schedule
 def _time(value: float, unit: str) -> str:
     if unit != "ns":
         return f"{value:,.0f} {unit}"
-    for scale, suffix in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
+    for scale, suffix in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
         if abs(value) >= scale:
             return f"{value / scale:.3g} {suffix}"
     return f"{value:.0f} ns"
