@@ -106,10 +106,12 @@ def numerics_side_by_side(trace_a: Any, trace_b: Any) -> list[Any]:
         return []
     merged = na.merge(nb, on=["comparison", "metric"], how="outer", suffixes=("_a", "_b"))
 
-    def value(v: Any) -> str:
-        return "" if v is None or v != v else f"{v:.4g}"
-
-    columns = [("comparison", "Comparison", None), ("metric", "Metric", None), ("value_a", "A", value), ("value_b", "B", value)]
+    for side in ("a", "b"):  # a row without a figure (the verdict) shows its text
+        merged[f"shown_{side}"] = [
+            f"{v:.4g}" if v is not None and v == v else ("" if t is None or t != t else str(t))
+            for v, t in zip(merged[f"value_{side}"], merged[f"text_{side}"], strict=True)
+        ]
+    columns = [("comparison", "Comparison", None), ("metric", "Metric", None), ("shown_a", "A", None), ("shown_b", "B", None)]
     return [html.H3("Numerics"), text_table(merged, columns)]
 
 
