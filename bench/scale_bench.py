@@ -140,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
 def markdown_table(rows: list[dict]) -> str:
     """The figures of every size as one Markdown table (the README's scale table)."""
     lines = ["| Kineto file | events | portscope convert | events/s | peak RSS | HTA load | HTA peak RSS | viewer: first page, "
-             "viewport full / 10 % / 1 % (ms, KB), memory over the Arrow file |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+             "viewport full / 10 % / 1 % (ms, KB), memory over the Arrow file | region op table page: plain, sorted first / next |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
     for r in rows:
         v = r.get("viewer", {})
         if "hta_s" in r:
@@ -152,8 +152,10 @@ def markdown_table(rows: list[dict]) -> str:
         viewer = (f"{v.get('open_run_first_s', '?')} s; {v.get('viewport_full_ms', '?')} / {v.get('viewport_10pct_ms', '?')} / "
                   f"{v.get('viewport_1pct_ms', '?')} ms, {v.get('viewport_full_kb', '?')} / {v.get('viewport_10pct_kb', '?')} / "
                   f"{v.get('viewport_1pct_kb', '?')} KB; {v.get('rss_growth_over_file', '?')}x of {v.get('file_mb', '?')} MB")  # fmt: skip
+        pages = (f"{v.get('ops_page_ms', '?')} ms, {v.get('ops_page_sorted_first_ms', '?')} / {v.get('ops_page_sorted_next_ms', '?')} ms "
+                 f"({v.get('region_ops', '?')} ops)")  # fmt: skip
         lines.append(f"| {_gb(r['file_bytes'])} | {r['events']:,} | {r['portscope_s']:.0f} s | {r['events'] / r['portscope_s']:,.0f} | "
-                     f"{_gb(r['portscope_rss'])} ({r['portscope_rss'] / r['file_bytes']:.2f}x) | {hta} | {hta_rss} | {viewer} |")  # fmt: skip
+                     f"{_gb(r['portscope_rss'])} ({r['portscope_rss'] / r['file_bytes']:.2f}x) | {hta} | {hta_rss} | {viewer} | {pages} |")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -124,9 +124,6 @@ def op_slices(ops: OpColumns, t0: float, regions: _Regions, root_device: str) ->
             yield from table.to_batches()
 
     def lane_batches() -> Iterator[pa.RecordBatch]:
-        return _rebatch(lane_tables(), ops.spill_rows)
-
-    def lane_tables() -> Iterator[pa.Table]:
         lanes = _TopSweep(len(group_of))
         first = 0
         for part in ops.slices():
@@ -142,25 +139,10 @@ def op_slices(ops: OpColumns, t0: float, regions: _Regions, root_device: str) ->
                 "name": lane_columns["name"](part["name"][top]), "start": start[top], "dur": dur[top],
                 "op_id": top + first})  # fmt: skip
             first += len(part["ts"])
-            yield table
+            if table.num_rows:
+                yield from table.to_batches()
 
     return {"ops": TableSlices(len(ops), op_batches), "engine_slices": TableSlices(tops, lane_batches)}
-
-
-def _rebatch(tables: Iterator[pa.Table], rows: int) -> Iterator[pa.RecordBatch]:
-    """The rows of the tables as record batches of exactly `rows` rows (the last: the rest), as a whole table is
-    written: the same batches whether the lanes were made at once or slice by slice (and the same content hash)."""
-    held: list[pa.Table] = []
-    count = 0
-    for table in tables:
-        held.append(table)
-        count += table.num_rows
-        while count >= rows:
-            whole = pa.concat_tables(held).combine_chunks()
-            yield from whole.slice(0, rows).to_batches()
-            held, count = [whole.slice(rows)], count - rows
-    if count:
-        yield from pa.concat_tables(held).combine_chunks().to_batches()
 
 
 __all__ = ["op_slices"]
