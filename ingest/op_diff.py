@@ -6,7 +6,9 @@ their start, nested regions, the region itself when it is an annotation inside t
 work the region's runtime calls launched (joined by correlation). Device work whose launch is not in the
 trace (in flight when profiling began) counts in no region, as in HTA. Traces without runtime calls
 (portscope recordings, predicted runs, files converted before runtime calls were kept) count device work
-in the region the trace gives it.
+in the region the trace gives it. Not rows here, unlike in HTA: Python frames (a Kineto trace recorded with
+``with_stack=True`` has them as events; here they are the call sites) and the time of a schedule in cycles
+(its slices count, with no time).
 
 Beside HTA's sets, the call-site alignment: per name, the model lines (call sites without their caller)
 whose count changed, read from the operators' call sites (runtime calls and device work take the call site
