@@ -251,6 +251,17 @@ class Roots:
 
 def default_user_root() -> str:
     """The user's root: the running script's folder, else the working directory."""
+    key = (sys.argv[0] if sys.argv else "", os.getcwd())
+    root = _USER_ROOTS.get(key)
+    if root is None:  # a file system look-up: ~40 us at every region's start
+        root = _USER_ROOTS[key] = _user_root()
+    return root
+
+
+_USER_ROOTS: dict[tuple[str, str], str] = {}  # (script, working directory) -> the user's root
+
+
+def _user_root() -> str:
     script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     if script.endswith(".py") and os.path.isfile(script) and not _is_stdlib(script) \
             and not any(os.sep + f + os.sep in script for f in _PACKAGE_FOLDERS):  # not `python -m pytest`

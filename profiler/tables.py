@@ -236,12 +236,25 @@ def model_summary(model: Any) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - a model that cannot list parameters still gets a class name
         pass
     config = getattr(model, "config", None)
-    for key in ("model_type", "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads",
-                "head_dim", "intermediate_size", "vocab_size"):
-        value = getattr(config, key, None)
+    if config is None:
+        return out
+    # the instance's own values first: a transformers config's __getattribute__ costs ~1.5 us a read
+    values = getattr(config, "__dict__", {})
+    plain = "_heterogeneity_spec" not in values  # per-layer values: only the config itself may answer
+    for key in _CONFIG_KEYS:
+        value = values.get(key) if plain else None
+        if value is None:
+            try:
+                value = getattr(config, key, None)  # class attributes, aliases (attribute_map)
+            except Exception:  # noqa: BLE001 - e.g. a per-layer value read from a heterogeneous config
+                continue
         if isinstance(value, (int, str)):
             out[key] = value
     return out
+
+
+_CONFIG_KEYS = ("model_type", "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads",
+                "head_dim", "intermediate_size", "vocab_size")
 
 
 
@@ -255,19 +268,24 @@ def _parameters(model: Any) -> list[Any]:
     if not isinstance(model, _Module) or any(getattr(type(model), n) is not getattr(_Module, n) for n in _STANDARD):
         return list(model.parameters())
     seen_modules: set[Any] = set()
-    seen: set[int] = set()
-    params: list[Any] = []
+    params: dict[int, Any] = {}  # id -> parameter, in first-seen order
     todo = [model]
     while todo:
         m = todo.pop()
         if m in seen_modules:
             continue
-        if type(m).named_modules is not _Module.named_modules:
-            return list(model.parameters())
         seen_modules.add(m)
+        kind = type(m)
+        if kind not in _STANDARD_TYPES:
+            if kind.named_modules is not _Module.named_modules:
+                return list(model.parameters())
+            _STANDARD_TYPES.add(kind)
         for p in m._parameters.values():
-            if p is not None and id(p) not in seen:
-                seen.add(id(p))
-                params.append(p)
-        todo.extend(c for c in reversed(m._modules.values()) if c is not None)
-    return params
+            if p is not None and id(p) not in params:
+                params[id(p)] = p
+        if m._modules:
+            todo += [c for c in reversed(m._modules.values()) if c is not None]
+    return list(params.values())
+
+
+_STANDARD_TYPES: set[type] = set()  # module classes that list their submodules as nn.Module does
