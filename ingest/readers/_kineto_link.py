@@ -7,6 +7,7 @@ import datetime
 import math
 import re
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +29,7 @@ from ..catalog import (
 )
 from ..errors import TraceFormatError
 from ..schema import Direction, EngineKind, Mode, Placement, SignalKind, SliceKind, Source
-from ..trace import RunInfo, Trace
+from ..trace import RunInfo, TableSlices, Trace
 from ._kineto_events import FORMAT, KinetoEvents
 from .npu_kineto import NpuLayout  # hook: lanes of NPU processes
 
@@ -39,13 +40,14 @@ _DMA = {Direction.H2D: EngineKind.DMA_H2D, Direction.D2H: EngineKind.DMA_D2H, Di
 
 
 def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lanes: NpuLayout | None = None,
-                release: bool = False, sliced: bool = False) -> Trace:
+                release: bool = False, slice_ops: Callable[..., dict[str, TableSlices] | None] | None = None) -> Trace:
     """The portscope Trace of one collected Kineto trace.
 
     release: give the operators' ts/dur columns back as soon as they are read (`ev.ops` cannot be
     indexed afterwards): the converter's peak memory, for a caller that is done with `ev`.
-    sliced: a trace of operators only (no Python frames, runtime calls or device work) gives its ops
-    table and host lanes as `Trace.slices`, made slice by slice as they are written (``_kineto_slices``)."""
+    slice_ops: ``_kineto_slices.op_slices`` (passed in: it imports this module): a trace of operators only (no
+    Python frames, runtime calls or device work) gives its ops table and host lanes as `Trace.slices`, made
+    slice by slice as they are written."""
     t0 = ev.t_min if ev.t_min != float("inf") else 0.0
     if not (math.isfinite(t0) and math.isfinite(ev.t_max)) or (ev.t_max - t0) * 1000.0 >= 2**62:
         raise TraceFormatError(path, f"timestamps span {ev.t_max - t0:g} us: not a profile (ts/dur out of range)")
@@ -70,10 +72,8 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
     ops = ev.ops
     n_ops = len(ops)
     nest = bool(ev.python or ev.runtime or ev.device)  # else only "top-level or not" is needed: vectorized below
-    if sliced and not nest and n_ops:
-        from ._kineto_slices import op_slices  # imports this module
-
-        slices = op_slices(ops, t0, regions, root_device)
+    if slice_ops is not None and not nest and n_ops:
+        slices = slice_ops(ops, t0, regions, root_device)
         if slices is not None:
             built = b.build()
             return Trace(run_info=built.run_info, tables={n: t for n, t in built.tables.items() if n not in slices}, slices=slices)

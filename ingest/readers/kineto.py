@@ -33,6 +33,7 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
     """
     from . import npu_kineto  # hook: NPU lanes (e.g. RBLN's Kineto plugin); None for other traces
     from ._kineto_link import build_trace
+    from ._kineto_slices import op_slices
     from ._kineto_stream import collect_file
 
     path = Path(path)
@@ -44,7 +45,7 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
         if lanes is not None:
             npu_kineto.link(events, lanes)
         trace = build_trace(path, events, infer_fallback=infer_fallback, lanes=lanes, release=True,
-                            sliced=sliced and lanes is None)
+                            slice_ops=op_slices if sliced and lanes is None else None)
         return npu_kineto.finish(trace, lanes, events) if lanes is not None else trace
     finally:
         if collecting:
