@@ -10,38 +10,27 @@ import dash
 from dash import Input, Output, State, dcc, html
 
 from portscope.ingest.op_diff import OpChange, OpDiff, op_diff, set_sizes
-from portscope.ingest.schema import TimeUnit
 
 from .. import ids
-from ..components import fmt_int, fmt_signed, problem, text_table
+from ..components import grid, grid_height, problem
 from ..context import store
-from ..time_axis import fmt_duration
 
 CHANGED = "changed"  # the radio's default: every set but unchanged
-ROWS_SHOWN = 500  # rows drawn per choice (`portscope diff --ops --json` lists every one)
 _SITES_SHOWN = 4
-NAME_CHARS = 120
-
-
-def _time(v: Any) -> str:
-    return fmt_duration(v, TimeUnit.NS) if v else "0"
-
-
-def _signed_time(v: Any) -> str:
-    return "0" if not v else ("+" if v > 0 else "−") + fmt_duration(abs(v), TimeUnit.NS)
-
-
+# An AG Grid: it draws only the rows in view, so a pair with hundreds of changed kernels opens at once (a plain
+# table of 270 rows took headless Chromium ~25 s to render); sortable and filterable by every column.
 COLUMNS = [
-    ("change", "Change", None),
-    ("kind", "Kind", None),
-    ("name", "Name", None),
-    ("a_count", "A", fmt_int),
-    ("b_count", "B", fmt_int),
-    ("delta", "Δ", fmt_signed),
-    ("a_ns", "A time", _time),
-    ("b_ns", "B time", _time),
-    ("delta_ns", "Δ time", _signed_time),
-    ("call_sites", "Call sites whose count changed (A → B)", None),
+    {"field": "change", "headerName": "Change", "width": 105},
+    {"field": "kind", "headerName": "Kind", "width": 100},
+    {"field": "name", "headerName": "Name", "flex": 4, "minWidth": 220, "tooltipField": "name"},
+    {"field": "a_count", "headerName": "A", "type": "numericColumn", "width": 90},
+    {"field": "b_count", "headerName": "B", "type": "numericColumn", "width": 90},
+    {"field": "delta", "headerName": "Δ", "type": "numericColumn", "width": 90},
+    {"field": "a_us", "headerName": "A µs", "type": "numericColumn", "width": 110},
+    {"field": "b_us", "headerName": "B µs", "type": "numericColumn", "width": 110},
+    {"field": "delta_us", "headerName": "Δ µs", "type": "numericColumn", "width": 110},
+    {"field": "call_sites", "headerName": "Call sites whose count changed (A → B)", "flex": 4, "minWidth": 220,
+     "tooltipField": "call_sites"},
 ]
 
 
@@ -52,26 +41,37 @@ def section() -> html.Div:
         html.H3("Every operator, runtime call and kernel, by name"),
         html.Div("Counts and total times in A and B, sorted into the sets Holistic Trace Analysis' ops diff gives "
                  "(added, deleted, increased, decreased, unchanged); beside each name, the model lines where its "
-                 "count changed.", className="muted"),
+                 "count changed. Click a header to sort, hover a name for all of it.", className="muted"),
         dcc.RadioItems(id=ids.COMPARE_OPS_SET, options=choices, value=CHANGED, inline=True, className="choice"),
         html.Div(id=ids.COMPARE_OPS),
     ])  # fmt: skip
 
 
-def _name(name: str) -> Any:
-    """A long kernel name (C++ templates run to a thousand characters) cut short, whole in its tooltip."""
-    return name if len(name) <= NAME_CHARS else html.Span(name[: NAME_CHARS - 1] + "…", title=name)
-
-
-def _sites_cell(diff: OpDiff) -> dict[tuple[str, str], html.Div]:
-    """(kind, name) -> its changed call sites, one line each ("line: a → b"), largest change first."""
-    out: dict[tuple[str, str], html.Div] = {}
+def site_texts(diff: OpDiff) -> dict[tuple[str, str], str]:
+    """(kind, name) -> its changed call sites, "line: a → b" joined by "; ", largest change first."""
+    out: dict[tuple[str, str], str] = {}
     for key, group in diff.sites.groupby(["kind", "name"], sort=False):
-        lines = [html.Div(f"{s.call_site}: {s.a_count} → {s.b_count}") for s in group.head(_SITES_SHOWN).itertuples()]
+        lines = [f"{s.call_site}: {s.a_count} → {s.b_count}" for s in group.head(_SITES_SHOWN).itertuples()]
         if len(group) > _SITES_SHOWN:
-            lines.append(html.Div(f"… {len(group) - _SITES_SHOWN} more", className="muted"))
-        out[key] = html.Div(lines)
+            lines.append(f"… {len(group) - _SITES_SHOWN} more")
+        out[key] = "; ".join(lines)
     return out
+
+
+def _us(ns: Any) -> float:
+    return round(float(ns) / 1e3, 3)
+
+
+def grid_rows(diff: OpDiff, which: str) -> list[dict[str, Any]]:
+    """The chosen set's rows as the grid shows them: counts, times in µs, call sites as text."""
+    rows = diff.ops[diff.ops["change"] != OpChange.UNCHANGED.value] if which == CHANGED else diff.ops[diff.ops["change"] == which]
+    sites = site_texts(diff)
+    return [
+        {"change": r.change, "kind": r.kind, "name": r.name, "a_count": int(r.a_count), "b_count": int(r.b_count),
+         "delta": int(r.delta), "a_us": _us(r.a_ns), "b_us": _us(r.b_ns), "delta_us": _us(r.delta_ns),
+         "call_sites": sites.get((r.kind, r.name), "")}
+        for r in rows.itertuples()
+    ]  # fmt: skip
 
 
 def ops_view(diff: OpDiff, which: str) -> list[Any]:
@@ -86,20 +86,14 @@ def ops_view(diff: OpDiff, which: str) -> list[Any]:
         if n:
             children.append(html.P(f"{n:,} device slices of {side}'s trace were launched before the trace began: "
                                    "counted in no region.", className="muted"))  # fmt: skip
-    rows = diff.ops[diff.ops["change"] != OpChange.UNCHANGED.value] if which == CHANGED else diff.ops[diff.ops["change"] == which]
-    if not len(rows):
+    rows = grid_rows(diff, which)
+    if not rows:
         return [*children, html.P("No operator in this set.", className="muted")]
-    sites = _sites_cell(diff)
-    shown = rows.head(ROWS_SHOWN)
-    shown = shown.assign(call_sites=[sites.get((k, n), "") for k, n in zip(shown["kind"], shown["name"], strict=True)],
-                         name=[_name(n) for n in shown["name"]])
     if not len(diff.sites):
         children.append(html.P("No call site's count changed, or the traces carry no call sites (a PyTorch profiler "
                                "trace has them when recorded with with_stack=True).", className="muted"))  # fmt: skip
-    children.append(text_table(shown, COLUMNS if len(diff.sites) else COLUMNS[:-1], table_id=ids.COMPARE_OPS_TABLE))
-    if len(rows) > ROWS_SHOWN:
-        children.append(html.P(f"… and {len(rows) - ROWS_SHOWN:,} more (portscope diff --ops --json lists every one).",
-                               className="muted"))  # fmt: skip
+    columns = COLUMNS if len(diff.sites) else COLUMNS[:-1]
+    children.append(grid(ids.COMPARE_OPS_TABLE, rows, columns, height=grid_height(len(rows), most=520)))
     return children
 
 
@@ -122,4 +116,4 @@ def register(app: dash.Dash) -> None:
         return ops_view(_diff(key["a"], key["b"], region_a, region_b), which or CHANGED)
 
 
-__all__ = ["COLUMNS", "ops_view", "register", "section"]
+__all__ = ["COLUMNS", "grid_rows", "ops_view", "register", "section", "site_texts"]
