@@ -153,18 +153,13 @@ def _region_rows(ops: pa.Table, trace: Trace, region_id: int) -> np.ndarray | No
     return np.flatnonzero(inside[_int64(ops.column("region_id"))])
 
 
-def _int64(column: pa.ChunkedArray, *, negate: bool = False) -> np.ndarray:
-    """A column of integers (or dictionary indices) as one int64 array, chunk by chunk into one allocation."""
+def _int64(column: pa.ChunkedArray) -> np.ndarray:
+    """A column of integers as one int64 array, chunk by chunk into one allocation."""
     out = np.empty(len(column), dtype=np.int64)
     at = 0
     for chunk in column.chunks:
-        values = chunk.indices if pa.types.is_dictionary(chunk.type) else chunk
-        view = values.to_numpy(zero_copy_only=False)
-        if negate:
-            np.negative(view, out=out[at : at + len(view)], casting="unsafe")
-        else:
-            out[at : at + len(view)] = view
-        at += len(view)
+        out[at : at + len(chunk)] = chunk.to_numpy(zero_copy_only=False)
+        at += len(chunk)
     return out
 
 
@@ -180,45 +175,138 @@ def _take(table: pa.Table, rows: np.ndarray) -> pa.Table:
                                  schema=table.schema)  # fmt: skip
 
 
-def _sort_values(ops: pa.Table, rows: np.ndarray | None, keys: list[tuple[str, str]]) -> np.ndarray | None:
-    """One int64 per row of the region whose ascending order is the sort's order (None: several keys or nulls).
+SortValues = tuple[list[np.ndarray], Callable[[np.ndarray], np.ndarray]]
+
+
+def _sort_values(ops: pa.Table, rows: np.ndarray | None, keys: list[tuple[str, str]]) -> SortValues | None:
+    """The region's sort keys as (parts, key): key(part) gives one int64 per row whose ascending order is the sort's
+    order, part by part in row order (None: several keys or nulls).
 
     Integers are their values (negated when descending); dictionary-encoded text is the rank of each value among
-    the dictionary's sorted values, so sorting by a name needs no string comparisons."""
+    the dictionary's sorted values, so sorting by a name needs no string comparisons. The parts of a whole run are
+    zero-copy views of the mapped table's chunks: a page never copies a whole column."""
     if len(keys) != 1:
         return None
     name, direction = keys[0]
     column = ops.column(name)
-    if column.null_count:
+    if column.null_count or not column.num_chunks:
         return None
-    descending = direction == "descending"
+    sign = -1 if direction == "descending" else 1
+    key: Callable[[np.ndarray], np.ndarray]
     if pa.types.is_integer(column.type):
-        values = _int64(column, negate=descending)
+        parts = [chunk.to_numpy() for chunk in column.chunks]
+        key = (lambda part: part.astype(np.int64, copy=False)) if sign > 0 else (lambda part: -part.astype(np.int64))
     elif pa.types.is_dictionary(column.type) and pa.types.is_string(column.type.value_type):
         column = column.unify_dictionaries() if column.num_chunks > 1 else column
-        if not column.num_chunks:
-            return None
         dictionary = column.chunk(0).dictionary
         rank = np.empty(len(dictionary), dtype=np.int64)
-        rank[pc.sort_indices(dictionary).to_numpy()] = -np.arange(len(dictionary)) if descending else np.arange(len(dictionary))
-        values = rank[_int64(column)]
+        rank[pc.sort_indices(dictionary).to_numpy()] = sign * np.arange(len(dictionary))
+        parts = [chunk.indices.to_numpy() for chunk in column.chunks]
+        key = _Ranks(rank)
     else:
         return None
-    return values if rows is None else values[rows]
+    if rows is None:
+        return parts, key
+    return [np.concatenate([key(part) for part in parts])[rows]], _as_is
 
 
-def _page_by_partition(values: np.ndarray | None, start: int, end: int) -> np.ndarray | None:
-    """Positions start:end of a stable ascending sort of `values`, without sorting everything (O(n) per page)."""
+def _as_is(values: np.ndarray) -> np.ndarray:
+    return values
+
+
+def _page_by_partition(values: SortValues | None, start: int, end: int) -> np.ndarray | None:
+    """Positions start:end of a stable ascending sort of the keys, without sorting everything (O(n) per page)."""
     if values is None:
         return None
-    n = len(values)
+    parts, key = values
+    n = sum(len(part) for part in parts)
     lo, hi = min(start, n), min(max(end, start), n)
     if lo >= hi:
         return np.zeros(0, np.int64)
-    return _select(values, lo, hi)
+    if isinstance(key, _Ranks) and n > _SMALL:
+        return _select_codes(parts, key.rank, lo, hi)
+    if n <= _SMALL or len(parts) == 1:
+        return _select(np.concatenate([key(part) for part in parts]), lo, hi)
+    return _select_parts(parts, key, lo, hi)
+
+
+class _Ranks:
+    """Dictionary codes -> the ranks of their values (the key of a sort by text)."""
+
+    def __init__(self, rank: np.ndarray) -> None:
+        self.rank = rank
+
+    def __call__(self, codes: np.ndarray) -> np.ndarray:
+        return self.rank[codes]
+
+
+def _select_codes(parts: list[np.ndarray], rank: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """`_select` for dictionary codes: rows per code counted once, so the codes that hold ranks lo..hi-1 are known
+    without a key per row; only their rows go on."""
+    counts = np.zeros(len(rank), dtype=np.int64)
+    for part in parts:
+        counts += np.bincount(part, minlength=len(rank))
+    by_rank = np.argsort(rank, kind="stable")  # codes in sort order
+    at = np.cumsum(counts[by_rank])
+    first, last = np.searchsorted(at, [lo, hi - 1], side="right")
+    before = int(at[first - 1]) if first else 0
+    if first == last:  # the page lies among the rows of one value: they are in row order, take the page's part
+        return _nth_rows(parts, int(by_rank[first]), lo - before, hi - before)
+    wanted = np.zeros(len(rank), dtype=bool)
+    wanted[by_rank[first : last + 1]] = True
+    rows, values, offset = [], [], 0
+    for part in parts:
+        kept = np.flatnonzero(wanted[part])
+        rows.append(kept + offset)
+        values.append(rank[part[kept]])
+        offset += len(part)
+    return np.concatenate(rows)[_select(np.concatenate(values), lo - before, hi - before)]
 
 
 _SMALL = 1 << 16  # rows sorted outright; also the buckets of one counting pass
+
+
+def _nth_rows(parts: list[np.ndarray], code: int, lo: int, hi: int) -> np.ndarray:
+    """Rows lo:hi among the rows whose code is `code`, part by part (stops once they are found)."""
+    found, seen, offset = [], 0, 0
+    for part in parts:
+        rows = np.flatnonzero(part == code)
+        if seen + len(rows) > lo:
+            found.append(rows[max(lo - seen, 0) : hi - seen] + offset)
+        seen += len(rows)
+        offset += len(part)
+        if seen >= hi:
+            break
+    return np.concatenate(found) if found else np.zeros(0, np.int64)
+
+
+def _select_parts(parts: list[np.ndarray], key: Callable[[np.ndarray], np.ndarray], lo: int, hi: int) -> np.ndarray:
+    """`_select`'s first pass over the parts of a column one at a time (small temporaries, no copy of the whole);
+    the rows it keeps go on as one array."""
+    smallest = min(int(key(part).min()) for part in parts if len(part))
+    largest = max(int(key(part).max()) for part in parts if len(part))
+    if smallest == largest:
+        return np.arange(lo, hi, dtype=np.int64)
+    if largest - smallest < 2**62:
+        shift = max(0, (largest - smallest).bit_length() - 16)
+        at = np.zeros(_SMALL, dtype=np.int64)
+        for part in parts:
+            at += np.bincount((key(part) - smallest) >> shift, minlength=_SMALL)
+        np.cumsum(at, out=at)  # rows up to each bucket
+        first, last = np.searchsorted(at, [lo, hi - 1], side="right")
+        before = int(at[first - 1]) if first else 0
+        rows, values, offset = [], [], 0
+        for part in parts:
+            keys = key(part)
+            buckets = (keys - smallest) >> shift
+            kept = np.flatnonzero((buckets >= first) & (buckets <= last))
+            rows.append(kept + offset)
+            values.append(keys[kept])
+            offset += len(part)
+        kept = np.concatenate(rows)
+        if len(kept) < offset:
+            return kept[_select(np.concatenate(values), lo - before, hi - before)]
+    return _select(np.concatenate([key(part) for part in parts]), lo, hi)
 
 
 def _select(values: np.ndarray, lo: int, hi: int) -> np.ndarray:

@@ -130,8 +130,9 @@ def test_sorted_pages_by_partition_equal_a_stable_sort() -> None:
     rising = np.repeat(np.arange(n // 2 + 1) * 7, 2)[:n]  # sorted, pairs of ties (descending: reversed)
     two_values = np.where(np.arange(n) % 3 == 0, 5, 10**12)  # a middle page spans both extreme buckets
     for durations in (small, many_ties, skewed, rising, two_values):
-        table = pa.table({"dur_ns": pa.array(durations)})
         size = len(durations)
+        table = pa.Table.from_batches(pa.table({"dur_ns": pa.array(durations)}).to_batches(max_chunksize=size // 3 + 1))
+        assert table.column("dur_ns").num_chunks == 3  # a mapped trace's column: parts taken one at a time
         for direction in ("ascending", "descending"):
             full = pc.sort_indices(table, sort_keys=[("dur_ns", direction)]).to_numpy()
             values = _sort_values(table, None, [("dur_ns", direction)])
@@ -139,6 +140,16 @@ def test_sorted_pages_by_partition_equal_a_stable_sort() -> None:
             for a in starts:
                 assert (_page_by_partition(values, a, a + 100) == full[a : a + 100]).all(), (size, direction, a)
     assert _sort_values(table, None, [("dur_ns", "ascending"), ("dur_ns", "descending")]) is None
+    names = pa.array([f"aten::op{i}" for i in rng.integers(0, 40, n)]).dictionary_encode()  # 40 names, many ties
+    text = pa.Table.from_batches(pa.table({"name": names}).to_batches(max_chunksize=n // 3 + 1))
+    for direction in ("ascending", "descending"):
+        full = pc.sort_indices(pa.table({"name": names.cast(pa.string())}), sort_keys=[("name", direction)]).to_numpy()
+        values = _sort_values(text, None, [("name", direction)])
+        for a in (0, 100, n // 3 - 50, n // 2, n - 30, 4950):  # 0, 100: within one name (~5,000 rows each); 4950: across two
+            assert (_page_by_partition(values, a, a + 100) == full[a : a + 100]).all(), (direction, a)
+    one_name = pa.Table.from_batches(pa.table({"name": pa.array(["host"] * n).dictionary_encode()}).to_batches(max_chunksize=n // 3 + 1))
+    assert _page_by_partition(_sort_values(one_name, None, [("name", "descending")]), n // 2, n // 2 + 5).tolist() == list(
+        range(n // 2, n // 2 + 5))  # one value everywhere: rows in row order
 
 
 def test_text_table_shows_missing_text_as_empty() -> None:
