@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any
 
 from ._kineto_ops import OpColumns
+from ._kineto_rows import DEVICE_FIELDS, RUNTIME_FIELDS, RowColumns
 
 FORMAT = "kineto"
 
@@ -55,10 +56,10 @@ class KinetoEvents:
     annotations: list[tuple] = dataclasses.field(default_factory=list)
     # (ts, dur, name, pid, tid)
     python: list[tuple] = dataclasses.field(default_factory=list)
-    # (ts, dur, name, pid, tid, correlation, ext_id, size)
-    runtime: list[tuple] = dataclasses.field(default_factory=list)
-    # (ts, dur, cat, name, device, stream, correlation, bytes)
-    device: list[tuple] = dataclasses.field(default_factory=list)
+    # (ts, dur, name, pid, tid, correlation, ext_id, size), kept as columns (a list where NPU lanes rewrite them)
+    runtime: RowColumns | list[tuple] = dataclasses.field(default_factory=lambda: RowColumns(RUNTIME_FIELDS))
+    # (ts, dur, cat, name, device, stream, correlation, bytes), kept as columns likewise
+    device: RowColumns | list[tuple] = dataclasses.field(default_factory=lambda: RowColumns(DEVICE_FIELDS))
     t_min: float = float("inf")
     t_max: float = float("-inf")
     events: int = 0

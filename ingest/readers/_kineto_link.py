@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import bisect
 import datetime
+import itertools
 import math
 import re
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -219,11 +220,15 @@ def _nest(b: TraceBuilder, ev: KinetoEvents) -> tuple[array, list[str | None], l
     op_stack: list[int | None] = [None] * n_ops
     runtime_op = [-1] * len(ev.runtime)
     codes = {t: i for i, t in enumerate(ops.threads)}
-    others = [*ev.python, *ev.runtime]
-    other_thread = np.fromiter((codes.setdefault((o[3], o[4]), len(codes)) for o in others), dtype=np.int64, count=len(others))
+    n_others = len(ev.python) + len(ev.runtime)
+
+    def others() -> Iterator[tuple]:  # frames then runtime calls, read as they are made (no list of them all)
+        return itertools.chain(ev.python, ev.runtime)
+
+    other_thread = np.fromiter((codes.setdefault((o[3], o[4]), len(codes)) for o in others()), dtype=np.int64, count=n_others)
     thread = np.concatenate([ops.numpy("thread").astype(np.int64), other_thread])
-    ts = np.concatenate([ops.numpy("ts"), np.fromiter((o[0] for o in others), dtype=np.float64, count=len(others))])
-    neg_dur = -np.concatenate([ops.numpy("dur"), np.fromiter((o[1] for o in others), dtype=np.float64, count=len(others))])
+    ts = np.concatenate([ops.numpy("ts"), np.fromiter((o[0] for o in others()), dtype=np.float64, count=n_others)])
+    neg_dur = -np.concatenate([ops.numpy("dur"), np.fromiter((o[1] for o in others()), dtype=np.float64, count=n_others)])
     kind = np.concatenate([np.ones(n_ops, dtype=np.int64), np.zeros(len(ev.python), dtype=np.int64),
                            np.full(len(ev.runtime), 2, dtype=np.int64)])  # fmt: skip
     index = np.concatenate([np.arange(n_ops), np.arange(len(ev.python)), np.arange(len(ev.runtime))]).astype(np.int64)
@@ -354,6 +359,7 @@ def _syncs(b, ev, ns, op_parent, op_region, op_site, op_stack, runtime_op, regio
 
 
 def _device_work(b, ev, ns, device_op, op_region, op_site, op_stack, by_corr, regions, multi_device, lanes=None) -> None:  # noqa: ANN001
+    engines: dict[str, str] = {}  # one string per lane name, not one per slice
     for d, oi in zip(ev.device, device_op, strict=True):
         ts, dur, cat, name, dev, stream, corr, nbytes = d
         start = ns(ts)
@@ -367,7 +373,7 @@ def _device_work(b, ev, ns, device_op, op_region, op_site, op_stack, by_corr, re
             if nbytes is None and corr in by_corr:
                 nbytes = ev.runtime[by_corr[corr]][7]
             nbytes = nbytes or 0
-            b.engine_slices.append(region_id=rid, engine=lane.engine if lane else f"{prefix}DMA {direction.value}",
+            b.engine_slices.append(region_id=rid, engine=lane.engine if lane else engines.setdefault(e := f"{prefix}DMA {direction.value}", e),
                                    engine_kind=lane.engine_kind if lane else _DMA[direction],
                                    kind=SliceKind.TRANSFER, name=name, start=start, dur=span, op_id=op_id, bytes=nbytes,
                                    correlation=corr if type(corr) is int and -(2**63) <= corr < 2**63 else None)  # fmt: skip
@@ -380,7 +386,7 @@ def _device_work(b, ev, ns, device_op, op_region, op_site, op_stack, by_corr, re
             b.signals.append(region_id=rid, op_id=op_id, kind=direction.signal, reason=name, op_name=ev.ops[oi][2] if oi >= 0 else name,
                              count=1, bytes=nbytes, call_site=site, stack_id=stack, time_ns=start)  # fmt: skip
         else:
-            b.engine_slices.append(region_id=rid, engine=lane.engine if lane else f"{prefix}stream {stream}",
+            b.engine_slices.append(region_id=rid, engine=lane.engine if lane else engines.setdefault(e := f"{prefix}stream {stream}", e),
                                    engine_kind=lane.engine_kind if lane else EngineKind.STREAM,
                                    kind=lane.slice_kind if lane else SliceKind.COMPUTE, name=name, start=start, dur=span, op_id=op_id,
                                    bytes=nbytes if cat == "gpu_memset" else None,

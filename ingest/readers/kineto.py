@@ -43,6 +43,7 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
         events, lanes = collect_file(path, caps)
         progress.current().stage(progress.Stage.LINKING)
         if lanes is not None:
+            events.runtime, events.device = list(events.runtime), list(events.device)  # rewritten in place
             npu_kineto.link(events, lanes)
         trace = build_trace(path, events, infer_fallback=infer_fallback, lanes=lanes, release=True,
                             slice_ops=op_slices if sliced and lanes is None else None)

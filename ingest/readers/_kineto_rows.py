@@ -1,0 +1,121 @@
+"""Kineto runtime calls and device work as compact columns (a leaf module, like ``_kineto_ops``).
+
+A GPU trace holds about as many runtime calls and kernels/copies as operators; kept as one Python tuple
+each (two floats, a fresh name string, four ints) they took ~600 bytes an event, most of a GPU trace's
+conversion memory. :class:`RowColumns` keeps each field as a column: times as float64, repeated values
+(names, categories, pids, tids, devices, streams) as int32 codes into one list of distinct values, ids
+and sizes as int64 — 40-50 bytes an event. Indexing and iteration give the same tuples as before (built
+when read, names shared), so the linker reads them as it read the lists.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator
+from enum import Enum
+from typing import Any
+
+
+class Field(Enum):
+    """How a column keeps its values."""
+
+    TIME = "time"  # float64 (microseconds as read)
+    CODED = "coded"  # an int32 code into the distinct values (any hashable; others kept aside)
+    INT = "int"  # int64; None and anything not an int64 kept aside
+
+
+_NONE = -(2**63)  # an INT column's None
+_ASIDE = -(2**63) + 1  # an INT or CODED column's value kept in `_aside` (and a CODED column's unhashable values)
+_CHUNK = 1 << 14
+
+
+class RowColumns:
+    """Fixed-width tuples kept as columns, one :class:`Field` per position; a list of tuples to read
+    (``len``, indexing, iteration, ``==`` with a list), appended to one tuple at a time."""
+
+    def __init__(self, fields: tuple[Field, ...]) -> None:
+        self.fields = fields
+        self._columns: list[array] = [array("d") if f is Field.TIME else array("i") if f is Field.CODED else array("q")
+                                      for f in fields]  # fmt: skip
+        self._values: list[Any] = []  # the distinct values of every CODED column (one table: names recur across fields)
+        self._codes: dict[tuple[type, Any], int] = {}
+        self._aside: dict[tuple[int, int], Any] = {}  # (row, field) -> a value no column holds as is
+
+    def _code(self, value: Any) -> int:
+        key = (type(value), value)  # 1 and 1.0 and True stay distinct values
+        code = self._codes.get(key)
+        if code is None:
+            code = self._codes[key] = len(self._values)
+            self._values.append(value)
+        return code
+
+    def append(self, row: tuple) -> None:
+        """Add one tuple (as many values as fields)."""
+        n = len(self._columns[0])
+        for k, (field, column, value) in enumerate(zip(self.fields, self._columns, row, strict=True)):
+            if field is Field.TIME:
+                column.append(value)
+            elif field is Field.CODED:
+                try:
+                    column.append(self._code(value))
+                except TypeError:  # unhashable (an args value of another JSON type)
+                    column.append(-1)
+                    self._aside[(n, k)] = value
+            elif value is None:
+                column.append(_NONE)
+            elif type(value) is int and _ASIDE < value < 2**63:
+                column.append(value)
+            else:
+                column.append(_ASIDE)
+                self._aside[(n, k)] = value
+
+    def _value(self, i: int, k: int) -> Any:
+        field, raw = self.fields[k], self._columns[k][i]
+        if field is Field.TIME:
+            return raw
+        if field is Field.CODED:
+            return self._values[raw] if raw >= 0 else self._aside[(i, k)]
+        return raw if raw > _ASIDE else None if raw == _NONE else self._aside[(i, k)]
+
+    def __getitem__(self, i: int) -> tuple:
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(i)
+        i %= n
+        return tuple(self._value(i, k) for k in range(len(self.fields)))
+
+    def __iter__(self) -> Iterator[tuple]:
+        values, aside, fields = self._values, self._aside, self.fields
+        for lo in range(0, len(self), _CHUNK):
+            hi = min(lo + _CHUNK, len(self))
+            parts = []
+            for k, (field, column) in enumerate(zip(fields, self._columns, strict=True)):
+                raw = column[lo:hi]
+                if field is Field.TIME:
+                    parts.append(raw)
+                elif field is Field.CODED:
+                    parts.append([values[c] if c >= 0 else aside[(lo + j, k)] for j, c in enumerate(raw)])
+                else:
+                    parts.append([c if c > _ASIDE else None if c == _NONE else aside[(lo + j, k)] for j, c in enumerate(raw)])
+            yield from zip(*parts, strict=True)
+
+    def __len__(self) -> int:
+        return len(self._columns[0]) if self._columns else 0
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RowColumns | list):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"RowColumns({list(self)!r})"
+
+
+RUNTIME_FIELDS = (Field.TIME, Field.TIME, Field.CODED, Field.CODED, Field.CODED, Field.INT, Field.INT, Field.INT)
+"""(ts, dur, name, pid, tid, correlation, External id, size)"""
+DEVICE_FIELDS = (Field.TIME, Field.TIME, Field.CODED, Field.CODED, Field.CODED, Field.CODED, Field.INT, Field.INT)
+"""(ts, dur, category, name, device, stream, correlation, bytes)"""
+
+__all__ = ["DEVICE_FIELDS", "RUNTIME_FIELDS", "Field", "RowColumns"]
