@@ -1,0 +1,86 @@
+"""GPU Kineto traces in less memory: runtime calls and device work kept as columns, read back as the tuples they were."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from portscope.ingest.readers._kineto_rows import DEVICE_FIELDS, RUNTIME_FIELDS, RowColumns
+from portscope.ingest.readers._kineto_stream import collect_file
+from portscope.ingest.readers.kineto import read_kineto
+
+# One thread: operator "aten::mm" [0, 10) launches a kernel (runtime call [2, 3), correlation 7) and
+# "aten::copy_" [20, 30) a host-to-device copy of 64 bytes (runtime call [21, 22), correlation 8);
+# a runtime call outside any operator [40, 41) with correlation 9 launches a memset on stream 9.
+EVENTS = [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 2, "dur": 1,
+     "args": {"correlation": 7, "External id": 3}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 20, "dur": 10},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": 21, "dur": 1,
+     "args": {"correlation": 8, "External id": 4}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemsetAsync", "pid": 1, "tid": 1, "ts": 40, "dur": 1,
+     "args": {"correlation": 9}},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 5, "dur": 4,
+     "args": {"device": 0, "stream": 7, "correlation": 7}},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7, "ts": 23, "dur": 2,
+     "args": {"device": 0, "stream": 7, "correlation": 8, "bytes": 64}},
+    {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 9, "ts": 42, "dur": 1,
+     "args": {"device": 0, "stream": 9, "correlation": 9, "bytes": 32}},
+]
+
+
+def test_rows_read_back_as_the_tuples_appended() -> None:
+    rows = RowColumns(RUNTIME_FIELDS)
+    appended = [
+        (2.0, 1.0, "cudaLaunchKernel", 1, 1, 7, 3, None),
+        (21.5, 0.25, "cudaLaunchKernel", "p", 1, None, 2**63 - 1, 64),
+        (40.0, 1.0, "x", 1, True, "c7", -(2**63), [1]),  # values no column holds as is: kept aside
+    ]
+    for row in appended:
+        rows.append(row)
+    assert len(rows) == 3 and rows == appended and list(rows) == appended
+    assert rows[1] == (21.5, 0.25, "cudaLaunchKernel", "p", 1, None, 2**63 - 1, 64)
+    assert rows[-1][4] is True and rows[-1][5] == "c7" and rows[-1][6] == -(2**63) and rows[-1][7] == [1]
+    with pytest.raises(IndexError):
+        rows[3]
+    device = RowColumns(DEVICE_FIELDS)
+    device.append((5.0, 4.0, "kernel", "gemm", {"a": 1}, 7, 7, None))  # an unhashable device id
+    assert device == [(5.0, 4.0, "kernel", "gemm", {"a": 1}, 7, 7, None)]
+    assert rows != device
+
+
+def test_a_gpu_trace_is_collected_as_columns(tmp_path: Path) -> None:
+    source = tmp_path / "gpu.json"
+    source.write_text(json.dumps({"schemaVersion": 1, "traceEvents": EVENTS}))
+    events, lanes = collect_file(source)
+    assert lanes is None and isinstance(events.runtime, RowColumns) and isinstance(events.device, RowColumns)
+    assert list(events.runtime) == [
+        (2.0, 1.0, "cudaLaunchKernel", 1, 1, 7, 3, None),
+        (21.0, 1.0, "cudaMemcpyAsync", 1, 1, 8, 4, None),
+        (40.0, 1.0, "cudaMemsetAsync", 1, 1, 9, None, None),
+    ]
+    assert list(events.device) == [
+        (5.0, 4.0, "kernel", "gemm", 0, 7, 7, None),
+        (23.0, 2.0, "gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 0, 7, 8, 64),
+        (42.0, 1.0, "gpu_memset", "Memset (Device)", 0, 9, 9, 32),
+    ]
+
+    trace = read_kineto(source, sliced=True)
+    ops = trace.tables["ops"].to_pydict()
+    assert ops["name"] == ["aten::mm", "aten::copy_"] and ops["placement"] == ["device", "device"]
+    calls = trace.tables["runtime_calls"].to_pydict()
+    assert calls["op_id"] == [0, 1, None] and calls["correlation"] == [7, 8, 9]
+    assert calls["start_ns"] == [2000, 21000, 40000]
+    lanes_ = trace.tables["engine_slices"].to_pydict()
+    device_rows = [(e, n, s, d, o, c) for e, n, s, d, o, c in zip(lanes_["engine"], lanes_["name"], lanes_["start"], lanes_["dur"],
+                                                                 lanes_["op_id"], lanes_["correlation"], strict=True) if e != "host"]  # fmt: skip
+    assert device_rows == [
+        ("stream 7", "gemm", 5000, 4000, 0, 7),
+        ("DMA h2d", "Memcpy HtoD (Pageable -> Device)", 23000, 2000, 1, 8),
+        ("stream 9", "Memset (Device)", 42000, 1000, None, 9),
+    ]
+    transfers = trace.tables["transfers"].to_pydict()
+    assert transfers["bytes"] == [64] and transfers["op_id"] == [1] and transfers["direction"] == ["h2d"]
