@@ -32,6 +32,7 @@ from ..errors import TraceFormatError
 from ..schema import Direction, EngineKind, Mode, Placement, SignalKind, SliceKind, Source
 from ..trace import RunInfo, TableSlices, Trace
 from ._kineto_events import FORMAT, KinetoEvents
+from ._kineto_rows import CorrelationIndex, RowColumns
 from .npu_kineto import NpuLayout  # hook: lanes of NPU processes
 
 _FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")
@@ -81,14 +82,10 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
     op_parent, op_site, op_stack, runtime_op = _nest(b, ev) if nest else (array("q", [-1]) * n_ops, None, None, [])
 
     # Which ops launched device work (directly), and correlation -> runtime call.
-    by_corr: dict[object, int] = {}
-    for i, r in enumerate(ev.runtime):
-        if r[5] is not None:
-            by_corr[r[5]] = i
+    by_corr, device_call = _correlations(ev)
     launched = bytearray(n_ops)
     device_op: list[int] = []
-    for d in ev.device:
-        ri = by_corr.get(d[6], -1)
+    for ri in device_call:
         oi = runtime_op[ri] if ri >= 0 else -1
         device_op.append(oi)
         while oi >= 0 and not launched[oi]:
@@ -174,6 +171,21 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
     trace.tables["engine_slices"] = pa.concat_tables([host_lanes, device_lanes.cast(host_lanes.schema)]).combine_chunks() \
         if device_lanes.num_rows else host_lanes
     return trace
+
+
+def _correlations(ev: KinetoEvents) -> tuple[CorrelationIndex | dict[object, int], list[int]]:
+    """(correlation -> the last runtime call holding it, the runtime call of each device slice or -1): sorted
+    int64 arrays where both sides' correlations are int64 ids (as Kineto writes them), else a dict."""
+    if isinstance(ev.runtime, RowColumns) and isinstance(ev.device, RowColumns):
+        runtime_corr, device_corr = ev.runtime.int_column(5), ev.device.int_column(6)
+        if runtime_corr is not None and device_corr is not None:
+            index = CorrelationIndex(runtime_corr)
+            return index, index.find(device_corr).tolist()
+    by_corr: dict[object, int] = {}
+    for i, r in enumerate(ev.runtime):
+        if r[5] is not None:
+            by_corr[r[5]] = i
+    return by_corr, [by_corr.get(d[6], -1) for d in ev.device]
 
 
 def _runtime_calls(ev: KinetoEvents, t0: float, regions: _Regions, runtime_op: list[int]) -> pa.Table:

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from enum import Enum
 from typing import Any
 
+import numpy as np
+
 
 class Field(Enum):
     """How a column keeps its values."""
@@ -24,7 +26,7 @@ class Field(Enum):
     INT = "int"  # int64; None and anything not an int64 kept aside
 
 
-_NONE = -(2**63)  # an INT column's None
+_NONE = NONE_INT = -(2**63)  # an INT column's None
 _ASIDE = -(2**63) + 1  # an INT or CODED column's value kept in `_aside` (and a CODED column's unhashable values)
 _CHUNK = 1 << 14
 
@@ -102,6 +104,12 @@ class RowColumns:
     def __len__(self) -> int:
         return len(self._columns[0]) if self._columns else 0
 
+    def int_column(self, k: int) -> np.ndarray | None:
+        """Field k (an INT field) as int64, None as NONE_INT; None when some value of it is not an int64 or None."""
+        if self.fields[k] is not Field.INT or any(key[1] == k for key in self._aside):
+            return None
+        return np.frombuffer(self._columns[k], dtype=np.int64).copy() if len(self) else np.zeros(0, dtype=np.int64)
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, RowColumns | list):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
@@ -113,9 +121,44 @@ class RowColumns:
         return f"RowColumns({list(self)!r})"
 
 
+class CorrelationIndex:
+    """Correlation id -> the last row holding it (as a dict filled in row order would say), from an int64 column
+    (NONE_INT: no id): two int64 arrays, where a dict took ~100 bytes a runtime call."""
+
+    def __init__(self, corr: np.ndarray) -> None:
+        rows = np.flatnonzero(corr != NONE_INT)
+        keys = corr[rows]
+        order = np.argsort(keys, kind="stable")  # equal ids keep row order: the last of each run is the last row
+        keys, rows = keys[order], rows[order]
+        last = np.r_[keys[1:] != keys[:-1], True] if len(keys) else np.zeros(0, dtype=bool)
+        self.keys, self.rows = keys[last], rows[last]
+
+    def find(self, corr: np.ndarray) -> np.ndarray:
+        """The row of each id (int64; -1 where no row holds it)."""
+        pos = np.minimum(np.searchsorted(self.keys, corr), max(len(self.keys) - 1, 0))
+        if not len(self.keys):
+            return np.full(len(corr), -1, dtype=np.int64)
+        return np.where((self.keys[pos] == corr) & (corr != NONE_INT), self.rows[pos], -1)
+
+    def get(self, key: object, default: int = -1) -> int:
+        if type(key) is not int or not NONE_INT < key < 2**63:
+            return default
+        found = int(self.find(np.array([key], dtype=np.int64))[0])
+        return found if found >= 0 else default
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key) >= 0
+
+    def __getitem__(self, key: object) -> int:
+        found = self.get(key)
+        if found < 0:
+            raise KeyError(key)
+        return found
+
+
 RUNTIME_FIELDS = (Field.TIME, Field.TIME, Field.CODED, Field.CODED, Field.CODED, Field.INT, Field.INT, Field.INT)
 """(ts, dur, name, pid, tid, correlation, External id, size)"""
 DEVICE_FIELDS = (Field.TIME, Field.TIME, Field.CODED, Field.CODED, Field.CODED, Field.CODED, Field.INT, Field.INT)
 """(ts, dur, category, name, device, stream, correlation, bytes)"""
 
-__all__ = ["DEVICE_FIELDS", "RUNTIME_FIELDS", "Field", "RowColumns"]
+__all__ = ["DEVICE_FIELDS", "NONE_INT", "RUNTIME_FIELDS", "CorrelationIndex", "Field", "RowColumns"]
