@@ -32,6 +32,9 @@ from ._source import DEFAULT_CAPS, SizeCaps
 from .npu_kineto import NpuLayout, may_hold_device_rows, npu_layout_of
 
 MAX_PROBLEMS = 10
+# Distinct raw args kept to skip decoding repeats. Older Kineto writes a per-call "Profiler Event Index" among
+# the tensor fields, so its keys never repeat: unbounded, the cache held ~200 bytes an operator.
+_SIGNATURE_KEYS = 1 << 16
 _NO_ARGS = msgspec.Raw(b"")
 _WS = b" \t\r\n"
 _KINETO_HEAD, _KINETO_TAIL, _KINETO_END = b'{\n      "External id": ', b', "Ev Idx": ', b"\n    }"
@@ -179,6 +182,8 @@ class Collector:
         keys = list(map(_signature_key, raws))
         sig_c = list(map(self._signatures.get, keys))
         if None in sig_c:
+            if len(self._signatures) > _SIGNATURE_KEYS:  # keys that carry a per-call number never repeat: start afresh
+                self._signatures.clear()
             for i in [i for i, c in enumerate(sig_c) if c is None]:
                 code = self._signatures.get(keys[i])
                 if code is None:

@@ -98,3 +98,21 @@ def test_correlation_index_says_what_a_dict_filled_in_row_order_says() -> None:
     with pytest.raises(KeyError):
         index[7]
     assert CorrelationIndex(np.zeros(0, dtype=np.int64)).find(np.array([1], dtype=np.int64)).tolist() == [-1]
+
+
+def test_signature_cache_is_bounded_and_keeps_the_shapes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from portscope.ingest.readers import _kineto_stream
+
+    # older Kineto: a per-call "Profiler Event Index" among the tensor fields, so no two ops' args are equal
+    def op(i: int, dims: list) -> dict:
+        return {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 5,
+                "args": {"External id": i, "Profiler Event Index": i, "Input Dims": dims, "Input type": ["float"] * len(dims)}}  # fmt: skip
+
+    monkeypatch.setattr(_kineto_stream, "_SIGNATURE_KEYS", 1)
+    collector = _kineto_stream.Collector(tmp_path / "old.json", {})
+    for events in ([op(0, [[2, 3]]), op(1, [[4]])], [op(2, [[2, 3]]), op(3, [])]):  # two slices of the events array
+        collector.add_typed(collector.decode(json.dumps(events).encode()))
+        assert len(collector._signatures) == 2  # the second slice found 2 (> 1) keys and started afresh: not 4
+    ops = collector.finish().ops
+    # float32 [2, 3]: 24 bytes; [4]: 16 bytes; none: 0
+    assert [(o[6], o[9]) for o in ops] == [("2x3", 24), ("4", 16), ("2x3", 24), ("", 0)]
