@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from . import schema
@@ -59,10 +60,20 @@ class TableBuilder:
         for field in self.schema:
             values = self.columns[field.name]
             if pa.types.is_dictionary(field.type):
-                arrays.append(pa.array(values, pa.string()).dictionary_encode())
+                arrays.append(_dictionary_encoded(values))
             else:
                 arrays.append(pa.array(values, field.type))
         return pa.Table.from_arrays(arrays, schema=self.schema)
+
+
+def _dictionary_encoded(values: list[Any]) -> pa.DictionaryArray:
+    """``pa.array(values, pa.string()).dictionary_encode()`` (values in order of first appearance, None: null)
+    without first making a string array of every row (a GPU trace's kernel names: ~100 bytes a row)."""
+    index: dict[Any, int] = {}
+    codes = np.fromiter((-1 if v is None else index.setdefault(v, len(index)) for v in values), dtype=np.int32, count=len(values))
+    nulls = codes < 0
+    codes[nulls] = 0
+    return pa.DictionaryArray.from_arrays(pa.array(codes, mask=nulls if nulls.any() else None), pa.array(list(index), pa.string()))
 
 
 _ENUM_TYPES = (

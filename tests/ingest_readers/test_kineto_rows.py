@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from portscope.ingest.readers._kineto_rows import DEVICE_FIELDS, RUNTIME_FIELDS, RowColumns
@@ -116,3 +117,20 @@ def test_signature_cache_is_bounded_and_keeps_the_shapes(tmp_path: Path, monkeyp
     ops = collector.finish().ops
     # float32 [2, 3]: 24 bytes; [4]: 16 bytes; none: 0
     assert [(o[6], o[9]) for o in ops] == [("2x3", 24), ("4", 16), ("2x3", 24), ("", 0)]
+
+
+def test_builder_encodes_text_columns_in_order_of_first_appearance() -> None:
+    from portscope.ingest.builder import TableBuilder
+
+    lanes = TableBuilder("engine_slices")
+    for engine, name in [("stream 7", "gemm"), ("DMA h2d", "copy"), ("stream 7", "relu"), ("stream 7", "gemm")]:
+        lanes.append(engine=engine, engine_kind="stream", kind="compute", name=name, start=0, dur=1)
+    table = lanes.build()
+    engine, name, module = (table.column(c).chunk(0) for c in ("engine", "name", "module"))
+    assert engine.dictionary.to_pylist() == ["stream 7", "DMA h2d"] and engine.indices.to_pylist() == [0, 1, 0, 0]
+    assert name.dictionary.to_pylist() == ["gemm", "copy", "relu"] and name.indices.to_pylist() == [0, 1, 2, 0]
+    assert module.null_count == 4 and module.dictionary.to_pylist() == []
+    wrong = TableBuilder("engine_slices")
+    wrong.append(engine=7, engine_kind="stream", kind="compute", name="k", start=0, dur=1)  # a lane name not text
+    with pytest.raises(pa.ArrowTypeError):
+        wrong.build()
