@@ -91,7 +91,6 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
         while oi >= 0 and not launched[oi]:
             launched[oi] = 1
             oi = op_parent[oi]
-    gpu_threads = {(ev.runtime[ri][3], ev.runtime[ri][4]) for ri, oi in enumerate(runtime_op) if oi >= 0} if gpu else set()
 
     # ops table (+ host lane slices for top-level ops), column by column
     name_codes, thread_codes, sig_codes = ops.numpy("name"), ops.numpy("thread"), ops.numpy("signature")
@@ -114,6 +113,7 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
         if infer_fallback:
             name_ok = np.array([n not in NO_WORK_OPS for n in ops.names], dtype=bool)
             sig_ok = np.array([bool(s[2]) and any(s[2].split(";")) for s in ops.signatures], dtype=bool)
+            gpu_threads = {(r[3], r[4]) for r, oi in zip(ev.runtime, runtime_op, strict=True) if oi >= 0}
             thread_ok = np.array([t in gpu_threads for t in ops.threads], dtype=bool)
             guess = ~launched_a & ~has_child & name_ok[name_codes] & sig_ok[sig_codes] & thread_ok[thread_codes]
             placement[guess] = _PLACEMENTS.index(Placement.FALLBACK)

@@ -53,38 +53,49 @@ class RowColumns:
 
     def append(self, row: tuple) -> None:
         """Add one tuple (as many values as fields)."""
-        n = len(self._columns[0])
-        for k, (field, column, value) in enumerate(zip(self.fields, self._columns, row, strict=True)):
+        if len(row) != len(self.fields):
+            raise ValueError(f"{len(row)} values for {len(self.fields)} fields")
+        n = -1
+        codes = self._codes
+        for k, field in enumerate(self.fields):
+            value, column = row[k], self._columns[k]
             if field is Field.TIME:
                 column.append(value)
-            elif field is Field.CODED:
+                continue
+            if field is Field.CODED:
                 try:
-                    column.append(self._code(value))
+                    code = codes.get((type(value), value))
+                    column.append(self._code(value) if code is None else code)
+                    continue
                 except TypeError:  # unhashable (an args value of another JSON type)
-                    column.append(-1)
-                    self._aside[(n, k)] = value
+                    raw = -1
             elif value is None:
                 column.append(_NONE)
+                continue
             elif type(value) is int and _ASIDE < value < 2**63:
                 column.append(value)
+                continue
             else:
-                column.append(_ASIDE)
-                self._aside[(n, k)] = value
-
-    def _value(self, i: int, k: int) -> Any:
-        field, raw = self.fields[k], self._columns[k][i]
-        if field is Field.TIME:
-            return raw
-        if field is Field.CODED:
-            return self._values[raw] if raw >= 0 else self._aside[(i, k)]
-        return raw if raw > _ASIDE else None if raw == _NONE else self._aside[(i, k)]
+                raw = _ASIDE
+            n = len(self._columns[0]) - (k > 0) if n < 0 else n  # this row's index (field 0 is already appended)
+            column.append(raw)
+            self._aside[(n, k)] = value
 
     def __getitem__(self, i: int) -> tuple:
         n = len(self)
         if not -n <= i < n:
             raise IndexError(i)
         i %= n
-        return tuple(self._value(i, k) for k in range(len(self.fields)))
+        row = []
+        for k, field in enumerate(self.fields):
+            raw = self._columns[k][i]
+            if field is Field.TIME:
+                row.append(raw)
+            elif field is Field.CODED:
+                row.append(self._values[raw] if raw >= 0 else self._aside[(i, k)])
+            else:
+                row.append(raw if raw > _ASIDE else None if raw == _NONE else self._aside[(i, k)])
+        return tuple(row)
 
     def __iter__(self) -> Iterator[tuple]:
         values, aside, fields = self._values, self._aside, self.fields
