@@ -101,7 +101,7 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
     dur_a -= start_a
     np.maximum(dur_a, 0, out=dur_a)
     region_a = regions.find_many(start_a).astype(np.int32)
-    op_region = region_a.tolist() if gpu else []
+    op_region = region_a  # read one int at a time (a list of them took ~36 bytes an operator)
     placement = np.zeros(n_ops, dtype=np.int32)  # codes into _PLACEMENTS
     fallback_ops: list[int] = []
     if gpu:
@@ -156,7 +156,7 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
         "name": _coded(ops.names, name_codes[top]), "start": start_a[top], "dur": dur_a[top], "op_id": top})  # fmt: skip
 
     for i in fallback_ops:
-        b.signals.append(region_id=op_region[i], op_id=i, kind=SignalKind.CPU_FALLBACK, reason=Cause.NO_DEVICE_WORK.value,
+        b.signals.append(region_id=int(op_region[i]), op_id=i, kind=SignalKind.CPU_FALLBACK, reason=Cause.NO_DEVICE_WORK.value,
                          op_name=ev.ops[i][2], count=1, bytes=ev.ops[i][9], call_site=op_site[i] if op_site else None,
                          stack_id=op_stack[i] if op_stack else None,
                          note=cause_hint(Cause.NO_DEVICE_WORK),
@@ -355,7 +355,7 @@ def _syncs(b, ev, ns, op_parent, op_region, op_site, op_stack, runtime_op, regio
         rule = sync_cause(OpCall(ev.ops[at][2], bool_index=at != i))
         if rule is None:
             continue
-        b.signals.append(region_id=op_region[at], op_id=at, kind=SignalKind.SYNC, reason=rule.cause.value,
+        b.signals.append(region_id=int(op_region[at]), op_id=at, kind=SignalKind.SYNC, reason=rule.cause.value,
                          op_name=ev.ops[at][2], count=1, bytes=0, call_site=op_site[at], stack_id=op_stack[at],
                          note=rule.hint, time_ns=ns(ev.ops[at][0]))  # fmt: skip
     for ri, r in enumerate(ev.runtime):
@@ -364,7 +364,7 @@ def _syncs(b, ev, ns, op_parent, op_region, op_site, op_stack, runtime_op, regio
             if oi >= 0 and inside_sync(oi):
                 continue
             start = ns(r[0])
-            b.signals.append(region_id=op_region[oi] if oi >= 0 else regions.find(start), op_id=oi if oi >= 0 else None,
+            b.signals.append(region_id=int(op_region[oi]) if oi >= 0 else regions.find(start), op_id=oi if oi >= 0 else None,
                              kind=SignalKind.SYNC, reason=r[2], op_name=ev.ops[oi][2] if oi >= 0 else r[2], count=1, bytes=0,
                              call_site=op_site[oi] if oi >= 0 else None, stack_id=op_stack[oi] if oi >= 0 else None,
                              note=cause_hint(Cause.SYNC_CALL), time_ns=start)  # fmt: skip
@@ -376,7 +376,7 @@ def _device_work(b, ev, ns, device_op, op_region, op_site, op_stack, by_corr, re
         ts, dur, cat, name, dev, stream, corr, nbytes = d
         start = ns(ts)
         span = max(ns(ts + dur) - start, 0)
-        rid = op_region[oi] if oi >= 0 else regions.find(start)
+        rid = int(op_region[oi]) if oi >= 0 else regions.find(start)
         op_id = oi if oi >= 0 else None
         prefix = f"cuda:{dev} " if multi_device else ""
         lane = lanes.lane(cat, name, dev, stream) if lanes else None  # NPU lanes hook
