@@ -18,6 +18,7 @@ deleted after each size.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import re
@@ -37,6 +38,8 @@ _TIME = "/usr/bin/time"
 def repeat_trace(base: Path, out: Path, target_bytes: int) -> tuple[int, int]:
     """Write base's events repeated (shifted) until out is about target_bytes; (copies, events) written."""
     raw = base.read_bytes()
+    if raw[:2] == b"\x1f\x8b":  # a gzipped base (as PyTorch's profiler writes .json.gz)
+        raw = gzip.decompress(raw)
     start = raw.index(b"[", raw.index(b'"traceEvents"')) + 1
     end = raw.rindex(b"]")  # the events' ']' (Kineto writes "traceName" after it)
     head, body, tail = raw[:start], raw[start:end].rstrip().rstrip(b","), raw[end:]
@@ -80,7 +83,7 @@ def _gb(n: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--base", type=Path, help="a real Kineto trace (.json) to repeat")
+    parser.add_argument("--base", type=Path, help="a real Kineto trace (.json or .json.gz) to repeat")
     parser.add_argument("--sizes", type=float, nargs="+", default=[0.5, 1, 2], help="synthetic sizes in GB")
     parser.add_argument("--hta-python", default=os.environ.get("HTA_PYTHON", "/tmp/htavenv/bin/python"))
     parser.add_argument("--hta-max-gb", type=float, default=1.0, help="run HTA only up to this size (it needs ~8x)")
