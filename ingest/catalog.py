@@ -448,6 +448,24 @@ def copy_direction(name: str) -> Direction | None:
     return None
 
 
+# ---- where a target's cost figures come from --------------------------------------------------------
+
+
+class SourceKind(enum.Enum):
+    """The source of one cost figure of a target (its [sources] table; recorded in predicted runs as text
+    "<kind>" or "<kind>: <document or device>")."""
+
+    DATASHEET = "datasheet"
+    MEASURED = "measured"
+    ASSUMED = "assumed"
+
+    @classmethod
+    def of_text(cls, text: str) -> SourceKind | None:
+        """The kind a recorded source text names ("measured: RBLN-CA12" -> MEASURED); None when none."""
+        head = str(text).split(":", 1)[0].strip()
+        return next((k for k in cls if k.value == head), None)
+
+
 # ---- what each source provides ------------------------------------------------------------------
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .catalog import format_bytes
+from .catalog import SourceKind, format_bytes
 from .trace import RunInfo
 
 _COLUMNS = ("seq", "cache", "batch", "weights", "KV cache", "memory", "fits", "programs", "padding", "refused",
@@ -20,7 +20,7 @@ def format_plan(table: pa.Table, info: RunInfo) -> str:
     model = info.model
     lines = [f"{model.get('class', 'model')}: {model.get('parameters', 0):,} parameters, {model.get('layers', '?')} layers, "
              f"{model.get('kv_heads', '?')} KV heads x {model.get('head_dim', '?')}  |  target {info.target or '?'}"]
-    source = next((r["cost_source"] for r in rows if r["cost_source"]), "assumed")
+    source = next((r["cost_source"] for r in rows if r["cost_source"]), SourceKind.ASSUMED.value)
     table_rows = [tuple(f"{c} ({source})" if c in _TIMED else c for c in _COLUMNS)]
     table_rows += [_cells(r) for r in rows]
     widths = [max(len(row[i]) for row in table_rows) for i in range(len(_COLUMNS))]

@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .catalog import SourceKind
 from .trace import Trace
 
 UNKNOWN = "unknown"
@@ -227,7 +228,7 @@ def assumed_on_critical_path(summary: ScheduleSummary, sources: dict[str, str]) 
         if not ns or engine not in kinds:
             continue
         figures = _KIND_FIGURES.get(kinds[engine]) or tuple(f for f in sources if f.startswith(f"engines.{engine}."))
-        out += [f for f in figures if sources.get(f, "").startswith("assumed") and f not in out]
+        out += [f for f in figures if f in sources and SourceKind.of_text(sources[f]) is SourceKind.ASSUMED and f not in out]
     return sorted(out)
 
 
@@ -244,8 +245,9 @@ def cost_sources_text(extra: dict) -> str | None:
     sources = extra.get("cost_sources")
     if not isinstance(sources, dict) or not sources:
         return None
-    kinds = [str(v).split(":", 1)[0] for v in sources.values()]
-    return ", ".join(f"{kinds.count(k)} {k}" for k in ("measured", "datasheet", "assumed") if k in kinds)
+    kinds = [SourceKind.of_text(v) for v in sources.values()]
+    order = (SourceKind.MEASURED, SourceKind.DATASHEET, SourceKind.ASSUMED)
+    return ", ".join(f"{kinds.count(k)} {k.value}" for k in order if k in kinds)
 
 
 def region_slices(trace: Trace, region_id: int) -> pa.Table:

@@ -14,18 +14,13 @@ figure says so (profiler/schedule.py).
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections.abc import Iterable
 from typing import Any
 
+from portscope.ingest.catalog import SourceKind
+
 COST_KEYS = ("dispatch_ns", "compile_ns", "host_flops_per_ns")
 ENGINE_COST_KEYS = ("flops_per_ns", "bytes_per_ns", "latency_ns")
-
-
-class SourceKind(enum.Enum):
-    DATASHEET = "datasheet"
-    MEASURED = "measured"
-    ASSUMED = "assumed"
 
 
 @dataclasses.dataclass(frozen=True)
