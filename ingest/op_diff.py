@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from . import _compute as pc
 from .callsites import site_line
-from .region_tree import descendants
+from .region_tree import descendants, top_level_ids
 from .schema import EngineKind, TimeUnit
 from .trace import Trace
 
@@ -87,7 +87,7 @@ def op_totals(trace: Trace, region_id: int) -> tuple[pd.DataFrame, int]:
     device, unlaunched = _device_work(trace, ids)
     parts.append(_rows(OpKind.KERNEL, *device, sites))
     regions = trace["regions"]
-    inside = [r for r in subtree if r != region_id or _parent(trace, region_id) is not None]  # a top-level region is the run itself
+    inside = [r for r in subtree if r != region_id or region_id not in top_level_ids(trace)]  # a top-level region is the run itself
     nested = pc.call("filter", regions, pc.is_in(regions.column("region_id"), pc.int32_array(inside)))
     parts.append(_rows(OpKind.ANNOTATION, nested.column("name"), nested.column("dur_ns"), None, None))
     found = [p for p in parts if len(p)]
@@ -141,12 +141,6 @@ def _merge(a: pd.DataFrame, b: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
               [["a_count", "b_count", "a_ns", "b_ns"]].sum().astype("int64").reset_index())  # fmt: skip
     merged["delta"] = merged["b_count"] - merged["a_count"]
     return merged
-
-
-def _parent(trace: Trace, region_id: int) -> int | None:
-    regions = trace["regions"]
-    at = regions.column("region_id").to_pylist().index(region_id)
-    return regions.column("parent_id")[at].as_py()
 
 
 def _in_regions(table: pa.Table, ids: pa.Array, columns: list[str]) -> list[pa.ChunkedArray | None]:
