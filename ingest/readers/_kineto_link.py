@@ -42,14 +42,17 @@ _DMA = {Direction.H2D: EngineKind.DMA_H2D, Direction.D2H: EngineKind.DMA_D2H, Di
 
 
 def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lanes: NpuLayout | None = None,
-                release: bool = False, slice_ops: Callable[..., dict[str, TableSlices] | None] | None = None) -> Trace:
+                release: bool = False, slice_ops: Callable[..., dict[str, TableSlices] | None] | None = None,
+                slice_gpu: Callable[..., dict[str, TableSlices] | None] | None = None) -> Trace:
     """The portscope Trace of one collected Kineto trace.
 
     release: give the operators' ts/dur columns back as soon as they are read (`ev.ops` cannot be
     indexed afterwards): the converter's peak memory, for a caller that is done with `ev`.
     slice_ops: ``_kineto_slices.op_slices`` (passed in: it imports this module): a trace of operators only (no
     Python frames, runtime calls or device work) gives its ops table and host lanes as `Trace.slices`, made
-    slice by slice as they are written."""
+    slice by slice as they are written.
+    slice_gpu: ``_kineto_gpu.gpu_slices`` likewise, for a GPU trace without Python frames (ops, lanes, transfers,
+    signals and runtime calls as slices)."""
     t0 = ev.t_min if ev.t_min != float("inf") else 0.0
     if not (math.isfinite(t0) and math.isfinite(ev.t_max)) or (ev.t_max - t0) * 1000.0 >= 2**62:
         raise TraceFormatError(path, f"timestamps span {ev.t_max - t0:g} us: not a profile (ts/dur out of range)")
@@ -74,11 +77,14 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
     ops = ev.ops
     n_ops = len(ops)
     nest = bool(ev.python or ev.runtime or ev.device)  # else only "top-level or not" is needed: vectorized below
+    slices = None
     if slice_ops is not None and not nest and n_ops:
         slices = slice_ops(ops, t0, regions, root_device)
-        if slices is not None:
-            built = b.build()
-            return Trace(run_info=built.run_info, tables={n: t for n, t in built.tables.items() if n not in slices}, slices=slices)
+    elif slice_gpu is not None and gpu and n_ops:
+        slices = slice_gpu(ev, t0, regions, root_device, devices)
+    if slices is not None:
+        built = b.build()
+        return Trace(run_info=built.run_info, tables={n: t for n, t in built.tables.items() if n not in slices}, slices=slices)
     op_parent, op_site, op_stack, runtime_op = _nest(b, ev) if nest else (array("q", [-1]) * n_ops, None, None, [])
 
     # Which ops launched device work (directly), and correlation -> runtime call.

@@ -121,6 +121,21 @@ class RowColumns:
             return None
         return np.frombuffer(self._columns[k], dtype=np.int64).copy() if len(self) else np.zeros(0, dtype=np.int64)
 
+    def numpy(self, k: int) -> np.ndarray:
+        """Field k's raw column as a copy-free numpy view (TIME: float64; CODED: int32 codes into :attr:`values`, -1
+        for a value kept aside; INT: int64, NONE_INT for None); the columns cannot grow while a view lives."""
+        dtype = np.float64 if self.fields[k] is Field.TIME else np.int32 if self.fields[k] is Field.CODED else np.int64
+        return np.frombuffer(self._columns[k], dtype=dtype) if len(self) else np.zeros(0, dtype=dtype)
+
+    @property
+    def values(self) -> list[Any]:
+        """The distinct values of the CODED fields (a code indexes this list)."""
+        return self._values
+
+    def kept_aside(self) -> bool:
+        """Whether some value is held outside the columns (an unhashable value, an id that is not an int64)."""
+        return bool(self._aside)
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, RowColumns | list):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))

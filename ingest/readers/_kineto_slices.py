@@ -54,6 +54,47 @@ class _TopSweep:
         return np.sort(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
 
 
+def ns_times(ts: np.ndarray, dur: np.ndarray, t0: float) -> tuple[np.ndarray, np.ndarray]:
+    """(start, duration) in ns from t0 of microsecond times, rounded as the linker does (the end first: the duration
+    is end - start in ns), the duration never negative."""
+    start = _ns(ts, t0)
+    span = _ns(ts + dur, t0)
+    span -= start
+    np.maximum(span, 0, out=span)
+    return start, span
+
+
+class OpTable:
+    """The ops table from slices of the operators' columns, every slice coded with one dictionary a text column."""
+
+    def __init__(self, ops: OpColumns, names_used: np.ndarray, placements_used: np.ndarray, root_device: str,
+                 signatures_used: np.ndarray) -> None:  # fmt: skip
+        signatures = ops.signatures
+        self.columns = {
+            "name": _Coder(ops.names, names_used),
+            "placement": _Coder([p.value for p in _PLACEMENTS], placements_used),
+            "device": _Coder(["cpu", root_device, "cpu"], placements_used),
+            "input_shapes": _Coder([s[0] for s in signatures], signatures_used),
+            "input_strides": _Coder([s[1] for s in signatures], signatures_used),
+            "input_dtypes": _Coder([s[2] for s in signatures], signatures_used),
+        }
+        self.bytes_in = np.array([s[3] for s in signatures], dtype=np.int64)
+        self.thread_ids = [t if type(t) is int and -(2**31) <= t < 2**31 else None for _, t in ops.threads]
+
+    def table(self, part: dict[str, np.ndarray], first: int, start: np.ndarray, dur: np.ndarray, region: np.ndarray,
+              placement: np.ndarray) -> pa.Table:  # fmt: skip
+        """The rows of one slice (`first`: the op id of its first row; placement: codes into ``_PLACEMENTS``)."""
+        n, sig, columns = len(part["ts"]), part["signature"], self.columns
+        return _table("ops", {
+            "op_id": np.arange(first, first + n, dtype=np.int64), "region_id": region,
+            "name": columns["name"](part["name"]), "start_ns": start, "dur_ns": dur,
+            "placement": columns["placement"](placement), "device": columns["device"](placement),
+            "input_shapes": columns["input_shapes"](sig), "input_strides": columns["input_strides"](sig),
+            "input_dtypes": columns["input_dtypes"](sig), "bytes_in": self.bytes_in[sig],
+            "bytes_out": np.zeros(n, dtype=np.int64), "call_site": None, "stack_id": None,
+            "thread": _coded(self.thread_ids, part["thread"], dictionary=False)})  # fmt: skip
+
+
 def op_slices(ops: OpColumns, t0: float, regions: _Regions, root_device: str) -> dict[str, TableSlices] | None:
     """The ops table and the host lanes (engine_slices) of a trace without Python frames, runtime calls or device
     work, as slices; None when some thread's operators are out of order (the caller links them whole)."""
@@ -76,20 +117,9 @@ def op_slices(ops: OpColumns, t0: float, regions: _Regions, root_device: str) ->
     for t, c in zip(tids, used["thread"].tolist(), strict=True):
         counts[t] = counts.get(t, 0) + c
     main_tid = max(counts, key=counts.__getitem__)
-    signature_used = used["signature"] > 0
-    signatures = ops.signatures
     host = np.zeros(1, dtype=bool)
     host[0] = True
-    op_columns = {
-        "name": _Coder(ops.names, used["name"] > 0),
-        "placement": _Coder([p.value for p in _PLACEMENTS], np.array([p is Placement.HOST for p in _PLACEMENTS])),
-        "device": _Coder(["cpu", root_device, "cpu"], np.array([True, False, False])),
-        "input_shapes": _Coder([s[0] for s in signatures], signature_used),
-        "input_strides": _Coder([s[1] for s in signatures], signature_used),
-        "input_dtypes": _Coder([s[2] for s in signatures], signature_used),
-    }
-    bytes_in = np.array([s[3] for s in signatures], dtype=np.int64)
-    thread_ids = [t if type(t) is int and -(2**31) <= t < 2**31 else None for t in tids]
+    op_table = OpTable(ops, used["name"] > 0, np.array([p is Placement.HOST for p in _PLACEMENTS]), root_device, used["signature"] > 0)
     lane_columns = {
         "engine": _Coder(["host" if t == main_tid else f"host thread {t}" for t in group_of],
                          np.bincount(group_code, weights=used["thread"], minlength=len(group_of)) > 0),
@@ -99,10 +129,7 @@ def op_slices(ops: OpColumns, t0: float, regions: _Regions, root_device: str) ->
     }
 
     def times(part: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        start = _ns(part["ts"], t0)
-        dur = _ns(part["ts"] + part["dur"], t0)  # the end first: dur is end - start in ns, as the linker does
-        dur -= start
-        np.maximum(dur, 0, out=dur)
+        start, dur = ns_times(part["ts"], part["dur"], t0)
         return start, dur, regions.find_many(start).astype(np.int32)
 
     def op_batches() -> Iterator[pa.RecordBatch]:
@@ -110,16 +137,7 @@ def op_slices(ops: OpColumns, t0: float, regions: _Regions, root_device: str) ->
         for part in ops.slices():
             n = len(part["ts"])
             start, dur, region = times(part)
-            zeros = np.zeros(n, dtype=np.int32)
-            sig = part["signature"]
-            table = _table("ops", {
-                "op_id": np.arange(first, first + n, dtype=np.int64), "region_id": region,
-                "name": op_columns["name"](part["name"]), "start_ns": start, "dur_ns": dur,
-                "placement": op_columns["placement"](zeros), "device": op_columns["device"](zeros),
-                "input_shapes": op_columns["input_shapes"](sig), "input_strides": op_columns["input_strides"](sig),
-                "input_dtypes": op_columns["input_dtypes"](sig), "bytes_in": bytes_in[sig],
-                "bytes_out": np.zeros(n, dtype=np.int64), "call_site": None, "stack_id": None,
-                "thread": _coded(thread_ids, part["thread"], dictionary=False)})  # fmt: skip
+            table = op_table.table(part, first, start, dur, region, np.zeros(n, dtype=np.int32))
             first += n
             yield from table.to_batches()
 
@@ -145,4 +163,4 @@ def op_slices(ops: OpColumns, t0: float, regions: _Regions, root_device: str) ->
     return {"ops": TableSlices(len(ops), op_batches), "engine_slices": TableSlices(tops, lane_batches)}
 
 
-__all__ = ["op_slices"]
+__all__ = ["OpTable", "ns_times", "op_slices"]

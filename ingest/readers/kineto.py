@@ -32,6 +32,7 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
     bounded memory, the operators' columns spilled to a temporary file past one slice.
     """
     from . import npu_kineto  # hook: NPU lanes (e.g. RBLN's Kineto plugin); None for other traces
+    from ._kineto_gpu import gpu_slices
     from ._kineto_link import build_trace
     from ._kineto_slices import op_slices
     from ._kineto_stream import collect_file
@@ -46,7 +47,8 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
             events.runtime, events.device = list(events.runtime), list(events.device)  # rewritten in place
             npu_kineto.link(events, lanes)
         trace = build_trace(path, events, infer_fallback=infer_fallback, lanes=lanes, release=True,
-                            slice_ops=op_slices if sliced and lanes is None else None)
+                            slice_ops=op_slices if sliced and lanes is None else None,
+                            slice_gpu=gpu_slices if sliced and lanes is None and not infer_fallback else None)
         return npu_kineto.finish(trace, lanes, events) if lanes is not None else trace
     finally:
         if collecting:

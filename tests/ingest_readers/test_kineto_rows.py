@@ -71,12 +71,12 @@ def test_a_gpu_trace_is_collected_as_columns(tmp_path: Path) -> None:
     ]
 
     trace = read_kineto(source, sliced=True)
-    ops = trace.tables["ops"].to_pydict()
+    ops = trace["ops"].to_pydict()
     assert ops["name"] == ["aten::mm", "aten::copy_"] and ops["placement"] == ["device", "device"]
-    calls = trace.tables["runtime_calls"].to_pydict()
+    calls = trace["runtime_calls"].to_pydict()
     assert calls["op_id"] == [0, 1, None] and calls["correlation"] == [7, 8, 9]
     assert calls["start_ns"] == [2000, 21000, 40000]
-    lanes_ = trace.tables["engine_slices"].to_pydict()
+    lanes_ = trace["engine_slices"].to_pydict()
     device_rows = [(e, n, s, d, o, c) for e, n, s, d, o, c in zip(lanes_["engine"], lanes_["name"], lanes_["start"], lanes_["dur"],
                                                                  lanes_["op_id"], lanes_["correlation"], strict=True) if e != "host"]  # fmt: skip
     assert device_rows == [
@@ -84,7 +84,7 @@ def test_a_gpu_trace_is_collected_as_columns(tmp_path: Path) -> None:
         ("DMA h2d", "Memcpy HtoD (Pageable -> Device)", 23000, 2000, 1, 8),
         ("stream 9", "Memset (Device)", 42000, 1000, None, 9),
     ]
-    transfers = trace.tables["transfers"].to_pydict()
+    transfers = trace["transfers"].to_pydict()
     assert transfers["bytes"] == [64] and transfers["op_id"] == [1] and transfers["direction"] == ["h2d"]
 
 

@@ -1,0 +1,514 @@
+"""The tables of a GPU Kineto trace (runtime calls, kernels, copies, memsets), made slice by slice.
+
+The linker (``_kineto_link.build_trace``) builds every table whole; here the same tables come as
+`TableSlices`, each record batch made as `write_trace` writes it, with bounded working state:
+
+* nesting (which operator encloses each operator and each runtime call): the sweep of the linker, by time
+  buckets. Operators and runtime calls are distributed into temporary files by start time (bounds from a
+  sample of the times, ~1M events a bucket); each bucket is sorted as the linker sorts the whole trace
+  (thread, start, longest first, operators before runtime calls, index) and swept with each thread's open
+  operators carried from bucket to bucket. Buckets are disjoint ranges of start time, so every thread's
+  events are swept in the linker's order: the same parents, whatever the order of the file.
+* device work -> runtime call: correlation ids, as the linker joins them (`CorrelationIndex`).
+* what every batch of a table shares: Arrow dictionaries. The ops table's are known from code counts; the
+  other tables' batches are made twice, the first time only to gather each text column's values in order of
+  first appearance (what the whole table's dictionary holds: the builder's order, and the host lanes'
+  values before the device lanes' as the linker's concatenation unifies them).
+
+Kept whole in memory, a few bytes an event: per operator its parent (int64), region (int32), name code (int32)
+and whether it launched device work; per runtime call its operator; per device slice its runtime call; the
+correlation index; and the runtime and device columns themselves (`RowColumns`, ~50 bytes an event). The
+operators' own columns stay in their spill file and are read one slice at a time.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO
+
+import numpy as np
+import pyarrow as pa
+
+from .. import schema
+from ..builder import TableBuilder
+from ..catalog import (
+    BOOL_INDEX_OPS,
+    SYNC_OPS,
+    SYNC_RUNTIME_CALLS,
+    Cause,
+    OpCall,
+    cause_hint,
+    copy_direction,
+    sync_cause,
+)
+from ..schema import Direction, EngineKind, Placement, SignalKind, SliceKind
+from ..trace import TableSlices
+from ._kineto_events import KinetoEvents
+from ._kineto_link import _DMA, _PLACEMENTS, _Coder, _ns, _Regions, _table
+from ._kineto_rows import NONE_INT, CorrelationIndex, RowColumns
+from ._kineto_slices import OpTable, ns_times
+
+BUCKET_EVENTS = 1 << 20  # operators and runtime calls sorted and swept at a time
+CHUNK_ROWS = 1 << 18  # runtime calls or device slices made into one record batch
+_SWEEP_SLICE = 1 << 16  # sorted rows turned into Python values at a time
+_SAMPLES = 1 << 16  # start times sampled to place the buckets' bounds
+_OP, _CALL = 1, 2  # kinds in the sweep's order (the linker's: Python frames 0, operators 1, runtime calls 2)
+_RECORD = np.dtype([("thread", "<i4"), ("kind", "<i1"), ("index", "<i8"), ("ts", "<f8"), ("nd", "<f8")])
+_RUNTIME_TS, _RUNTIME_DUR, _RUNTIME_NAME, _RUNTIME_PID, _RUNTIME_TID, _RUNTIME_CORR, _RUNTIME_SIZE = 0, 1, 2, 3, 4, 5, 7
+_DEV_TS, _DEV_DUR, _DEV_CAT, _DEV_NAME, _DEV_DEVICE, _DEV_STREAM, _DEV_CORR, _DEV_BYTES = range(8)
+
+
+def gpu_slices(ev: KinetoEvents, t0: float, regions: _Regions, root_device: str,
+               devices: list) -> dict[str, TableSlices] | None:  # fmt: skip
+    """ops, engine_slices (host then device lanes), transfers, signals and runtime_calls of a GPU trace without
+    Python frames, as slices equal to the linker's whole tables; None where this path does not apply (columns
+    holding values aside, correlations that are not int64 ids): the caller links the trace whole."""
+    runtime, device, ops = ev.runtime, ev.device, ev.ops
+    if ev.python or not len(device) or not isinstance(runtime, RowColumns) or not isinstance(device, RowColumns):
+        return None
+    if runtime.kept_aside() or device.kept_aside():
+        return None
+    runtime_corr, device_corr = runtime.int_column(_RUNTIME_CORR), device.int_column(_DEV_CORR)
+    if runtime_corr is None or device_corr is None:
+        return None
+    link = _Link(ev, t0, regions)
+    index = CorrelationIndex(runtime_corr)
+    del runtime_corr
+    device_call = index.find(device_corr)
+    del index, device_corr
+    launched = link.launched(device_call)
+    host = _HostLanes(link, launched)
+    signals = _sync_signals(link, launched)
+    work = _DeviceWork(link, device_call, multi_device=len(devices) > 1)
+    return {
+        "ops": TableSlices(len(ops), lambda: _op_batches(link, launched, root_device)),
+        "engine_slices": _unified("engine_slices", host.rows + len(device),
+                                  lambda: _chain(host.batches(), work.batches(_Table.LANES))),
+        "transfers": _unified("transfers", work.copies, lambda: work.batches(_Table.TRANSFERS)),
+        "signals": _unified("signals", signals.num_rows + work.copies,
+                            lambda: _chain(signals.to_batches(), work.batches(_Table.SIGNALS))),
+        "runtime_calls": _unified("runtime_calls", len(runtime), lambda: _runtime_batches(link)),
+    }  # fmt: skip
+
+
+class _Table:
+    LANES, TRANSFERS, SIGNALS = "engine_slices", "transfers", "signals"
+
+
+def _chain(*parts: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for part in parts:
+        yield from part
+
+
+class _Link:
+    """What the tables need of every operator and runtime call: the sweep's parents, operators' regions and names."""
+
+    def __init__(self, ev: KinetoEvents, t0: float, regions: _Regions) -> None:
+        self.ev, self.t0, self.regions = ev, t0, regions
+        ops = ev.ops
+        n_ops, n_calls = len(ops), len(ev.runtime)
+        self.op_name = np.zeros(n_ops, dtype=np.int32)
+        self.op_region = np.zeros(n_ops, dtype=np.int32)
+        self.op_parent = np.full(n_ops, -1, dtype=np.int64)
+        self.runtime_op = np.full(n_calls, -1, dtype=np.int64)
+        codes = {t: i for i, t in enumerate(ops.threads)}  # the linker's sweep groups by (pid, tid)
+        call_thread = self._call_threads(codes)
+        runtime_ts = ev.runtime.numpy(_RUNTIME_TS)
+        runtime_dur = ev.runtime.numpy(_RUNTIME_DUR)
+        buckets = _Buckets(n_ops + n_calls, lambda: self._start_samples(runtime_ts))
+        first = 0
+        for part in ops.slices():
+            n = len(part["ts"])
+            start = _ns(part["ts"], t0)
+            self.op_name[first : first + n] = part["name"]
+            self.op_region[first : first + n] = regions.find_many(start)
+            buckets.add(part["thread"], _OP, first, part["ts"], part["dur"])
+            first += n
+        for lo in range(0, n_calls, CHUNK_ROWS):
+            hi = min(lo + CHUNK_ROWS, n_calls)
+            buckets.add(call_thread[lo:hi], _CALL, lo, runtime_ts[lo:hi], runtime_dur[lo:hi])
+        del call_thread
+        self._sweep(buckets)
+
+    def _call_threads(self, codes: dict) -> np.ndarray:
+        """The sweep's thread code of each runtime call (new (pid, tid) pairs after the operators' threads)."""
+        runtime = self.ev.runtime
+        values = runtime.values
+        pair = runtime.numpy(_RUNTIME_PID).astype(np.int64) << 32 | runtime.numpy(_RUNTIME_TID).astype(np.int64)
+        distinct, inverse = np.unique(pair, return_inverse=True)
+        thread = np.array([codes.setdefault((values[p >> 32], values[p & 0xFFFFFFFF]), len(codes)) for p in distinct.tolist()],
+                          dtype=np.int32)  # fmt: skip
+        return thread[inverse.reshape(-1)] if len(pair) else np.zeros(0, dtype=np.int32)
+
+    def _start_samples(self, runtime_ts: np.ndarray) -> np.ndarray:
+        total = len(self.ev.ops) + len(runtime_ts)
+        step = max(1, total // _SAMPLES)
+        samples = [part["ts"][::step] for part in self.ev.ops.slices()]
+        return np.concatenate([*samples, runtime_ts[::step]])
+
+    def _sweep(self, buckets: _Buckets) -> None:
+        """The linker's nesting sweep, bucket by bucket, each thread's open operators carried across buckets."""
+        open_by_thread: dict[int, list[tuple[float, int]]] = {}
+        op_parent, runtime_op = self.op_parent, self.runtime_op
+        for rec in buckets:
+            order = np.lexsort((rec["index"], rec["kind"], rec["nd"], rec["ts"], rec["thread"]))
+            current = None
+            ops_open: list[tuple[float, int]] = []
+            op_rows: list[int] = []
+            op_parents: list[int] = []
+            call_rows: list[int] = []
+            call_ops: list[int] = []
+            for lo in range(0, len(order), _SWEEP_SLICE):
+                part = order[lo : lo + _SWEEP_SLICE]
+                for th, t, nd, k, i in zip(rec["thread"][part].tolist(), rec["ts"][part].tolist(), rec["nd"][part].tolist(),
+                                           rec["kind"][part].tolist(), rec["index"][part].tolist(), strict=True):  # fmt: skip
+                    if th != current:
+                        current = th
+                        ops_open = open_by_thread.setdefault(th, [])
+                    while ops_open and ops_open[-1][0] <= t:
+                        ops_open.pop()
+                    if k == _OP:
+                        if ops_open:
+                            op_rows.append(i)
+                            op_parents.append(ops_open[-1][1])
+                        ops_open.append((t - nd, i))
+                    elif ops_open:
+                        call_rows.append(i)
+                        call_ops.append(ops_open[-1][1])
+            op_parent[np.array(op_rows, dtype=np.int64)] = np.array(op_parents, dtype=np.int64)
+            runtime_op[np.array(call_rows, dtype=np.int64)] = np.array(call_ops, dtype=np.int64)
+
+    def launched(self, device_call: np.ndarray) -> np.ndarray:
+        """Per operator: it or an operator inside it launched device work (the linker's `launched`)."""
+        launched = np.zeros(len(self.op_parent), dtype=bool)
+        calls = device_call[device_call >= 0]
+        frontier = self.runtime_op[calls]
+        frontier = np.unique(frontier[frontier >= 0])
+        while len(frontier):
+            frontier = frontier[~launched[frontier]]
+            launched[frontier] = True
+            parents = self.op_parent[frontier]
+            frontier = np.unique(parents[parents >= 0])
+        return launched
+
+    def ns(self, ts: float) -> int:
+        return int(round((ts - self.t0) * 1000.0))
+
+    def inside_sync(self, oi: int, sync_codes: set[int]) -> bool:
+        while oi >= 0:
+            if int(self.op_name[oi]) in sync_codes:
+                return True
+            oi = int(self.op_parent[oi])
+        return False
+
+
+class _Buckets:
+    """Events (operators, runtime calls) distributed by start time: one array in memory when they fit in one
+    bucket, else one temporary file a bucket, bounds at quantiles of a sample of the start times."""
+
+    def __init__(self, total: int, samples: Callable[[], np.ndarray]) -> None:
+        self.count = max(1, -(-total // BUCKET_EVENTS))
+        self.bounds = np.zeros(0)
+        if self.count > 1:
+            self.bounds = np.unique(np.quantile(samples(), np.linspace(0, 1, self.count + 1)[1:-1]))
+        self.count = len(self.bounds) + 1
+        self._held: list[np.ndarray] = []
+        self._files: list[BinaryIO] = []
+        if self.count > 1:
+            self._files = [tempfile.TemporaryFile(prefix="portscope-sweep-") for _ in range(self.count)]  # noqa: SIM115
+
+    def add(self, thread: np.ndarray, kind: int, first: int, ts: np.ndarray, dur: np.ndarray) -> None:
+        rec = np.empty(len(ts), dtype=_RECORD)
+        rec["thread"], rec["kind"], rec["index"], rec["ts"], rec["nd"] = thread, kind, np.arange(first, first + len(ts)), ts, -dur
+        if not self._files:
+            self._held.append(rec)
+            return
+        which = np.searchsorted(self.bounds, ts, side="right")
+        order = np.argsort(which, kind="stable")
+        cuts = np.searchsorted(which[order], np.arange(self.count + 1))
+        for k in range(self.count):
+            if cuts[k] < cuts[k + 1]:
+                rec[order[cuts[k] : cuts[k + 1]]].tofile(self._files[k])
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        if not self._files:
+            yield np.concatenate(self._held) if self._held else np.zeros(0, dtype=_RECORD)
+            self._held = []
+            return
+        for f in self._files:
+            f.seek(0)
+            rec = np.fromfile(f, dtype=_RECORD)
+            f.close()
+            yield rec
+        self._files = []
+
+
+def _op_batches(link: _Link, launched: np.ndarray, root_device: str) -> Iterator[pa.RecordBatch]:
+    """The ops table, one record batch per slice of the operators' columns (placement: launched device work)."""
+    ops = link.ev.ops
+    device_code = _PLACEMENTS.index(Placement.DEVICE)
+    used = np.bincount(np.where(launched, device_code, 0), minlength=len(_PLACEMENTS)) > 0
+    table = OpTable(ops, np.bincount(link.op_name, minlength=len(ops.names)) > 0, used, root_device,
+                    ops.code_counts()["signature"] > 0)  # fmt: skip
+    first = 0
+    for part in ops.slices():
+        n = len(part["ts"])
+        start, dur = ns_times(part["ts"], part["dur"], link.t0)
+        placement = np.where(launched[first : first + n], device_code, 0).astype(np.int32)
+        yield from table.table(part, first, start, dur, link.op_region[first : first + n], placement).to_batches()
+        first += n
+
+
+class _HostLanes:
+    """The host lanes: one slice per top-level operator (no operator of its thread encloses it), in operator order."""
+
+    def __init__(self, link: _Link, launched: np.ndarray) -> None:
+        ops = link.ev.ops
+        self.link = link
+        tids = [t for _, t in ops.threads]
+        tid_code: dict[object, int] = {}
+        counts: dict[object, int] = {}
+        for t, c in zip(tids, ops.code_counts()["thread"].tolist(), strict=True):
+            tid_code.setdefault(t, len(tid_code))
+            counts[t] = counts.get(t, 0) + c
+        self.by_tid = np.array([tid_code[t] for t in tids], dtype=np.int32)
+        main_tid = max(counts, key=counts.__getitem__)
+        top = link.op_parent < 0
+        self.rows = int(top.sum())
+        lanes_used = np.zeros(len(tid_code), dtype=bool)
+        for part, lo in self._parts():
+            lanes_used[self.by_tid[part["thread"][top[lo : lo + len(part["ts"])]]]] = True
+        self.columns = {
+            "engine": _Coder(["host" if t == main_tid else f"host thread {t}" for t in tid_code], lanes_used),
+            "engine_kind": _Coder([EngineKind.HOST.value], np.ones(1, dtype=bool)),
+            "kind": _Coder([SliceKind.COMPUTE.value], np.ones(1, dtype=bool)),
+            "name": _Coder(ops.names, np.bincount(link.op_name[top], minlength=len(ops.names)) > 0),
+        }
+
+    def _parts(self) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+        first = 0
+        for part in self.link.ev.ops.slices():
+            yield part, first
+            first += len(part["ts"])
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        link, columns = self.link, self.columns
+        for part, first in self._parts():
+            n = len(part["ts"])
+            top = np.flatnonzero(link.op_parent[first : first + n] < 0)
+            if not len(top):
+                continue
+            start, dur = ns_times(part["ts"][top], part["dur"][top], link.t0)
+            zeros = np.zeros(len(top), dtype=np.int32)
+            yield from _table("engine_slices", {
+                "region_id": link.op_region[first + top], "engine": columns["engine"](self.by_tid[part["thread"][top]]),
+                "engine_kind": columns["engine_kind"](zeros), "kind": columns["kind"](zeros),
+                "name": columns["name"](part["name"][top]), "start": start, "dur": dur, "op_id": top + first}).to_batches()  # fmt: skip
+
+
+def _sync_signals(link: _Link, launched: np.ndarray) -> pa.Table:
+    """The linker's sync signals (`_kineto_link._syncs`): sync operators, then runtime sync calls outside them."""
+    ev = link.ev
+    names = ev.ops.names
+    sync_codes = {code for code, name in enumerate(names) if name in SYNC_OPS}
+    out = TableBuilder("signals")
+    at_ops: list[tuple[int, int, Any]] = []  # (the op a signal is at, the op it came from, its rule)
+    for i in np.flatnonzero(np.isin(link.op_name, list(sync_codes))).tolist():
+        parent = int(link.op_parent[i])
+        if link.inside_sync(parent, sync_codes):
+            continue
+        at = parent if parent >= 0 and names[link.op_name[parent]] in BOOL_INDEX_OPS else i
+        rule = sync_cause(OpCall(names[link.op_name[at]], bool_index=at != i))
+        if rule is not None:
+            at_ops.append((at, i, rule))
+    starts = _op_starts(link, np.array([at for at, _, _ in at_ops], dtype=np.int64))
+    for (at, _, rule), start in zip(at_ops, starts, strict=True):
+        out.append(region_id=int(link.op_region[at]), op_id=at, kind=SignalKind.SYNC, reason=rule.cause.value,
+                   op_name=names[link.op_name[at]], count=1, bytes=0, call_site=None, stack_id=None, note=rule.hint,
+                   time_ns=start)  # fmt: skip
+    runtime = ev.runtime
+    values = runtime.values
+    sync_calls = [code for code, v in enumerate(values) if type(v) is str and v in SYNC_RUNTIME_CALLS]
+    ts = runtime.numpy(_RUNTIME_TS)
+    for ri in np.flatnonzero(np.isin(runtime.numpy(_RUNTIME_NAME), sync_calls)).tolist():
+        oi = int(link.runtime_op[ri])
+        if oi >= 0 and link.inside_sync(oi, sync_codes):
+            continue
+        start = link.ns(float(ts[ri]))
+        name = values[runtime.numpy(_RUNTIME_NAME)[ri]]
+        out.append(region_id=int(link.op_region[oi]) if oi >= 0 else link.regions.find(start), op_id=oi if oi >= 0 else None,
+                   kind=SignalKind.SYNC, reason=name, op_name=names[link.op_name[oi]] if oi >= 0 else name, count=1, bytes=0,
+                   call_site=None, stack_id=None, note=cause_hint(Cause.SYNC_CALL), time_ns=start)  # fmt: skip
+    return out.build()
+
+
+def _op_starts(link: _Link, wanted: np.ndarray) -> list[int]:
+    """The start (ns, as the linker rounds one value) of some operators, read from the operators' slices in one pass."""
+    found = np.zeros(len(wanted), dtype=np.float64)
+    if len(wanted):
+        first = 0
+        for part in link.ev.ops.slices():
+            n = len(part["ts"])
+            here = (wanted >= first) & (wanted < first + n)
+            found[here] = part["ts"][wanted[here] - first]
+            first += n
+    return [link.ns(t) for t in found.tolist()]
+
+
+class _DeviceWork:
+    """Device lanes, transfers and copy signals of the device slices, a chunk of rows at a time (file order)."""
+
+    def __init__(self, link: _Link, device_call: np.ndarray, *, multi_device: bool) -> None:
+        device = link.ev.device
+        values = device.values
+        self.link, self.device_call, self.values = link, device_call, values
+        self.copy_code = np.array([v == "gpu_memcpy" for v in values] or [False], dtype=bool)
+        self.memset_code = np.array([v == "gpu_memset" for v in values] or [False], dtype=bool)
+        self.copies = int(self.copy_code[device.numpy(_DEV_CAT)].sum()) if len(device) else 0
+        self.prefix = (lambda dev: f"cuda:{dev} ") if multi_device else (lambda dev: "")
+        self.directions: dict[int, Direction] = {}
+
+    def direction(self, name_code: int) -> Direction:
+        found = self.directions.get(name_code)
+        if found is None:
+            found = self.directions[name_code] = copy_direction(self.values[name_code]) or Direction.D2D
+        return found
+
+    def batches(self, table: str) -> Iterator[pa.RecordBatch]:
+        device, link = self.link.ev.device, self.link
+        runtime_size = link.ev.runtime.numpy(_RUNTIME_SIZE)
+        for lo in range(0, len(device), CHUNK_ROWS):
+            hi = min(lo + CHUNK_ROWS, len(device))
+            cat = device.numpy(_DEV_CAT)[lo:hi]
+            copy = self.copy_code[cat]
+            if table != _Table.LANES:
+                if not copy.any():
+                    continue
+                rows = np.flatnonzero(copy)
+            else:
+                rows = np.arange(hi - lo)
+            at = lo + rows
+            start, span = ns_times(device.numpy(_DEV_TS)[at], device.numpy(_DEV_DUR)[at], link.t0)
+            ri = self.device_call[at]
+            oi = np.where(ri >= 0, link.runtime_op[np.maximum(ri, 0)], -1)
+            region = np.where(oi >= 0, link.op_region[np.maximum(oi, 0)], link.regions.find_many(start)).astype(np.int32)
+            op_id = pa.array(oi, mask=oi < 0)
+            name, dev, stream = device.numpy(_DEV_NAME)[at], device.numpy(_DEV_DEVICE)[at], device.numpy(_DEV_STREAM)[at]
+            raw_bytes = device.numpy(_DEV_BYTES)[at]
+            copy = copy[rows]
+            size = np.where(ri >= 0, runtime_size[np.maximum(ri, 0)], NONE_INT) if len(runtime_size) else np.full(len(at), NONE_INT)
+            copy_bytes = np.where(raw_bytes != NONE_INT, raw_bytes, np.where(size != NONE_INT, size, 0))
+            if table == _Table.LANES:
+                yield self._lanes(copy, cat[rows], name, dev, stream, raw_bytes, copy_bytes, region, op_id, start, span, at)
+            elif table == _Table.TRANSFERS:
+                yield self._transfers(name, dev, copy_bytes, region, op_id, start, span)
+            else:
+                yield self._signals(name, oi, copy_bytes, region, op_id, start)
+
+    def _lanes(self, copy, cat, name, dev, stream, raw_bytes, copy_bytes, region, op_id, start, span, at) -> pa.RecordBatch:  # noqa: ANN001
+        values = self.values
+        # the lane: a copy's direction (from its name) or a stream, prefixed by the device where there are several
+        key = np.where(copy, name, stream).astype(np.int64) << 33 | dev.astype(np.int64) << 1 | copy
+        engine = _text(key, lambda k: f"{self.prefix(values[(k >> 1) & 0xFFFFFFFF])}"
+                                      + (f"DMA {self.direction(k >> 33).value}" if k & 1 else f"stream {values[k >> 33]}"))  # fmt: skip
+        kind_key = np.where(copy, name.astype(np.int64) + 1, 0)
+        engine_kind = _text(kind_key, lambda k: _DMA[self.direction(k - 1)].value if k else EngineKind.STREAM.value)
+        slice_kind = _text(copy.astype(np.int64), lambda k: SliceKind.TRANSFER.value if k else SliceKind.COMPUTE.value)
+        memset = self.memset_code[cat]
+        nbytes = np.where(copy, copy_bytes, raw_bytes)
+        corr = self.link.ev.device.numpy(_DEV_CORR)[at]
+        return _table("engine_slices", {
+            "region_id": region, "engine": engine, "engine_kind": engine_kind, "kind": slice_kind,
+            "name": _text(name.astype(np.int64), lambda k: values[k]), "start": start, "dur": span, "op_id": op_id,
+            "bytes": pa.array(nbytes, mask=~(copy | (memset & (raw_bytes != NONE_INT)))),
+            "correlation": pa.array(corr, mask=corr == NONE_INT)}).to_batches()[0]  # fmt: skip
+
+    def _transfers(self, name, dev, copy_bytes, region, op_id, start, span) -> pa.RecordBatch:  # noqa: ANN001
+        values = self.values
+        direction = _text(name.astype(np.int64), lambda k: self.direction(k).value)
+        key = name.astype(np.int64) << 32 | dev.astype(np.int64)
+
+        def end(k: int, host: Direction) -> str:
+            return "cpu" if self.direction(k >> 32) is host else f"cuda:{values[k & 0xFFFFFFFF]}"
+
+        return _table("transfers", {
+            "region_id": region, "op_id": op_id, "direction": direction, "bytes": copy_bytes,
+            "src_device": _text(key, lambda k: end(k, Direction.H2D)), "dst_device": _text(key, lambda k: end(k, Direction.D2H)),
+            "start_ns": start, "dur_ns": span, "cause": _text(np.zeros(len(start), dtype=np.int64), lambda k: "explicit"),
+            "call_site": None, "stack_id": None}).to_batches()[0]  # fmt: skip
+
+    def _signals(self, name, oi, copy_bytes, region, op_id, start) -> pa.RecordBatch:  # noqa: ANN001
+        values, op_names = self.values, self.link.ev.ops.names
+        op_name_code = self.link.op_name[np.maximum(oi, 0)]
+        # an op's name (code + 1, negative) or the copy's own name (its code)
+        key = np.where(oi >= 0, -(op_name_code.astype(np.int64) + 1), name.astype(np.int64))
+        return _table("signals", {
+            "region_id": region, "op_id": op_id, "kind": _text(name.astype(np.int64), lambda k: self.direction(k).signal.value),
+            "reason": _text(name.astype(np.int64), lambda k: values[k]),
+            "op_name": _text(key, lambda k: op_names[-k - 1] if k < 0 else values[k]),
+            "count": np.ones(len(start), dtype=np.int64), "bytes": copy_bytes, "call_site": None, "stack_id": None,
+            "time_ns": start}).to_batches()[0]  # fmt: skip
+
+
+def _runtime_batches(link: _Link) -> Iterator[pa.RecordBatch]:
+    """One row per runtime or driver call (`_kineto_link._runtime_calls`), a chunk at a time."""
+    runtime = link.ev.runtime
+    values = runtime.values
+    for lo in range(0, len(runtime), CHUNK_ROWS):
+        hi = min(lo + CHUNK_ROWS, len(runtime))
+        start, dur = ns_times(runtime.numpy(_RUNTIME_TS)[lo:hi], runtime.numpy(_RUNTIME_DUR)[lo:hi], link.t0)
+        op = link.runtime_op[lo:hi]
+        corr = runtime.numpy(_RUNTIME_CORR)[lo:hi]
+        yield from _table("runtime_calls", {
+            "region_id": link.regions.find_many(start).astype(np.int32), "op_id": pa.array(op, mask=op < 0),
+            "name": _text(runtime.numpy(_RUNTIME_NAME)[lo:hi].astype(np.int64), lambda k: values[k]),
+            "start_ns": start, "dur_ns": dur, "correlation": pa.array(corr, mask=corr == NONE_INT)}).to_batches()  # fmt: skip
+
+
+def _text(keys: np.ndarray, word: Callable[[int], str]) -> pa.DictionaryArray:
+    """A text column from an int64 key a row: word(key), dictionary-encoded in order of first appearance."""
+    if not len(keys):
+        return pa.DictionaryArray.from_arrays(pa.array([], pa.int32()), pa.array([], pa.string()))
+    distinct, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    words: dict[str, int] = {}
+    remap = np.zeros(len(distinct), dtype=np.int32)
+    remap[order] = [words.setdefault(word(k), len(words)) for k in distinct[order].tolist()]
+    return pa.DictionaryArray.from_arrays(remap[inverse.reshape(-1)], pa.array(list(words), pa.string()))
+
+
+def _unified(name: str, rows: int, make: Callable[[], Iterator[pa.RecordBatch]]) -> TableSlices:
+    """Slices of one table whose batches carry dictionaries of their own: made once to gather each text column's
+    values in order of first appearance (batch by batch, each batch's dictionary in order), then again with
+    that one dictionary, as an Arrow IPC file requires (and as the whole table, built at once, holds them)."""
+    table_schema = schema.TABLES[name]
+    text = [i for i, field in enumerate(table_schema) if pa.types.is_dictionary(field.type)]
+    gathered: list[tuple[pa.Array, dict[str, int]]] = []
+
+    def dictionaries() -> list[tuple[pa.Array, dict[str, int]]]:
+        if not gathered:
+            seen: list[dict[str, int]] = [{} for _ in text]
+            for batch in make():
+                for j, i in enumerate(text):
+                    for word in batch.column(i).dictionary.to_pylist():
+                        seen[j].setdefault(word, len(seen[j]))
+            gathered.extend((pa.array(list(words), pa.string()), words) for words in seen)
+        return gathered
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        words = dictionaries()
+        for batch in make():
+            columns = batch.columns
+            for (dictionary, codes), i in zip(words, text, strict=True):
+                column = columns[i]
+                remap = np.array([codes[w] for w in column.dictionary.to_pylist()] or [0], dtype=np.int32)
+                nulls = column.is_null().to_numpy(zero_copy_only=False) if column.null_count else None
+                indices = remap[column.indices.fill_null(0).to_numpy(zero_copy_only=False)]
+                columns[i] = pa.DictionaryArray.from_arrays(pa.array(indices, mask=nulls), dictionary)
+            yield pa.RecordBatch.from_arrays(columns, schema=table_schema)
+
+    return TableSlices(rows, batches)
+
+
+__all__ = ["BUCKET_EVENTS", "CHUNK_ROWS", "gpu_slices"]

@@ -1,0 +1,162 @@
+"""Bounded-memory conversion of GPU Kineto traces: operators, runtime calls and device work made slice by slice
+(`ingest/readers/_kineto_gpu.py`) give the same tables as the whole linker."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from portscope.ingest.readers import _kineto_gpu, _kineto_ops
+from portscope.ingest.readers.kineto import read_kineto
+from portscope.ingest.trace import read_trace, write_trace
+
+FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "kineto"
+SLICED = ["engine_slices", "ops", "runtime_calls", "signals", "transfers"]
+
+
+def _x(cat: str, name: str, tid: int, ts: float, dur: float, pid: int = 1, **args: object) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def _op(name: str, tid: int, ts: float, dur: float) -> dict:
+    return _x("cpu_op", name, tid, ts, dur, **{"External id": 1, "Input Dims": [[2]], "Input type": ["float"], "Ev Idx": 0})
+
+
+def _call(name: str, tid: int, ts: float, dur: float, corr: int | None = None, **args: object) -> dict:
+    return _x("cuda_runtime", name, tid, ts, dur, **({"correlation": corr} if corr is not None else {}), **args)
+
+
+def _work(cat: str, name: str, ts: float, dur: float, corr: int, **args: object) -> dict:
+    return _x(cat, name, 7, ts, dur, pid=0, correlation=corr, device=0, stream=7, **args)
+
+
+# Thread 1: A linear [0, 20) holds B addmm [2, 12) (launches gemm); C copy_ [22, 30) copies 4096 bytes host to
+# device; D item [32, 40) holds E _local_scalar_dense [33, 39), which copies to the host (bytes only on the runtime
+# call) and syncs a stream; G empty [46, 48) launches nothing. E comes before D in the file (thread 1 is out of
+# order). Thread 2: F add [5, 15) launches add_kernel. A device sync [42, 44) runs outside any operator; a memset
+# at 45 has no runtime call. An annotation "step" covers [0, 31).
+EVENTS = [
+    _op("aten::linear", 1, 0, 20),
+    _op("aten::addmm", 1, 2, 10),
+    _op("aten::copy_", 1, 22, 8),
+    _op("aten::_local_scalar_dense", 1, 33, 6),
+    _op("aten::item", 1, 32, 8),
+    _op("aten::add", 2, 5, 10),
+    _op("aten::empty", 1, 46, 2),
+    _x("user_annotation", "step", 1, 0, 31),
+    _call("cudaLaunchKernel", 1, 3, 2, 101),
+    _work("kernel", "gemm", 6, 4, 101),
+    _call("cudaLaunchKernel", 2, 6, 1, 104),
+    _work("kernel", "add_kernel", 8, 2, 104),
+    _call("cudaMemcpyAsync", 1, 23, 3, 102),
+    _work("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 27, 2, 102, bytes=4096),
+    _call("cudaMemcpyAsync", 1, 34, 2, 103, bytes=8),
+    _work("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 36, 1, 103),
+    _call("cudaStreamSynchronize", 1, 36, 2),
+    _call("cudaDeviceSynchronize", 1, 42, 2),
+    _work("gpu_memset", "Memset (Device)", 45, 1, 999, bytes=64),
+]
+
+
+def _write(path: Path, events: list) -> Path:
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events, "traceName": "t"}, indent=1))
+    return path
+
+
+def _sizes(monkeypatch: pytest.MonkeyPatch, ops: int, bucket: int, chunk: int) -> None:
+    """Operators per slice, events sorted per bucket, runtime calls or device slices per batch."""
+    monkeypatch.setattr(_kineto_ops, "SPILL_ROWS", ops)
+    monkeypatch.setattr(_kineto_gpu, "BUCKET_EVENTS", bucket)
+    monkeypatch.setattr(_kineto_gpu, "CHUNK_ROWS", chunk)
+
+
+def _same_tables(tmp_path: Path, source: Path, monkeypatch: pytest.MonkeyPatch, sizes: tuple[int, int, int]) -> tuple:
+    """(the sliced conversion at these sizes, it written and read back); asserts every table equals the whole one's."""
+    whole = read_kineto(source, sliced=False)
+    assert not whole.slices
+    write_trace(whole, tmp_path / "whole.arrow")
+    _sizes(monkeypatch, *sizes)
+    sliced = read_kineto(source, sliced=True)
+    assert sorted(sliced.slices) == SLICED
+    write_trace(sliced, tmp_path / "sliced.arrow")
+    got, want = read_trace(tmp_path / "sliced.arrow"), read_trace(tmp_path / "whole.arrow")
+    for name in want.tables:
+        assert got[name].equals(want[name]), name
+    return sliced, got
+
+
+def test_hand_written_gpu_trace_sliced_gives_the_hand_computed_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # slices of 2 operators, 13 operators and runtime calls sorted in buckets of ~3, batches of 2 rows
+    sliced, got = _same_tables(tmp_path, _write(tmp_path / "gpu.json", EVENTS), monkeypatch, (2, 3, 2))
+    assert [len(list(sliced.slices[name].batches())) for name in SLICED] == [4 + 3, 4, 3, 1 + 1, 1]
+    ops = got["ops"].to_pydict()
+    assert ops["name"] == ["aten::linear", "aten::addmm", "aten::copy_", "aten::_local_scalar_dense", "aten::item",
+                           "aten::add", "aten::empty"]  # fmt: skip
+    assert ops["region_id"] == [1, 1, 1, 0, 0, 1, 0]  # started inside "step" [0, 31)
+    assert ops["placement"] == ["device"] * 6 + ["host"]  # A holds B, D holds E: launched through them
+    assert ops["device"] == ["cuda:0"] * 6 + ["cpu"]
+
+    calls = got["runtime_calls"].to_pydict()
+    assert calls["name"] == ["cudaLaunchKernel", "cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemcpyAsync",
+                             "cudaStreamSynchronize", "cudaDeviceSynchronize"]  # fmt: skip
+    assert calls["op_id"] == [1, 5, 2, 3, 3, None]
+    assert calls["region_id"] == [1, 1, 1, 0, 0, 0]
+    assert calls["correlation"] == [101, 104, 102, 103, None, None]
+    assert calls["start_ns"] == [3000, 6000, 23000, 34000, 36000, 42000]
+
+    lanes = got["engine_slices"].to_pydict()  # host lanes (top-level operators) first, then device work in file order
+    assert lanes["op_id"] == [0, 2, 4, 5, 6, 1, 5, 2, 3, None]
+    assert lanes["engine"] == ["host", "host", "host", "host thread 2", "host",
+                               "stream 7", "stream 7", "DMA h2d", "DMA d2h", "stream 7"]  # fmt: skip
+    assert lanes["engine_kind"] == ["host"] * 5 + ["stream", "stream", "dma_h2d", "dma_d2h", "stream"]
+    assert lanes["kind"] == ["compute"] * 7 + ["transfer", "transfer", "compute"]
+    assert lanes["name"][5:] == ["gemm", "add_kernel", "Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pageable)",
+                                 "Memset (Device)"]  # fmt: skip
+    assert lanes["bytes"] == [None] * 7 + [4096, 8, 64]  # the DtoH copy's size from its runtime call
+    assert lanes["correlation"] == [None] * 5 + [101, 104, 102, 103, 999]
+    assert lanes["start"] == [0, 22000, 32000, 5000, 46000, 6000, 8000, 27000, 36000, 45000]
+    assert lanes["region_id"] == [1, 1, 0, 1, 0, 1, 1, 1, 0, 0]
+    assert got["engine_slices"].column("engine").combine_chunks().dictionary.to_pylist() == [
+        "host", "host thread 2", "stream 7", "DMA h2d", "DMA d2h"]  # fmt: skip
+
+    transfers = got["transfers"].to_pydict()
+    assert transfers["direction"] == ["h2d", "d2h"] and transfers["bytes"] == [4096, 8]
+    assert transfers["op_id"] == [2, 3] and transfers["region_id"] == [1, 0]
+    assert transfers["src_device"] == ["cpu", "cuda:0"] and transfers["dst_device"] == ["cuda:0", "cpu"]
+
+    signals = got["signals"].to_pydict()  # sync operators, runtime syncs outside them, then copies
+    assert signals["kind"] == ["sync", "sync", "transfer/h2d", "transfer/d2h"]
+    assert signals["op_id"] == [4, None, 2, 3]
+    assert signals["op_name"] == ["aten::item", "cudaDeviceSynchronize", "aten::copy_", "aten::_local_scalar_dense"]
+    assert signals["reason"] == ["item", "cudaDeviceSynchronize", "Memcpy HtoD (Pageable -> Device)",
+                                 "Memcpy DtoH (Device -> Pageable)"]  # fmt: skip
+    assert signals["bytes"] == [0, 0, 4096, 8]
+    assert signals["time_ns"] == [32000, 42000, 27000, 36000]
+    assert signals["region_id"] == [0, 0, 1, 0]
+
+
+def test_python_frames_are_linked_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    frame = _x("python_function", "model.py(3): forward", 1, 0, 21)
+    _sizes(monkeypatch, 2, 3, 2)
+    trace = read_kineto(_write(tmp_path / "py.json", [*EVENTS, frame]), sliced=True)
+    assert not trace.slices
+    assert trace["ops"].column("call_site").to_pylist()[0] == "model.py:3 (forward)"
+
+
+def test_a_single_bucket_and_slice_give_the_same_tables(tmp_path: Path) -> None:
+    source = _write(tmp_path / "gpu.json", EVENTS)
+    whole, sliced = read_kineto(source, sliced=False), read_kineto(source, sliced=True)
+    assert sorted(sliced.slices) == SLICED
+    for name in whole.tables:
+        assert sliced[name].equals(whole[name]), name
+
+
+@pytest.mark.parametrize(("name", "sizes"), [("cuda_diff_test", (4000, 5000, 3000)), ("cuda_sampled_rank0", (500, 700, 300)),
+                                           ("cuda_alexnet_small", (100, 150, 40))])  # fmt: skip
+def test_real_gpu_trace_sliced_equals_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, sizes: tuple) -> None:
+    source = FIXTURES / f"{name}.json.gz"
+    if not source.exists():
+        pytest.skip("../shared/fixtures/kineto is absent")
+    _same_tables(tmp_path, source, monkeypatch, sizes)  # cuda_diff_test: 31k operators, 21k runtime calls, 11 buckets
