@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from flask_caching import Cache
 
-from portscope.ingest import progress
+from portscope.ingest import progress, run_ids
 from portscope.ingest.errors import PortscopeError, TraceFormatError
 from portscope.ingest.report import region_report_data
 from portscope.ingest.slice_depth import nest_slices
@@ -143,11 +143,27 @@ class TraceStore:
         if entry is None:
             try:
                 trace = self._read(path)
-                entry = {"run_id": trace.content_hash()}
+                run_id = self._run_id(path, st, trace)
+                self._traces.get_or(run_id, lambda: trace)  # validated and mapped already: the run's page uses it
+                entry = {"run_id": run_id}
             except TraceFormatError as exc:
                 entry = {"error": str(exc)}
             self.cache.set(key, entry)
         return entry
+
+    @staticmethod
+    def _run_id(path: Path, before: os.stat_result, trace: Trace) -> str:
+        """A listed file's run id: the one computed for exactly these bytes before (by `portscope convert`
+        as it wrote them, or by a store: `run_ids`), else its content hash, then remembered. Only for
+        portscope traces (a converted format's id also depends on the converter) read while unchanged."""
+        key = run_ids.file_key(path, before)
+        unchanged = trace.path is not None and run_ids.file_key(path) == key  # read_trace sets path
+        run_id = run_ids.recall(key) if unchanged else None
+        if run_id is None:
+            run_id = trace.content_hash()
+            if unchanged:
+                run_ids.remember(key, run_id)
+        return run_id
 
     def _read(self, path: Path, name: str | None = None) -> Trace:
         """Read a portscope trace (validated), or convert another format when a converter is installed."""

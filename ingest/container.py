@@ -36,8 +36,9 @@ def _padding_extra(offset: int, name: str, zip64: bool) -> bytes:
 Payload = bytes | pa.Buffer | Callable[[BinaryIO], None]
 
 
-def write_members(path: str | Path, members: list[tuple[str, Payload]]) -> None:
-    """Write (name, payload) members atomically as an aligned, stored ZIP.
+def write_members(path: str | Path, members: list[tuple[str, Payload]]) -> os.stat_result:
+    """Write (name, payload) members atomically as an aligned, stored ZIP; return the written file's stat
+    (taken before the rename: its device and inode say whether the file at `path` is still that one).
 
     A payload is bytes, or a callable that streams the member into the file object it is given.
     """
@@ -65,7 +66,9 @@ def write_members(path: str | Path, members: list[tuple[str, Payload]]) -> None:
             zf.close()
             raw.flush()
             os.fsync(raw.fileno())
+            written = os.fstat(raw.fileno())
         os.replace(tmp, path)
+        return written
     except BaseException:
         try:
             os.unlink(tmp)

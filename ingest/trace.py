@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+import os
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import pyarrow as pa
 
 from . import _compute as pc
-from . import schema
+from . import run_ids, schema
 from .container import _NotAContainer, read_members, write_members
 from .errors import TraceFormatError
 
@@ -138,24 +140,113 @@ class Trace:
     def content_hash(self) -> str:
         """A hash of the run's content (run info and every table), stable across writes and reads.
 
-        Tables are streamed through the hash as Arrow IPC, batch by batch: no copy of the run is made.
+        Tables are streamed through the hash as Arrow IPC in record batches of exactly `_BATCH_ROWS` rows
+        (the last fewer), however their rows arrived (one table's chunks or a converter's slices): equal
+        tables hash equal. No copy of the run is made (at most one batch is gathered from pieces).
+        Changing what is hashed changes every run id: bump `run_ids.VERSION` with it.
         """
-        digest = hashlib.sha256()  # SHA-NI: several times faster than blake2b here
-        digest.update(json.dumps(self.run_info.to_json(), sort_keys=True, default=str).encode())
-        sink = _HashSink(digest)
+        digest = _RunDigest(self.run_info)
         for name in schema.TABLES:
-            if name in schema.ADDED_TABLES and not self.num_rows(name):
-                continue  # a run without the newer tables hashes as it did before they existed
-            digest.update(name.encode())
-            sliced = self.slices.get(name)
-            table_schema = schema.TABLES[name] if sliced is not None else self.tables[name].schema
-            with pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), table_schema) as writer:
-                if sliced is None:
-                    writer.write_table(self.tables[name], max_chunksize=_BATCH_ROWS)
-                    continue
-                for batch in sliced.batches():  # the same messages as the gathered table's chunks
-                    writer.write_table(pa.Table.from_batches([batch]), max_chunksize=_BATCH_ROWS)
-        return digest.hexdigest()[:16]
+            if self.num_rows(name) or name not in schema.ADDED_TABLES:
+                digest.table(name, self._schema(name), self.batches(name))
+        return digest.run_id()
+
+    def _schema(self, name: str) -> pa.Schema:
+        return schema.TABLES[name] if name in self.slices else self.tables[name].schema
+
+    def batches(self, name: str) -> Iterator[pa.RecordBatch]:
+        """One table's record batches as they are (a sliced table's slices, anew), without gathering it."""
+        sliced = self.slices.get(name)
+        return sliced.batches() if sliced is not None else iter(self.tables[name].to_batches())
+
+
+class _RunDigest:
+    """The content hash, fed table by table (by `Trace.content_hash`, or by `write_trace` as it writes)."""
+
+    def __init__(self, run_info: RunInfo) -> None:
+        self.digest = hashlib.sha256()  # with SHA-NI the fastest in hashlib here (1.45 GB/s; blake2b 0.55)
+        self.digest.update(json.dumps(run_info.to_json(), sort_keys=True, default=str).encode())
+
+    def table(self, name: str, table_schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> None:
+        """Hash one table (a run without the newer tables leaves their empty ones out, as before they existed)."""
+        with self.stream(name, table_schema) as writer:
+            for batch in fixed_batches(batches):
+                writer.write_batch(batch)
+
+    def stream(self, name: str, table_schema: pa.Schema) -> pa.ipc.RecordBatchStreamWriter:
+        self.digest.update(name.encode())
+        return pa.ipc.new_stream(pa.PythonFile(_HashSink(self.digest), mode="w"), table_schema)
+
+    def run_id(self) -> str:
+        return self.digest.hexdigest()[:16]
+
+
+def fixed_batches(batches: Iterable[pa.RecordBatch], rows: int | None = None) -> Iterator[pa.RecordBatch]:
+    """The same rows as record batches of exactly `rows` (default `_BATCH_ROWS`) rows, the last one fewer,
+    each copied into fresh, exactly sized buffers (`pa.concat_batches`, ~5 GB/s here).
+
+    The copy is what makes equal rows serialise equal: Arrow's IPC writer writes a sliced or over-allocated
+    array with what lies around it in its buffers (bits past its end, bytes up to the next multiple of 8),
+    so the same rows given as a converter's slices, as one table's chunks or as a mapped file's batches
+    would otherwise give other bytes. Rows left over from one batch are carried into the next: at most
+    ~2 batches are held.
+    """
+    rows = rows or _BATCH_ROWS
+    pending: list[pa.RecordBatch] = []
+    held = 0
+    for batch in batches:
+        at = 0
+        while at < batch.num_rows:
+            take = min(rows - held, batch.num_rows - at)
+            pending.append(batch.slice(at, take))
+            held += take
+            at += take
+            if held == rows:
+                yield _canonical(pa.concat_batches(pending))
+                pending, held = [], 0
+    if held:
+        yield _canonical(pa.concat_batches(pending))
+
+
+def _canonical(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A compact batch with zeros under its nulls (numbers, booleans, dictionary codes) and no bytes under
+    null strings: what lies under a null is not part of the rows, but Arrow's IPC writer writes it, and
+    different converters leave different values there. (Lists keep theirs: the format's only list column,
+    `stacks.frame_ids`, has no nulls.)"""
+    columns = [_nulls_cleared(column) if column.null_count else column for column in batch.columns]
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
+
+
+def _nulls_cleared(array: pa.Array) -> pa.Array:
+    import numpy as np
+
+    n, typ = len(array), array.type
+    if pa.types.is_dictionary(typ):
+        return pa.DictionaryArray.from_arrays(_nulls_cleared(array.indices), array.dictionary)
+    if array.offset or not (pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_boolean(typ)
+                            or pa.types.is_string(typ)):
+        return array
+    validity = array.buffers()[0]
+    valid_bits = np.frombuffer(validity, np.uint8, count=(n + 7) // 8)
+    if pa.types.is_boolean(typ):
+        data = np.frombuffer(array.buffers()[1], np.uint8, count=(n + 7) // 8) & valid_bits
+        return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(data)], null_count=array.null_count)
+    valid = np.unpackbits(valid_bits, count=n, bitorder="little").view(bool)
+    if pa.types.is_string(typ):
+        offsets = np.frombuffer(array.buffers()[1], np.int32, count=n + 1)
+        lengths = np.diff(offsets)
+        if not lengths[~valid].any():
+            return array
+        lengths[~valid] = 0
+        data = np.frombuffer(array.buffers()[2], np.uint8, count=int(offsets[-1]))[np.repeat(valid, np.diff(offsets))]
+        new_offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+        return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(new_offsets), pa.py_buffer(data)], null_count=array.null_count)
+    values = np.frombuffer(array.buffers()[1], np.dtype(f"u{typ.bit_width // 8}"), count=n)
+    if not values[~valid].any():
+        return array
+    values = values.copy()
+    values[~valid] = 0
+    return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(values)], null_count=array.null_count)
 
 
 class _HashSink:
@@ -180,10 +271,31 @@ class _HashSink:
 def write_trace(trace: Trace, path: str | Path, *, compression: str | None = None) -> Path:
     """Write a trace atomically. compression: None (memory-mappable, default), "zstd" or "lz4".
 
-    Sliced tables are written one record batch at a time, each checked as it comes (`_SliceChecks`);
-    a problem found midway removes the partial file, as any failed write does.
+    Every table is written in record batches of exactly `_BATCH_ROWS` rows (the last fewer), however its
+    rows arrived: equal tables make equal members. Sliced tables are written one slice at a time, each
+    checked as it comes (`_SliceChecks`); a problem found midway removes the partial file, as any failed
+    write does.
     """
     path = Path(path)
+    _write(trace, path, compression, None)
+    return path
+
+
+def write_run(trace: Trace, path: str | Path, *, compression: str | None = None) -> str:
+    """`write_trace`, hashing the tables as they are written; returns the run id of the written file (what
+    `read_trace(path).content_hash()` gives) without a second pass (a sliced table is made once), and
+    remembers it for the file (`run_ids`), so a viewer opening the file need not hash it again."""
+    path = Path(path)
+    digest = _RunDigest(trace.run_info)
+    written = _write(trace, path, compression, digest)
+    run_id = digest.run_id()
+    now = path.stat()
+    if (now.st_dev, now.st_ino) == (written.st_dev, written.st_ino):  # still the file written
+        run_ids.remember(run_ids.file_key(path, now), run_id)
+    return run_id
+
+
+def _write(trace: Trace, path: Path, compression: str | None, digest: _RunDigest | None) -> os.stat_result:
     problems = validate_tables(trace.tables, check_missing=False)
     problems += [f"table {name!r} is missing" for name in schema.TABLES if name not in trace.tables and name not in trace.slices]
     if problems:
@@ -200,41 +312,45 @@ def write_trace(trace: Trace, path: str | Path, *, compression: str | None = Non
     options = pa.ipc.IpcWriteOptions(compression=compression)
     checks = _SliceChecks(path, trace)
     for name, table_schema in schema.TABLES.items():
+        hashed = digest if digest is not None and (trace.num_rows(name) or name not in schema.ADDED_TABLES) else None
         if name in trace.slices:
-            members.append((f"{name}.arrow", _slices_writer(name, trace.slices[name], checks, options)))
+            batches = _checked_slices(name, trace.slices[name], checks)
         else:
             checks.references_into_slices(name)
-            members.append((f"{name}.arrow", _ipc_writer(conform(trace.tables[name], table_schema), options)))
-    write_members(path, members)
-    return path
+            table = conform(trace.tables[name], table_schema)
+            table_schema, batches = table.schema, iter(table.to_batches())
+        members.append((f"{name}.arrow", _member_writer(name, table_schema, batches, options, hashed)))
+    return write_members(path, members)
 
 
-_BATCH_ROWS = 1 << 20  # rows per record batch written
+_BATCH_ROWS = 1 << 20  # rows per record batch written (and hashed)
 
 
-def _ipc_writer(table: pa.Table, options: pa.ipc.IpcWriteOptions) -> Callable[[BinaryIO], None]:
+def _member_writer(name: str, table_schema: pa.Schema, batches: Iterator[pa.RecordBatch], options: pa.ipc.IpcWriteOptions,
+                   digest: _RunDigest | None) -> Callable[[BinaryIO], None]:
     def write(member: BinaryIO) -> None:
-        with pa.ipc.new_file(pa.PythonFile(member, mode="w"), table.schema, options=options) as writer:
-            writer.write_table(table, max_chunksize=_BATCH_ROWS)
+        with contextlib.ExitStack() as stack:
+            writer = stack.enter_context(pa.ipc.new_file(pa.PythonFile(member, mode="w"), table_schema, options=options))
+            hasher = stack.enter_context(digest.stream(name, table_schema)) if digest is not None else None
+            for batch in fixed_batches(batches):
+                writer.write_batch(batch)
+                if hasher is not None:
+                    hasher.write_batch(batch)
 
     return write
 
 
-def _slices_writer(name: str, sliced: TableSlices, checks: _SliceChecks, options: pa.ipc.IpcWriteOptions) -> Callable[[BinaryIO], None]:
+def _checked_slices(name: str, sliced: TableSlices, checks: _SliceChecks) -> Iterator[pa.RecordBatch]:
+    """A sliced table's batches, each conformed and checked as it comes; then its row count."""
     table_schema = schema.TABLES[name]
-
-    def write(member: BinaryIO) -> None:
-        rows = 0
-        with pa.ipc.new_file(pa.PythonFile(member, mode="w"), table_schema, options=options) as writer:
-            for batch in sliced.batches():
-                table = conform(pa.Table.from_batches([batch]), table_schema)
-                checks.slice(name, table)
-                writer.write_table(table, max_chunksize=_BATCH_ROWS)
-                rows += table.num_rows
-        if rows != sliced.num_rows:
-            checks.fail([f"table {name!r}: {rows} rows written, {sliced.num_rows} announced"])
-
-    return write
+    rows = 0
+    for batch in sliced.batches():
+        table = conform(pa.Table.from_batches([batch]), table_schema)
+        checks.slice(name, table)
+        rows += table.num_rows
+        yield from table.to_batches()
+    if rows != sliced.num_rows:
+        checks.fail([f"table {name!r}: {rows} rows written, {sliced.num_rows} announced"])
 
 
 class _SliceChecks:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,18 @@ def pytest_setup_options():  # dash pytest-plugin hook: options of the headless 
     ):
         options.add_argument(flag)
     return options
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _run_ids_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Run ids the tests compute are remembered in a temporary folder, not in ~/.cache (ingest/run_ids.py)."""
+    before = os.environ.get("PORTSCOPE_RUN_IDS")
+    os.environ["PORTSCOPE_RUN_IDS"] = str(tmp_path_factory.mktemp("run-ids"))
+    yield
+    if before is None:
+        del os.environ["PORTSCOPE_RUN_IDS"]
+    else:
+        os.environ["PORTSCOPE_RUN_IDS"] = before
 
 
 @pytest.fixture(scope="session")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
+from portscope.ingest import trace as trace_module
 from portscope.ingest.errors import TraceFormatError
 from portscope.ingest.readers import _kineto_ops
 from portscope.ingest.readers.kineto import read_kineto
@@ -46,6 +48,7 @@ def _converted(tmp_path: Path, source: Path, name: str, *, sliced: bool) -> tupl
 
 
 def test_slices_write_the_same_trace_as_one_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(trace_module, "_BATCH_ROWS", 2)  # every table written in 2-row record batches
     source = _write(tmp_path / "cpu.json", [*OPS, STEP])
     whole, whole_path = _converted(tmp_path, source, "whole.arrow", sliced=False)
     assert not whole.slices
@@ -56,11 +59,14 @@ def test_slices_write_the_same_trace_as_one_batch(tmp_path: Path, monkeypatch: p
     in_memory_hash = sliced.content_hash()
 
     got, want = read_trace(sliced_path), read_trace(whole_path)
-    assert [c.num_chunks for c in got["ops"].columns][:1] == [3]  # three record batches were written
-    assert [c.num_chunks for c in got["engine_slices"].columns][:1] == [2]  # the lanes of A F | G D | (E: none)
+    # slices of 3, 3, 1 operators (lanes A F | G D | none) written as batches of 2 rows, as the whole tables are
+    assert [len(b) for b in got["ops"].to_batches()] == [2, 2, 2, 1]
+    assert [len(b) for b in got["engine_slices"].to_batches()] == [2, 2]
     for name in want.tables:
         assert got[name].equals(want[name]), name
-    assert got.content_hash() == in_memory_hash
+    assert got.content_hash() == in_memory_hash == want.content_hash() == whole.content_hash()
+    with zipfile.ZipFile(sliced_path) as a, zipfile.ZipFile(whole_path) as b:
+        assert [a.read(n) == b.read(n) for n in a.namelist()] == [True] * len(a.namelist())  # byte for byte
 
     ops = got["ops"].to_pydict()
     assert ops["op_id"] == [0, 1, 2, 3, 4, 5, 6]
