@@ -1,5 +1,6 @@
 """The recording dispatch mode: one cheap tuple per operator on the hot path, decoded later.
 
+Where it can, the mode's handler is native (_native.py): the same records without the interpreter.
 The mode sets ``ignore_compile_internals`` so torch.compile keeps compiling while
 a region is open (a plain dispatch mode makes Dynamo skip the frame for good). Where that is
 not enough (torch 2.5-2.8 have no such hook; 2.9's guards still see the mode), `legacy_compile`
@@ -19,7 +20,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import _thread_state, callsite, legacy_compile
+from . import _native, _thread_state, callsite, legacy_compile
 from ._thread_state import skip_dynamo
 from .events import OpEvent, TensorInfo
 
@@ -117,11 +118,20 @@ class _RecordingMode(TorchDispatchMode):
         # operator; _skip_dynamo_cheaply() marks the code object skipped instead (same effect).
         return not _SKIP_BY_CODE
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, native: Callable[..., Any] | None = None) -> None:
         super().__init__()
         self.session = session
+        if native is not None:
+            # torch looks the handler up on the mode and checks that its __self__ is the mode: an instance
+            # attribute wins over the class's _dispatch, which the native handler calls for what it leaves
+            self.__torch_dispatch__ = native(session, self, _dispatch)
 
     __torch_dispatch__ = _dispatch
+
+    @property
+    def native(self) -> bool:
+        """Whether the native hot path (_native.cpp) records this mode's operators."""
+        return "__torch_dispatch__" in vars(self)
 
 
 class Session:
@@ -236,6 +246,7 @@ def start(s: Session) -> None:
     Module hooks are installed once and stay: adding and removing global hooks would change
     what torch.compile guards on, and recompile the user's functions at every region boundary.
     """
+    native = _native.handler_type(_PLAIN)  # built on the first start of a process (~30 s), or None
     with _hook_lock:
         if not _hook_handles:
             _hook_handles.append(torch.nn.modules.module.register_module_forward_pre_hook(_pre_hook))
@@ -258,7 +269,7 @@ def start(s: Session) -> None:
         gc.freeze()
     s.watcher = CompileWatcher(s)
     s.watcher.install()
-    s.mode = _RecordingMode(s)
+    s.mode = _RecordingMode(s, native)
     s.mode.__enter__()
 
 
@@ -267,6 +278,7 @@ def stop(s: Session) -> None:
     if s.mode is not None:
         if s.suspended_by is None:
             s.mode.__exit__(None, None, None)
+        vars(s.mode).pop("__torch_dispatch__", None)  # the native handler and the mode refer to each other
         s.mode, s.suspended_by = None, None
     if s.watcher is not None:
         s.watcher.uninstall()

@@ -29,7 +29,8 @@ def test_wheel_contents_live_under_portscope(wheel: Path) -> None:
     code = [n for n in names if not n.startswith("portscope-")]
     assert code and all(n.startswith("portscope/") for n in code), [n for n in code if not n.startswith("portscope/")]
     for needed in ("portscope/ingest/FORMAT.md", "portscope/profiler/targets/fp16-npu.toml",
-                   "portscope/profiler/targets/README.md", "portscope/sample_traces/llama_fp16-npu_forward.arrow"):
+                   "portscope/profiler/targets/README.md", "portscope/sample_traces/llama_fp16-npu_forward.arrow",
+                   "portscope/profiler/_native.cpp"):
         assert needed in names
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "portscope = portscope.app.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
