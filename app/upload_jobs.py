@@ -23,7 +23,7 @@ from typing import Any
 
 from portscope.ingest import progress
 from portscope.ingest.errors import TraceFormatError
-from portscope.ingest.trace import write_trace
+from portscope.ingest.trace import write_run
 
 from .config import private_dir
 from .store import TraceStore
@@ -118,11 +118,14 @@ def convert_upload(runs_dir: Path, tmp: Path, name: str, status: Path) -> None:
                 trace = load_any(tmp, sliced=True)  # a Kineto CPU trace: its big tables made as written
             except TraceFormatError as exc:
                 raise TraceFormatError(name, exc.problems) from None  # the user's file name, not the temporary path
-            run_id = trace.content_hash()
-            dest = runs_dir / f"{run_id}.arrow"
-            if not dest.exists():
-                listener.stage(progress.Stage.WRITING)
-                write_trace(trace, dest)
+            listener.stage(progress.Stage.WRITING)
+            written = runs_dir / f".{os.getpid()}-{uuid.uuid4().hex}.partial"  # named by its id once written
+            try:  # hashed as it is written: a sliced table is made once, not once for the id and again to write
+                run_id = write_run(trace, written, remember=False)
+                if not (runs_dir / f"{run_id}.arrow").exists():
+                    os.replace(written, runs_dir / f"{run_id}.arrow")
+            finally:
+                written.unlink(missing_ok=True)
         listener.stage(progress.Stage.DONE)
         listener.save(force=True, ok=True, run_id=run_id, text=f"{name}: converted")
     except TraceFormatError as exc:

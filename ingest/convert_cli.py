@@ -9,7 +9,7 @@ from . import progress
 from .convert import FORMATS, load_any
 from .errors import UsageError
 from .export_chrome import write_chrome
-from .trace import write_trace
+from .trace import write_run
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,7 +44,7 @@ def _convert(args: argparse.Namespace) -> int:
             if options and trace.run_info.converted_from != "kineto":
                 raise UsageError("--infer-fallback applies to kineto traces only")
             listener.stage(progress.Stage.WRITING)
-            write_trace(trace, args.output, compression=args.compression)
+            write_run(trace, args.output, compression=args.compression)  # the run id remembered: the viewer need not hash it
     finally:
         if shown:
             shown.close()

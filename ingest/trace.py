@@ -281,16 +281,17 @@ def write_trace(trace: Trace, path: str | Path, *, compression: str | None = Non
     return path
 
 
-def write_run(trace: Trace, path: str | Path, *, compression: str | None = None) -> str:
+def write_run(trace: Trace, path: str | Path, *, compression: str | None = None, remember: bool = True) -> str:
     """`write_trace`, hashing the tables as they are written; returns the run id of the written file (what
     `read_trace(path).content_hash()` gives) without a second pass (a sliced table is made once), and
-    remembers it for the file (`run_ids`), so a viewer opening the file need not hash it again."""
+    remembers it for the file (`run_ids`; not when the file is to be renamed: that changes its ctime), so
+    a viewer opening the file need not hash it again."""
     path = Path(path)
     digest = _RunDigest(trace.run_info)
     written = _write(trace, path, compression, digest)
     run_id = digest.run_id()
     now = path.stat()
-    if (now.st_dev, now.st_ino) == (written.st_dev, written.st_ino):  # still the file written
+    if remember and (now.st_dev, now.st_ino) == (written.st_dev, written.st_ino):  # still the file written
         run_ids.remember(run_ids.file_key(path, now), run_id)
     return run_id
 

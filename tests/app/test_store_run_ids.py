@@ -70,3 +70,19 @@ def test_another_file_put_in_place_is_hashed_again(tmp_path: Path, demo_paths: d
     hashes.clear()
     assert _listed(folder, tmp_path / "store") == {"run.arrow": second_id}
     assert hashes == ["run.arrow"]
+
+
+def test_portscope_convert_remembers_the_run_id(tmp_path: Path, hashes: list[str]) -> None:
+    from portscope.app.cli import main
+    from portscope.ingest import run_ids
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    out = folder / "alexnet.arrow"
+    source = Path(__file__).parents[1] / "fixtures" / "kineto" / "cuda_alexnet_small.json.gz"
+    assert main(["convert", str(source), "-o", str(out)]) == 0
+    assert hashes == []  # hashed as it was written, not after
+    run_id = run_ids.recall(run_ids.file_key(out))
+    assert run_id is not None and run_id == read_trace(out).content_hash()
+    hashes.clear()
+    assert _listed(folder, tmp_path / "store") == {"alexnet.arrow": run_id} and hashes == []
