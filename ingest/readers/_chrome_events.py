@@ -1,10 +1,11 @@
 """Chrome trace events collected compactly: spans (X, and B/E pairs), instants, flows and lane names.
 
 The readers of runtime traces (torch_npu, Mobilint, Furiosa, generic Chrome JSON)
-share this pass. Spans are kept as columns of integers (times in ns, exact, see
-``_chrome_stream.micros_to_ns``; names, categories, pids and tids as codes into one
-table of values), and of each event's ``args`` only the keys a reader asks for, so
-a few million events fit in a few hundred MB. ``bind_flows`` ties each flow
+share this pass. Spans and instants are kept as columns of integers (times in ns, exact,
+see ``_chrome_stream.micros_to_ns``, as int64; names, categories, pids and tids as int32
+codes into one table of values), and of each event's ``args`` only the keys a reader asks
+for: 36 bytes a span, 34 a flow endpoint, and no Python object kept per event (objects kept
+from a batch's parse would pin its memory). ``bind_flows`` ties each flow
 endpoint (``s``/``t``/``f``) to the span it belongs to, by Chrome's binding rules.
 """
 
@@ -53,7 +54,7 @@ class Flows:
 
     def __init__(self) -> None:
         self.phase, self.key, self.ts = array("b"), array("q"), array("q")
-        self.pid, self.tid, self.cat, self.name = array("q"), array("q"), array("q"), array("q")
+        self.pid, self.tid, self.cat, self.name = array("i"), array("i"), array("i"), array("i")
         self.enclosing = array("b")
         self.other_ids: dict[Any, int] = {}
 
@@ -75,8 +76,24 @@ class Flows:
         self.enclosing.append(enclosing)
 
     def column(self, name: str) -> np.ndarray:
-        values = getattr(self, name)
-        return np.frombuffer(values, dtype=np.int8 if values.typecode == "b" else np.int64) if len(values) else np.zeros(0, dtype=np.int64)
+        return column(getattr(self, name))
+
+
+_DTYPES = {"b": np.int8, "i": np.int32, "q": np.int64}
+
+
+def column(values: array) -> np.ndarray:
+    """A view of an array of the stdlib as numpy (its own dtype; empty: a new empty array)."""
+    dtype = _DTYPES[values.typecode]
+    return np.frombuffer(values, dtype=dtype) if len(values) else np.zeros(0, dtype=dtype)
+
+
+def _codes() -> array:
+    return array("i")
+
+
+def _times() -> array:
+    return array("q")
 
 
 @dataclasses.dataclass
@@ -86,23 +103,37 @@ class ChromeEvents:
     path: Path
     metadata: dict[str, Any]
     values: Values = dataclasses.field(default_factory=Values)
-    start: array = dataclasses.field(default_factory=lambda: array("q"))
-    dur: array = dataclasses.field(default_factory=lambda: array("q"))
-    name: array = dataclasses.field(default_factory=lambda: array("q"))
-    cat: array = dataclasses.field(default_factory=lambda: array("q"))
-    pid: array = dataclasses.field(default_factory=lambda: array("q"))
-    tid: array = dataclasses.field(default_factory=lambda: array("q"))
-    args: array = dataclasses.field(default_factory=lambda: array("q"))  # -1: none of the kept keys
-    instants: list[tuple[int, str, str, Any, Any]] = dataclasses.field(default_factory=list)  # (ts_ns, name, cat, pid, tid)
+    start: array = dataclasses.field(default_factory=_times)
+    dur: array = dataclasses.field(default_factory=_times)
+    name: array = dataclasses.field(default_factory=_codes)
+    cat: array = dataclasses.field(default_factory=_codes)
+    pid: array = dataclasses.field(default_factory=_codes)
+    tid: array = dataclasses.field(default_factory=_codes)
+    args: array = dataclasses.field(default_factory=_codes)  # -1: none of the kept keys
+    instants: Instants = dataclasses.field(default_factory=lambda: Instants())
     flows: Flows = dataclasses.field(default_factory=Flows)
     process_names: dict[Any, str] = dataclasses.field(default_factory=dict)
     thread_names: dict[tuple[Any, Any], str] = dataclasses.field(default_factory=dict)
     process_sort: dict[Any, int] = dataclasses.field(default_factory=dict)
     events: int = 0
     unmatched_begins: int = 0
+    _index: SpanIndex | None = dataclasses.field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.start)
+
+    def col(self, name: str) -> np.ndarray:
+        """One span column as numpy (times int64, codes int32), without a copy."""
+        return column(getattr(self, name))
+
+    def span_index(self) -> SpanIndex:
+        """The spans sorted for binding points (made at the first call, then kept; `drop_index` frees it)."""
+        if self._index is None:
+            self._index = SpanIndex(self)
+        return self._index
+
+    def drop_index(self) -> None:
+        self._index = None
 
     def text(self, code: int) -> Any:
         return self.values.values[code]
@@ -116,7 +147,32 @@ class ChromeEvents:
 
     def t0(self) -> int:
         """The earliest time among spans and instants (the run's zero)."""
-        return min(min(self.start, default=0) if len(self.start) else 2**62, min((x[0] for x in self.instants), default=2**62))
+        first = [int(c.min()) for c in (self.col("start"), self.instants.col("ts")) if len(c)]
+        return min(first, default=2**62)
+
+
+@dataclasses.dataclass
+class Instants:
+    """Instant events (``i``/``I``/``n``) as columns: time in ns, name, category, pid and tid as value codes."""
+
+    ts: array = dataclasses.field(default_factory=_times)
+    name: array = dataclasses.field(default_factory=_codes)
+    cat: array = dataclasses.field(default_factory=_codes)
+    pid: array = dataclasses.field(default_factory=_codes)
+    tid: array = dataclasses.field(default_factory=_codes)
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def col(self, name: str) -> np.ndarray:
+        return column(getattr(self, name))
+
+    def append(self, ts: int, name: int, cat: int, pid: int, tid: int) -> None:
+        self.ts.append(ts)
+        self.name.append(name)
+        self.cat.append(cat)
+        self.pid.append(pid)
+        self.tid.append(tid)
 
 
 def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Iterable[str] = (),
@@ -211,7 +267,7 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
                 tid_c.append(code(tid))
                 args_c.append(kept(values.values[b_cat], values.values[b_name], b_args))
             elif ph in ("i", "I", "n"):
-                out.instants.append((ts, name, cat, pid, tid))
+                out.instants.append(ts, code(name), code(cat), code(pid), code(tid))
             elif ph in ("s", "t", "f"):
                 fid = ev.get("id", ev.get("bind_id"))
                 if not _hashable(fid) or fid is None:
@@ -247,46 +303,78 @@ def _metadata(out: ChromeEvents, ev: dict) -> None:
         out.process_sort[pid] = args["sort_index"]
 
 
+class SpanIndex:
+    """The spans sorted by (thread, start, longest first), to locate points in: built once per trace and kept on
+    it (`ChromeEvents.span_index`), 24 bytes a span; the sort's temporaries are freed when it is built."""
+
+    def __init__(self, ev: ChromeEvents) -> None:
+        start = ev.col("start")
+        lane = (ev.col("pid").astype(np.int64) << 32) | ev.col("tid")
+        self.lanes, rank = np.unique(lane, return_inverse=True)
+        del lane
+        self.base = int(start.min()) - 1 if len(start) else 0
+        self.width = (int(start.max()) - self.base + 1) * 2 if len(start) else 1  # room for points past the last start
+        self.usable = self.width * (len(self.lanes) + 1) < 2**62
+        if not self.usable:  # times too far apart to combine with lanes: no bindings rather than wrong ones
+            self.order = self.combined = self.ends = np.zeros(0, dtype=np.int64)
+            return
+        combined = rank.astype(np.int64)
+        del rank
+        combined *= self.width
+        combined += start
+        combined -= self.base
+        self.order = np.lexsort((-ev.col("dur"), combined))
+        self.combined = combined[self.order]
+        del combined
+        self.ends = start[self.order] + ev.col("dur")[self.order]
+
+
 def bind_points(ev: ChromeEvents, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, enclosing: np.ndarray, *,
                 strict: bool = False) -> np.ndarray:  # fmt: skip
     """Per point (thread as value codes, time in ns): the span it binds to, or -1.
 
     Enclosing points bind to the innermost span open at their time on their thread, others (and, unless
     `strict`, enclosing points that no span covers) to the first span starting at or after it. Vectorized:
-    spans sorted by (thread, start, longest first), every point located by one searchsorted on a combined key.
+    spans sorted once by (thread, start, longest first) (`SpanIndex`), points located by searchsorted on a
+    combined key, a million at a time.
     """
     found = np.full(len(ts), -1, dtype=np.int64)
     if not len(ev) or not len(ts):
         return found
-    start = np.frombuffer(ev.start, dtype=np.int64)
-    end = start + np.frombuffer(ev.dur, dtype=np.int64)
-    lane = (np.frombuffer(ev.pid, dtype=np.int64) << 32) | np.frombuffer(ev.tid, dtype=np.int64)
-    lanes, rank = np.unique(lane, return_inverse=True)
-    base = min(int(start.min()), int(ts.min())) - 1
-    width = max(int(start.max()), int(ts.max())) - base + 1
-    if width * (len(lanes) + 1) >= 2**62:
-        return found  # times too far apart to combine with lanes: no bindings rather than wrong ones
-    order = np.lexsort((start - end, rank.astype(np.int64) * width + (start - base)))
-    combined = (rank.astype(np.int64) * width + (start - base))[order]
+    index = ev.span_index()
+    for lo in range(0, len(ts), _POINTS):
+        hi = lo + _POINTS
+        found[lo:hi] = _bind(index, pid[lo:hi], tid[lo:hi], ts[lo:hi], enclosing[lo:hi], strict)
+    return found
+
+
+_POINTS = 1 << 20
+
+
+def _bind(index: SpanIndex, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, enclosing: np.ndarray, strict: bool) -> np.ndarray:
+    found = np.full(len(ts), -1, dtype=np.int64)
+    lanes, width, combined, order, ends_sorted = index.lanes, index.width, index.combined, index.order, index.ends
+    if not index.usable or not len(combined):
+        return found
+    rel = np.clip(ts - index.base, 0, width - 1)  # a point before or after every span sorts as at the ends
     point_lane = (pid.astype(np.int64) << 32) | tid.astype(np.int64)
     at_lane = np.minimum(np.searchsorted(lanes, point_lane), len(lanes) - 1)
     present = lanes[at_lane] == point_lane
     lo = at_lane.astype(np.int64) * width
-    q = lo + (ts - base)
+    q = lo + rel
     after = np.searchsorted(combined, q, "right")  # first span starting after the point
     at = np.searchsorted(combined, q, "left")  # first span starting at or after it
-    ends_sorted = end[order]
     # enclosing: the latest start at or before the point on its lane that still covers it (the first candidate
     # almost always; a short walk back for points after a nested span that closed already)
     k = after - 1
     candidate = present & (enclosing != 0) & (k >= 0)
     k_safe = np.maximum(k, 0)
-    on_lane = combined[k_safe] > lo
+    on_lane = combined[k_safe] >= lo
     hit = candidate & on_lane & (ends_sorted[k_safe] >= ts)
     found[hit] = order[k_safe[hit]]
     for j in np.flatnonzero(candidate & on_lane & ~hit).tolist():
         for kk in range(int(k[j]) - 1, max(int(k[j]) - 64, -1), -1):
-            if combined[kk] <= lo[j]:
+            if combined[kk] < lo[j]:
                 break
             if ends_sorted[kk] >= ts[j]:
                 found[j] = order[kk]
@@ -305,4 +393,4 @@ def bind_flows(ev: ChromeEvents, which: np.ndarray | None = None) -> np.ndarray:
     return bind_points(ev, f.column("pid")[idx], f.column("tid")[idx], f.column("ts")[idx], f.column("enclosing")[idx])
 
 
-__all__ = ["PHASES", "ChromeEvents", "Flows", "Values", "bind_flows", "bind_points", "collect"]
+__all__ = ["PHASES", "ChromeEvents", "Flows", "Instants", "Values", "bind_flows", "bind_points", "collect", "column"]

@@ -26,6 +26,7 @@ Flows (``s``/``f``): cat ``async_npu`` name ``torch_to_npu`` (host operator -> k
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +44,14 @@ from ..catalog import (
     sync_cause,
 )
 from ..errors import TraceFormatError
-from ..schema import TABLES, CompileKind, EngineKind, Mode, Placement, SignalKind, SliceKind
-from ..trace import Trace
+from ..schema import CompileKind, EngineKind, Mode, Placement, SignalKind, SliceKind
+from ..trace import TableSlices, Trace
+from . import _chrome_slices
 from ._chrome_events import PHASES, ChromeEvents, bind_points, collect
 from ._chrome_events import bind_flows as _bind
+from ._chrome_slices import SliceRows, finish
 from ._kineto_events import _tensor_args
+from ._kineto_link import _coded, _Coder, _table
 from ._source import DEFAULT_CAPS, SizeCaps
 from .chrome_generic import (
     Lane,
@@ -56,9 +60,7 @@ from .chrome_generic import (
     flow_correlations,
     lane_label,
     run_extent,
-    slice_table,
     sorted_lanes,
-    with_slices,
 )
 
 FORMAT = "ascend-trace"
@@ -94,24 +96,26 @@ def _role(name: str) -> str:
     return "other"
 
 
-def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Trace:
-    """Convert a torch_npu ``trace_view.json`` into a Trace (host ops, CANN lane, NPU streams, signals)."""
+def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool = False) -> Trace:
+    """Convert a torch_npu ``trace_view.json`` into a Trace (host ops, CANN lane, NPU streams, signals).
+
+    sliced: give the ops and engine slices as slices, made as they are written (`Trace.slices`)."""
     path = Path(path)
     ev = collect(path, caps=caps, keep_args=_KEEP_ARGS)
     roles = {pid: _role(name) for pid, name in ev.process_names.items()}
     if not len(ev):
         raise TraceFormatError(path, f"no spans among {ev.events} events: nothing to convert")
     vals, codes = ev.values.values, ev.values.codes
-    name_codes, cat_codes = np.frombuffer(ev.name, dtype=np.int64), np.frombuffer(ev.cat, dtype=np.int64)
+    name_codes, cat_codes = ev.col("name"), ev.col("cat")
     if "python" not in roles.values():  # no process_name metadata (a cut trace): the processes with cpu_op spans are the host
-        host = np.unique(np.frombuffer(ev.pid, dtype=np.int64)[cat_codes == codes.get("cpu_op", -1)])
+        host = np.unique(ev.col("pid")[cat_codes == codes.get("cpu_op", -1)])
         roles.update({vals[c]: "python" for c in host.tolist() if vals[c] not in roles})
     # per interned value, then per span by indexing: no Python object per span
     role_of = np.zeros(len(vals), dtype=np.int8)
     for pid, r in roles.items():
         if pid in codes:
             role_of[codes[pid]] = _ROLES.index(r)
-    role = role_of[np.frombuffer(ev.pid, dtype=np.int64)]
+    role = role_of[ev.col("pid")]
     text = [v if type(v) is str else "" for v in vals]
     aten = np.array([v.startswith("aten::") for v in text], dtype=bool)
     call = [v.split("@", 1)[-1] if v.startswith("AscendCL@") else "" for v in text]
@@ -121,19 +125,21 @@ def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Tra
     python = role == _ROLES.index("python")
     is_op = python & (aten[name_codes] | (cat_codes == codes.get("cpu_op", -1)))
     ops = np.flatnonzero(is_op)
+    del is_op
     t0, end = run_extent(ev)
     hardware_pids = sorted((p for p, r in roles.items() if r == "hardware" and p in codes), key=str)
     device = {pid: f"npu:{_device_id(ev, pid, n)}" for n, pid in enumerate(hardware_pids)}
     root_device = next(iter(device.values()), "npu:0")
 
     # operators: nesting per thread, which launched kernels (torch_to_npu flows), signals
-    op_of_span = np.full(len(ev), -1, dtype=np.int64)
-    op_of_span[ops] = np.arange(len(ops))
+    op_of_span = np.full(len(ev), -1, dtype=np.int32)
+    op_of_span[ops] = np.arange(len(ops), dtype=np.int32)
     parent = _parents(ev, ops)
     flows = ev.flows
     flow_name, flow_cat, phase = flows.column("name"), flows.column("cat"), flows.column("phase")
+    bound = _bind(ev)  # every flow endpoint's span, once: the launches below and the lanes' correlations
     launch = np.flatnonzero((flow_name == codes.get("torch_to_npu", -1)) | (flow_cat == codes.get("async_npu", -1)))
-    span = _bind(ev, launch)
+    span = bound[launch]
     key = flows.column("key")[launch]
     starts = (phase[launch] != PHASES.index("f")) & (span >= 0)
     ends = (phase[launch] == PHASES.index("f")) & (span >= 0)
@@ -141,22 +147,24 @@ def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Tra
     order = np.argsort(s_key, kind="stable")
     s_key, s_span = s_key[order], s_span[order]
     f_key, f_span = key[ends], span[ends]
+    del launch, span, key, starts, ends, order
     at = np.minimum(np.searchsorted(s_key, f_key), max(len(s_key) - 1, 0))
     paired = (s_key[at] == f_key) if len(s_key) else np.zeros(len(f_key), dtype=bool)
-    launcher = op_of_span[s_span[at[paired]]] if len(s_key) else np.zeros(0, dtype=np.int64)
-    kernel_op = np.full(len(ev), -1, dtype=np.int64)
+    launcher = op_of_span[s_span[at[paired]]] if len(s_key) else np.zeros(0, dtype=np.int32)
+    kernel_op = np.full(len(ev), -1, dtype=np.int32)
     kernel_op[f_span[paired]] = launcher
     launched = np.zeros(len(ops), dtype=bool)
     for o in np.unique(launcher[launcher >= 0]).tolist():
         while o >= 0 and not launched[o]:
             launched[o] = True
             o = int(parent[o])
+    del s_key, s_span, f_key, f_span, at, paired, launcher
     info = base_info(ev, FORMAT, _missing(ev, ops))
     info.start_time = epoch_iso(t0)
     info.devices = ["cpu", *sorted(set(device.values()))] if device else ["cpu", "npu:0"]
     b = TraceBuilder(info)
     rid = b.add_region(path.name.split(".")[0], dur_ns=end - t0, mode=Mode.UNKNOWN, device=root_device)
-    ops_table = _ops_table(ev, ops, launched, t0, rid, root_device)
+    ops_rows = _op_slices(ev, ops, launched, t0, rid, root_device)
 
     # lanes
     main_tid = _main_thread(ev, ops)
@@ -179,30 +187,36 @@ def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Tra
 
     lanes = sorted_lanes(ev, lane_of)
     top = ops[parent < 0] if len(ops) else ops
-    queue = np.flatnonzero(python & ~is_op)
     lanes_queue = {k: Lane("host queue", EngineKind.DISPATCH, SliceKind.DISPATCH) for k, v in lanes.items()
                    if v.engine_kind is EngineKind.HOST}  # fmt: skip
     cann = role == _ROLES.index("cann")
     syncs = np.flatnonzero(cann & sync_call[name_codes])
     compiles = np.flatnonzero(cann & compile_call[name_codes])
+    del cann
     hardware = role == _ROLES.index("hardware")
-    ai_cpu = np.flatnonzero(hardware & ai_cpu_args[np.frombuffer(ev.args, dtype=np.int64) + 1])
+    ai_cpu = np.flatnonzero(hardware & ai_cpu_args[ev.col("args") + 1])
+    kernels = int(np.count_nonzero(hardware))
+    del hardware, role
     kinds = {**dict.fromkeys(syncs.tolist(), SliceKind.SYNC), **dict.fromkeys(compiles.tolist(), SliceKind.COMPILE),
              **dict.fromkeys(ai_cpu.tolist(), SliceKind.FALLBACK)}  # fmt: skip
     python_pids = [p for p, r in roles.items() if r == "python"]
     _signals(b, ev, rid, t0, ops, parent, kernel_op, op_of_span, np.sort(np.concatenate([syncs, compiles])), ai_cpu.tolist(),
              python_pids)  # fmt: skip
-    tables = [slice_table(ev, rid, t0, lanes, top, op_ids=op_of_span), slice_table(ev, rid, t0, lanes_queue, queue),
-              slice_table(ev, rid, t0, lanes, np.flatnonzero(~python), correlation=flow_correlations(ev), kinds=kinds,
-                          op_ids=kernel_op)]  # fmt: skip
+    rows = SliceRows(ev, rid, t0)
+    rows.add(lanes, top, op_ids=op_of_span)
+    del top, parent
+    rows.add(lanes_queue, np.flatnonzero(python & (op_of_span < 0)))  # Enqueue / Dequeue: Python spans, not operators
+    rows.add(lanes, np.flatnonzero(~python), correlation=flow_correlations(ev, span=bound), kinds=kinds, op_ids=kernel_op)
+    del python, bound
+    ev.drop_index()
+    starts_of = phase == PHASES.index("s")
+    names, counts = np.unique(flow_name[starts_of], return_counts=True)
     b.run_info.extra.update({
-        "kernels": int(np.count_nonzero(hardware)), "ai_cpu_kernels": len(ai_cpu),
+        "kernels": kernels, "ai_cpu_kernels": len(ai_cpu),
         "kernels_linked_to_operators": int(np.count_nonzero(kernel_op >= 0)),
-        "flows_by_name": _count(vals[c] for c in flow_name[phase == PHASES.index("s")].tolist()),
+        "flows_by_name": _count([vals[c] for c in names.tolist()], counts.tolist()),
     })  # fmt: skip
-    trace = b.build()
-    trace.tables["ops"] = ops_table
-    return with_slices(trace, tables)
+    return finish(b.build(), {"ops": ops_rows, "engine_slices": rows.slices()}, sliced=sliced)
 
 
 def _device_id(ev: ChromeEvents, pid: Any, n: int) -> int:
@@ -216,7 +230,7 @@ def _device_id(ev: ChromeEvents, pid: Any, n: int) -> int:
 def _main_thread(ev: ChromeEvents, ops: np.ndarray) -> Any:
     if not len(ops):
         return None
-    tids, counts = np.unique(np.frombuffer(ev.tid, dtype=np.int64)[ops], return_counts=True)
+    tids, counts = np.unique(ev.col("tid")[ops], return_counts=True)
     return ev.values.values[int(tids[np.argmax(counts)])]
 
 
@@ -225,9 +239,9 @@ def _parents(ev: ChromeEvents, ops: np.ndarray) -> np.ndarray:
     parent = np.full(len(ops), -1, dtype=np.int64)
     if not len(ops):
         return parent
-    start = np.frombuffer(ev.start, dtype=np.int64)[ops]
-    end = start + np.frombuffer(ev.dur, dtype=np.int64)[ops]
-    thread = (np.frombuffer(ev.pid, dtype=np.int64)[ops] << 32) | np.frombuffer(ev.tid, dtype=np.int64)[ops]
+    start = ev.col("start")[ops]
+    end = start + ev.col("dur")[ops]
+    thread = (ev.col("pid")[ops].astype(np.int64) << 32) | ev.col("tid")[ops]
     order = np.lexsort((-(end - start), start, thread))
     open_: list[tuple[int, int]] = []
     last_thread = None
@@ -243,40 +257,43 @@ def _parents(ev: ChromeEvents, ops: np.ndarray) -> np.ndarray:
     return parent
 
 
-def _ops_table(ev: ChromeEvents, ops: np.ndarray, launched: np.ndarray, t0: int, rid: int, device: str) -> pa.Table:
-    """The operators as a table built from columns: names, shapes and dtypes dictionary-encoded per distinct value."""
+def _op_slices(ev: ChromeEvents, ops: np.ndarray, launched: np.ndarray, t0: int, rid: int, device: str) -> TableSlices:
+    """The operators as a table made slice by slice: names, shapes and dtypes dictionary-encoded per distinct value."""
     vals = ev.values.values
     n = len(ops)
-    args = np.frombuffer(ev.args, dtype=np.int64)[ops] if n else np.zeros(0, dtype=np.int64)
-    distinct, which = np.unique(args, return_inverse=True)
-    sigs = [_tensor_args(vals[c]) if c >= 0 else (None, None, None, 0) for c in distinct.tolist()]
+    name_used = np.zeros(len(vals), dtype=bool)
+    args_used = np.zeros(len(vals) + 1, dtype=bool)  # by code + 1 (-1: no args)
+    tid_used = np.zeros(len(vals), dtype=bool)
+    rows = _chrome_slices.SLICE_ROWS
+    for lo in range(0, n, rows):
+        part = ops[lo : lo + rows]
+        name_used[ev.col("name")[part]] = True
+        args_used[ev.col("args")[part] + 1] = True
+        tid_used[ev.col("tid")[part]] = True
+    sigs = {c: _tensor_args(vals[c - 1]) if c > 0 else (None, None, None, 0) for c in np.flatnonzero(args_used).tolist()}
+    signature = [_Coder([sigs[c][k] if c in sigs else None for c in range(len(vals) + 1)], args_used) for k in range(3)]
+    bytes_in = np.zeros(len(vals) + 1, dtype=np.int64)
+    bytes_in[list(sigs)] = [sig[3] for sig in sigs.values()]
+    name = _Coder([v if name_used[c] else None for c, v in enumerate(vals)], name_used)
+    thread = [vals[c] if tid_used[c] and type(vals[c]) is int and -(2**31) <= vals[c] < 2**31 else None for c in range(len(vals))]
+    placement = _Coder([Placement.HOST.value, Placement.DEVICE.value], np.ones(2, dtype=bool))
+    on = _Coder(["cpu", device], np.ones(2, dtype=bool))
 
-    def by_signature(k: int) -> pa.Array:
-        column = [sig[k] for sig in sigs]
-        if all(v is None for v in column):
-            return pa.nulls(n, pa.dictionary(pa.int32(), pa.string()))
-        return pa.DictionaryArray.from_arrays(pa.array(which.astype(np.int32), mask=np.array([v is None for v in column])[which]),
-                                              pa.array([v or "" for v in column], pa.string()))  # fmt: skip
+    def batches() -> Iterator[pa.RecordBatch]:
+        for lo in range(0, n, rows):
+            part = ops[lo : lo + rows]
+            args = ev.col("args")[part] + 1
+            where = launched[lo : lo + rows].astype(np.int32)
+            table = _table("ops", {
+                "op_id": np.arange(lo, lo + len(part), dtype=np.int64), "region_id": np.full(len(part), rid, dtype=np.int32),
+                "name": name(ev.col("name")[part]), "start_ns": ev.col("start")[part] - t0, "dur_ns": ev.col("dur")[part],
+                "placement": placement(where), "device": on(where), "input_shapes": signature[0](args),
+                "input_strides": signature[1](args), "input_dtypes": signature[2](args), "bytes_in": bytes_in[args],
+                "bytes_out": np.zeros(len(part), dtype=np.int64),
+                "thread": _coded(thread, ev.col("tid")[part], dictionary=False)})  # fmt: skip
+            yield from table.to_batches()
 
-    names, name_at = np.unique(np.frombuffer(ev.name, dtype=np.int64)[ops], return_inverse=True) if n else (ops, ops)
-    tids, tid_at = np.unique(np.frombuffer(ev.tid, dtype=np.int64)[ops], return_inverse=True) if n else (ops, ops)
-    thread = np.array([t if type(t) is int and -(2**31) <= t < 2**31 else -(2**40) for t in (vals[c] for c in tids.tolist())],
-                      dtype=np.int64)[tid_at] if n else np.zeros(0, dtype=np.int64)  # fmt: skip
-    placement = [Placement.HOST.value, Placement.DEVICE.value]
-    columns = {
-        "op_id": pa.array(np.arange(n, dtype=np.int64)), "region_id": pa.array(np.full(n, rid, dtype=np.int32)),
-        "name": pa.DictionaryArray.from_arrays(pa.array(name_at.astype(np.int32)), pa.array([vals[c] for c in names.tolist()], pa.string())),
-        "start_ns": pa.array(np.frombuffer(ev.start, dtype=np.int64)[ops] - t0 if n else np.zeros(0, dtype=np.int64)),
-        "dur_ns": pa.array(np.frombuffer(ev.dur, dtype=np.int64)[ops] if n else np.zeros(0, dtype=np.int64)),
-        "placement": pa.DictionaryArray.from_arrays(pa.array(launched.astype(np.int32)), pa.array(placement)),
-        "device": pa.DictionaryArray.from_arrays(pa.array(launched.astype(np.int32)), pa.array(["cpu", device])),
-        "input_shapes": by_signature(0), "input_strides": by_signature(1), "input_dtypes": by_signature(2),
-        "bytes_in": pa.array(np.array([sig[3] for sig in sigs], dtype=np.int64)[which] if n else np.zeros(0, dtype=np.int64)),
-        "bytes_out": pa.array(np.zeros(n, dtype=np.int64)),
-        "thread": pa.array(thread.astype(np.int32), mask=thread < -(2**31)),
-    }  # fmt: skip
-    schema = TABLES["ops"]
-    return pa.Table.from_arrays([columns.get(f.name, pa.nulls(n, f.type)) for f in schema], schema=schema)
+    return TableSlices(n, batches)
 
 
 def _signals(b: TraceBuilder, ev: ChromeEvents, rid: int, t0: int, ops: np.ndarray, parent: np.ndarray,
@@ -284,11 +301,15 @@ def _signals(b: TraceBuilder, ev: ChromeEvents, rid: int, t0: int, ops: np.ndarr
              python_pids: list[Any]) -> None:  # fmt: skip
     """Syncs (operators and aclrtSynchronize* calls), online compiles (calls) and AI CPU kernels."""
     vals = ev.values.values
-    op_names = [vals[ev.name[i]] for i in ops.tolist()]
+    op_name_codes = ev.col("name")[ops]  # one int32 an operator, no string list
+    sync_value = np.array([type(v) is str and v in SYNC_OPS for v in vals] or [False], dtype=bool)
+
+    def op_names(o: int) -> str:
+        return vals[op_name_codes[o]]
 
     def inside(o: int, test: Any) -> bool:
         while o >= 0:
-            if test(op_names[o]):
+            if test(op_names(o)):
                 return True
             o = int(parent[o])
         return False
@@ -296,16 +317,17 @@ def _signals(b: TraceBuilder, ev: ChromeEvents, rid: int, t0: int, ops: np.ndarr
     def is_sync(name: str) -> bool:
         return name in SYNC_OPS
 
-    for o, i in enumerate(ops.tolist()):
-        rule = sync_cause(OpCall(op_names[o])) if is_sync(op_names[o]) else None
+    for o in np.flatnonzero(sync_value[op_name_codes]).tolist():  # the operators that wait: few
+        i = int(ops[o])
+        rule = sync_cause(OpCall(op_names(o)))
         if rule is not None and not inside(int(parent[o]), is_sync):
-            b.signals.append(region_id=rid, op_id=o, kind=SignalKind.SYNC, reason=rule.cause.value, op_name=op_names[o],
+            b.signals.append(region_id=rid, op_id=o, kind=SignalKind.SYNC, reason=rule.cause.value, op_name=op_names(o),
                              count=1, bytes=0, note=rule.hint, time_ns=ev.start[i] - t0)  # fmt: skip
     spans = calls.tolist()
     for i, o in zip(spans, _enclosing_ops(ev, spans, op_of_span, python_pids), strict=True):
         call = vals[ev.name[i]].split("@", 1)[-1]
         when = ev.start[i] - t0
-        op_name = op_names[o] if o >= 0 else None
+        op_name = op_names(o) if o >= 0 else None
         if call in SYNC_RUNTIME_CALLS and not (o >= 0 and inside(o, is_sync)):
             b.signals.append(region_id=rid, op_id=o if o >= 0 else None, kind=SignalKind.SYNC,
                              reason=Cause.SYNC_CALL.value, op_name=op_name or call, count=1, bytes=0,
@@ -320,7 +342,7 @@ def _signals(b: TraceBuilder, ev: ChromeEvents, rid: int, t0: int, ops: np.ndarr
     for i in ai_cpu:
         o = int(kernel_op[i])
         b.signals.append(region_id=rid, op_id=o if o >= 0 else None, kind=SignalKind.CPU_FALLBACK, reason="ai-cpu",
-                         op_name=op_names[o] if o >= 0 else vals[ev.name[i]], count=1, bytes=0,
+                         op_name=op_names(o) if o >= 0 else vals[ev.name[i]], count=1, bytes=0,
                          time_ns=ev.start[i] - t0, note=AI_CPU_NOTE)  # fmt: skip
 
 
@@ -332,8 +354,8 @@ def _enclosing_ops(ev: ChromeEvents, spans: list[int], op_of_span: np.ndarray, p
     for pid in python_pids:  # the host process: the same thread id as the CANN call
         if pid not in codes or not len(at):
             continue
-        bound = bind_points(ev, np.full(len(at), codes[pid], dtype=np.int64), np.frombuffer(ev.tid, dtype=np.int64)[at],
-                            np.frombuffer(ev.start, dtype=np.int64)[at], np.ones(len(at), dtype=np.int8), strict=True)  # fmt: skip
+        bound = bind_points(ev, np.full(len(at), codes[pid], dtype=np.int64), ev.col("tid")[at],
+                            ev.col("start")[at], np.ones(len(at), dtype=np.int8), strict=True)  # fmt: skip
         for n, span in enumerate(bound.tolist()):
             if span >= 0 and found[n] < 0 and op_of_span[span] >= 0:
                 found[n] = int(op_of_span[span])
@@ -351,10 +373,10 @@ def _missing(ev: ChromeEvents, ops: np.ndarray) -> list[str]:
     return missing
 
 
-def _count(items: Any) -> dict[str, int]:
+def _count(items: Any, counts: list[int]) -> dict[str, int]:
     out: dict[str, int] = {}
-    for x in items:
-        out[str(x)] = out.get(str(x), 0) + 1
+    for x, n in zip(items, counts, strict=True):
+        out[str(x)] = out.get(str(x), 0) + n
     return out
 
 

@@ -12,7 +12,6 @@ signal. The readers of traces whose producers are known build on the helpers her
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 from collections.abc import Callable
 from pathlib import Path
@@ -22,9 +21,10 @@ import numpy as np
 import pyarrow as pa
 
 from ..builder import TraceBuilder
-from ..schema import TABLES, EngineKind, Mode, SliceKind, Source
+from ..schema import TABLES, Mode, SliceKind, Source
 from ..trace import RunInfo, Trace
 from ._chrome_events import _OTHER_ID, ChromeEvents, bind_flows, collect
+from ._chrome_slices import Lane, SliceRows, finish
 from ._source import DEFAULT_CAPS, SizeCaps
 
 FORMAT = "chrome"
@@ -43,15 +43,6 @@ def sniff(text: str) -> bool:
     return stripped[:1] == "[" and '"ph"' in text
 
 
-@dataclasses.dataclass(frozen=True)
-class Lane:
-    """Where the spans of one thread go: lane name, engine kind and slice kind."""
-
-    engine: str
-    engine_kind: EngineKind = EngineKind.OTHER
-    slice_kind: SliceKind = SliceKind.COMPUTE
-
-
 def lane_label(ev: ChromeEvents, pid: Any, tid: Any) -> str:
     """``<process name> / <thread name>`` of a thread (``pid N`` / ``tid N`` where the trace names none)."""
     process = ev.process_names.get(pid) or f"pid {pid}"
@@ -59,11 +50,13 @@ def lane_label(ev: ChromeEvents, pid: Any, tid: Any) -> str:
     return f"{process} / {thread}"
 
 
-def flow_correlations(ev: ChromeEvents, which: np.ndarray | None = None) -> np.ndarray:
-    """Per span: the id of a flow bound to it (ids that are not int64 get numbers from 2^62 up), or -1."""
+def flow_correlations(ev: ChromeEvents, which: np.ndarray | None = None, *, span: np.ndarray | None = None) -> np.ndarray:
+    """Per span: the id of a flow bound to it (ids that are not int64 get numbers from 2^62 up), or -1.
+
+    span: the span each of the flows `which` binds to, when the caller has bound them already."""
     corr = np.full(len(ev), -1, dtype=np.int64)
     idx = np.arange(len(ev.flows), dtype=np.int64) if which is None else which
-    span = bind_flows(ev, idx)
+    span = bind_flows(ev, idx) if span is None else span
     key = ev.flows.column("key")[idx]
     key = np.where(key < 0, key - _OTHER_ID + 2**62, key)  # not int64, or negative: numbered apart
     bound = span >= 0
@@ -74,8 +67,10 @@ def flow_correlations(ev: ChromeEvents, which: np.ndarray | None = None) -> np.n
 def sorted_lanes(ev: ChromeEvents, lane_of: Callable[[Any, Any], Lane]) -> dict[tuple[int, int], Lane]:
     """(pid code, tid code) -> Lane for every thread with spans, in display order (sort index, pid, tid)."""
     vals = ev.values.values
-    keys = set(zip(ev.pid, ev.tid, strict=True)) | {(ev.values.codes[p], ev.values.codes[t]) for _, _, _, p, t in ev.instants
-                                                     if p in ev.values.codes and t in ev.values.codes}  # fmt: skip
+    keys: set[tuple[int, int]] = set()
+    for src in (ev, ev.instants):
+        pairs = np.unique((src.col("pid").astype(np.int64) << 32) | src.col("tid"))
+        keys.update(zip((pairs >> 32).tolist(), (pairs & 0xFFFFFFFF).tolist(), strict=True))
 
     def order(key: tuple[int, int]) -> tuple:
         pid, tid = vals[key[0]], vals[key[1]]
@@ -92,12 +87,12 @@ def slice_table(ev: ChromeEvents, rid: int, t0: int, lanes: dict[tuple[int, int]
     No Python object per span: lanes, names and kinds are dictionary-encoded from the interned codes.
     `kinds` overrides a span's slice kind (default: its lane's).
     """
-    all_start = np.frombuffer(ev.start, dtype=np.int64) if len(ev) else np.zeros(0, dtype=np.int64)
+    all_start = ev.col("start")
     if index is None:
         index = np.arange(len(ev), dtype=np.int64)
     index = np.asarray(index, dtype=np.int64)
-    pid = np.frombuffer(ev.pid, dtype=np.int64)[index] if len(ev) else index
-    tid = np.frombuffer(ev.tid, dtype=np.int64)[index] if len(ev) else index
+    pid = ev.col("pid")[index].astype(np.int64)
+    tid = ev.col("tid")[index].astype(np.int64)
     key = (pid << 32) | tid
     engines = sorted({lane.engine for lane in lanes.values()})
     engine_code = {e: n for n, e in enumerate(engines)}
@@ -123,7 +118,7 @@ def slice_table(ev: ChromeEvents, rid: int, t0: int, lanes: dict[tuple[int, int]
         at = np.minimum(np.searchsorted(ordered, spans), len(ordered) - 1)
         hit = ordered[at] == spans
         kind[where[at[hit]]] = values[hit]
-    names, name_idx = np.unique(np.frombuffer(ev.name, dtype=np.int64)[index], return_inverse=True) if len(index) else (
+    names, name_idx = np.unique(ev.col("name")[index], return_inverse=True) if len(index) else (
         np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     vals = ev.values.values
 
@@ -144,7 +139,7 @@ def slice_table(ev: ChromeEvents, rid: int, t0: int, lanes: dict[tuple[int, int]
         "kind": dictionary(kind, kind_values),
         "name": dictionary(name_idx, [vals[c] for c in names.tolist()]),
         "start": pa.array(all_start[index] - t0 if n else np.zeros(0, dtype=np.int64)),
-        "dur": pa.array(np.frombuffer(ev.dur, dtype=np.int64)[index] if n else np.zeros(0, dtype=np.int64)),
+        "dur": pa.array(ev.col("dur")[index]),
         "op_id": optional(op_ids),
         "correlation": optional(correlation),
     }
@@ -160,22 +155,12 @@ def with_slices(trace: Trace, tables: list[pa.Table]) -> Trace:
     return trace
 
 
-def add_instants(b: TraceBuilder, ev: ChromeEvents, rid: int, t0: int, lanes: dict[tuple[int, int], Lane]) -> None:
-    """Instant events as zero-length annotation slices on their thread's lane."""
-    codes = ev.values.codes
-    for ts, name, _cat, pid, tid in ev.instants:
-        lane = lanes.get((codes.get(pid, -1), codes.get(tid, -1)))
-        if lane is not None:
-            b.engine_slices.append(region_id=rid, engine=lane.engine, engine_kind=lane.engine_kind,
-                                   kind=SliceKind.ANNOTATION, name=name, start=ts - t0, dur=0)  # fmt: skip
-
-
 def run_extent(ev: ChromeEvents) -> tuple[int, int]:
     """(first start, last end) in ns as written, over spans and instants."""
     t0 = ev.t0()
-    end = int((np.frombuffer(ev.start, dtype=np.int64) + np.frombuffer(ev.dur, dtype=np.int64)).max()) if len(ev) else t0
-    end = max([end, *(x[0] for x in ev.instants)])
-    return t0, end
+    ends = [int((ev.col("start") + ev.col("dur")).max())] if len(ev) else []
+    ends += [int(ev.instants.col("ts").max())] if len(ev.instants) else []
+    return t0, max(ends, default=t0)
 
 
 def epoch_iso(t_ns: int) -> str | None:
@@ -192,18 +177,24 @@ def base_info(ev: ChromeEvents, fmt: str, missing: list[str], **extra: Any) -> R
                           "processes": {str(k): v for k, v in ev.process_names.items()}, **extra})  # fmt: skip
 
 
-def read_chrome(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Trace:
-    """Convert any Chrome/Perfetto JSON trace into engine lanes named by process and thread."""
+def read_chrome(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool = False) -> Trace:
+    """Convert any Chrome/Perfetto JSON trace into engine lanes named by process and thread.
+
+    sliced: give the engine slices as slices, made as they are written (`Trace.slices`), not as one table."""
     path = Path(path)
     ev = collect(path, caps=caps)
     t0, end = run_extent(ev)
     b = TraceBuilder(base_info(ev, FORMAT, list(GENERIC_MISSING)))
     rid = b.add_region(str(ev.metadata.get("traceName") or path.name), dur_ns=end - t0, mode=Mode.UNKNOWN)
     lanes = sorted_lanes(ev, lambda pid, tid: Lane(lane_label(ev, pid, tid)))
-    add_instants(b, ev, rid, t0, lanes)
     b.run_info.extra["lanes"] = len({lane.engine for lane in lanes.values()})
-    return with_slices(b.build(), [slice_table(ev, rid, t0, lanes, correlation=flow_correlations(ev))])
+    rows = SliceRows(ev, rid, t0)
+    annotations = {key: Lane(lane.engine, lane.engine_kind, SliceKind.ANNOTATION) for key, lane in lanes.items()}
+    rows.add(annotations, instants=True)  # instants: zero-length annotation slices on their thread's lane
+    rows.add(lanes, correlation=flow_correlations(ev))
+    ev.drop_index()
+    return finish(b.build(), {"engine_slices": rows.slices()}, sliced=sliced)
 
 
-__all__ = ["FORMAT", "GENERIC_MISSING", "Lane", "add_instants", "base_info", "epoch_iso", "flow_correlations", "lane_label",
+__all__ = ["FORMAT", "GENERIC_MISSING", "Lane", "base_info", "epoch_iso", "flow_correlations", "lane_label",
            "read_chrome", "run_extent", "slice_table", "sniff", "sorted_lanes", "with_slices"]  # fmt: skip

@@ -1,0 +1,105 @@
+"""Benchmark: peak memory and time of converting big generic Chrome and torch_npu traces, one process per file.
+
+Makes the inputs (a generic Chrome trace object of the size asked: per thread of several processes, nested
+``X`` spans, ``B``/``E`` pairs, instants and flows between threads; torch_npu trace views through
+``npu_trace_bench.make_trace``), then runs ``portscope convert`` on each under ``/usr/bin/time -v`` and
+prints the wall time, events/s and peak RSS. Inputs are written into --dir and removed after unless --keep.
+
+    .venv/bin/python bench/chrome_scale_bench.py --kind chrome npu --sizes 0.5 1 2 --dir /tmp/scale
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from npu_trace_bench import make_trace as make_npu_trace  # noqa: E402
+
+PROCESSES = (("renderer", 3), ("gpu process", 2), ("browser", 4))
+
+
+def make_chrome_trace(path: Path, megabytes: float) -> int:
+    """Write a generic Chrome trace object of about `megabytes` MB; returns the number of events written."""
+    target = int(megabytes * 1e6)
+    meta = [{"ph": "M", "name": "process_name", "pid": p, "tid": 0, "args": {"name": name}}
+            for p, (name, _) in enumerate(PROCESSES, 1)]  # fmt: skip
+    meta += [{"ph": "M", "name": "thread_name", "pid": p, "tid": t, "args": {"name": f"worker {t}"}}
+             for p, (_, threads) in enumerate(PROCESSES, 1) for t in range(1, threads + 1)]  # fmt: skip
+    threads = [(p, t) for p, (_, n) in enumerate(PROCESSES, 1) for t in range(1, n + 1)]
+    written, events, step = 0, 0, 0
+    with open(path, "w") as f:
+        head = '{"displayTimeUnit": "ns", "traceEvents": [' + ", ".join(json.dumps(m) for m in meta)
+        f.write(head)
+        while written < target:
+            block = []
+            for _ in range(200):
+                t0 = 1_000_000 + step * 50
+                for n, (p, t) in enumerate(threads):
+                    ts = t0 + n
+                    block += [
+                        {"ph": "X", "name": f"Task{step % 97}", "cat": "toplevel", "pid": p, "tid": t, "ts": ts, "dur": 40,
+                         "args": {"step": step}},
+                        {"ph": "X", "name": f"Run{step % 13}", "cat": "v8", "pid": p, "tid": t, "ts": ts + 2, "dur": 10.5},
+                        {"ph": "B", "name": "Layout", "cat": "blink", "pid": p, "tid": t, "ts": ts + 20},
+                        {"ph": "E", "pid": p, "tid": t, "ts": ts + 31.25},
+                    ]  # fmt: skip
+                    if n % 3 == 0:
+                        block.append({"ph": "i", "name": "Mark", "cat": "blink", "pid": p, "tid": t, "ts": ts + 35, "s": "t"})
+                block += [{"ph": "s", "name": "post", "cat": "ipc", "id": step, "pid": 1, "tid": 1, "ts": t0 + 3},
+                          {"ph": "f", "name": "post", "cat": "ipc", "id": step, "pid": 3, "tid": 2, "ts": t0 + 25, "bp": "e"}]  # fmt: skip
+                step += 1
+            text = ", " + ", ".join(json.dumps(e) for e in block)
+            events += len(block)
+            f.write(text)
+            written += len(text)
+        f.write('], "traceName": "synthetic"}')
+    return events
+
+
+def convert(path: Path, out: Path, env: dict[str, str] | None = None) -> dict[str, float]:
+    """Seconds and peak RSS (bytes) of `portscope convert path -o out` in a fresh process."""
+    cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "portscope.app.cli", "convert", str(path), "-o", str(out)]
+    t = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    seconds = time.perf_counter() - t
+    if done.returncode:
+        raise SystemExit(f"convert failed:\n{done.stderr[-3000:]}")
+    peak = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr).group(1)) * 1024
+    return {"seconds": seconds, "peak_rss": peak, "stdout": done.stdout.strip()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kind", nargs="+", choices=["chrome", "npu"], default=["chrome", "npu"])
+    parser.add_argument("--sizes", nargs="+", type=float, default=[0.5, 1, 2], help="input sizes in GB")
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/chrome_scale"))
+    parser.add_argument("--keep", action="store_true", help="keep the inputs (reused when present)")
+    args = parser.parse_args(argv)
+    args.dir.mkdir(parents=True, exist_ok=True)
+    for kind in args.kind:
+        for gb in args.sizes:
+            path = args.dir / f"{kind}_{gb:g}gb.json"
+            if not path.exists():
+                made = make_chrome_trace(path, gb * 1000) if kind == "chrome" else make_npu_trace(path, gb * 1000)
+                print(f"made {path} ({made} {'events' if kind == 'chrome' else 'operators'})", flush=True)
+            size = path.stat().st_size
+            try:
+                r = convert(path, args.dir / f"{kind}_{gb:g}gb.arrow", dict(os.environ))
+            finally:
+                (args.dir / f"{kind}_{gb:g}gb.arrow").unlink(missing_ok=True)
+                if not args.keep:
+                    path.unlink(missing_ok=True)
+            print(f"{kind} {size / 1e9:.2f} GB: {r['seconds']:.1f} s, peak RSS {r['peak_rss'] / 1e9:.2f} GB "
+                  f"({r['peak_rss'] / size:.2f}x the file) | {r['stdout'].splitlines()[0]}", flush=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
