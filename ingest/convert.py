@@ -38,7 +38,7 @@ FORMATS: dict[str, InputFormat] = {
                     lambda p, caps, **kw: fallback_log.read_fallback_log(p, caps=caps)),  # fmt: skip
         *(InputFormat(*vendor) for vendor in VENDOR_FORMATS),
         InputFormat(chrome_generic.FORMAT, "any other Chrome/Perfetto trace JSON (object with 'traceEvents' or a bare "
-                    "array of events with 'ph'): generic lanes", lambda p, caps, **kw: chrome_generic.read_chrome(p, caps=caps)),
+                    "array of events with 'ph'): generic lanes", lambda p, caps, sliced=False, **kw: chrome_generic.read_chrome(p, caps=caps, sliced=sliced)),
     )
 }
 # Words only a PyTorch profiler (Kineto) export holds: without them a Chrome trace is read as generic lanes.
