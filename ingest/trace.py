@@ -204,6 +204,9 @@ def fixed_batches(batches: Iterable[pa.RecordBatch], rows: int | None = None) ->
             if held == rows:
                 yield _canonical(pa.concat_batches(pending))
                 pending, held = [], 0
+        if held:  # the rest copied now: a slice would keep the whole batch's buffers alive
+            pending = [pa.concat_batches(pending)]
+        del batch  # not held while the next one is made
     if held:
         yield _canonical(pa.concat_batches(pending))
 
@@ -337,6 +340,7 @@ def _member_writer(name: str, table_schema: pa.Schema, batches: Iterator[pa.Reco
                 writer.write_batch(batch)
                 if hasher is not None:
                     hasher.write_batch(batch)
+                del batch  # not held while the next one is made
 
     return write
 
@@ -349,7 +353,9 @@ def _checked_slices(name: str, sliced: TableSlices, checks: _SliceChecks) -> Ite
         table = conform(pa.Table.from_batches([batch]), table_schema)
         checks.slice(name, table)
         rows += table.num_rows
+        del batch  # not held while the next one is made
         yield from table.to_batches()
+        del table
     if rows != sliced.num_rows:
         checks.fail([f"table {name!r}: {rows} rows written, {sliced.num_rows} announced"])
 
