@@ -23,7 +23,7 @@ VENDOR_FORMATS: tuple[tuple[str, str, Callable[..., Trace]], ...] = (
     (ascend_trace.FORMAT, "torch_npu (Ascend) profiler trace_view.json (a bare array: Python, CANN, 'Ascend Hardware' "
      "processes, torch_to_npu flows)", lambda p, caps, sliced=False, **kw: ascend_trace.read_ascend_trace(p, caps=caps, sliced=sliced)),
     (ascend_csv.KERNELS_FORMAT, "torch_npu kernel_details.csv (Name, Accelerator Core, Start Time(us), Duration(us)...)",
-     lambda p, caps, **kw: ascend_csv.read_kernel_details(p, caps=caps)),
+     lambda p, caps, sliced=False, **kw: ascend_csv.read_kernel_details(p, caps=caps, sliced=sliced)),
     (ascend_csv.STATISTIC_FORMAT, "torch_npu op_statistic.csv (OP Type, Core Type, Count, Total Time(us)...)",
      lambda p, caps, **kw: ascend_csv.read_op_statistic(p, caps=caps)),
     (mobilint_trace.FORMAT, "Mobilint qbruntime npu_core_trace.json (a bare array of B/E pairs: infer, run npu, wait core...)",

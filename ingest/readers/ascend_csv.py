@@ -18,16 +18,29 @@ fallback signals, and the table is kept in ``run_info.extra["op_statistic"]``.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
+import itertools
 import json
+from array import array
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyarrow import csv as pa_csv
 
 from ..builder import TraceBuilder
 from ..errors import TraceFormatError
 from ..schema import EngineKind, Mode, Placement, SignalKind, SliceKind, Source
-from ..trace import RunInfo, Trace
-from ._chrome_stream import micros_to_ns
+from ..trace import RunInfo, TableSlices, Trace
+from . import _chrome_slices
+from ._chrome_events import column as column_of
+from ._chrome_slices import finish
+from ._chrome_stream import file_chunks, micros_to_ns
+from ._kineto_link import _Coder, _table
 from ._source import DEFAULT_CAPS, SizeCaps, decode_text, read_bytes
 from .ascend_trace import AI_CPU, AI_CPU_NOTE
 
@@ -42,6 +55,7 @@ DTYPES = {"FLOAT16": "float16", "FLOAT": "float32", "FLOAT32": "float32", "BF16"
           "BOOL": "bool", "UINT64": "uint64", "UINT32": "uint32", "COMPLEX64": "complex64"}  # fmt: skip
 _MAX_PROBLEMS = 12
 _LIMIT = 2**61  # ns and counts beyond this are not a profile (and would overflow int64 columns)
+_BLOCK_BYTES = 4 << 20  # CSV read this much at a time
 
 
 def _header(text: str) -> list[str]:
@@ -79,7 +93,10 @@ def _rows(path: Path, caps: SizeCaps, needs: tuple[str, ...]) -> tuple[list[str]
 
 def _field(row: dict[str, str], key: str) -> str | None:
     """A cell without surrounding quotes, tabs and spaces; None for empty or N/A."""
-    value = row.get(key)
+    return _clean(row.get(key))
+
+
+def _clean(value: str | None) -> str | None:
     if not isinstance(value, str):
         return None
     value = value.strip().strip('"').strip()
@@ -100,68 +117,253 @@ def _dtypes(text: str | None) -> str | None:
     return ";".join(DTYPES.get(n, n.lower()) for n in names)
 
 
-def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Trace:
-    """Convert a torch_npu ``kernel_details.csv`` into device lanes, kernel rows and AI CPU fallbacks."""
-    path = Path(path)
-    header, rows = _rows(path, caps, _KERNEL_NEEDS)
+class _Cells:
+    """Distinct cells, each once: a code per cell as cleaned (`_clean`; None for empty or N/A), so cells that differ
+    only in quotes or spaces share one; `clean[code]` is the cleaned cell."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str | None, int] = {}  # raw cell -> code
+        self.by_clean: dict[str | None, int] = {}
+        self.clean: list[str | None] = []
+
+    def code(self, raw: str | None) -> int:
+        c = self.codes.get(raw)
+        if c is None:
+            value = _clean(raw)
+            c = self.by_clean.get(value)
+            if c is None:
+                c = self.by_clean[value] = len(self.clean)
+                self.clean.append(value)
+            self.codes[raw] = c
+        return c
+
+
+class _ChunkFile(io.RawIOBase):
+    """The (gunzipped) bytes of a file as a readable stream for pyarrow's CSV reader, within the caps."""
+
+    def __init__(self, path: Path, chunks: Iterator[bytes]) -> None:
+        self.path, self.chunks, self.rest = path, chunks, b""
+        self.utf8 = codecs.getincrementaldecoder("utf-8")()  # checks the text as it passes (pyarrow's row errors cannot)
+        self.offset = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self.rest:
+            piece = next(self.chunks, None)
+            final = piece is None
+            try:
+                self.utf8.decode(piece or b"", final)
+            except UnicodeDecodeError as exc:
+                raise TraceFormatError(self.path, f"not UTF-8 text (invalid byte at offset {self.offset + exc.start})") from None
+            if final:
+                return 0
+            self.offset += len(piece)
+            self.rest = piece
+        n = min(len(buffer), len(self.rest))
+        buffer[:n] = self.rest[:n]
+        self.rest = self.rest[n:]
+        return n
+
+
+_KERNEL_CELLS = ("Name", "Type", "Start Time(us)", "Duration(us)", "Device_id", "Step Id", "Stream ID", "Input Shapes",
+                 "Input Data Types", "Output Shapes", "Output Data Types")  # fmt: skip
+
+
+def _kernel_columns(path: Path, caps: SizeCaps) -> tuple[list[str], str, dict[str, np.ndarray], _Cells]:
+    """(header, core column, columns, cells) of a kernel_details.csv read in blocks by pyarrow's CSV
+    reader: times as int64 ns (exact decimals), every other cell as a code into `cells`."""
+    chunks = file_chunks(path, caps)
+    first = next(chunks, b"")
+    line = first.split(b"\n", 1)[0]
+    try:
+        raw_header = next(csv.reader([line.decode("utf-8").lstrip("\ufeff").rstrip("\r")]), [])
+    except UnicodeDecodeError:
+        raise TraceFormatError(path, "not UTF-8 text (in the header)") from None
+    header = [c.strip() for c in raw_header]
+    missing = [c for c in _KERNEL_NEEDS if c not in header]
+    if missing:
+        raise TraceFormatError(path, f"the header lacks the columns {missing} (has {header[:12]})")
     core_col = next((c for c in _CORE if c in header), None)
     if core_col is None:
         raise TraceFormatError(path, f"the header has neither of {list(_CORE)}")
+    wanted = [c for c in (*_KERNEL_CELLS, core_col) if c in header]
+    raw_of = {c: raw_header[header.index(c)] for c in wanted}
+    names = [f"c{i}" for i in range(len(raw_header))]  # positions: header cells may repeat or differ in spaces
+    ragged: list[str] = []
+
+    def bad_row(row: Any) -> str:
+        ragged.append(f"line {row.number or '?'}: {row.actual_columns} cells, the header has {row.expected_columns}")
+        return "skip"
+
+    cells = _Cells()
+    code = cells.code
+    start, dur = array("q"), array("q")
+    codes = {c: array("i") for c in wanted if c not in ("Start Time(us)", "Duration(us)")}
     problems: list[str] = []
-    kernels = []
-    for n, row in enumerate(rows):
-        start, dur = micros_to_ns(_field(row, "Start Time(us)")), micros_to_ns(_field(row, "Duration(us)"))
-        name = _field(row, "Name")
-        if start is None or dur is None or not (abs(start) < _LIMIT and 0 <= dur < _LIMIT) or name is None:
-            problems.append(f"line {n + 2} ({name!r:.40}): needs a Name, a Start Time(us) and a non-negative Duration(us)")
-            continue
-        kernels.append((start, dur, name, row))
-    if problems:
-        raise TraceFormatError(path, [f"{len(problems)} of {len(rows)} rows are malformed", *problems[:_MAX_PROBLEMS]])
-    kernels.sort(key=lambda k: k[0])
-    t0 = kernels[0][0]
-    end = max(s + d for s, d, _, _ in kernels)
-    devices = sorted({_field(r, "Device_id") or "0" for *_, r in kernels}, key=lambda d: (len(d), d))
+    bad = rows = 0
+    try:
+        reader = pa_csv.open_csv(
+            _ChunkFile(path, itertools.chain([first], chunks)),
+            read_options=pa_csv.ReadOptions(column_names=names, skip_rows=1, block_size=max(_BLOCK_BYTES, 4 * len(line))),
+            parse_options=pa_csv.ParseOptions(newlines_in_values=True, invalid_row_handler=bad_row),
+            convert_options=pa_csv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()),
+                                                  include_columns=[names[raw_header.index(raw_of[c])] for c in wanted],
+                                                  strings_can_be_null=False, quoted_strings_can_be_null=False),
+        )  # fmt: skip
+        for batch in reader:
+            got = {c: batch.column(names[raw_header.index(raw_of[c])]).to_pylist() for c in wanted}
+            for n, (s_raw, d_raw, name_raw) in enumerate(zip(got["Start Time(us)"], got["Duration(us)"], got["Name"], strict=True)):
+                s, d = micros_to_ns(_clean(s_raw)), micros_to_ns(_clean(d_raw))
+                name = cells.clean[code(name_raw)]
+                if s is None or d is None or not (abs(s) < _LIMIT and 0 <= d < _LIMIT) or name is None:
+                    bad += 1
+                    if len(problems) < _MAX_PROBLEMS:
+                        problems.append(f"line {rows + n + 2} ({name!r:.40}): needs a Name, a Start Time(us) and a "
+                                        "non-negative Duration(us)")  # fmt: skip
+                    continue
+                start.append(s)
+                dur.append(d)
+                for c, column in codes.items():
+                    column.append(code(got[c][n]))
+            rows += batch.num_rows
+    except pa.ArrowInvalid as exc:
+        what = "not UTF-8 text" if "UTF8" in str(exc) else "not valid CSV"
+        raise TraceFormatError(path, f"{what}: {exc}") from None
+    if bad or ragged:
+        raise TraceFormatError(path, [f"{bad + len(ragged)} of {rows + len(ragged)} rows are malformed",
+                                      *[*ragged, *problems][:_MAX_PROBLEMS]])  # fmt: skip
+    if not len(start):
+        raise TraceFormatError(path, "the table has a header but no rows: nothing to convert")
+    columns = {c: column_of(v) for c, v in codes.items()}
+    columns["start"], columns["dur"] = column_of(start), column_of(dur)
+    return header, core_col, columns, cells
+
+
+def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool = False) -> Trace:
+    """Convert a torch_npu ``kernel_details.csv`` into device lanes, kernel rows and AI CPU fallbacks.
+
+    Read in blocks by pyarrow's CSV reader into columns (56 bytes a kernel); sliced: the ops and engine
+    slices are made as they are written (`Trace.slices`)."""
+    path = Path(path)
+    header, core_col, col, cells = _kernel_columns(path, caps)
+    clean = cells.clean
+    n = len(col["start"])
+    order = np.argsort(col["start"], kind="stable")  # kernels by start (a stable sort: ties keep file order)
+    start, dur = col["start"][order], col["dur"][order]
+    col = {c: v[order] for c, v in col.items() if c not in ("start", "dur")}
+    t0 = int(start[0])
+    end = int((start + dur).max())
+
+    def none_column() -> np.ndarray:
+        return np.full(n, cells.code(None), dtype=np.int32)
+
+    dev_code = col.get("Device_id", none_column())
+    dev_of = [c or "0" for c in clean]
+    used_devs = sorted({dev_of[c] for c in np.unique(dev_code).tolist()}, key=lambda d: (len(d), d))
     info = RunInfo(source=Source.CONVERTED, producer="portscope convert", converted_from=KERNELS_FORMAT,
-                   devices=["cpu", *(f"npu:{d}" for d in devices)],
+                   devices=["cpu", *(f"npu:{d}" for d in used_devs)],
                    missing_signals=["host operators, syncs, transfers and compiles (kernel_details lists device kernels only)",
                                     "dispatch/cpu_fallback on the host (AI CPU kernels are counted as device-side "
                                     "fallbacks, reason ai-cpu)"],
-                   extra={"kernels": len(kernels), "columns": header})  # fmt: skip
+                   extra={"kernels": n, "columns": header})  # fmt: skip
     b = TraceBuilder(info)
-    root = b.add_region(path.name.split(".")[0], dur_ns=end - t0, mode=Mode.UNKNOWN, device=f"npu:{devices[0]}")
-    steps: dict[str, int] = {}
-    for step in sorted({_field(r, "Step Id") for *_, r in kernels} - {None}, key=lambda s: (len(s), s)):
-        own = [(s, d) for s, d, _, r in kernels if _field(r, "Step Id") == step]
-        first, last = min(s for s, _ in own), max(s + d for s, d in own)
-        steps[step] = b.add_region(f"step {step}", start_ns=first - t0, dur_ns=last - first, parent_id=root,
-                                   device=f"npu:{devices[0]}")  # fmt: skip
-    cores: dict[str, int] = {}
-    for op_id, (start, dur, name, row) in enumerate(kernels):
-        core = _field(row, core_col) or "unknown"
-        cores[core] = cores.get(core, 0) + 1
-        dev = _field(row, "Device_id") or "0"
-        rid = steps.get(_field(row, "Step Id") or "", root)
-        stream = _field(row, "Stream ID")
-        prefix = f"NPU {dev}" if len(devices) > 1 else "NPU"
+    root = b.add_region(path.name.split(".")[0], dur_ns=end - t0, mode=Mode.UNKNOWN, device=f"npu:{used_devs[0]}")
+    region_of_cell = np.full(len(clean) or 1, root, dtype=np.int32)
+    step_code = col.get("Step Id", none_column())
+    steps = [c for c in np.unique(step_code).tolist() if clean[c] is not None]
+    for c in sorted(steps, key=lambda c: (len(clean[c]), clean[c])):  # type: ignore[arg-type]
+        own = step_code == c
+        first, last = int(start[own].min()), int((start[own] + dur[own]).max())
+        region_of_cell[c] = b.add_region(f"step {clean[c]}", start_ns=first - t0, dur_ns=last - first, parent_id=root,
+                                         device=f"npu:{used_devs[0]}")  # fmt: skip
+    region = region_of_cell[step_code]
+    # lanes: one per distinct (core, device, stream)
+    core_code, stream_code = col[core_col], col.get("Stream ID", none_column())
+    lane_key = np.stack([core_code, dev_code, stream_code], axis=1)
+    keys, lane_at = np.unique(lane_key, axis=0, return_inverse=True)
+    lane_at = lane_at.reshape(-1)
+    prefix_dev = len(used_devs) > 1
+    lanes = []
+    for core_c, dev_c, stream_c in keys.tolist():
+        core, dev, stream = clean[core_c] or "unknown", dev_of[dev_c], clean[stream_c]
+        prefix = f"NPU {dev}" if prefix_dev else "NPU"
         if core == "HCCL":
-            engine, engine_kind = f"{prefix} HCCL" + (f" stream {stream}" if stream else ""), EngineKind.COLLECTIVE
+            lanes.append((f"{prefix} HCCL" + (f" stream {stream}" if stream else ""), EngineKind.COLLECTIVE, SliceKind.COMPUTE))
         else:
-            engine, engine_kind = f"{prefix} stream {stream}" if stream else f"{prefix} {core}", EngineKind.STREAM
-        kind = SliceKind.FALLBACK if core == AI_CPU else SliceKind.COMPUTE
-        op_type = _field(row, "Type") or name
-        b.ops.append(op_id=op_id, region_id=rid, name=op_type, start_ns=start - t0, dur_ns=dur, placement=Placement.DEVICE,
-                     device=f"npu:{dev}", input_shapes=_shapes(_field(row, "Input Shapes")),
-                     input_dtypes=_dtypes(_field(row, "Input Data Types")),
-                     output_shapes=_shapes(_field(row, "Output Shapes")),
-                     output_dtypes=_dtypes(_field(row, "Output Data Types")), bytes_in=0, bytes_out=0)  # fmt: skip
-        b.engine_slices.append(region_id=rid, engine=engine, engine_kind=engine_kind, kind=kind, name=name,
-                               start=start - t0, dur=dur, op_id=op_id)  # fmt: skip
-        if core == AI_CPU:
-            b.signals.append(region_id=rid, op_id=op_id, kind=SignalKind.CPU_FALLBACK, reason="ai-cpu", op_name=op_type,
-                             count=1, bytes=0, note=AI_CPU_NOTE, time_ns=start - t0)  # fmt: skip
+            lanes.append((f"{prefix} stream {stream}" if stream else f"{prefix} {core}", EngineKind.STREAM,
+                          SliceKind.FALLBACK if core == AI_CPU else SliceKind.COMPUTE))  # fmt: skip
+    cores: dict[str, int] = {}
+    for c, count in zip(*np.unique(core_code, return_counts=True), strict=True):
+        cores[clean[c] or "unknown"] = cores.get(clean[c] or "unknown", 0) + int(count)
     b.run_info.extra["accelerator_cores"] = dict(sorted(cores.items()))
-    return b.build()
+    name_code = col["Name"]
+    type_code = col.get("Type", name_code)
+    has_type = np.array([v is not None for v in clean], dtype=bool)
+    op_name = np.where(has_type[type_code], type_code, name_code)
+    ai_cpu = np.array([v == AI_CPU for v in clean], dtype=bool)
+    for i in np.flatnonzero(ai_cpu[core_code]).tolist():
+        b.signals.append(region_id=int(region[i]), op_id=i, kind=SignalKind.CPU_FALLBACK, reason="ai-cpu",
+                         op_name=clean[op_name[i]], count=1, bytes=0, note=AI_CPU_NOTE, time_ns=int(start[i]) - t0)  # fmt: skip
+    return finish(b.build(), _kernel_tables(col, cells, start - t0, dur, region, op_name, lanes, lane_at, dev_of),
+                  sliced=sliced)
+
+
+def _kernel_tables(col: dict[str, np.ndarray], cells: _Cells, start: np.ndarray, dur: np.ndarray, region: np.ndarray,
+                   op_name: np.ndarray, lanes: list[tuple[str, EngineKind, SliceKind]], lane_at: np.ndarray,
+                   dev_of: list[str]) -> dict[str, TableSlices]:  # fmt: skip
+    """The ops (one per kernel, placement device) and engine slices, made slice by slice with shared dictionaries."""
+    clean = cells.clean
+    n = len(start)
+    absent = np.full(n, cells.code(None), dtype=np.int32)
+
+    def coder(values: list, codes: np.ndarray) -> _Coder:
+        used = np.zeros(len(values), dtype=bool)
+        used[codes] = True
+        return _Coder(values, used)
+
+    shapes, dtypes = [_shapes(v) for v in clean], [_dtypes(v) for v in clean]
+    cell = {c: col.get(c, absent) for c in ("Input Shapes", "Input Data Types", "Output Shapes", "Output Data Types", "Device_id")}
+    ops = {"name": coder(clean, op_name), "device": coder([f"npu:{d}" for d in dev_of], cell["Device_id"]),
+           "input_shapes": coder(shapes, cell["Input Shapes"]), "input_dtypes": coder(dtypes, cell["Input Data Types"]),
+           "output_shapes": coder(shapes, cell["Output Shapes"]), "output_dtypes": coder(dtypes, cell["Output Data Types"])}  # fmt: skip
+    placement = _Coder([Placement.DEVICE.value], np.ones(1, dtype=bool))
+    engines = sorted({e for e, _, _ in lanes})
+    lane_engine = np.array([engines.index(e) for e, _, _ in lanes], dtype=np.int32)
+    ekinds = sorted({k.value for _, k, _ in lanes})
+    lane_ekind = np.array([ekinds.index(k.value) for _, k, _ in lanes], dtype=np.int32)
+    kinds = sorted({k.value for _, _, k in lanes})
+    lane_kind = np.array([kinds.index(k.value) for _, _, k in lanes], dtype=np.int32)
+    slices = {"engine": _Coder(engines, np.ones(len(engines), dtype=bool)), "engine_kind": _Coder(ekinds, np.ones(len(ekinds), dtype=bool)),
+              "kind": _Coder(kinds, np.ones(len(kinds), dtype=bool)), "name": coder(clean, col["Name"])}  # fmt: skip
+
+    def parts() -> Iterator[tuple[slice, int]]:
+        rows = _chrome_slices.SLICE_ROWS
+        for lo in range(0, n, rows):
+            yield slice(lo, lo + rows), lo
+
+    def op_batches() -> Iterator[pa.RecordBatch]:
+        for at, lo in parts():
+            m = len(start[at])
+            yield from _table("ops", {
+                "op_id": np.arange(lo, lo + m, dtype=np.int64), "region_id": region[at], "name": ops["name"](op_name[at]),
+                "start_ns": start[at], "dur_ns": dur[at], "placement": placement(np.zeros(m, dtype=np.int32)),
+                "device": ops["device"](cell["Device_id"][at]),
+                **{k: ops[k](cell[c][at]) for k, c in (("input_shapes", "Input Shapes"), ("input_dtypes", "Input Data Types"),
+                                                       ("output_shapes", "Output Shapes"), ("output_dtypes", "Output Data Types"))},
+                "bytes_in": np.zeros(m, dtype=np.int64), "bytes_out": np.zeros(m, dtype=np.int64)}).to_batches()  # fmt: skip
+
+    def slice_batches() -> Iterator[pa.RecordBatch]:
+        for at, lo in parts():
+            lane = lane_at[at]
+            yield from _table("engine_slices", {
+                "region_id": region[at], "engine": slices["engine"](lane_engine[lane]),
+                "engine_kind": slices["engine_kind"](lane_ekind[lane]), "kind": slices["kind"](lane_kind[lane]),
+                "name": slices["name"](col["Name"][at]), "start": start[at], "dur": dur[at],
+                "op_id": np.arange(lo, lo + len(lane), dtype=np.int64)}).to_batches()  # fmt: skip
+
+    return {"ops": TableSlices(n, op_batches), "engine_slices": TableSlices(n, slice_batches)}
 
 
 def read_op_statistic(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Trace:
