@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -33,14 +34,52 @@ class Lane:
     slice_kind: SliceKind = SliceKind.COMPUTE
 
 
+class Links:
+    """A value for some spans (sorted span numbers, one value each), e.g. the flow id bound to a span: 16 bytes a
+    span that has one, nothing for the others (a column for every span costs 8 bytes each)."""
+
+    def __init__(self, spans: np.ndarray, values: np.ndarray) -> None:
+        order = np.argsort(spans, kind="stable")
+        spans, values = spans[order], values[order]
+        last = np.r_[spans[1:] != spans[:-1], True] if len(spans) else np.zeros(0, dtype=bool)  # the last one given wins
+        self.spans, self.values = spans[last], values[last]
+
+    def of(self, index: np.ndarray) -> np.ndarray:
+        """Per span of `index`: its value, or -1."""
+        if not len(self.spans):
+            return np.full(len(index), -1, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.spans, index), len(self.spans) - 1)
+        return np.where(self.spans[at] == index, self.values[at], -1)
+
+
 @dataclasses.dataclass
 class _Part:
-    index: np.ndarray  # spans (or instants) in row order, int64
-    lane: np.ndarray  # per row: position in SliceRows.lanes, int32
+    index: np.ndarray | None  # spans (or instants) in row order, int64; None: all of them, in order
+    rows: int
+    keys: np.ndarray  # the part's lanes: (pid code << 32 | tid code), sorted
+    at: np.ndarray  # ... and their positions in SliceRows.lanes
     instants: bool
-    correlation: np.ndarray | None  # per span, -1: none
+    correlation: Links | np.ndarray | None  # per span (array: -1 none)
     op_ids: np.ndarray | None  # per span, -1: none
-    kinds: np.ndarray | None  # per row: position in _KINDS, -1: the lane's
+    kinds: Links | None  # position in _KINDS of spans whose kind is not their lane's
+
+    def lanes_of(self, src: Any, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(which of the spans `idx` have a lane here, their lane positions)."""
+        key = (src.col("pid")[idx].astype(np.int64) << 32) | src.col("tid")[idx]
+        if not len(self.keys):
+            return np.zeros(len(idx), dtype=bool), np.zeros(0, dtype=np.int32)
+        pos = np.minimum(np.searchsorted(self.keys, key), len(self.keys) - 1)
+        found = self.keys[pos] == key
+        return found, self.at[pos[found]]
+
+    def chunks(self, src: Any) -> Iterator[np.ndarray]:
+        """The part's spans, SLICE_ROWS at a time (all spans: taken in order, those without a lane left out)."""
+        if self.index is not None:
+            for lo in range(0, len(self.index), SLICE_ROWS):
+                yield self.index[lo : lo + SLICE_ROWS]
+            return
+        for lo in range(0, len(src), SLICE_ROWS):
+            yield np.arange(lo, min(lo + SLICE_ROWS, len(src)), dtype=np.int64)
 
 
 class SliceRows:
@@ -53,37 +92,38 @@ class SliceRows:
         self.parts: list[_Part] = []
 
     def add(self, lanes: dict[tuple[int, int], Lane], index: np.ndarray | None = None, *, instants: bool = False,
-            correlation: np.ndarray | None = None, op_ids: np.ndarray | None = None,
+            correlation: Links | np.ndarray | None = None, op_ids: np.ndarray | None = None,
             kinds: dict[int, SliceKind] | None = None) -> None:  # fmt: skip
         """The spans `index` (default all; or the instants) whose thread has a lane in `lanes`, as rows.
 
         `correlation` and `op_ids`: per span (-1: none); `kinds`: a span's slice kind instead of its lane's.
+        Keeps 8 bytes a row where `index` is given (the rows that have a lane), nothing where it is not and
+        every thread has a lane.
         """
         src = self.ev.instants if instants else self.ev
-        index = np.arange(len(src), dtype=np.int64) if index is None else np.asarray(index, dtype=np.int64)
         for lane in lanes.values():
             self._lane_at.setdefault(lane, len(self._lane_at))
         self.lanes = list(self._lane_at)
         keys = np.array([(p << 32) | t for p, t in lanes], dtype=np.int64)
         at = np.array([self._lane_at[lane] for lane in lanes.values()], dtype=np.int32)
         order = np.argsort(keys)
-        keys, at = keys[order], at[order]
-        key = (src.col("pid")[index].astype(np.int64) << 32) | src.col("tid")[index]
-        pos = np.minimum(np.searchsorted(keys, key), max(len(keys) - 1, 0)) if len(keys) else np.zeros(len(key), dtype=np.int64)
-        found = keys[pos] == key if len(keys) else np.zeros(len(key), dtype=bool)
-        index, pos = index[found], at[pos[found]] if len(keys) else np.zeros(0, dtype=np.int32)
-        row_kinds = None
-        if kinds and len(index):
-            spans = np.fromiter(kinds.keys(), dtype=np.int64, count=len(kinds))
-            values = np.array([_KINDS.index(k.value) for k in kinds.values()], dtype=np.int8)
-            order = np.argsort(spans)
-            spans, values = spans[order], values[order]
-            hit = np.minimum(np.searchsorted(spans, index), len(spans) - 1)
-            row_kinds = np.where(spans[hit] == index, values[hit], -1).astype(np.int8)
-        self.parts.append(_Part(index, pos.astype(np.int32), instants, correlation, op_ids, row_kinds))
+        part = _Part(None if index is None else np.asarray(index, dtype=np.int64), 0, keys[order], at[order], instants,
+                     correlation, op_ids, None)  # fmt: skip
+        kept, rows = [], 0
+        for idx in part.chunks(src):
+            found = part.lanes_of(src, idx)[0]
+            rows += int(np.count_nonzero(found))
+            kept.append(idx[found])
+        if index is not None or rows < len(src):
+            part.index = np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
+        part.rows = rows
+        if kinds:
+            part.kinds = Links(np.fromiter(kinds.keys(), dtype=np.int64, count=len(kinds)),
+                               np.array([_KINDS.index(k.value) for k in kinds.values()], dtype=np.int64))  # fmt: skip
+        self.parts.append(part)
 
     def __len__(self) -> int:
-        return sum(len(p.index) for p in self.parts)
+        return sum(p.rows for p in self.parts)
 
     def slices(self) -> TableSlices:
         """The rows as a table made slice by slice (dictionaries fixed first)."""
@@ -92,9 +132,8 @@ class SliceRows:
         used = np.zeros(len(vals), dtype=bool)
         for part in self.parts:
             src = ev.instants if part.instants else ev
-            names = src.col("name")
-            for lo in range(0, len(part.index), SLICE_ROWS):
-                used[names[part.index[lo : lo + SLICE_ROWS]]] = True
+            for idx in part.chunks(src):
+                used[src.col("name")[idx[part.lanes_of(src, idx)[0]] if part.index is None else idx]] = True
         name = _Coder([v if used[c] else None for c, v in enumerate(vals)], used)
         engine = _Coder(sorted({lane.engine for lane in self.lanes}), np.ones(len({lane.engine for lane in self.lanes}), dtype=bool))
         engines = {w: n for n, w in enumerate(engine.words.to_pylist())}
@@ -106,28 +145,33 @@ class SliceRows:
         lane_kind = np.array([_KINDS.index(lane.slice_kind.value) for lane in self.lanes] or [0], dtype=np.int8)
         rid, t0 = self.rid, self.t0
 
-        def optional(column: np.ndarray | None, idx: np.ndarray) -> pa.Array | None:
+        def optional(column: np.ndarray | None, idx: np.ndarray | None) -> pa.Array | None:
+            """column[idx] (idx None: column as it is) with -1 as null."""
             if column is None:
                 return None
-            values = column[idx]
+            values = column if idx is None else column[idx]
             return pa.array(values, pa.int64(), mask=values < 0)
 
         def batches() -> Iterator[pa.RecordBatch]:
             for part in self.parts:
                 src = ev.instants if part.instants else ev
-                for lo in range(0, len(part.index), SLICE_ROWS):
-                    idx, pos = part.index[lo : lo + SLICE_ROWS], part.lane[lo : lo + SLICE_ROWS]
+                for idx in part.chunks(src):
+                    found, pos = part.lanes_of(src, idx)
+                    idx = idx[found]
                     k = lane_kind[pos]
                     if part.kinds is not None:
-                        own = part.kinds[lo : lo + SLICE_ROWS]
+                        own = part.kinds.of(idx)
                         k = np.where(own >= 0, own, k)
                     n = len(idx)
+                    corr = part.correlation
+                    corr = corr.of(idx) if isinstance(corr, Links) else None if corr is None else corr[idx]
                     table = _table("engine_slices", {
                         "region_id": np.full(n, rid, dtype=np.int32), "engine": engine(lane_engine[pos]),
                         "engine_kind": ekind(lane_ekind[pos]), "kind": kind(k.astype(np.int32)),
                         "name": name(src.col("name")[idx]), "start": src.col("ts" if part.instants else "start")[idx] - t0,
                         "dur": np.zeros(n, dtype=np.int64) if part.instants else src.col("dur")[idx],
-                        "op_id": optional(part.op_ids, idx), "correlation": optional(part.correlation, idx)})  # fmt: skip
+                        "op_id": optional(part.op_ids, idx),
+                        "correlation": optional(corr, None)})  # fmt: skip
                     yield from table.to_batches()
 
         return TableSlices(len(self), batches)
@@ -151,4 +195,4 @@ def finish(trace: Trace, tables: dict[str, TableSlices], *, sliced: bool) -> Tra
                 trace.slices[source] = TableSlices(table.num_rows, lambda table=table: iter(table.to_batches()))
     return trace
 
-__all__ = ["SLICE_ROWS", "Lane", "SliceRows", "finish"]
+__all__ = ["SLICE_ROWS", "Lane", "Links", "SliceRows", "finish"]

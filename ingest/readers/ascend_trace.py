@@ -57,7 +57,7 @@ from .chrome_generic import (
     Lane,
     base_info,
     epoch_iso,
-    flow_correlations,
+    flow_links,
     lane_label,
     run_extent,
     sorted_lanes,
@@ -206,7 +206,8 @@ def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced
     rows.add(lanes, top, op_ids=op_of_span)
     del top, parent
     rows.add(lanes_queue, np.flatnonzero(python & (op_of_span < 0)))  # Enqueue / Dequeue: Python spans, not operators
-    rows.add(lanes, np.flatnonzero(~python), correlation=flow_correlations(ev, span=bound), kinds=kinds, op_ids=kernel_op)
+    rows.add(lanes, np.flatnonzero(~python), correlation=flow_links(ev, span=bound, among=~python), kinds=kinds,
+             op_ids=kernel_op)  # fmt: skip
     del python, bound
     ev.drop_index()
     starts_of = phase == PHASES.index("s")

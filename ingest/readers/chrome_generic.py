@@ -24,7 +24,7 @@ from ..builder import TraceBuilder
 from ..schema import TABLES, Mode, SliceKind, Source
 from ..trace import RunInfo, Trace
 from ._chrome_events import _OTHER_ID, ChromeEvents, bind_flows, collect
-from ._chrome_slices import Lane, SliceRows, finish
+from ._chrome_slices import Lane, Links, SliceRows, finish
 from ._source import DEFAULT_CAPS, SizeCaps
 
 FORMAT = "chrome"
@@ -54,14 +54,23 @@ def flow_correlations(ev: ChromeEvents, which: np.ndarray | None = None, *, span
     """Per span: the id of a flow bound to it (ids that are not int64 get numbers from 2^62 up), or -1.
 
     span: the span each of the flows `which` binds to, when the caller has bound them already."""
+    links = flow_links(ev, which, span=span)
     corr = np.full(len(ev), -1, dtype=np.int64)
+    corr[links.spans] = links.values
+    return corr
+
+
+def flow_links(ev: ChromeEvents, which: np.ndarray | None = None, *, span: np.ndarray | None = None,
+               among: np.ndarray | None = None) -> Links:  # fmt: skip
+    """`flow_correlations` for the spans that have a flow only (`among`: a flag per span, the spans kept)."""
     idx = np.arange(len(ev.flows), dtype=np.int64) if which is None else which
     span = bind_flows(ev, idx) if span is None else span
     key = ev.flows.column("key")[idx]
     key = np.where(key < 0, key - _OTHER_ID + 2**62, key)  # not int64, or negative: numbered apart
     bound = span >= 0
-    corr[span[bound]] = key[bound]
-    return corr
+    if among is not None:
+        bound &= among[np.maximum(span, 0)]
+    return Links(span[bound], key[bound])
 
 
 def sorted_lanes(ev: ChromeEvents, lane_of: Callable[[Any, Any], Lane]) -> dict[tuple[int, int], Lane]:
@@ -182,7 +191,7 @@ def read_chrome(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool
 
     sliced: give the engine slices as slices, made as they are written (`Trace.slices`), not as one table."""
     path = Path(path)
-    ev = collect(path, caps=caps)
+    ev = collect(path, caps=caps, lean=True)  # no categories or args: a generic lane needs neither
     t0, end = run_extent(ev)
     b = TraceBuilder(base_info(ev, FORMAT, list(GENERIC_MISSING)))
     rid = b.add_region(str(ev.metadata.get("traceName") or path.name), dur_ns=end - t0, mode=Mode.UNKNOWN)
@@ -191,10 +200,10 @@ def read_chrome(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool
     rows = SliceRows(ev, rid, t0)
     annotations = {key: Lane(lane.engine, lane.engine_kind, SliceKind.ANNOTATION) for key, lane in lanes.items()}
     rows.add(annotations, instants=True)  # instants: zero-length annotation slices on their thread's lane
-    rows.add(lanes, correlation=flow_correlations(ev))
+    rows.add(lanes, correlation=flow_links(ev))
     ev.drop_index()
     return finish(b.build(), {"engine_slices": rows.slices()}, sliced=sliced)
 
 
-__all__ = ["FORMAT", "GENERIC_MISSING", "Lane", "base_info", "epoch_iso", "flow_correlations", "lane_label",
+__all__ = ["FORMAT", "GENERIC_MISSING", "Lane", "base_info", "epoch_iso", "flow_correlations", "flow_links", "lane_label",
            "read_chrome", "run_extent", "slice_table", "sniff", "sorted_lanes", "with_slices"]  # fmt: skip
