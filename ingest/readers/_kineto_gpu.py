@@ -69,14 +69,10 @@ def gpu_slices(ev: KinetoEvents, t0: float, regions: _Regions, root_device: str,
         return None
     if runtime.kept_aside() or device.kept_aside():
         return None
-    runtime_corr, device_corr = runtime.int_column(_RUNTIME_CORR), device.int_column(_DEV_CORR)
-    if runtime_corr is None or device_corr is None:
-        return None
     link = _Link(ev, t0, regions)
-    index = CorrelationIndex(runtime_corr)
-    del runtime_corr
-    device_call = index.find(device_corr)
-    del index, device_corr
+    index = CorrelationIndex(_column(runtime, _RUNTIME_CORR))  # no value aside: every id is an int64 or None
+    device_call = np.concatenate([index.find(part[_DEV_CORR]) for _, part in device.chunks(CHUNK_ROWS)])
+    del index
     launched = link.launched(device_call)
     host = _HostLanes(link, launched)
     signals = _sync_signals(link, launched)
@@ -96,6 +92,12 @@ class _Table:
     LANES, TRANSFERS, SIGNALS = "engine_slices", "transfers", "signals"
 
 
+def _column(rows: RowColumns, k: int) -> np.ndarray:
+    """One field of every row, read chunk by chunk (a spilled column too)."""
+    parts = [part[k] for _, part in rows.chunks(CHUNK_ROWS)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
 def _chain(*parts: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for part in parts:
         yield from part
@@ -113,10 +115,7 @@ class _Link:
         self.op_parent = np.full(n_ops, -1, dtype=np.int64)
         self.runtime_op = np.full(n_calls, -1, dtype=np.int64)
         codes = {t: i for i, t in enumerate(ops.threads)}  # the linker's sweep groups by (pid, tid)
-        call_thread = self._call_threads(codes)
-        runtime_ts = ev.runtime.numpy(_RUNTIME_TS)
-        runtime_dur = ev.runtime.numpy(_RUNTIME_DUR)
-        buckets = _Buckets(n_ops + n_calls, lambda: self._start_samples(runtime_ts))
+        buckets = _Buckets(n_ops + n_calls, self._start_samples)
         first = 0
         for part in ops.slices():
             n = len(part["ts"])
@@ -125,27 +124,19 @@ class _Link:
             self.op_region[first : first + n] = regions.find_many(start)
             buckets.add(part["thread"], _OP, first, part["ts"], part["dur"])
             first += n
-        for lo in range(0, n_calls, CHUNK_ROWS):
-            hi = min(lo + CHUNK_ROWS, n_calls)
-            buckets.add(call_thread[lo:hi], _CALL, lo, runtime_ts[lo:hi], runtime_dur[lo:hi])
-        del call_thread
+        values = ev.runtime.values
+        for lo, part in ev.runtime.chunks(CHUNK_ROWS):  # the sweep's thread of a call: new (pid, tid) pairs after the ops'
+            pair = part[_RUNTIME_PID].astype(np.int64) << 32 | part[_RUNTIME_TID].astype(np.int64)
+            distinct, inverse = np.unique(pair, return_inverse=True)
+            thread = np.array([codes.setdefault((values[p >> 32], values[p & 0xFFFFFFFF]), len(codes)) for p in distinct.tolist()],
+                              dtype=np.int32)  # fmt: skip
+            buckets.add(thread[inverse.reshape(-1)], _CALL, lo, part[_RUNTIME_TS], part[_RUNTIME_DUR])
         self._sweep(buckets)
 
-    def _call_threads(self, codes: dict) -> np.ndarray:
-        """The sweep's thread code of each runtime call (new (pid, tid) pairs after the operators' threads)."""
-        runtime = self.ev.runtime
-        values = runtime.values
-        pair = runtime.numpy(_RUNTIME_PID).astype(np.int64) << 32 | runtime.numpy(_RUNTIME_TID).astype(np.int64)
-        distinct, inverse = np.unique(pair, return_inverse=True)
-        thread = np.array([codes.setdefault((values[p >> 32], values[p & 0xFFFFFFFF]), len(codes)) for p in distinct.tolist()],
-                          dtype=np.int32)  # fmt: skip
-        return thread[inverse.reshape(-1)] if len(pair) else np.zeros(0, dtype=np.int32)
-
-    def _start_samples(self, runtime_ts: np.ndarray) -> np.ndarray:
-        total = len(self.ev.ops) + len(runtime_ts)
-        step = max(1, total // _SAMPLES)
+    def _start_samples(self) -> np.ndarray:
+        step = max(1, (len(self.ev.ops) + len(self.ev.runtime)) // _SAMPLES)
         samples = [part["ts"][::step] for part in self.ev.ops.slices()]
-        return np.concatenate([*samples, runtime_ts[::step]])
+        return np.concatenate([*samples, *(part[_RUNTIME_TS][::step] for _, part in self.ev.runtime.chunks(CHUNK_ROWS))])
 
     def _sweep(self, buckets: _Buckets) -> None:
         """The linker's nesting sweep, bucket by bucket, each thread's open operators carried across buckets."""
@@ -330,13 +321,16 @@ def _sync_signals(link: _Link, launched: np.ndarray) -> pa.Table:
     runtime = ev.runtime
     values = runtime.values
     sync_calls = [code for code, v in enumerate(values) if type(v) is str and v in SYNC_RUNTIME_CALLS]
-    ts = runtime.numpy(_RUNTIME_TS)
-    for ri in np.flatnonzero(np.isin(runtime.numpy(_RUNTIME_NAME), sync_calls)).tolist():
+    calls = []  # (row, start, name code) of the runtime sync calls
+    for lo, part in runtime.chunks(CHUNK_ROWS):
+        at = np.flatnonzero(np.isin(part[_RUNTIME_NAME], sync_calls))
+        calls += zip((lo + at).tolist(), part[_RUNTIME_TS][at].tolist(), part[_RUNTIME_NAME][at].tolist(), strict=True)
+    for ri, ts, code in calls:
         oi = int(link.runtime_op[ri])
         if oi >= 0 and link.inside_sync(oi, sync_codes):
             continue
-        start = link.ns(float(ts[ri]))
-        name = values[runtime.numpy(_RUNTIME_NAME)[ri]]
+        start = link.ns(ts)
+        name = values[code]
         out.append(region_id=int(link.op_region[oi]) if oi >= 0 else link.regions.find(start), op_id=oi if oi >= 0 else None,
                    kind=SignalKind.SYNC, reason=name, op_name=names[link.op_name[oi]] if oi >= 0 else name, count=1, bytes=0,
                    call_site=None, stack_id=None, note=cause_hint(Cause.SYNC_CALL), time_ns=start)  # fmt: skip
@@ -365,7 +359,12 @@ class _DeviceWork:
         self.link, self.device_call, self.values = link, device_call, values
         self.copy_code = np.array([v == "gpu_memcpy" for v in values] or [False], dtype=bool)
         self.memset_code = np.array([v == "gpu_memset" for v in values] or [False], dtype=bool)
-        self.copies = int(self.copy_code[device.numpy(_DEV_CAT)].sum()) if len(device) else 0
+        self.copies = sum(int(self.copy_code[part[_DEV_CAT]].sum()) for _, part in device.chunks(CHUNK_ROWS))
+        # the size on each slice's runtime call (a copy without bytes of its own takes it), read chunk by chunk
+        self.call_size = np.full(len(device_call), NONE_INT, dtype=np.int64)
+        for lo, part in link.ev.runtime.chunks(CHUNK_ROWS):
+            here = np.flatnonzero((device_call >= lo) & (device_call < lo + len(part[0])))
+            self.call_size[here] = part[_RUNTIME_SIZE][device_call[here] - lo]
         self.prefix = (lambda dev: f"cuda:{dev} ") if multi_device else (lambda dev: "")
         self.directions: dict[int, Direction] = {}
 
@@ -377,36 +376,35 @@ class _DeviceWork:
 
     def batches(self, table: str) -> Iterator[pa.RecordBatch]:
         device, link = self.link.ev.device, self.link
-        runtime_size = link.ev.runtime.numpy(_RUNTIME_SIZE)
-        for lo in range(0, len(device), CHUNK_ROWS):
-            hi = min(lo + CHUNK_ROWS, len(device))
-            cat = device.numpy(_DEV_CAT)[lo:hi]
+        for lo, part in device.chunks(CHUNK_ROWS):
+            cat = part[_DEV_CAT]
             copy = self.copy_code[cat]
             if table != _Table.LANES:
                 if not copy.any():
                     continue
                 rows = np.flatnonzero(copy)
             else:
-                rows = np.arange(hi - lo)
+                rows = np.arange(len(cat))
             at = lo + rows
-            start, span = ns_times(device.numpy(_DEV_TS)[at], device.numpy(_DEV_DUR)[at], link.t0)
+            start, span = ns_times(part[_DEV_TS][rows], part[_DEV_DUR][rows], link.t0)
             ri = self.device_call[at]
             oi = np.where(ri >= 0, link.runtime_op[np.maximum(ri, 0)], -1)
             region = np.where(oi >= 0, link.op_region[np.maximum(oi, 0)], link.regions.find_many(start)).astype(np.int32)
             op_id = pa.array(oi, mask=oi < 0)
-            name, dev, stream = device.numpy(_DEV_NAME)[at], device.numpy(_DEV_DEVICE)[at], device.numpy(_DEV_STREAM)[at]
-            raw_bytes = device.numpy(_DEV_BYTES)[at]
+            name, dev, stream = part[_DEV_NAME][rows], part[_DEV_DEVICE][rows], part[_DEV_STREAM][rows]
+            raw_bytes = part[_DEV_BYTES][rows]
             copy = copy[rows]
-            size = np.where(ri >= 0, runtime_size[np.maximum(ri, 0)], NONE_INT) if len(runtime_size) else np.full(len(at), NONE_INT)
+            size = self.call_size[at]
             copy_bytes = np.where(raw_bytes != NONE_INT, raw_bytes, np.where(size != NONE_INT, size, 0))
             if table == _Table.LANES:
-                yield self._lanes(copy, cat[rows], name, dev, stream, raw_bytes, copy_bytes, region, op_id, start, span, at)
+                yield self._lanes(copy, cat[rows], name, dev, stream, raw_bytes, copy_bytes, region, op_id, start, span,
+                                  part[_DEV_CORR][rows])  # fmt: skip
             elif table == _Table.TRANSFERS:
                 yield self._transfers(name, dev, copy_bytes, region, op_id, start, span)
             else:
                 yield self._signals(name, oi, copy_bytes, region, op_id, start)
 
-    def _lanes(self, copy, cat, name, dev, stream, raw_bytes, copy_bytes, region, op_id, start, span, at) -> pa.RecordBatch:  # noqa: ANN001
+    def _lanes(self, copy, cat, name, dev, stream, raw_bytes, copy_bytes, region, op_id, start, span, corr) -> pa.RecordBatch:  # noqa: ANN001
         values = self.values
         # the lane: a copy's direction (from its name) or a stream, prefixed by the device where there are several
         key = np.where(copy, name, stream).astype(np.int64) << 33 | dev.astype(np.int64) << 1 | copy
@@ -417,7 +415,6 @@ class _DeviceWork:
         slice_kind = _text(copy.astype(np.int64), lambda k: SliceKind.TRANSFER.value if k else SliceKind.COMPUTE.value)
         memset = self.memset_code[cat]
         nbytes = np.where(copy, copy_bytes, raw_bytes)
-        corr = self.link.ev.device.numpy(_DEV_CORR)[at]
         return _table("engine_slices", {
             "region_id": region, "engine": engine, "engine_kind": engine_kind, "kind": slice_kind,
             "name": _text(name.astype(np.int64), lambda k: values[k]), "start": start, "dur": span, "op_id": op_id,
@@ -455,14 +452,13 @@ def _runtime_batches(link: _Link) -> Iterator[pa.RecordBatch]:
     """One row per runtime or driver call (`_kineto_link._runtime_calls`), a chunk at a time."""
     runtime = link.ev.runtime
     values = runtime.values
-    for lo in range(0, len(runtime), CHUNK_ROWS):
-        hi = min(lo + CHUNK_ROWS, len(runtime))
-        start, dur = ns_times(runtime.numpy(_RUNTIME_TS)[lo:hi], runtime.numpy(_RUNTIME_DUR)[lo:hi], link.t0)
-        op = link.runtime_op[lo:hi]
-        corr = runtime.numpy(_RUNTIME_CORR)[lo:hi]
+    for lo, part in runtime.chunks(CHUNK_ROWS):
+        start, dur = ns_times(part[_RUNTIME_TS], part[_RUNTIME_DUR], link.t0)
+        op = link.runtime_op[lo : lo + len(start)]
+        corr = part[_RUNTIME_CORR]
         yield from _table("runtime_calls", {
             "region_id": link.regions.find_many(start).astype(np.int32), "op_id": pa.array(op, mask=op < 0),
-            "name": _text(runtime.numpy(_RUNTIME_NAME)[lo:hi].astype(np.int64), lambda k: values[k]),
+            "name": _text(part[_RUNTIME_NAME].astype(np.int64), lambda k: values[k]),
             "start_ns": start, "dur_ns": dur, "correlation": pa.array(corr, mask=corr == NONE_INT)}).to_batches()  # fmt: skip
 
 

@@ -10,10 +10,11 @@ when read, names shared), so the linker reads them as it read the lists.
 
 from __future__ import annotations
 
+import tempfile
 from array import array
 from collections.abc import Iterator
 from enum import Enum
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -29,14 +30,19 @@ class Field(Enum):
 _NONE = NONE_INT = -(2**63)  # an INT column's None
 _ASIDE = -(2**63) + 1  # an INT or CODED column's value kept in `_aside` (and a CODED column's unhashable values)
 _CHUNK = 1 << 14
+SPILL_ROWS = 1 << 20  # rows held in memory: past them, a slice of this many goes to a temporary file (~40 MB)
 
 
 class RowColumns:
     """Fixed-width tuples kept as columns, one :class:`Field` per position; a list of tuples to read
     (``len``, indexing, iteration, ``==`` with a list), appended to one tuple at a time."""
 
-    def __init__(self, fields: tuple[Field, ...]) -> None:
+    def __init__(self, fields: tuple[Field, ...], *, spill_rows: int | None = None) -> None:
         self.fields = fields
+        self.spill_rows = spill_rows or SPILL_ROWS
+        self._spill: BinaryIO | None = None  # slices written out, each column after the other
+        self._spilled: list[tuple[int, int]] = []  # (offset in the spill file, rows) per slice written out
+        self._spilled_rows = 0
         self._columns: list[array] = [array("d") if f is Field.TIME else array("i") if f is Field.CODED else array("q")
                                       for f in fields]  # fmt: skip
         self._values: list[Any] = []  # the distinct values of every CODED column (one table: names recur across fields)
@@ -77,11 +83,59 @@ class RowColumns:
                 continue
             else:
                 raw = _ASIDE
-            n = len(self._columns[0]) - (k > 0) if n < 0 else n  # this row's index (field 0 is already appended)
+            n = self._spilled_rows + len(self._columns[0]) - (k > 0) if n < 0 else n  # this row's index (field 0 is in)
             column.append(raw)
             self._aside[(n, k)] = value
+        if len(self._columns[0]) >= self.spill_rows:
+            self._spill_slice()
+
+    def _dtype(self, k: int) -> type:
+        return np.float64 if self.fields[k] is Field.TIME else np.int32 if self.fields[k] is Field.CODED else np.int64
+
+    def _spill_slice(self) -> None:
+        """Write the rows held in memory to the spill file as one slice."""
+        if self._spill is None:
+            self._spill = tempfile.TemporaryFile(prefix="portscope-rows-")  # noqa: SIM115 (lives as long as the columns)
+        self._spill.seek(0, 2)
+        rows = len(self._columns[0])
+        self._spilled.append((self._spill.tell(), rows))
+        self._spilled_rows += rows
+        for k, column in enumerate(self._columns):
+            column.tofile(self._spill)
+            self._columns[k] = array(column.typecode)
+
+    def chunks(self, rows: int = _CHUNK) -> Iterator[tuple[int, list[np.ndarray]]]:
+        """(first row, one numpy array a field) for consecutive runs of at most `rows` rows, in order, without loading
+        the spilled slices all at once (raw columns as :meth:`numpy` gives them)."""
+        first = 0
+        for offset, count in self._spilled:
+            if self._spill is None:
+                break
+            self._spill.seek(offset)
+            part = [np.fromfile(self._spill, dtype=self._dtype(k), count=count) for k in range(len(self.fields))]
+            for lo in range(0, count, rows):
+                yield first + lo, [column[lo : lo + rows] for column in part]
+            first += count
+        held = len(self._columns[0]) if self._columns else 0
+        for lo in range(0, held, rows):
+            yield first + lo, [np.frombuffer(column, dtype=self._dtype(k))[lo : lo + rows] for k, column in enumerate(self._columns)]
+
+    def _load(self) -> None:
+        """Bring every spilled slice back into the in-memory columns (whole-column access, indexing)."""
+        if not self._spilled:
+            return
+        whole = [array(column.typecode) for column in self._columns]
+        for _, part in self.chunks(self.spill_rows):
+            for column, values in zip(whole, part, strict=True):
+                column.frombytes(values.tobytes())
+        self._columns = whole
+        self._spilled, self._spilled_rows = [], 0
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
 
     def __getitem__(self, i: int) -> tuple:
+        self._load()
         n = len(self)
         if not -n <= i < n:
             raise IndexError(i)
@@ -99,11 +153,10 @@ class RowColumns:
 
     def __iter__(self) -> Iterator[tuple]:
         values, aside, fields = self._values, self._aside, self.fields
-        for lo in range(0, len(self), _CHUNK):
-            hi = min(lo + _CHUNK, len(self))
+        for lo, columns in self.chunks():
             parts = []
-            for k, (field, column) in enumerate(zip(fields, self._columns, strict=True)):
-                raw = column[lo:hi]
+            for k, (field, column) in enumerate(zip(fields, columns, strict=True)):
+                raw = column.tolist()
                 if field is Field.TIME:
                     parts.append(raw)
                 elif field is Field.CODED:
@@ -113,18 +166,20 @@ class RowColumns:
             yield from zip(*parts, strict=True)
 
     def __len__(self) -> int:
-        return len(self._columns[0]) if self._columns else 0
+        return self._spilled_rows + (len(self._columns[0]) if self._columns else 0)
 
     def int_column(self, k: int) -> np.ndarray | None:
         """Field k (an INT field) as int64, None as NONE_INT; None when some value of it is not an int64 or None."""
         if self.fields[k] is not Field.INT or any(key[1] == k for key in self._aside):
             return None
+        self._load()
         return np.frombuffer(self._columns[k], dtype=np.int64).copy() if len(self) else np.zeros(0, dtype=np.int64)
 
     def numpy(self, k: int) -> np.ndarray:
         """Field k's raw column as a copy-free numpy view (TIME: float64; CODED: int32 codes into :attr:`values`, -1
         for a value kept aside; INT: int64, NONE_INT for None); the columns cannot grow while a view lives."""
-        dtype = np.float64 if self.fields[k] is Field.TIME else np.int32 if self.fields[k] is Field.CODED else np.int64
+        self._load()
+        dtype = self._dtype(k)
         return np.frombuffer(self._columns[k], dtype=dtype) if len(self) else np.zeros(0, dtype=dtype)
 
     @property

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from portscope.ingest.readers import _kineto_gpu, _kineto_ops
+from portscope.ingest.readers import _kineto_gpu, _kineto_ops, _kineto_rows
 from portscope.ingest.readers.kineto import read_kineto
 from portscope.ingest.trace import read_trace, write_trace
 
@@ -66,8 +66,10 @@ def _write(path: Path, events: list) -> Path:
 
 
 def _sizes(monkeypatch: pytest.MonkeyPatch, ops: int, bucket: int, chunk: int) -> None:
-    """Operators per slice, events sorted per bucket, runtime calls or device slices per batch."""
+    """Operators (and runtime calls, device slices) per slice held in memory, events sorted per bucket, runtime calls
+    or device slices per batch."""
     monkeypatch.setattr(_kineto_ops, "SPILL_ROWS", ops)
+    monkeypatch.setattr(_kineto_rows, "SPILL_ROWS", ops)
     monkeypatch.setattr(_kineto_gpu, "BUCKET_EVENTS", bucket)
     monkeypatch.setattr(_kineto_gpu, "CHUNK_ROWS", chunk)
 

@@ -134,3 +134,22 @@ def test_builder_encodes_text_columns_in_order_of_first_appearance() -> None:
     wrong.append(engine=7, engine_kind="stream", kind="compute", name="k", start=0, dur=1)  # a lane name not text
     with pytest.raises(pa.ArrowTypeError):
         wrong.build()
+
+
+def test_rows_spill_past_a_slice_and_read_back_in_order() -> None:
+    rows = RowColumns(RUNTIME_FIELDS, spill_rows=2)
+    appended = [
+        (1.0, 2.0, "cudaLaunchKernel", 1, 1, 10, 3, None),
+        (3.5, 1.0, "cudaMemcpyAsync", 1, 2, 11, None, 64),
+        (5.0, 0.5, "cudaLaunchKernel", 1, 1, "x", 4, 2**64),  # an id that is not an int64, a size too big: kept aside
+        (6.0, 0.5, ["unhashable"], 1, 1, None, None, 8),
+        (7.0, 1.5, "cudaStreamSynchronize", 1, 2, 12, 5, None),
+    ]
+    for row in appended:
+        rows.append(row)
+    assert len(rows) == 5 and rows._spilled_rows == 4  # two slices of 2 written out, one row held
+    assert list(rows) == appended  # iteration reads the slices back without loading them
+    firsts = [(lo, part[0].tolist()) for lo, part in rows.chunks(3)]
+    assert firsts == [(0, [1.0, 3.5]), (2, [5.0, 6.0]), (4, [7.0])]  # no chunk crosses a slice
+    assert rows[2] == appended[2] and rows[-1] == appended[-1]  # indexing loads them back first
+    assert rows._spilled_rows == 0 and list(rows) == appended
