@@ -3,13 +3,15 @@
 Usage: python bench/overhead_bench.py [--repeats 30] [--layers 4] [--hidden 512] [--seq 128] [--clock wall|cpu]
                                       [--stat median|min]
 Prints one line per mode: median (or fastest) ms, the ratio to the unprofiled median measured in the same run, and the
-cost per operator ((median - unprofiled median) / operators dispatched in one forward).
+cost per operator ((median - unprofiled median) / operators dispatched in one forward). "explain" uses the native
+hot path where it is built (profiler/_native.py), "explain(python path)" the Python one (PORTSCOPE_NATIVE=0).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 
@@ -17,8 +19,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from portscope.profiler import explain
-from portscope.profiler.recorder import skip_dynamo
+from portscope.profiler import _native, explain
+from portscope.profiler.recorder import session, skip_dynamo
 
 
 class _DoNothingMode(TorchDispatchMode):
@@ -61,8 +63,9 @@ def main() -> None:
     def plain() -> None:
         model(input_ids=ids)
 
-    def make(**kw):  # noqa: ANN202
+    def make(native: bool = True, **kw):  # noqa: ANN202
         def run() -> None:
+            os.environ[_native.ENV] = "1" if native else "0"  # read when a region opens
             with explain("bench", **kw):
                 model(input_ids=ids)
         return run
@@ -79,6 +82,7 @@ def main() -> None:
         "unprofiled": plain,
         "do-nothing dispatch mode": do_nothing,
         "explain": make(),
+        "explain(python path)": make(native=False),
         "explain(with_stack)": make(with_stack=True),
         "explain(target=fp16-npu)": make(target="fp16-npu"),
         "torch.profiler(record_shapes)": torch_prof,
@@ -93,13 +97,15 @@ def main() -> None:
                 t0 = clock()
                 fn()
                 times[name].append(clock() - t0)
+    os.environ[_native.ENV] = "1"
     with torch.no_grad(), explain("count") as region:
         model(input_ids=ids)
+        native = session().mode.native
     ops = len(region.raw)
     stat = min if args.stat == "min" else statistics.median
     base = stat(times["unprofiled"])
-    out: dict = {"operators": ops}
-    print(f"{ops} operators per forward")
+    out: dict = {"operators": ops, "native": native}
+    print(f"{ops} operators per forward; explain()'s native hot path: {'on' if native else 'off (Python path)'}")
     for name, ts in times.items():
         med = stat(ts)
         per_op_us = (med - base) / ops * 1e6

@@ -13,6 +13,8 @@
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/utils/object_ptr.h>
 #include <time.h>
+#include <algorithm>
+#include <cstdint>
 #include <vector>
 #include <utility>
 #include <structmember.h>
@@ -73,6 +75,47 @@ PyObject* meta_generic(PyObject* t) {
   return pack_meta(shape, stride, dtype, device);
 }
 
+// Recently made metadata tuples, shared by the records of tensors alike (they are immutable: records of a
+// long region hold one tuple per distinct tensor layout instead of one per tensor): a direct-mapped cache
+// keyed by sizes, strides, dtype and device, of tensors up to kCachedDims dims.
+constexpr size_t kCachedDims = 6;
+constexpr size_t kCacheSlots = 1024;
+
+struct MetaSlot {
+  PyObject* meta = nullptr;  // the slot's (shape, stride, dtype, device), or nullptr
+  size_t ndim = 0;
+  at::ScalarType dtype = at::ScalarType::Undefined;
+  c10::Device device{c10::kCPU};
+  int64_t sizes[kCachedDims] = {};
+  int64_t strides[kCachedDims] = {};
+};
+
+MetaSlot g_cache[kCacheSlots];
+
+// The slot for this layout: its metadata if the slot holds it, else a slot emptied for it; nullptr if too many dims
+MetaSlot* cache_slot(c10::IntArrayRef sizes, c10::IntArrayRef strides, at::ScalarType st, c10::Device device) {
+  size_t n = sizes.size();
+  if (n > kCachedDims) return nullptr;
+  uint64_t h = 0xcbf29ce484222325ull ^ ((uint64_t)st << 16) ^ ((uint64_t)device.type() << 8) ^
+               (uint64_t)(uint8_t)device.index();
+  for (size_t i = 0; i < n; ++i) {
+    h = (h ^ (uint64_t)sizes[i]) * 0x100000001b3ull;
+    h = (h ^ (uint64_t)strides[i]) * 0x100000001b3ull;
+  }
+  h ^= h >> 29;
+  MetaSlot* slot = &g_cache[h & (kCacheSlots - 1)];
+  if (slot->meta && slot->ndim == n && slot->dtype == st && slot->device == device &&
+      std::equal(sizes.begin(), sizes.end(), slot->sizes) && std::equal(strides.begin(), strides.end(), slot->strides))
+    return slot;
+  Py_CLEAR(slot->meta);
+  slot->ndim = n;
+  slot->dtype = st;
+  slot->device = device;
+  std::copy(sizes.begin(), sizes.end(), slot->sizes);
+  std::copy(strides.begin(), strides.end(), slot->strides);
+  return slot;
+}
+
 // exact Tensor or Parameter: read the TensorImpl; anything unusual (a subclass, symbolic sizes, a sparse or
 // nested layout) goes through Python, which also raises what Python would raise
 PyObject* meta(PyObject* obj, bool* is_bool) {
@@ -91,6 +134,13 @@ PyObject* meta(PyObject* obj, bool* is_bool) {
   }
   c10::IntArrayRef sizes = impl->sizes();
   c10::IntArrayRef strides = impl->strides();
+  at::ScalarType st = impl->dtype().toScalarType();
+  if (is_bool) *is_bool = st == at::kBool;
+  MetaSlot* slot = cache_slot(sizes, strides, st, impl->device());
+  if (slot && slot->meta) {
+    Py_INCREF(slot->meta);
+    return slot->meta;
+  }
   Py_ssize_t n = (Py_ssize_t)sizes.size();
   PyObject* shape = THPSizeType.tp_alloc(&THPSizeType, n);  // what Tensor.shape makes: a torch.Size
   PyObject* stride = PyTuple_New(n);
@@ -106,11 +156,14 @@ PyObject* meta(PyObject* obj, bool* is_bool) {
     PyTuple_SET_ITEM(shape, i, a);
     PyTuple_SET_ITEM(stride, i, b);
   }
-  at::ScalarType st = impl->dtype().toScalarType();
-  if (is_bool) *is_bool = st == at::kBool;
   PyObject* dtype = (PyObject*)torch::getTHPDtype(st);
   Py_INCREF(dtype);
-  return pack_meta(shape, stride, dtype, device_obj(impl->device()));
+  PyObject* r = pack_meta(shape, stride, dtype, device_obj(impl->device()));
+  if (r && slot) {
+    Py_INCREF(r);
+    Py_XSETREF(slot->meta, r);
+  }
+  return r;
 }
 
 inline int is_tensor(PyObject* a) {  // -1 on error

@@ -84,14 +84,14 @@ def _load(plain: frozenset[type]) -> Any:
             return _unavailable(f"its clock ({native_now} ns) is not time.perf_counter_ns ({before}..{after} ns)")
         return module.Handler
     except Exception as exc:  # noqa: BLE001  (a compiler's, ninja's or the loader's: never the user's run)
-        detail = " ".join(str(exc).split())
-        return _unavailable(f"{type(exc).__name__}: {detail[:400]}")
+        detail = " ".join(str(exc).split())  # a build's cause is at the end of its output
+        return _unavailable(f"{type(exc).__name__}: {detail if len(detail) <= 300 else '...' + detail[-300:]}")
 
 
 def _unavailable(why: str) -> None:
     warnings.warn(f"portscope: the native recorder is not available ({why}); explain() records through its "
-                  f"Python path, ~2x the overhead per operator. Set {ENV}=0 to silence this.",
-                  RuntimeWarning, stacklevel=5)
+                  f"Python path, about twice the overhead per operator. Set {ENV}=0 to silence this.",
+                  RuntimeWarning, stacklevel=6)  # the user's `with explain(...)` line
     return None
 
 
@@ -109,10 +109,16 @@ def _build_or_import() -> Any:
     from torch.utils.cpp_extension import load
 
     _log.info("portscope: building the native recorder once, in %s", where)
-    with warnings.catch_warnings(), _ninja_on_path():
-        warnings.simplefilter("ignore")  # torch's notes about compilers and CUDA arch lists
-        return load(name=name, sources=[str(_SOURCE)], extra_cflags=["-O2"], build_directory=str(where),
-                    verbose=False)
+    torch_log = logging.getLogger("torch.utils.cpp_extension")
+    saved_level = torch_log.level
+    torch_log.setLevel(logging.ERROR)  # its banner about compilers: a failure is reported once, below
+    try:
+        with warnings.catch_warnings(), _ninja_on_path():
+            warnings.simplefilter("ignore")  # torch's notes about compilers and CUDA arch lists
+            return load(name=name, sources=[str(_SOURCE)], extra_cflags=["-O2"], build_directory=str(where),
+                        verbose=False)
+    finally:
+        torch_log.setLevel(saved_level)
 
 
 def _import(name: str, path: Path) -> Any:

@@ -108,6 +108,7 @@ def test_argument_kinds_match_the_python_path(monkeypatch: pytest.MonkeyPatch) -
     assert index[1] == [(torch.Size([3, 4]), (4, 1), torch.float32, torch.device("cpu")),
                         (torch.Size([3, 4]), (4, 1), torch.bool, torch.device("cpu"))]
     assert records[0][1][1] == [(torch.Size([3, 4]), (4, 1), torch.float32, torch.device("cpu"))]  # [0]: no entry
+    assert records[0][1][1][0] is records[0][0][1][0]  # native records of tensors alike share one tuple
     tagged_sum = next(r for r in records[0] if r[0].name() == "aten::sum")
     assert tagged_sum[1] == [(torch.Size([2, 3]), (3, 1), torch.float32, torch.device("cpu"))]
     assert records[0][0][2] == ((torch.Size([3, 1]), (1, 1), torch.float32, torch.device("cpu")),
