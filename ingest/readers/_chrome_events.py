@@ -126,10 +126,13 @@ class ChromeEvents:
         """One span column as numpy (times int64, codes int32), without a copy."""
         return column(getattr(self, name))
 
-    def span_index(self) -> SpanIndex:
-        """The spans sorted for binding points (made at the first call, then kept; `drop_index` frees it)."""
-        if self._index is None:
-            self._index = SpanIndex(self)
+    def span_index(self, lanes: np.ndarray) -> SpanIndex:
+        """The spans of the threads `lanes` (and of those indexed before) sorted for binding points; kept until
+        `drop_index`, made anew when a call needs a thread it lacks."""
+        if self._index is None or not np.isin(lanes, self._index.lanes).all():
+            known = self._index.lanes if self._index is not None else lanes[:0]
+            self._index = None  # free it before the next is made
+            self._index = SpanIndex(self, np.union1d(known, lanes))
         return self._index
 
     def drop_index(self) -> None:
@@ -310,29 +313,42 @@ def _metadata(out: ChromeEvents, ev: dict) -> None:
 
 
 class SpanIndex:
-    """The spans sorted by (thread, start, longest first), to locate points in: built once per trace and kept on
-    it (`ChromeEvents.span_index`), 24 bytes a span; the sort's temporaries are freed when it is built."""
+    """The spans of some threads (`lanes`: sorted pid code << 32 | tid code) sorted by (thread, start, longest
+    first), to locate points in: 24 bytes a span of those threads, kept on the trace (`ChromeEvents.span_index`)
+    for the next points; the sort's temporaries (~40 bytes a span) are freed when it is built."""
 
-    def __init__(self, ev: ChromeEvents) -> None:
-        start = ev.col("start")
-        lane = (ev.col("pid").astype(np.int64) << 32) | ev.col("tid")
-        self.lanes, rank = np.unique(lane, return_inverse=True)
-        del lane
-        self.base = int(start.min()) - 1 if len(start) else 0
-        self.width = (int(start.max()) - self.base + 1) * 2 if len(start) else 1  # room for points past the last start
-        self.usable = self.width * (len(self.lanes) + 1) < 2**62
-        if not self.usable:  # times too far apart to combine with lanes: no bindings rather than wrong ones
+    def __init__(self, ev: ChromeEvents, lanes: np.ndarray) -> None:
+        self.lanes = lanes
+        start, dur = ev.col("start"), ev.col("dur")
+        kept, ranks = [], []
+        for lo in range(0, len(ev) if len(lanes) else 0, _POINTS):  # the spans on those threads, a million at a time
+            key = (ev.col("pid")[lo : lo + _POINTS].astype(np.int64) << 32) | ev.col("tid")[lo : lo + _POINTS]
+            at = np.minimum(np.searchsorted(lanes, key), len(lanes) - 1)
+            hit = lanes[at] == key
+            kept.append(np.flatnonzero(hit) + lo)
+            ranks.append(at[hit].astype(np.int32))
+        spans = np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
+        rank = np.concatenate(ranks) if ranks else np.zeros(0, dtype=np.int32)
+        del kept, ranks
+        first = start[spans]
+        self.base = int(first.min()) - 1 if len(first) else 0
+        self.width = (int(first.max()) - self.base + 1) * 2 if len(first) else 1  # room for points past the last start
+        self.usable = len(spans) > 0 and self.width * (len(lanes) + 1) < 2**62
+        if not self.usable:  # no spans there, or times too far apart to combine with lanes: no bindings rather than wrong ones
             self.order = self.combined = self.ends = np.zeros(0, dtype=np.int64)
             return
         combined = rank.astype(np.int64)
         del rank
         combined *= self.width
-        combined += start
+        combined += first
         combined -= self.base
-        self.order = np.lexsort((-ev.col("dur"), combined))
-        self.combined = combined[self.order]
+        del first
+        order = np.lexsort((-dur[spans], combined))
+        self.combined = combined[order]
         del combined
-        self.ends = start[self.order] + ev.col("dur")[self.order]
+        self.order = spans[order]  # span numbers in sorted order
+        del spans, order
+        self.ends = start[self.order] + dur[self.order]
 
 
 def bind_points(ev: ChromeEvents, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, enclosing: np.ndarray, *,
@@ -342,12 +358,12 @@ def bind_points(ev: ChromeEvents, pid: np.ndarray, tid: np.ndarray, ts: np.ndarr
     Enclosing points bind to the innermost span open at their time on their thread, others (and, unless
     `strict`, enclosing points that no span covers) to the first span starting at or after it. Vectorized:
     spans sorted once by (thread, start, longest first) (`SpanIndex`), points located by searchsorted on a
-    combined key, a million at a time.
+    combined key, a million at a time. Only the spans of the points' threads are sorted.
     """
     found = np.full(len(ts), -1, dtype=np.int64)
     if not len(ev) or not len(ts):
         return found
-    index = ev.span_index()
+    index = ev.span_index(np.unique((pid.astype(np.int64) << 32) | tid.astype(np.int64)))
     for lo in range(0, len(ts), _POINTS):
         hi = lo + _POINTS
         found[lo:hi] = _bind(index, pid[lo:hi], tid[lo:hi], ts[lo:hi], enclosing[lo:hi], strict)
