@@ -1,6 +1,6 @@
 """Benchmark: peak memory and time of converting big generic Chrome and torch_npu traces, one process per file.
 
-Makes the inputs (a generic Chrome trace object of the size asked: per thread of several processes, nested
+Makes the inputs (torch_npu kernel_details.csv tables; a generic Chrome trace object of the size asked: per thread of several processes, nested
 ``X`` spans, ``B``/``E`` pairs, instants and flows between threads; torch_npu trace views through
 ``npu_trace_bench.make_trace``), then runs ``portscope convert`` on each under ``/usr/bin/time -v`` and
 prints the wall time, events/s and peak RSS. Inputs are written into --dir and removed after unless --keep.
@@ -63,6 +63,34 @@ def make_chrome_trace(path: Path, megabytes: float) -> int:
     return events
 
 
+KERNEL_HEADER = ("Step Id,Model ID,Task ID,Stream ID,Name,Type,Accelerator Core,Start Time(us),Duration(us),Wait Time(us),"
+                 "Block Dim,Mix Block Dim,Input Shapes,Input Data Types,Input Formats,Output Shapes,Output Data Types,"
+                 "Output Formats\n")  # fmt: skip
+KERNEL_TYPES = (("MatMulV2", "AI_CORE", '"""8192,4096;4096,512"""', "DT_BF16;DT_BF16"), ("Add", "AI_VECTOR_CORE", '"""4096;4096"""',
+                "FLOAT16;FLOAT16"), ("Cast", "AI_CPU", '"""4096"""', "FLOAT"), ("hcom_allReduce_", "HCCL", "N/A", "N/A"))  # fmt: skip
+
+
+def make_kernel_details(path: Path, megabytes: float) -> int:
+    """Write a torch_npu kernel_details.csv of about `megabytes` MB (quoted start times with a TAB, tripled
+    quotes, N/A cells, as the real files have); returns the number of kernels."""
+    target = int(megabytes * 1e6)
+    written, n = 0, 0
+    with open(path, "w") as f:
+        f.write(KERNEL_HEADER)
+        while written < target:
+            lines = []
+            for _ in range(10_000):
+                kind, core, shapes, dtypes = KERNEL_TYPES[n % 7 % len(KERNEL_TYPES)]
+                stream = "N/A" if core == "HCCL" else "2"
+                lines.append(f'{n // 100_000 + 1},4294967295,{n},{stream},{kind}_{n},{kind},{core},"{1736413971411629 + n * 3}.{n % 1000:03d}\t",'
+                             f"{1 + n % 17}.5,0,48,0,{shapes},{dtypes},FORMAT_ND,{shapes},{dtypes},FORMAT_ND\n")  # fmt: skip
+                n += 1
+            text = "".join(lines)
+            f.write(text)
+            written += len(text)
+    return n
+
+
 def convert(path: Path, out: Path, env: dict[str, str] | None = None) -> dict[str, float]:
     """Seconds and peak RSS (bytes) of `portscope convert path -o out` in a fresh process."""
     cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "portscope.app.cli", "convert", str(path), "-o", str(out)]
@@ -77,7 +105,7 @@ def convert(path: Path, out: Path, env: dict[str, str] | None = None) -> dict[st
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--kind", nargs="+", choices=["chrome", "npu"], default=["chrome", "npu"])
+    parser.add_argument("--kind", nargs="+", choices=["chrome", "npu", "kernels"], default=["chrome", "npu", "kernels"])
     parser.add_argument("--sizes", nargs="+", type=float, default=[0.5, 1, 2], help="input sizes in GB")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/chrome_scale"))
     parser.add_argument("--keep", action="store_true", help="keep the inputs (reused when present)")
@@ -85,10 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     args.dir.mkdir(parents=True, exist_ok=True)
     for kind in args.kind:
         for gb in args.sizes:
-            path = args.dir / f"{kind}_{gb:g}gb.json"
+            path = args.dir / f"{kind}_{gb:g}gb.{'csv' if kind == 'kernels' else 'json'}"
             if not path.exists():
-                made = make_chrome_trace(path, gb * 1000) if kind == "chrome" else make_npu_trace(path, gb * 1000)
-                print(f"made {path} ({made} {'events' if kind == 'chrome' else 'operators'})", flush=True)
+                make = {"chrome": make_chrome_trace, "npu": make_npu_trace, "kernels": make_kernel_details}[kind]
+                print(f"made {path} ({make(path, gb * 1000)} {'operators' if kind == 'npu' else 'events'})", flush=True)
             size = path.stat().st_size
             try:
                 r = convert(path, args.dir / f"{kind}_{gb:g}gb.arrow", dict(os.environ))

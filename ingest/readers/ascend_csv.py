@@ -273,11 +273,13 @@ def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slic
     region_of_cell = np.full(len(clean) or 1, root, dtype=np.int32)
     step_code = col.get("Step Id", none_column())
     steps = [c for c in np.unique(step_code).tolist() if clean[c] is not None]
+    first = np.full(len(clean), np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(len(clean), np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(first, step_code, start)  # per step: its first start and last end, in one pass
+    np.maximum.at(last, step_code, start + dur)
     for c in sorted(steps, key=lambda c: (len(clean[c]), clean[c])):  # type: ignore[arg-type]
-        own = step_code == c
-        first, last = int(start[own].min()), int((start[own] + dur[own]).max())
-        region_of_cell[c] = b.add_region(f"step {clean[c]}", start_ns=first - t0, dur_ns=last - first, parent_id=root,
-                                         device=f"npu:{used_devs[0]}")  # fmt: skip
+        region_of_cell[c] = b.add_region(f"step {clean[c]}", start_ns=int(first[c]) - t0, dur_ns=int(last[c] - first[c]),
+                                         parent_id=root, device=f"npu:{used_devs[0]}")  # fmt: skip
     region = region_of_cell[step_code]
     # lanes: one per distinct (core, device, stream)
     core_code, stream_code = col[core_col], col.get("Stream ID", none_column())
