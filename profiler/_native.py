@@ -154,3 +154,15 @@ def _ninja_on_path() -> Iterator[None]:
         yield
     finally:
         os.environ["PATH"] = saved
+
+
+def ready() -> bool:
+    """Build (or load) the native handler now rather than at the first region; whether it is in use."""
+    from .recorder import _PLAIN  # the recorder imports this module
+
+    return handler_type(_PLAIN) is not None
+
+
+if __name__ == "__main__":  # python -m portscope.profiler._native: build it once, e.g. after installing
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    print(f"native recorder: {'ready' if ready() else 'not available'} ({cache_dir() / library_name()})")

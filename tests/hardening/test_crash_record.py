@@ -37,6 +37,14 @@ _LOOP = textwrap.dedent(
 )
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _native_recorder_built() -> None:
+    """The scripts below must reach their region within the time they are given: not build the recorder first."""
+    from portscope.profiler import _native
+
+    _native.ready()
+
+
 def _record(tmp_path: Path, mode: str) -> subprocess.Popen:
     script = tmp_path / "loop.py"
     script.write_text(_LOOP)
