@@ -112,8 +112,9 @@ class _Link:
         n_ops, n_calls = len(ops), len(ev.runtime)
         self.op_name = np.zeros(n_ops, dtype=np.int32)
         self.op_region = np.zeros(n_ops, dtype=np.int32)
-        self.op_parent = np.full(n_ops, -1, dtype=np.int64)
-        self.runtime_op = np.full(n_calls, -1, dtype=np.int64)
+        index = np.int32 if n_ops < 2**31 else np.int64  # 4 bytes an operator or call where ids fit
+        self.op_parent = np.full(n_ops, -1, dtype=index)
+        self.runtime_op = np.full(n_calls, -1, dtype=index)
         codes = {t: i for i, t in enumerate(ops.threads)}  # the linker's sweep groups by (pid, tid)
         buckets = _Buckets(n_ops + n_calls, self._start_samples)
         first = 0

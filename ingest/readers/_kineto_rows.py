@@ -212,7 +212,7 @@ class CorrelationIndex:
         order = np.argsort(keys, kind="stable")  # equal ids keep row order: the last of each run is the last row
         keys, rows = keys[order], rows[order]
         last = np.r_[keys[1:] != keys[:-1], True] if len(keys) else np.zeros(0, dtype=bool)
-        self.keys, self.rows = keys[last], rows[last]
+        self.keys, self.rows = keys[last], rows[last].astype(np.int32 if len(corr) < 2**31 else np.int64)
 
     def find(self, corr: np.ndarray) -> np.ndarray:
         """The row of each id (int64; -1 where no row holds it)."""
