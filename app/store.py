@@ -142,39 +142,44 @@ class TraceStore:
         entry = self.cache.get(key)
         if entry is None:
             try:
-                trace = self._read(path)
-                run_id = self._run_id(path, st, trace)
-                self._traces.get_or(run_id, lambda: trace)  # validated and mapped already: the run's page uses it
+                trace, run_id, file_key = self._open(path)
+                if run_id is None:
+                    run_id = trace.content_hash()
+                    if file_key is not None:
+                        run_ids.remember(file_key, run_id)  # this store or another need not hash these bytes again
+                self._traces.get_or(run_id, lambda: trace)  # mapped already: the run's page uses it
                 entry = {"run_id": run_id}
             except TraceFormatError as exc:
                 entry = {"error": str(exc)}
             self.cache.set(key, entry)
         return entry
 
-    @staticmethod
-    def _run_id(path: Path, before: os.stat_result, trace: Trace) -> str:
-        """A listed file's run id: the one computed for exactly these bytes before (by `portscope convert`
-        as it wrote them, or by a store: `run_ids`), else its content hash, then remembered. Only for
-        portscope traces (a converted format's id also depends on the converter) read while unchanged."""
-        key = run_ids.file_key(path, before)
-        unchanged = trace.path is not None and run_ids.file_key(path) == key  # read_trace sets path
-        run_id = run_ids.recall(key) if unchanged else None
-        if run_id is None:
-            run_id = trace.content_hash()
-            if unchanged:
-                run_ids.remember(key, run_id)
-        return run_id
-
     def _read(self, path: Path, name: str | None = None) -> Trace:
         """Read a portscope trace (validated), or convert another format when a converter is installed."""
+        return self._open(path, name)[0]
+
+    def _open(self, path: Path, name: str | None = None) -> tuple[Trace, str | None, str | None]:
+        """(trace, its remembered run id or None, the file's `run_ids` key or None).
+
+        A portscope trace whose exact bytes have a remembered run id (`run_ids`: computed by `portscope
+        convert` as it wrote them, or by a store after validating them) is mapped without reading it through
+        again: not hashed, not validated a second time. Any other is validated in full. The key is given
+        only for a portscope trace that did not change while it was read (then its id may be remembered).
+        Another format is converted (its id also depends on the converter: never remembered).
+        """
         with path.open("rb") as f:
             head = f.read(4)
         if head == _ZIP_MAGIC or Path(name or path.name).suffix == ".arrow":
-            return read_trace(path)
+            before = run_ids.file_key(path)
+            run_id = run_ids.recall(before)
+            trace = read_trace(path, validate=run_id is None)
+            if run_ids.file_key(path) == before:
+                return trace, run_id, before
+            return (read_trace(path) if run_id is not None else trace), None, None  # changed meanwhile: validated
         load_any = _load_any()
         if load_any is None:
             raise TraceFormatError(path, "not a portscope trace (.arrow); converting other formats needs portscope.ingest.convert, which this installation lacks")
-        return load_any(path)
+        return load_any(path), None, None
 
     # opening -----------------------------------------------------------------
 
@@ -289,4 +294,5 @@ class TraceStore:
                 os.replace(tmp, dest)  # already a valid portscope trace: keep the bytes as they are
             else:
                 write_trace(trace, dest)
+            run_ids.remember(run_ids.file_key(dest), run_id)  # validated (or written) here: not read through again
         return run_id

@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from portscope.ingest import progress
+from portscope.ingest import progress, run_ids
 from portscope.ingest.errors import TraceFormatError
 from portscope.ingest.trace import write_run
 
@@ -124,6 +124,7 @@ def convert_upload(runs_dir: Path, tmp: Path, name: str, status: Path) -> None:
                 run_id = write_run(trace, written, remember=False)
                 if not (runs_dir / f"{run_id}.arrow").exists():
                     os.replace(written, runs_dir / f"{run_id}.arrow")
+                    run_ids.remember(run_ids.file_key(runs_dir / f"{run_id}.arrow"), run_id)  # the viewer maps it as is
             finally:
                 written.unlink(missing_ok=True)
         listener.stage(progress.Stage.DONE)

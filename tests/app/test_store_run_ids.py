@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,22 @@ def hashes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
+    """(file name, validated) of every trace the store read."""
+    import portscope.app.store as store_module
+
+    calls: list[tuple[str, bool]] = []
+    real = store_module.read_trace
+
+    def counted(path: Path, *, validate: bool = True) -> Trace:
+        calls.append((Path(path).name, validate))
+        return real(path, validate=validate)
+
+    monkeypatch.setattr(store_module, "read_trace", counted)
+    return calls
+
+
 def _listed(folder: Path, store: Path) -> dict[str, str]:
     """{file name: run id} as a fresh store (its own cache) lists the folder."""
     app = create_app(ViewerConfig(trace_paths=(folder,), store_dir=store))
@@ -38,7 +55,8 @@ def _listed(folder: Path, store: Path) -> dict[str, str]:
     return {path.name: run_id for run_id, path in runs}
 
 
-def test_a_converted_run_opens_without_hashing(tmp_path: Path, demo_paths: dict[str, Path], hashes: list[str]) -> None:
+def test_a_converted_run_opens_without_hashing(tmp_path: Path, demo_paths: dict[str, Path], hashes: list[str],
+                                               reads: list[tuple[str, bool]]) -> None:
     folder = tmp_path / "traces"
     folder.mkdir()
     eager, compiled = read_trace(demo_paths["eager"]), read_trace(demo_paths["compiled"])
@@ -48,11 +66,14 @@ def test_a_converted_run_opens_without_hashing(tmp_path: Path, demo_paths: dict[
     write_trace(compiled, folder / "b.arrow")  # written without its id
     assert _listed(folder, tmp_path / "store1") == {"a.arrow": eager_id, "b.arrow": compiled_id}
     assert hashes == ["b.arrow"]  # only the file whose id nobody had computed
+    assert reads == [("a.arrow", False), ("b.arrow", True)]  # and only that one validated in full
     assert _listed(folder, tmp_path / "store2") == {"a.arrow": eager_id, "b.arrow": compiled_id}
     assert hashes == ["b.arrow"]  # another store, its own cache: both ids known now
+    assert reads[2:] == [("a.arrow", False), ("b.arrow", False)]
 
 
-def test_another_file_put_in_place_is_hashed_again(tmp_path: Path, demo_paths: dict[str, Path], hashes: list[str]) -> None:
+def test_another_file_put_in_place_is_hashed_again(tmp_path: Path, demo_paths: dict[str, Path], hashes: list[str],
+                                                   reads: list[tuple[str, bool]]) -> None:
     folder, other = tmp_path / "traces", tmp_path / "other"
     folder.mkdir()
     other.mkdir()
@@ -69,7 +90,7 @@ def test_another_file_put_in_place_is_hashed_again(tmp_path: Path, demo_paths: d
     assert (target.stat().st_ino, target.stat().st_size, target.stat().st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
     hashes.clear()
     assert _listed(folder, tmp_path / "store") == {"run.arrow": second_id}
-    assert hashes == ["run.arrow"]
+    assert hashes == ["run.arrow"] and reads == [("run.arrow", True)]  # hashed and validated again
 
 
 def test_portscope_convert_remembers_the_run_id(tmp_path: Path, hashes: list[str]) -> None:
@@ -86,3 +107,24 @@ def test_portscope_convert_remembers_the_run_id(tmp_path: Path, hashes: list[str
     assert run_id is not None and run_id == read_trace(out).content_hash()
     hashes.clear()
     assert _listed(folder, tmp_path / "store") == {"alexnet.arrow": run_id} and hashes == []
+
+
+def test_a_remembered_file_changed_in_place_is_validated_and_refused(tmp_path: Path, demo_paths: dict[str, Path],
+                                                                     reads: list[tuple[str, bool]]) -> None:
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    target = folder / "run.arrow"
+    write_run(read_trace(demo_paths["eager"]), target)
+    st = target.stat()
+    raw = bytearray(target.read_bytes())
+    with zipfile.ZipFile(target) as zf:
+        info = zf.getinfo("ops.arrow")
+    at = info.header_offset + 30 + len(info.filename) + len(info.extra)  # the ops member's data
+    raw[at + 8 : at + info.file_size - 8] = bytes(info.file_size - 16)  # its Arrow messages zeroed, size kept
+    time.sleep(0.05)
+    target.write_bytes(bytes(raw))
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    app = create_app(ViewerConfig(trace_paths=(folder,), store_dir=tmp_path / "store"))
+    with app.server.test_request_context("/"):
+        runs, problems = app.server.extensions["portscope"].store.listed()
+    assert runs == [] and len(problems) == 1 and "ops" in problems[0] and reads == [("run.arrow", True)]
