@@ -99,7 +99,7 @@ def _build_or_import() -> Any:
     name = library_name()
     where = cache_dir() / name
     built = where / f"{name}.so"
-    if built.exists():
+    if built.exists() and not (where / "lock").exists():  # torch holds the lock while it builds
         try:
             return _import(name, built)
         except ImportError as exc:  # a half-written library: build it again
