@@ -91,3 +91,19 @@ def remember(key: str, run_id: str) -> None:
         os.replace(tmp, entry)
     except OSError:
         Path(tmp).unlink(missing_ok=True)
+        return
+    _prune(entry.parent)
+
+
+MAX_ENTRIES = 10_000  # ~120 bytes each; past it the older half goes (their files are hashed again if still opened)
+
+
+def _prune(where: Path) -> None:
+    try:
+        entries = [(e.stat().st_mtime_ns, e.path) for e in os.scandir(where) if not e.name.startswith(".")]
+    except OSError:
+        return
+    if len(entries) <= MAX_ENTRIES:
+        return
+    for _, path in sorted(entries)[: len(entries) - MAX_ENTRIES // 2]:
+        Path(path).unlink(missing_ok=True)

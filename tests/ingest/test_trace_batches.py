@@ -140,3 +140,12 @@ def test_what_lies_under_nulls_is_not_hashed_or_written() -> None:
     (a,), (b,) = fixed_batches([clean], 4), fixed_batches([dirty], 4)
     assert a.serialize().equals(b.serialize())
     assert b.to_pylist() == clean.to_pylist()
+
+
+def test_remembered_ids_are_bounded(_ids_here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(run_ids, "MAX_ENTRIES", 4)
+    for i in range(5):
+        run_ids.remember(f"key {i}", f"{i:016x}")
+        os.utime(next(p for p in _ids_here.iterdir() if p.read_text().endswith(f"key {i}\n")), ns=(i * 10**9, i * 10**9))
+    # the fifth entry made five, over 4: the three oldest went, 4 // 2 = 2 stay (the fourth and the newest)
+    assert [run_ids.recall(f"key {i}") for i in range(5)] == [None, None, None, "0000000000000003", "0000000000000004"]
