@@ -303,10 +303,16 @@ int record(Handler* h, PyObject* func, PyObject* args, PyObject* kwargs, PyObjec
 PyObject* forward(Handler* h, PyObject* const* argv, size_t nargsf, PyObject* kwnames) {
   Py_ssize_t n = PyVectorcall_NARGS(nargsf);
   Py_ssize_t total = n + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
-  std::vector<PyObject*> stack((size_t)total + 1);
+  PyObject* small[8];  // torch's calls: 3 or 4 arguments, no keywords
+  std::vector<PyObject*> large;
+  PyObject** stack = small;
+  if (total + 1 > 8) {
+    large.resize((size_t)total + 1);
+    stack = large.data();
+  }
   stack[0] = h->mode;
-  for (Py_ssize_t i = 0; i < total; ++i) stack[(size_t)i + 1] = argv[i];
-  return PyObject_Vectorcall(h->fallback, stack.data(), (size_t)n + 1, kwnames);
+  for (Py_ssize_t i = 0; i < total; ++i) stack[i + 1] = argv[i];
+  return PyObject_Vectorcall(h->fallback, stack, (size_t)n + 1, kwnames);
 }
 
 int truthy_attr(PyObject* obj, PyObject* name) {  // -1 on error
