@@ -151,6 +151,23 @@ def test_stacks_go_through_the_python_path_in_a_nested_region(monkeypatch: pytes
     assert [(r[0].name(), r[5] is None) for r in inner.raw] == [("aten::exp", False)]
 
 
+def test_hooks_go_through_the_python_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(_native.ENV, "1")
+    seen = []
+    x = torch.ones(3)
+    with explain("hooked") as region:
+        s = session()
+        assert s.mode.native and not s.hooks
+        s.hooks.append(lambda func, args, kwargs, out, index: seen.append((func.name(), out.shape, index)))
+        try:
+            x.neg()
+        finally:
+            s.hooks.clear()
+        x.exp()
+    assert seen == [("aten::neg", torch.Size([3]), 0)]  # the hook saw the live output
+    assert [r[0].name() for r in region.raw] == ["aten::neg", "aten::exp"]
+
+
 def test_the_python_path_records_when_the_native_build_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(_native.ENV, "1")
     monkeypatch.setattr(_native, "_loaded", {})  # as in a fresh process
