@@ -10,7 +10,7 @@ import dataclasses
 from typing import Any
 
 from ._kineto_ops import OpColumns
-from ._kineto_rows import DEVICE_FIELDS, RUNTIME_FIELDS, RowColumns
+from ._kineto_rows import DEVICE_FIELDS, PYTHON_FIELDS, RUNTIME_FIELDS, RowColumns
 
 FORMAT = "kineto"
 
@@ -54,8 +54,8 @@ class KinetoEvents:
     ops: OpColumns = dataclasses.field(default_factory=OpColumns)
     # (ts, dur, name, pid, tid)
     annotations: list[tuple] = dataclasses.field(default_factory=list)
-    # (ts, dur, name, pid, tid)
-    python: list[tuple] = dataclasses.field(default_factory=list)
+    # (ts, dur, name, pid, tid), kept as columns
+    python: RowColumns | list[tuple] = dataclasses.field(default_factory=lambda: RowColumns(PYTHON_FIELDS))
     # (ts, dur, name, pid, tid, correlation, ext_id, size), kept as columns (a list where NPU lanes rewrite them)
     runtime: RowColumns | list[tuple] = dataclasses.field(default_factory=lambda: RowColumns(RUNTIME_FIELDS))
     # (ts, dur, cat, name, device, stream, correlation, bytes), kept as columns likewise

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import schema
-from ..builder import TableBuilder
+from ..builder import TableBuilder, TraceBuilder
 from ..catalog import (
     BOOL_INDEX_OPS,
     SYNC_OPS,
@@ -45,7 +45,7 @@ from ..catalog import (
 from ..schema import Direction, EngineKind, Placement, SignalKind, SliceKind
 from ..trace import TableSlices
 from ._kineto_events import KinetoEvents
-from ._kineto_link import _DMA, _PLACEMENTS, _Coder, _ns, _Regions, _table
+from ._kineto_link import _DMA, _PLACEMENTS, _call_site, _Coder, _ns, _Regions, _table
 from ._kineto_rows import NONE_INT, CorrelationIndex, RowColumns
 from ._kineto_slices import OpTable, ns_times
 
@@ -53,29 +53,30 @@ BUCKET_EVENTS = 1 << 20  # operators and runtime calls sorted and swept at a tim
 CHUNK_ROWS = 1 << 18  # runtime calls or device slices made into one record batch
 _SWEEP_SLICE = 1 << 16  # sorted rows turned into Python values at a time
 _SAMPLES = 1 << 16  # start times sampled to place the buckets' bounds
-_OP, _CALL = 1, 2  # kinds in the sweep's order (the linker's: Python frames 0, operators 1, runtime calls 2)
-_RECORD = np.dtype([("thread", "<i4"), ("kind", "<i1"), ("index", "<i8"), ("ts", "<f8"), ("nd", "<f8")])
+_FRAME, _OP, _CALL = 0, 1, 2  # kinds in the sweep's order (the linker's: Python frames, operators, runtime calls)
+_RECORD = np.dtype([("thread", "<i4"), ("kind", "<i1"), ("index", "<i8"), ("ts", "<f8"), ("nd", "<f8"), ("name", "<i4")])
+_TS, _DUR, _NAME, _PID, _TID = 0, 1, 2, 3, 4  # the fields runtime calls and Python frames share
 _RUNTIME_TS, _RUNTIME_DUR, _RUNTIME_NAME, _RUNTIME_PID, _RUNTIME_TID, _RUNTIME_CORR, _RUNTIME_SIZE = 0, 1, 2, 3, 4, 5, 7
 _DEV_TS, _DEV_DUR, _DEV_CAT, _DEV_NAME, _DEV_DEVICE, _DEV_STREAM, _DEV_CORR, _DEV_BYTES = range(8)
 
 
-def gpu_slices(ev: KinetoEvents, t0: float, regions: _Regions, root_device: str,
+def gpu_slices(b: TraceBuilder, ev: KinetoEvents, t0: float, regions: _Regions, root_device: str,
                devices: list) -> dict[str, TableSlices] | None:  # fmt: skip
     """ops, engine_slices (host then device lanes), transfers, signals and runtime_calls of a GPU trace without
     Python frames, as slices equal to the linker's whole tables; None where this path does not apply (columns
     holding values aside, correlations that are not int64 ids): the caller links the trace whole."""
     runtime, device, ops = ev.runtime, ev.device, ev.ops
-    if ev.python or not len(device) or not isinstance(runtime, RowColumns) or not isinstance(device, RowColumns):
+    if not all(isinstance(rows, RowColumns) for rows in (runtime, device, ev.python)):
         return None
-    if runtime.kept_aside() or device.kept_aside():
+    if runtime.kept_aside() or device.kept_aside() or ev.python.kept_aside():
         return None
-    link = _Link(ev, t0, regions)
+    link = _Link(ev, t0, regions, b)
     index = CorrelationIndex(_column(runtime, _RUNTIME_CORR))  # no value aside: every id is an int64 or None
-    device_call = np.concatenate([index.find(part[_DEV_CORR]) for _, part in device.chunks(CHUNK_ROWS)])
+    device_call = np.concatenate([np.zeros(0, dtype=np.int64), *(index.find(part[_DEV_CORR]) for _, part in device.chunks(CHUNK_ROWS))])
     del index
     launched = link.launched(device_call)
     host = _HostLanes(link, launched)
-    signals = _sync_signals(link, launched)
+    signals = _sync_signals(link, launched) if len(device) else TableBuilder("signals").build()  # syncs: GPU traces only
     work = _DeviceWork(link, device_call, multi_device=len(devices) > 1)
     return {
         "ops": TableSlices(len(ops), lambda: _op_batches(link, launched, root_device)),
@@ -98,15 +99,28 @@ def _column(rows: RowColumns, k: int) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
+def _threads(pid: np.ndarray, tid: np.ndarray, values: list, codes: dict) -> np.ndarray:
+    """The sweep's thread code of each row (pid, tid codes into values): new (pid, tid) pairs get the next codes in
+    order of first appearance, as the linker's sweep numbers them."""
+    pair = pid.astype(np.int64) << 32 | tid.astype(np.int64)
+    distinct, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
+    thread = np.zeros(len(distinct), dtype=np.int32)
+    for j in np.argsort(first, kind="stable").tolist():
+        p = int(distinct[j])
+        thread[j] = codes.setdefault((values[p >> 32], values[p & 0xFFFFFFFF]), len(codes))
+    return thread[inverse.reshape(-1)]
+
+
 def _chain(*parts: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for part in parts:
         yield from part
 
 
 class _Link:
-    """What the tables need of every operator and runtime call: the sweep's parents, operators' regions and names."""
+    """What the tables need of every operator and runtime call: the sweep's parents, operators' regions, names and
+    call sites (a key per operator into the distinct stacks of open Python frames)."""
 
-    def __init__(self, ev: KinetoEvents, t0: float, regions: _Regions) -> None:
+    def __init__(self, ev: KinetoEvents, t0: float, regions: _Regions, b: TraceBuilder) -> None:
         self.ev, self.t0, self.regions = ev, t0, regions
         ops = ev.ops
         n_ops, n_calls = len(ops), len(ev.runtime)
@@ -115,8 +129,11 @@ class _Link:
         index = np.int32 if n_ops < 2**31 else np.int64  # 4 bytes an operator or call where ids fit
         self.op_parent = np.full(n_ops, -1, dtype=index)
         self.runtime_op = np.full(n_calls, -1, dtype=index)
+        self.op_key = np.full(n_ops if len(ev.python) else 0, -1, dtype=np.int32)  # -1: no Python frame open
+        self.key_site: list[str | None] = []  # per key: the call site and the stack id, interned as the linker does
+        self.key_stack: list[int | None] = []
         codes = {t: i for i, t in enumerate(ops.threads)}  # the linker's sweep groups by (pid, tid)
-        buckets = _Buckets(n_ops + n_calls, self._start_samples)
+        buckets = _Buckets(n_ops + n_calls + len(ev.python), self._start_samples)
         first = 0
         for part in ops.slices():
             n = len(part["ts"])
@@ -125,51 +142,101 @@ class _Link:
             self.op_region[first : first + n] = regions.find_many(start)
             buckets.add(part["thread"], _OP, first, part["ts"], part["dur"])
             first += n
-        values = ev.runtime.values
-        for lo, part in ev.runtime.chunks(CHUNK_ROWS):  # the sweep's thread of a call: new (pid, tid) pairs after the ops'
-            pair = part[_RUNTIME_PID].astype(np.int64) << 32 | part[_RUNTIME_TID].astype(np.int64)
-            distinct, inverse = np.unique(pair, return_inverse=True)
-            thread = np.array([codes.setdefault((values[p >> 32], values[p & 0xFFFFFFFF]), len(codes)) for p in distinct.tolist()],
-                              dtype=np.int32)  # fmt: skip
-            buckets.add(thread[inverse.reshape(-1)], _CALL, lo, part[_RUNTIME_TS], part[_RUNTIME_DUR])
-        self._sweep(buckets)
+        for rows, kind in ((ev.python, _FRAME), (ev.runtime, _CALL)):  # threads new to the sweep: frames' first, as it does
+            for lo, part in rows.chunks(CHUNK_ROWS):
+                thread = _threads(part[_PID], part[_TID], rows.values, codes)
+                buckets.add(thread, kind, lo, part[_TS], part[_DUR], part[_NAME] if kind == _FRAME else None)
+        self._sweep(buckets, b)
 
     def _start_samples(self) -> np.ndarray:
-        step = max(1, (len(self.ev.ops) + len(self.ev.runtime)) // _SAMPLES)
-        samples = [part["ts"][::step] for part in self.ev.ops.slices()]
-        return np.concatenate([*samples, *(part[_RUNTIME_TS][::step] for _, part in self.ev.runtime.chunks(CHUNK_ROWS))])
+        ev = self.ev
+        step = max(1, (len(ev.ops) + len(ev.runtime) + len(ev.python)) // _SAMPLES)
+        samples = [part["ts"][::step] for part in ev.ops.slices()]
+        samples += [part[_TS][::step] for rows in (ev.python, ev.runtime) for _, part in rows.chunks(CHUNK_ROWS)]
+        return np.concatenate(samples)
 
-    def _sweep(self, buckets: _Buckets) -> None:
-        """The linker's nesting sweep, bucket by bucket, each thread's open operators carried across buckets."""
-        open_by_thread: dict[int, list[tuple[float, int]]] = {}
-        op_parent, runtime_op = self.op_parent, self.runtime_op
+    def _sweep(self, buckets: _Buckets, b: TraceBuilder) -> None:
+        """The linker's nesting sweep, bucket by bucket, each thread's open operators and frames carried across
+        buckets; then the call sites interned in the order the linker's one sweep of the whole trace meets them."""
+        open_ops: dict[int, list[tuple[float, int]]] = {}
+        open_frames: dict[int, list[tuple[float, int]]] = {}  # (end, name code)
+        keys: dict[tuple[int, ...], int] = {}
+        first_seen: list[tuple] = []  # per key: the sort key of the first operator under it
+        op_parent, runtime_op, op_key = self.op_parent, self.runtime_op, self.op_key
         for rec in buckets:
             order = np.lexsort((rec["index"], rec["kind"], rec["nd"], rec["ts"], rec["thread"]))
             current = None
             ops_open: list[tuple[float, int]] = []
+            py_open: list[tuple[float, int]] = []
             op_rows: list[int] = []
             op_parents: list[int] = []
             call_rows: list[int] = []
             call_ops: list[int] = []
+            key_rows: list[int] = []
+            key_ids: list[int] = []
             for lo in range(0, len(order), _SWEEP_SLICE):
                 part = order[lo : lo + _SWEEP_SLICE]
-                for th, t, nd, k, i in zip(rec["thread"][part].tolist(), rec["ts"][part].tolist(), rec["nd"][part].tolist(),
-                                           rec["kind"][part].tolist(), rec["index"][part].tolist(), strict=True):  # fmt: skip
+                for th, t, nd, k, i, name in zip(rec["thread"][part].tolist(), rec["ts"][part].tolist(), rec["nd"][part].tolist(),
+                                                 rec["kind"][part].tolist(), rec["index"][part].tolist(), rec["name"][part].tolist(),
+                                                 strict=True):  # fmt: skip
                     if th != current:
                         current = th
-                        ops_open = open_by_thread.setdefault(th, [])
+                        ops_open = open_ops.setdefault(th, [])
+                        py_open = open_frames.setdefault(th, [])
                     while ops_open and ops_open[-1][0] <= t:
                         ops_open.pop()
+                    while py_open and py_open[-1][0] <= t:
+                        py_open.pop()
                     if k == _OP:
                         if ops_open:
                             op_rows.append(i)
                             op_parents.append(ops_open[-1][1])
+                        if py_open:
+                            stack = tuple(c for _, c in py_open)
+                            key = keys.get(stack)
+                            if key is None:
+                                key = keys[stack] = len(first_seen)
+                                first_seen.append((th, t, nd, k, i))
+                            elif (th, t, nd, k, i) < first_seen[key]:
+                                first_seen[key] = (th, t, nd, k, i)
+                            key_rows.append(i)
+                            key_ids.append(key)
                         ops_open.append((t - nd, i))
+                    elif k == _FRAME:
+                        py_open.append((t - nd, name))
                     elif ops_open:
                         call_rows.append(i)
                         call_ops.append(ops_open[-1][1])
             op_parent[np.array(op_rows, dtype=np.int64)] = np.array(op_parents, dtype=np.int64)
             runtime_op[np.array(call_rows, dtype=np.int64)] = np.array(call_ops, dtype=np.int64)
+            op_key[np.array(key_rows, dtype=np.int64)] = np.array(key_ids, dtype=np.int32)
+        stacks = list(keys)
+        renumber = np.zeros(len(stacks), dtype=np.int32)
+        names, cache = self.ev.python.values if len(stacks) else [], {}
+        for new, old in enumerate(sorted(range(len(stacks)), key=first_seen.__getitem__)):
+            renumber[old] = new
+            site, stack_id = _call_site(b, [names[c] for c in stacks[old]], cache)
+            self.key_site.append(site)
+            self.key_stack.append(stack_id)
+        if len(op_key):
+            op_key[op_key >= 0] = renumber[op_key[op_key >= 0]]
+
+    def site(self, oi: int) -> tuple[str | None, int | None]:
+        """(call site, stack id) of one operator (-1: none)."""
+        key = int(self.op_key[oi]) if oi >= 0 and len(self.op_key) else -1
+        return (self.key_site[key], self.key_stack[key]) if key >= 0 else (None, None)
+
+    def site_columns(self, ops: np.ndarray, site: Callable[[np.ndarray], pa.Array] | None = None) -> tuple[pa.Array | None, ...]:
+        """(call_site, stack_id) of some operators (ids, -1: none), None without Python frames; site: how a key
+        column (-1: none) becomes the call_site column (default: a dictionary in order of first appearance)."""
+        if not len(self.op_key):
+            return None, None
+        key = np.where(ops >= 0, self.op_key[np.maximum(ops, 0)], -1)
+        stack = np.array([-1 if s is None else s for s in self.key_stack] or [-1], dtype=np.int32)[np.maximum(key, 0)]
+        stack[key < 0] = -1
+        sites = self.key_site
+        column = site(key) if site is not None else _text(key, lambda k: sites[k], null=key < 0)
+        return column, pa.array(stack, mask=stack < 0)
 
     def launched(self, device_call: np.ndarray) -> np.ndarray:
         """Per operator: it or an operator inside it launched device work (the linker's `launched`)."""
@@ -210,9 +277,10 @@ class _Buckets:
         if self.count > 1:
             self._files = [tempfile.TemporaryFile(prefix="portscope-sweep-") for _ in range(self.count)]  # noqa: SIM115
 
-    def add(self, thread: np.ndarray, kind: int, first: int, ts: np.ndarray, dur: np.ndarray) -> None:
+    def add(self, thread: np.ndarray, kind: int, first: int, ts: np.ndarray, dur: np.ndarray, name: np.ndarray | None = None) -> None:
         rec = np.empty(len(ts), dtype=_RECORD)
         rec["thread"], rec["kind"], rec["index"], rec["ts"], rec["nd"] = thread, kind, np.arange(first, first + len(ts)), ts, -dur
+        rec["name"] = name if name is not None else -1
         if not self._files:
             self._held.append(rec)
             return
@@ -243,13 +311,36 @@ def _op_batches(link: _Link, launched: np.ndarray, root_device: str) -> Iterator
     used = np.bincount(np.where(launched, device_code, 0), minlength=len(_PLACEMENTS)) > 0
     table = OpTable(ops, np.bincount(link.op_name, minlength=len(ops.names)) > 0, used, root_device,
                     ops.code_counts()["signature"] > 0)  # fmt: skip
+    site = _op_sites(link)
     first = 0
     for part in ops.slices():
         n = len(part["ts"])
         start, dur = ns_times(part["ts"], part["dur"], link.t0)
         placement = np.where(launched[first : first + n], device_code, 0).astype(np.int32)
-        yield from table.table(part, first, start, dur, link.op_region[first : first + n], placement).to_batches()
+        call_site, stack_id = link.site_columns(np.arange(first, first + n), site)
+        yield from table.table(part, first, start, dur, link.op_region[first : first + n], placement, call_site=call_site,
+                               stack_id=stack_id).to_batches()  # fmt: skip
         first += n
+
+
+def _op_sites(link: _Link) -> Callable[[np.ndarray], pa.Array]:
+    """The ops table's call_site column from a key column: one dictionary, the sites in order of first appearance
+    over the operators (as the whole table's dictionary holds them)."""
+    key = link.op_key
+    used, first = np.unique(key[key >= 0], return_index=True) if len(key) else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    words: dict[str, int] = {}
+    remap = np.full(len(link.key_site) + 1, -1, dtype=np.int32)  # the last: no key
+    for k in used[np.argsort(np.flatnonzero(key >= 0)[first], kind="stable")].tolist():
+        if link.key_site[k] is not None:
+            remap[k] = words.setdefault(link.key_site[k], len(words))
+    dictionary = pa.array(list(words), pa.string())
+
+    def column(keys: np.ndarray) -> pa.Array:
+        codes = remap[keys]
+        nulls = codes < 0
+        return pa.DictionaryArray.from_arrays(pa.array(np.maximum(codes, 0), mask=nulls if nulls.any() else None), dictionary)
+
+    return column
 
 
 class _HostLanes:
@@ -316,8 +407,9 @@ def _sync_signals(link: _Link, launched: np.ndarray) -> pa.Table:
             at_ops.append((at, i, rule))
     starts = _op_starts(link, np.array([at for at, _, _ in at_ops], dtype=np.int64))
     for (at, _, rule), start in zip(at_ops, starts, strict=True):
+        site, stack = link.site(at)
         out.append(region_id=int(link.op_region[at]), op_id=at, kind=SignalKind.SYNC, reason=rule.cause.value,
-                   op_name=names[link.op_name[at]], count=1, bytes=0, call_site=None, stack_id=None, note=rule.hint,
+                   op_name=names[link.op_name[at]], count=1, bytes=0, call_site=site, stack_id=stack, note=rule.hint,
                    time_ns=start)  # fmt: skip
     runtime = ev.runtime
     values = runtime.values
@@ -332,9 +424,10 @@ def _sync_signals(link: _Link, launched: np.ndarray) -> pa.Table:
             continue
         start = link.ns(ts)
         name = values[code]
+        site, stack = link.site(oi)
         out.append(region_id=int(link.op_region[oi]) if oi >= 0 else link.regions.find(start), op_id=oi if oi >= 0 else None,
                    kind=SignalKind.SYNC, reason=name, op_name=names[link.op_name[oi]] if oi >= 0 else name, count=1, bytes=0,
-                   call_site=None, stack_id=None, note=cause_hint(Cause.SYNC_CALL), time_ns=start)  # fmt: skip
+                   call_site=site, stack_id=stack, note=cause_hint(Cause.SYNC_CALL), time_ns=start)  # fmt: skip
     return out.build()
 
 
@@ -401,9 +494,9 @@ class _DeviceWork:
                 yield self._lanes(copy, cat[rows], name, dev, stream, raw_bytes, copy_bytes, region, op_id, start, span,
                                   part[_DEV_CORR][rows])  # fmt: skip
             elif table == _Table.TRANSFERS:
-                yield self._transfers(name, dev, copy_bytes, region, op_id, start, span)
+                yield self._transfers(name, dev, copy_bytes, region, op_id, start, span, *link.site_columns(oi))
             else:
-                yield self._signals(name, oi, copy_bytes, region, op_id, start)
+                yield self._signals(name, oi, copy_bytes, region, op_id, start, *link.site_columns(oi))
 
     def _lanes(self, copy, cat, name, dev, stream, raw_bytes, copy_bytes, region, op_id, start, span, corr) -> pa.RecordBatch:  # noqa: ANN001
         values = self.values
@@ -422,7 +515,7 @@ class _DeviceWork:
             "bytes": pa.array(nbytes, mask=~(copy | (memset & (raw_bytes != NONE_INT)))),
             "correlation": pa.array(corr, mask=corr == NONE_INT)}).to_batches()[0]  # fmt: skip
 
-    def _transfers(self, name, dev, copy_bytes, region, op_id, start, span) -> pa.RecordBatch:  # noqa: ANN001
+    def _transfers(self, name, dev, copy_bytes, region, op_id, start, span, site, stack) -> pa.RecordBatch:  # noqa: ANN001
         values = self.values
         direction = _text(name.astype(np.int64), lambda k: self.direction(k).value)
         key = name.astype(np.int64) << 32 | dev.astype(np.int64)
@@ -434,9 +527,9 @@ class _DeviceWork:
             "region_id": region, "op_id": op_id, "direction": direction, "bytes": copy_bytes,
             "src_device": _text(key, lambda k: end(k, Direction.H2D)), "dst_device": _text(key, lambda k: end(k, Direction.D2H)),
             "start_ns": start, "dur_ns": span, "cause": _text(np.zeros(len(start), dtype=np.int64), lambda k: "explicit"),
-            "call_site": None, "stack_id": None}).to_batches()[0]  # fmt: skip
+            "call_site": site, "stack_id": stack}).to_batches()[0]  # fmt: skip
 
-    def _signals(self, name, oi, copy_bytes, region, op_id, start) -> pa.RecordBatch:  # noqa: ANN001
+    def _signals(self, name, oi, copy_bytes, region, op_id, start, site, stack) -> pa.RecordBatch:  # noqa: ANN001
         values, op_names = self.values, self.link.ev.ops.names
         op_name_code = self.link.op_name[np.maximum(oi, 0)]
         # an op's name (code + 1, negative) or the copy's own name (its code)
@@ -445,7 +538,7 @@ class _DeviceWork:
             "region_id": region, "op_id": op_id, "kind": _text(name.astype(np.int64), lambda k: self.direction(k).signal.value),
             "reason": _text(name.astype(np.int64), lambda k: values[k]),
             "op_name": _text(key, lambda k: op_names[-k - 1] if k < 0 else values[k]),
-            "count": np.ones(len(start), dtype=np.int64), "bytes": copy_bytes, "call_site": None, "stack_id": None,
+            "count": np.ones(len(start), dtype=np.int64), "bytes": copy_bytes, "call_site": site, "stack_id": stack,
             "time_ns": start}).to_batches()[0]  # fmt: skip
 
 
@@ -463,16 +556,26 @@ def _runtime_batches(link: _Link) -> Iterator[pa.RecordBatch]:
             "start_ns": start, "dur_ns": dur, "correlation": pa.array(corr, mask=corr == NONE_INT)}).to_batches()  # fmt: skip
 
 
-def _text(keys: np.ndarray, word: Callable[[int], str]) -> pa.DictionaryArray:
-    """A text column from an int64 key a row: word(key), dictionary-encoded in order of first appearance."""
-    if not len(keys):
-        return pa.DictionaryArray.from_arrays(pa.array([], pa.int32()), pa.array([], pa.string()))
+def _text(keys: np.ndarray, word: Callable[[int], str | None], null: np.ndarray | None = None) -> pa.DictionaryArray:
+    """A text column from an int64 key a row: word(key) (None: null), dictionary-encoded in order of first
+    appearance; rows flagged in `null` are null whatever their key."""
+    if null is not None and null.any():
+        keys = np.where(null, keys[~null][0] if (~null).any() else 0, keys)  # a key some other row has: never a new word
+    if not len(keys) or (null is not None and null.all()):
+        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(keys), dtype=np.int32), mask=np.ones(len(keys), dtype=bool)),
+                                              pa.array([], pa.string()))  # fmt: skip
     distinct, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")
     words: dict[str, int] = {}
-    remap = np.zeros(len(distinct), dtype=np.int32)
-    remap[order] = [words.setdefault(word(k), len(words)) for k in distinct[order].tolist()]
-    return pa.DictionaryArray.from_arrays(remap[inverse.reshape(-1)], pa.array(list(words), pa.string()))
+    remap = np.full(len(distinct), -1, dtype=np.int32)
+    for j, k in zip(order.tolist(), distinct[order].tolist(), strict=True):
+        text = word(k)
+        if text is not None:
+            remap[j] = words.setdefault(text, len(words))
+    codes = remap[inverse.reshape(-1)]
+    nulls = codes < 0 if null is None else (codes < 0) | null
+    return pa.DictionaryArray.from_arrays(pa.array(np.maximum(codes, 0), mask=nulls if nulls.any() else None),
+                                          pa.array(list(words), pa.string()))  # fmt: skip
 
 
 def _unified(name: str, rows: int, make: Callable[[], Iterator[pa.RecordBatch]]) -> TableSlices:

@@ -51,8 +51,8 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
     slice_ops: ``_kineto_slices.op_slices`` (passed in: it imports this module): a trace of operators only (no
     Python frames, runtime calls or device work) gives its ops table and host lanes as `Trace.slices`, made
     slice by slice as they are written.
-    slice_gpu: ``_kineto_gpu.gpu_slices`` likewise, for a GPU trace without Python frames (ops, lanes, transfers,
-    signals and runtime calls as slices)."""
+    slice_gpu: ``_kineto_gpu.gpu_slices`` likewise, for any other trace (Python frames, runtime calls, device work:
+    ops, lanes, transfers, signals and runtime calls as slices; call sites interned into the builder's stacks)."""
     t0 = ev.t_min if ev.t_min != float("inf") else 0.0
     if not (math.isfinite(t0) and math.isfinite(ev.t_max)) or (ev.t_max - t0) * 1000.0 >= 2**62:
         raise TraceFormatError(path, f"timestamps span {ev.t_max - t0:g} us: not a profile (ts/dur out of range)")
@@ -80,8 +80,8 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
     slices = None
     if slice_ops is not None and not nest and n_ops:
         slices = slice_ops(ops, t0, regions, root_device)
-    elif slice_gpu is not None and gpu and n_ops:
-        slices = slice_gpu(ev, t0, regions, root_device, devices)
+    elif slice_gpu is not None and nest and n_ops:
+        slices = slice_gpu(b, ev, t0, regions, root_device, devices)
     if slices is not None:
         built = b.build()
         return Trace(run_info=built.run_info, tables={n: t for n, t in built.tables.items() if n not in slices}, slices=slices)
@@ -251,7 +251,7 @@ def _nest(b: TraceBuilder, ev: KinetoEvents) -> tuple[array, list[str | None], l
                            np.full(len(ev.runtime), 2, dtype=np.int64)])  # fmt: skip
     index = np.concatenate([np.arange(n_ops), np.arange(len(ev.python)), np.arange(len(ev.runtime))]).astype(np.int64)
     order = np.lexsort((index, kind, neg_dur, ts, thread))
-    frames_cache: dict[int, tuple[str, int, str] | None] = {}
+    frames_cache: dict[str, tuple[str, int, str] | None] = {}
     sites_cache: dict[tuple[int, ...], tuple[str | None, int | None]] = {}
     ops_open: list[tuple[float, int]] = []
     py_open: list[tuple[float, int]] = []
@@ -275,7 +275,7 @@ def _nest(b: TraceBuilder, ev: KinetoEvents) -> tuple[array, list[str | None], l
                     key = tuple(j for _, j in py_open)
                     site = sites_cache.get(key)
                     if site is None:
-                        site = sites_cache[key] = _call_site(b, ev.python, key, frames_cache)
+                        site = sites_cache[key] = _call_site(b, [ev.python[j][2] for j in key], frames_cache)
                     op_site[i], op_stack[i] = site
                 ops_open.append((t - nd, i))
             elif k == 0:
@@ -411,13 +411,14 @@ def _device_work(b, ev, ns, device_op, op_region, op_site, op_stack, by_corr, re
                                    correlation=corr if type(corr) is int and -(2**63) <= corr < 2**63 else None)  # fmt: skip
 
 
-def _call_site(b: TraceBuilder, python: list[tuple], key: tuple[int, ...], cache: dict) -> tuple[str | None, int | None]:
+def _call_site(b: TraceBuilder, names: list[str], cache: dict) -> tuple[str | None, int | None]:
+    """(call site, interned stack id) of the open Python frames' names (outermost first); cache: name -> frame."""
     frames = []
-    for j in reversed(key):  # innermost first
-        frame = cache.get(j, 0)
+    for name in reversed(names):  # innermost first
+        frame = cache.get(name, 0)
         if frame == 0:
-            m = _FRAME.match(python[j][2])
-            frame = cache[j] = (m.group(1), int(m.group(2)), m.group(3)) if m else None
+            m = _FRAME.match(name)
+            frame = cache[name] = (m.group(1), int(m.group(2)), m.group(3)) if m else None
         if frame is not None:
             frames.append(frame)
     if not frames:

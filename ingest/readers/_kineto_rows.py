@@ -239,7 +239,9 @@ class CorrelationIndex:
 
 RUNTIME_FIELDS = (Field.TIME, Field.TIME, Field.CODED, Field.CODED, Field.CODED, Field.INT, Field.INT, Field.INT)
 """(ts, dur, name, pid, tid, correlation, External id, size)"""
+PYTHON_FIELDS = (Field.TIME, Field.TIME, Field.CODED, Field.CODED, Field.CODED)
+"""(ts, dur, name, pid, tid) of a Python frame (``python_function``)"""
 DEVICE_FIELDS = (Field.TIME, Field.TIME, Field.CODED, Field.CODED, Field.CODED, Field.CODED, Field.INT, Field.INT)
 """(ts, dur, category, name, device, stream, correlation, bytes)"""
 
-__all__ = ["DEVICE_FIELDS", "NONE_INT", "RUNTIME_FIELDS", "CorrelationIndex", "Field", "RowColumns"]
+__all__ = ["DEVICE_FIELDS", "NONE_INT", "PYTHON_FIELDS", "RUNTIME_FIELDS", "CorrelationIndex", "Field", "RowColumns"]

@@ -82,7 +82,7 @@ class OpTable:
         self.thread_ids = [t if type(t) is int and -(2**31) <= t < 2**31 else None for _, t in ops.threads]
 
     def table(self, part: dict[str, np.ndarray], first: int, start: np.ndarray, dur: np.ndarray, region: np.ndarray,
-              placement: np.ndarray) -> pa.Table:  # fmt: skip
+              placement: np.ndarray, call_site: pa.Array | None = None, stack_id: pa.Array | None = None) -> pa.Table:  # fmt: skip
         """The rows of one slice (`first`: the op id of its first row; placement: codes into ``_PLACEMENTS``)."""
         n, sig, columns = len(part["ts"]), part["signature"], self.columns
         return _table("ops", {
@@ -91,7 +91,7 @@ class OpTable:
             "placement": columns["placement"](placement), "device": columns["device"](placement),
             "input_shapes": columns["input_shapes"](sig), "input_strides": columns["input_strides"](sig),
             "input_dtypes": columns["input_dtypes"](sig), "bytes_in": self.bytes_in[sig],
-            "bytes_out": np.zeros(n, dtype=np.int64), "call_site": None, "stack_id": None,
+            "bytes_out": np.zeros(n, dtype=np.int64), "call_site": call_site, "stack_id": stack_id,
             "thread": _coded(self.thread_ids, part["thread"], dictionary=False)})  # fmt: skip
 
 

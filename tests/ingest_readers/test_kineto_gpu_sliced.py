@@ -140,12 +140,33 @@ def test_hand_written_gpu_trace_sliced_gives_the_hand_computed_rows(tmp_path: Pa
     assert signals["region_id"] == [0, 0, 1, 0]
 
 
-def test_python_frames_are_linked_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    frame = _x("python_function", "model.py(3): forward", 1, 0, 21)
-    _sizes(monkeypatch, 2, 3, 2)
-    trace = read_kineto(_write(tmp_path / "py.json", [*EVENTS, frame]), sliced=True)
-    assert not trace.slices
-    assert trace["ops"].column("call_site").to_pylist()[0] == "model.py:3 (forward)"
+# Python frames (with_stack=True): main [0, 50) and forward [0, 21) over A and B, copy_in [21.5, 30.5) under main over
+# C, main alone over E, D and G; on thread 2 run [4, 16) over F. The linker numbers stacks as its one sweep meets them,
+# thread by thread: (main, forward) 0, (main, copy_in) 1, (main) 2, then thread 2's (run) 3, although run's operator
+# starts (at 5) before copy_in's (at 22) and a bucket sweep by time meets it earlier.
+FRAMES = [
+    _x("python_function", "train.py(10): main", 1, 0, 50),
+    _x("python_function", "model.py(3): forward", 1, 0, 21),
+    _x("python_function", "model.py(8): copy_in", 1, 21.5, 9),
+    _x("python_function", "worker.py(5): run", 2, 4, 12),
+]
+
+
+def test_python_frames_give_the_linkers_call_sites_and_stacks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = _write(tmp_path / "py.json", [*EVENTS[:7], *FRAMES, *EVENTS[7:]])
+    _, got = _same_tables(tmp_path, source, monkeypatch, (2, 3, 2))  # 17 events sorted in buckets of ~3
+    ops = got["ops"].to_pydict()  # A B C E D F G
+    assert ops["stack_id"] == [0, 0, 1, 2, 2, 3, 2]
+    sites = ops["call_site"]
+    assert [site.split(" ")[0] for site in sites] == ["model.py:3", "model.py:3", "model.py:8", "train.py:10", "train.py:10",
+                                                       "worker.py:5", "train.py:10"]  # fmt: skip
+    assert got["frames"].column("function").to_pylist() == ["forward", "main", "copy_in", "run"]
+    assert got["stacks"].column("frame_ids").to_pylist() == [[0, 1], [2, 1], [1], [3]]  # innermost first
+    transfers = got["transfers"].to_pydict()
+    assert transfers["stack_id"] == [1, 2] and transfers["call_site"] == [sites[2], sites[3]]  # copies of C and E
+    signals = got["signals"].to_pydict()  # item's sync (D), the device sync (no operator), the copies of C and E
+    assert signals["stack_id"] == [2, None, 1, 2]
+    assert signals["call_site"] == [sites[4], None, sites[2], sites[3]]
 
 
 def test_a_single_bucket_and_slice_give_the_same_tables(tmp_path: Path) -> None:
@@ -163,3 +184,11 @@ def test_real_gpu_trace_sliced_equals_whole(tmp_path: Path, monkeypatch: pytest.
     if not source.exists():
         pytest.skip("../shared/fixtures/kineto is absent")
     _same_tables(tmp_path, source, monkeypatch, sizes)  # cuda_diff_test: 31k operators, 21k runtime calls, 11 buckets
+
+
+def test_cpu_trace_with_python_frames_sliced_equals_whole(kineto_cpu: dict[str, Path], tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A real torch.profiler export (tiny Llama, CPU, with_stack=True): frames, operators, no device work."""
+    sliced, got = _same_tables(tmp_path, kineto_cpu["shapes_stack"], monkeypatch, (300, 500, 200))
+    assert got["stacks"].num_rows > 10 and got["ops"].column("stack_id").null_count < got["ops"].num_rows
+    assert got["transfers"].num_rows == 0 and got["runtime_calls"].num_rows == 0
