@@ -1,24 +1,29 @@
-"""The tables of a GPU Kineto trace (runtime calls, kernels, copies, memsets), made slice by slice.
+"""The tables of a Kineto trace with runtime calls, device work (kernels, copies, memsets) or Python frames, made
+slice by slice.
 
 The linker (``_kineto_link.build_trace``) builds every table whole; here the same tables come as
 `TableSlices`, each record batch made as `write_trace` writes it, with bounded working state:
 
-* nesting (which operator encloses each operator and each runtime call): the sweep of the linker, by time
-  buckets. Operators and runtime calls are distributed into temporary files by start time (bounds from a
-  sample of the times, ~1M events a bucket); each bucket is sorted as the linker sorts the whole trace
-  (thread, start, longest first, operators before runtime calls, index) and swept with each thread's open
-  operators carried from bucket to bucket. Buckets are disjoint ranges of start time, so every thread's
-  events are swept in the linker's order: the same parents, whatever the order of the file.
+* nesting (which operator encloses each operator and each runtime call, which Python frames are open over
+  each operator): the sweep of the linker, by time buckets. Operators, frames and runtime calls are
+  distributed into temporary files by start time (bounds from a sample of the times, ~1M events a bucket);
+  each bucket is sorted as the linker sorts the whole trace (thread, start, longest first, frames before
+  operators before runtime calls, index) and swept with each thread's open operators and frames carried
+  from bucket to bucket. Buckets are disjoint ranges of start time, so every thread's events are swept in
+  the linker's order: the same parents, whatever the order of the file.
+* call sites: keyed by the names of the open frames; stacks are interned (ids, frames table) in the order
+  the linker's one thread-by-thread sweep first meets each key, not the buckets' time order.
 * device work -> runtime call: correlation ids, as the linker joins them (`CorrelationIndex`).
 * what every batch of a table shares: Arrow dictionaries. The ops table's are known from code counts; the
   other tables' batches are made twice, the first time only to gather each text column's values in order of
   first appearance (what the whole table's dictionary holds: the builder's order, and the host lanes'
   values before the device lanes' as the linker's concatenation unifies them).
 
-Kept whole in memory, a few bytes an event: per operator its parent (int64), region (int32), name code (int32)
-and whether it launched device work; per runtime call its operator; per device slice its runtime call; the
-correlation index; and the runtime and device columns themselves (`RowColumns`, ~50 bytes an event). The
-operators' own columns stay in their spill file and are read one slice at a time.
+Kept whole in memory, a few bytes an event (~30 MB per GB of a GPU trace): per operator its parent, region,
+name code and call-site key (int32 each) and whether it launched device work; per runtime call its operator
+(int32); the correlation index (12 bytes a call); per device slice its runtime call and that call's size. The
+events' own columns (operators, frames, runtime calls, device work) spill to temporary files past 1M rows
+and are read back one slice at a time.
 """
 
 from __future__ import annotations
@@ -62,9 +67,10 @@ _DEV_TS, _DEV_DUR, _DEV_CAT, _DEV_NAME, _DEV_DEVICE, _DEV_STREAM, _DEV_CORR, _DE
 
 def gpu_slices(b: TraceBuilder, ev: KinetoEvents, t0: float, regions: _Regions, root_device: str,
                devices: list) -> dict[str, TableSlices] | None:  # fmt: skip
-    """ops, engine_slices (host then device lanes), transfers, signals and runtime_calls of a GPU trace without
-    Python frames, as slices equal to the linker's whole tables; None where this path does not apply (columns
-    holding values aside, correlations that are not int64 ids): the caller links the trace whole."""
+    """ops, engine_slices (host then device lanes), transfers, signals and runtime_calls of a trace with runtime
+    calls, device work or Python frames, as slices equal to the linker's whole tables (stacks interned into b);
+    None where this path does not apply (a value kept aside: an unhashable name, an id that is not an int64):
+    the caller links the trace whole."""
     runtime, device, ops = ev.runtime, ev.device, ev.ops
     if not all(isinstance(rows, RowColumns) for rows in (runtime, device, ev.python)):
         return None
@@ -72,7 +78,7 @@ def gpu_slices(b: TraceBuilder, ev: KinetoEvents, t0: float, regions: _Regions, 
         return None
     link = _Link(ev, t0, regions, b)
     index = CorrelationIndex(_column(runtime, _RUNTIME_CORR))  # no value aside: every id is an int64 or None
-    device_call = np.concatenate([np.zeros(0, dtype=np.int64), *(index.find(part[_DEV_CORR]) for _, part in device.chunks(CHUNK_ROWS))])
+    device_call = np.concatenate([np.zeros(0, dtype=np.int32), *(index.find(part[_DEV_CORR]) for _, part in device.chunks(CHUNK_ROWS))])
     del index
     launched = link.launched(device_call)
     host = _HostLanes(link, launched)

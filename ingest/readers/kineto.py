@@ -27,9 +27,10 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
 
     infer_fallback: mark leaf operators of a GPU trace that launched no GPU work as cpu_fallback
     (Kineto records no tensor devices, so this is a guess: host-side bookkeeping ops count too).
-    sliced: where it can (operators only, each thread's in time order, as Kineto writes a CPU trace), give
-    the ops table and host lanes as `Trace.slices`, made as `write_trace` writes them: converting in
-    bounded memory, the operators' columns spilled to a temporary file past one slice.
+    sliced: give the big tables (ops, host and device lanes, transfers, signals, runtime calls) as `Trace.slices`,
+    made as `write_trace` writes them: converting in bounded memory, the events' columns spilled to temporary
+    files past one slice (``_kineto_slices`` for operators only, ``_kineto_gpu`` for the rest; NPU lanes and
+    infer_fallback are linked whole).
     """
     from . import npu_kineto  # hook: NPU lanes (e.g. RBLN's Kineto plugin); None for other traces
     from ._kineto_gpu import gpu_slices
