@@ -183,18 +183,25 @@ class _RunDigest:
 
 def fixed_batches(batches: Iterable[pa.RecordBatch], rows: int | None = None) -> Iterator[pa.RecordBatch]:
     """The same rows as record batches of exactly `rows` (default `_BATCH_ROWS`) rows, the last one fewer,
-    each copied into fresh, exactly sized buffers (`pa.concat_batches`, ~5 GB/s here).
+    each compact (exactly sized buffers, no slice of a larger one) with nothing under its nulls.
 
-    The copy is what makes equal rows serialise equal: Arrow's IPC writer writes a sliced or over-allocated
+    That is what makes equal rows serialise equal: Arrow's IPC writer writes a sliced or over-allocated
     array with what lies around it in its buffers (bits past its end, bytes up to the next multiple of 8),
     so the same rows given as a converter's slices, as one table's chunks or as a mapped file's batches
-    would otherwise give other bytes. Rows left over from one batch are carried into the next: at most
-    ~2 batches are held.
+    would otherwise give other bytes. A batch given whole that is already compact (a file's, as portscope
+    writes them) is passed on; any other is copied (`pa.concat_batches`). Rows left over from one batch
+    are carried into the next: at most ~2 batches are held.
     """
     rows = rows or _BATCH_ROWS
     pending: list[pa.RecordBatch] = []
     held = 0
     for batch in batches:
+        if not held and batch.num_rows <= rows and _compact_batch(batch):
+            if batch.num_rows == rows:
+                yield _canonical(batch)
+            else:  # kept whole: passed on as it is if no rows follow
+                pending, held = [batch], batch.num_rows
+            continue
         at = 0
         while at < batch.num_rows:
             take = min(rows - held, batch.num_rows - at)
@@ -208,7 +215,41 @@ def fixed_batches(batches: Iterable[pa.RecordBatch], rows: int | None = None) ->
             pending = [pa.concat_batches(pending)]
         del batch  # not held while the next one is made
     if held:
-        yield _canonical(pa.concat_batches(pending))
+        yield _canonical(pending[0])
+
+
+def _compact_batch(batch: pa.RecordBatch) -> bool:
+    return all(_compact(column) for column in batch.columns)
+
+
+def _compact(array: pa.Array) -> bool:
+    """Whether an array's buffers hold exactly its values (read from their sizes and ends, not their data):
+    then it serialises as a fresh copy of it would (what lies under its nulls aside: `_canonical`)."""
+    n, typ, buffers = len(array), array.type, array.buffers()
+    if array.offset:
+        return False
+    if pa.types.is_dictionary(typ):
+        return _compact(array.indices) and _compact(array.dictionary)
+    if array.null_count and not _exact_bits(buffers[0], n):
+        return False
+    if pa.types.is_boolean(typ):
+        return _exact_bits(buffers[1], n)
+    if pa.types.is_integer(typ) or pa.types.is_floating(typ):
+        return buffers[1] is not None and buffers[1].size == n * typ.bit_width // 8
+    if pa.types.is_string(typ):
+        offsets, data = buffers[1], buffers[2]
+        if offsets is None or offsets.size != 4 * (n + 1):
+            return False
+        first, last = (int.from_bytes(memoryview(offsets)[at : at + 4], "little", signed=True) for at in (0, 4 * n))
+        return first == 0 and (data.size if data is not None else 0) == last
+    return False  # lists and the rest: copied
+
+
+def _exact_bits(bitmap: pa.Buffer | None, n: int) -> bool:
+    """A bitmap of n bits in exactly its bytes, the bits past n zero."""
+    if bitmap is None or bitmap.size != (n + 7) // 8:
+        return False
+    return not n % 8 or not memoryview(bitmap)[-1] >> (n % 8)
 
 
 def _canonical(batch: pa.RecordBatch) -> pa.RecordBatch:

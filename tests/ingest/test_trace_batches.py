@@ -149,3 +149,38 @@ def test_remembered_ids_are_bounded(_ids_here: Path, monkeypatch: pytest.MonkeyP
         os.utime(next(p for p in _ids_here.iterdir() if p.read_text().endswith(f"key {i}\n")), ns=(i * 10**9, i * 10**9))
     # the fifth entry made five, over 4: the three oldest went, 4 // 2 = 2 stay (the fourth and the newest)
     assert [run_ids.recall(f"key {i}") for i in range(5)] == [None, None, None, "0000000000000003", "0000000000000004"]
+
+
+def test_batches_passed_on_whole_serialise_as_their_copies() -> None:
+    # the same 10 rows as: built afresh; cut from the middle of bigger arrays; read back from an IPC file;
+    # an IPC file's batch cut from a bigger one. Only compact whole batches are passed on uncopied.
+    rng = np.random.default_rng(7)
+
+    def rows(lo: int, hi: int) -> pa.RecordBatch:
+        r = range(lo, hi)
+        return pa.record_batch({
+            "i32": pa.array([None if i % 3 == 0 else i for i in r], pa.int32()),
+            "f64": pa.array([None if i % 4 == 1 else i / 2 for i in r], pa.float64()),
+            "b": pa.array([None if i % 5 == 2 else bool(i % 2) for i in r], pa.bool_()),
+            "s": pa.array([None if i % 3 == 1 else "x" * (i % 4) for i in r], pa.string()),
+            "d": pa.DictionaryArray.from_arrays(pa.array([None if i % 6 == 0 else i % 3 for i in r], pa.int32()),
+                                                pa.array(["p", "q", "r"])),
+        })
+
+    def ipc(batch: pa.RecordBatch) -> pa.RecordBatch:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, batch.schema) as writer:
+            writer.write_batch(batch)
+        return pa.ipc.open_file(sink.getvalue()).get_batch(0)
+
+    def serialised(batch: pa.RecordBatch, size: int) -> list[bytes]:
+        return [b.serialize().to_pybytes() for b in fixed_batches([batch], size)]
+
+    start = int(rng.integers(1, 40))
+    fresh = rows(start, start + 10)
+    forms = [rows(0, 60).slice(start, 10), ipc(rows(start, start + 10)), ipc(rows(0, 60)).slice(start, 10),
+             ipc(rows(0, 60).slice(start, 10))]
+    for size in (10, 16, 4):
+        want = serialised(fresh, size)
+        assert [len(b) for b in fixed_batches([fresh], size)] == {10: [10], 16: [10], 4: [4, 4, 2]}[size]
+        assert [serialised(form, size) == want for form in forms] == [True] * len(forms), size
