@@ -189,9 +189,14 @@ def _correlations(ev: KinetoEvents) -> tuple[CorrelationIndex | dict[object, int
             return index, index.find(device_corr).tolist()
     by_corr: dict[object, int] = {}
     for i, r in enumerate(ev.runtime):
-        if r[5] is not None:
+        if r[5] is not None and _hashable(r[5]):
             by_corr[r[5]] = i
-    return by_corr, [by_corr.get(d[6], -1) for d in ev.device]
+    return by_corr, [by_corr.get(d[6], -1) if _hashable(d[6]) else -1 for d in ev.device]
+
+
+def _hashable(value: object) -> bool:
+    """A correlation a dict can hold (another JSON type in a broken file joins nothing)."""
+    return type(value) in (int, str, float, bool)
 
 
 def _runtime_calls(ev: KinetoEvents, t0: float, regions: _Regions, runtime_op: list[int]) -> pa.Table:
@@ -388,7 +393,7 @@ def _device_work(b, ev, ns, device_op, op_region, op_site, op_stack, by_corr, re
         lane = lanes.lane(cat, name, dev, stream) if lanes else None  # NPU lanes hook
         if cat == "gpu_memcpy":
             direction = (lane.direction if lane else None) or copy_direction(name) or Direction.D2D
-            if nbytes is None and corr in by_corr:
+            if nbytes is None and _hashable(corr) and corr in by_corr:
                 nbytes = ev.runtime[by_corr[corr]][7]
             nbytes = nbytes or 0
             b.engine_slices.append(region_id=rid, engine=lane.engine if lane else engines.setdefault(e := f"{prefix}DMA {direction.value}", e),

@@ -114,6 +114,11 @@ class Collector:
                 if len(problems) < MAX_PROBLEMS:
                     problems.append(f"event {index - 1} ({name!r:.60}): {_why_bad(ts, dur, name)}")
                 continue
+            if not _hashable(cat):
+                self.bad += 1
+                if len(problems) < MAX_PROBLEMS:
+                    problems.append(f"event {index - 1} ({name!r:.60}): 'cat' is {type(cat).__name__}, expected a string")
+                continue
             categories[cat] = categories.get(cat, 0) + 1
             if cat == "Trace" or cat is None:
                 continue
@@ -146,6 +151,7 @@ class Collector:
         elif cat in KINETO_DEVICE_CATEGORIES:
             dev = args.get("device", pid)
             stream = args.get("stream", tid)
+            dev, stream = dev if _hashable(dev) else pid, stream if _hashable(stream) else tid  # another JSON type: as absent
             out.device.append((ts, dur, cat, name, dev, stream, args.get("correlation"), _int(args.get("bytes"))))
 
     # -- the typed path ------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from portscope.ingest.errors import TraceFormatError
 from portscope.ingest.readers import _kineto_gpu, _kineto_ops, _kineto_rows
 from portscope.ingest.readers.kineto import read_kineto
 from portscope.ingest.trace import read_trace, write_trace
@@ -192,3 +193,21 @@ def test_cpu_trace_with_python_frames_sliced_equals_whole(kineto_cpu: dict[str, 
     sliced, got = _same_tables(tmp_path, kineto_cpu["shapes_stack"], monkeypatch, (300, 500, 200))
     assert got["stacks"].num_rows > 10 and got["ops"].column("stack_id").null_count < got["ops"].num_rows
     assert got["transfers"].num_rows == 0 and got["runtime_calls"].num_rows == 0
+
+
+def test_fields_of_another_json_type_join_nothing_and_crash_neither_path(tmp_path: Path) -> None:
+    """A runtime call's correlation or a kernel's device given as a list (found by mutating a real trace: both
+    paths raised TypeError); a category given as an object is refused with the event's place."""
+    events = [*EVENTS]
+    events[8] = _call("cudaLaunchKernel", 1, 3, 2, [101])  # gemm's launch: its correlation a list
+    events[11] = {**events[11], "args": {**events[11]["args"], "device": [0]}}  # add_kernel's device: a list -> its pid
+    source = _write(tmp_path / "odd.json", events)
+    whole, sliced = read_kineto(source, sliced=False), read_kineto(source, sliced=True)
+    for name in whole.tables:
+        assert sliced[name].equals(whole[name]), name
+    lanes = whole["engine_slices"].to_pydict()
+    assert lanes["op_id"][5:7] == [None, 5]  # gemm: no launch to join; add_kernel still joined to aten::add
+    assert whole["ops"].column("placement").to_pylist()[:2] == ["host", "host"]  # linear and addmm launched nothing
+    bad = [*EVENTS, {**_op("aten::mul", 1, 50, 1), "cat": {"cpu_op": 1}}]
+    with pytest.raises(TraceFormatError, match=r"event 19 \('aten::mul'\): 'cat' is dict, expected a string"):
+        read_kineto(_write(tmp_path / "bad.json", bad), sliced=True)
