@@ -23,7 +23,6 @@ import csv
 import io
 import itertools
 import json
-from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,6 @@ from ..errors import TraceFormatError
 from ..schema import EngineKind, Mode, Placement, SignalKind, SliceKind, Source
 from ..trace import RunInfo, TableSlices, Trace
 from . import _chrome_slices
-from ._chrome_events import column as column_of
 from ._chrome_slices import finish
 from ._chrome_stream import file_chunks, micros_to_ns
 from ._kineto_link import _Coder, _table
@@ -171,9 +169,9 @@ _KERNEL_CELLS = ("Name", "Type", "Start Time(us)", "Duration(us)", "Device_id", 
                  "Input Data Types", "Output Shapes", "Output Data Types")  # fmt: skip
 
 
-def _kernel_columns(path: Path, caps: SizeCaps) -> tuple[list[str], str, dict[str, np.ndarray], _Cells]:
-    """(header, core column, columns, cells) of a kernel_details.csv read in blocks by pyarrow's CSV
-    reader: times as int64 ns (exact decimals), every other cell as a code into `cells`."""
+def _kernel_columns(path: Path, caps: SizeCaps) -> tuple[list[str], str, dict[str, np.ndarray], _Cells, pa.ChunkedArray]:
+    """(header, core column, columns, cells, names) of a kernel_details.csv read in blocks by pyarrow's CSV
+    reader: times as int64 ns (exact decimals), names as text, every other cell as a code into `cells`."""
     chunks = file_chunks(path, caps)
     first = next(chunks, b"")
     line = first.split(b"\n", 1)[0]
@@ -199,8 +197,10 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> tuple[list[str], str, dict[st
 
     cells = _Cells()
     code = cells.code
-    start, dur = array("q"), array("q")
-    codes = {c: array("i") for c in wanted if c not in ("Start Time(us)", "Duration(us)")}
+    coded = [c for c in wanted if c not in ("Start Time(us)", "Duration(us)", "Name")]
+    parts: dict[str, list[np.ndarray]] = {c: [] for c in (*coded, "start", "dur")}  # per block: a heap of growing arrays
+    # would pin the memory of every block's cells between them (glibc): ~2x the file in RSS
+    name_chunks: list[pa.Array] = []
     problems: list[str] = []
     bad = rows = 0
     try:
@@ -214,9 +214,13 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> tuple[list[str], str, dict[st
         )  # fmt: skip
         for batch in reader:
             got = {c: batch.column(names[raw_header.index(raw_of[c])]).to_pylist() for c in wanted}
+            kept: list[str] = []
+            start: list[int] = []
+            dur: list[int] = []
+            codes: dict[str, list[int]] = {c: [] for c in coded}
             for n, (s_raw, d_raw, name_raw) in enumerate(zip(got["Start Time(us)"], got["Duration(us)"], got["Name"], strict=True)):
                 s, d = micros_to_ns(_clean(s_raw)), micros_to_ns(_clean(d_raw))
-                name = cells.clean[code(name_raw)]
+                name = _clean(name_raw)
                 if s is None or d is None or not (abs(s) < _LIMIT and 0 <= d < _LIMIT) or name is None:
                     bad += 1
                     if len(problems) < _MAX_PROBLEMS:
@@ -225,8 +229,14 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> tuple[list[str], str, dict[st
                     continue
                 start.append(s)
                 dur.append(d)
+                kept.append(name)
                 for c, column in codes.items():
                     column.append(code(got[c][n]))
+            name_chunks.append(pa.array(kept, pa.string()))  # names: mostly one per kernel, kept as Arrow text (not interned)
+            parts["start"].append(np.array(start, dtype=np.int64))
+            parts["dur"].append(np.array(dur, dtype=np.int64))
+            for c in coded:
+                parts[c].append(np.array(codes[c], dtype=np.int32))
             rows += batch.num_rows
     except pa.ArrowInvalid as exc:
         what = "not UTF-8 text" if "UTF8" in str(exc) else "not valid CSV"
@@ -234,11 +244,11 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> tuple[list[str], str, dict[st
     if bad or ragged:
         raise TraceFormatError(path, [f"{bad + len(ragged)} of {rows + len(ragged)} rows are malformed",
                                       *[*ragged, *problems][:_MAX_PROBLEMS]])  # fmt: skip
-    if not len(start):
+    columns = {c: np.concatenate(v) if v else np.zeros(0, dtype=np.int64 if c in ("start", "dur") else np.int32)
+               for c, v in parts.items()}  # fmt: skip
+    if not len(columns["start"]):
         raise TraceFormatError(path, "the table has a header but no rows: nothing to convert")
-    columns = {c: column_of(v) for c, v in codes.items()}
-    columns["start"], columns["dur"] = column_of(start), column_of(dur)
-    return header, core_col, columns, cells
+    return header, core_col, columns, cells, pa.chunked_array(name_chunks, pa.string())
 
 
 def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool = False) -> Trace:
@@ -247,12 +257,14 @@ def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slic
     Read in blocks by pyarrow's CSV reader into columns (56 bytes a kernel); sliced: the ops and engine
     slices are made as they are written (`Trace.slices`)."""
     path = Path(path)
-    header, core_col, col, cells = _kernel_columns(path, caps)
+    header, core_col, col, cells, names = _kernel_columns(path, caps)
     clean = cells.clean
     n = len(col["start"])
     order = np.argsort(col["start"], kind="stable")  # kernels by start (a stable sort: ties keep file order)
     start, dur = col["start"][order], col["dur"][order]
     col = {c: v[order] for c, v in col.items() if c not in ("start", "dur")}
+    name = names.take(pa.array(order)).combine_chunks().dictionary_encode()  # one int32 a kernel + the distinct names
+    del names
     t0 = int(start[0])
     end = int((start + dur).max())
 
@@ -300,20 +312,34 @@ def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slic
     for c, count in zip(*np.unique(core_code, return_counts=True), strict=True):
         cores[clean[c] or "unknown"] = cores.get(clean[c] or "unknown", 0) + int(count)
     b.run_info.extra["accelerator_cores"] = dict(sorted(cores.items()))
-    name_code = col["Name"]
-    type_code = col.get("Type", name_code)
-    has_type = np.array([v is not None for v in clean], dtype=bool)
-    op_name = np.where(has_type[type_code], type_code, name_code)
+    op_name = _op_names(clean, col.get("Type", none_column()), name)
     ai_cpu = np.array([v == AI_CPU for v in clean], dtype=bool)
-    for i in np.flatnonzero(ai_cpu[core_code]).tolist():
+    which = np.flatnonzero(ai_cpu[core_code])
+    op_words = op_name.dictionary.take(op_name.indices.take(pa.array(which))).to_pylist()
+    for i, word in zip(which.tolist(), op_words, strict=True):
         b.signals.append(region_id=int(region[i]), op_id=i, kind=SignalKind.CPU_FALLBACK, reason="ai-cpu",
-                         op_name=clean[op_name[i]], count=1, bytes=0, note=AI_CPU_NOTE, time_ns=int(start[i]) - t0)  # fmt: skip
-    return finish(b.build(), _kernel_tables(col, cells, start - t0, dur, region, op_name, lanes, lane_at, dev_of),
+                         op_name=word, count=1, bytes=0, note=AI_CPU_NOTE, time_ns=int(start[i]) - t0)  # fmt: skip
+    return finish(b.build(), _kernel_tables(col, cells, start - t0, dur, region, name, op_name, lanes, lane_at, dev_of),
                   sliced=sliced)
 
 
+def _op_names(clean: list[str | None], type_code: np.ndarray, name: pa.DictionaryArray) -> pa.DictionaryArray:
+    """Per kernel its Type, or its Name where it has none, dictionary-encoded (types first, then those names)."""
+    has_type = np.array([v is not None for v in clean] or [False], dtype=bool)[type_code]
+    types = np.unique(type_code[has_type])
+    at = np.zeros(len(clean) or 1, dtype=np.int32)
+    at[types] = np.arange(len(types), dtype=np.int32)
+    name_at = name.indices.to_numpy(zero_copy_only=False)[~has_type]
+    named = np.unique(name_at)
+    indices = np.empty(len(type_code), dtype=np.int32)
+    indices[has_type] = at[type_code[has_type]]
+    indices[~has_type] = len(types) + np.searchsorted(named, name_at)
+    words = pa.concat_arrays([pa.array([clean[c] for c in types.tolist()], pa.string()), name.dictionary.take(pa.array(named))])
+    return pa.DictionaryArray.from_arrays(pa.array(indices), words)
+
+
 def _kernel_tables(col: dict[str, np.ndarray], cells: _Cells, start: np.ndarray, dur: np.ndarray, region: np.ndarray,
-                   op_name: np.ndarray, lanes: list[tuple[str, EngineKind, SliceKind]], lane_at: np.ndarray,
+                   name: pa.DictionaryArray, op_name: pa.DictionaryArray, lanes: list[tuple[str, EngineKind, SliceKind]], lane_at: np.ndarray,
                    dev_of: list[str]) -> dict[str, TableSlices]:  # fmt: skip
     """The ops (one per kernel, placement device) and engine slices, made slice by slice with shared dictionaries."""
     clean = cells.clean
@@ -327,7 +353,7 @@ def _kernel_tables(col: dict[str, np.ndarray], cells: _Cells, start: np.ndarray,
 
     shapes, dtypes = [_shapes(v) for v in clean], [_dtypes(v) for v in clean]
     cell = {c: col.get(c, absent) for c in ("Input Shapes", "Input Data Types", "Output Shapes", "Output Data Types", "Device_id")}
-    ops = {"name": coder(clean, op_name), "device": coder([f"npu:{d}" for d in dev_of], cell["Device_id"]),
+    ops = {"device": coder([f"npu:{d}" for d in dev_of], cell["Device_id"]),
            "input_shapes": coder(shapes, cell["Input Shapes"]), "input_dtypes": coder(dtypes, cell["Input Data Types"]),
            "output_shapes": coder(shapes, cell["Output Shapes"]), "output_dtypes": coder(dtypes, cell["Output Data Types"])}  # fmt: skip
     placement = _Coder([Placement.DEVICE.value], np.ones(1, dtype=bool))
@@ -338,7 +364,7 @@ def _kernel_tables(col: dict[str, np.ndarray], cells: _Cells, start: np.ndarray,
     kinds = sorted({k.value for _, _, k in lanes})
     lane_kind = np.array([kinds.index(k.value) for _, _, k in lanes], dtype=np.int32)
     slices = {"engine": _Coder(engines, np.ones(len(engines), dtype=bool)), "engine_kind": _Coder(ekinds, np.ones(len(ekinds), dtype=bool)),
-              "kind": _Coder(kinds, np.ones(len(kinds), dtype=bool)), "name": coder(clean, col["Name"])}  # fmt: skip
+              "kind": _Coder(kinds, np.ones(len(kinds), dtype=bool))}
 
     def parts() -> Iterator[tuple[slice, int]]:
         rows = _chrome_slices.SLICE_ROWS
@@ -349,7 +375,7 @@ def _kernel_tables(col: dict[str, np.ndarray], cells: _Cells, start: np.ndarray,
         for at, lo in parts():
             m = len(start[at])
             yield from _table("ops", {
-                "op_id": np.arange(lo, lo + m, dtype=np.int64), "region_id": region[at], "name": ops["name"](op_name[at]),
+                "op_id": np.arange(lo, lo + m, dtype=np.int64), "region_id": region[at], "name": op_name.slice(lo, m),
                 "start_ns": start[at], "dur_ns": dur[at], "placement": placement(np.zeros(m, dtype=np.int32)),
                 "device": ops["device"](cell["Device_id"][at]),
                 **{k: ops[k](cell[c][at]) for k, c in (("input_shapes", "Input Shapes"), ("input_dtypes", "Input Data Types"),
@@ -362,7 +388,7 @@ def _kernel_tables(col: dict[str, np.ndarray], cells: _Cells, start: np.ndarray,
             yield from _table("engine_slices", {
                 "region_id": region[at], "engine": slices["engine"](lane_engine[lane]),
                 "engine_kind": slices["engine_kind"](lane_ekind[lane]), "kind": slices["kind"](lane_kind[lane]),
-                "name": slices["name"](col["Name"][at]), "start": start[at], "dur": dur[at],
+                "name": name.slice(lo, len(lane)), "start": start[at], "dur": dur[at],
                 "op_id": np.arange(lo, lo + len(lane), dtype=np.int64)}).to_batches()  # fmt: skip
 
     return {"ops": TableSlices(n, op_batches), "engine_slices": TableSlices(n, slice_batches)}
