@@ -196,7 +196,8 @@ def fixed_batches(batches: Iterable[pa.RecordBatch], rows: int | None = None) ->
     pending: list[pa.RecordBatch] = []
     held = 0
     for batch in batches:
-        if not held and batch.num_rows <= rows and _compact_batch(batch):
+        if not held and batch.num_rows <= rows:
+            batch = _compacted(batch)
             if batch.num_rows == rows:
                 yield _canonical(batch)
             else:  # kept whole: passed on as it is if no rows follow
@@ -218,8 +219,10 @@ def fixed_batches(batches: Iterable[pa.RecordBatch], rows: int | None = None) ->
         yield _canonical(pending[0])
 
 
-def _compact_batch(batch: pa.RecordBatch) -> bool:
-    return all(_compact(column) for column in batch.columns)
+def _compacted(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The batch with each column that is not compact copied (`pa.concat_arrays`); the others as they are."""
+    columns = [column if _compact(column) else pa.concat_arrays([column]) for column in batch.columns]
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 
 def _compact(array: pa.Array) -> bool:
