@@ -314,12 +314,18 @@ def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slic
     b.run_info.extra["accelerator_cores"] = dict(sorted(cores.items()))
     op_name = _op_names(clean, col.get("Type", none_column()), name)
     ai_cpu = np.array([v == AI_CPU for v in clean], dtype=bool)
-    which = np.flatnonzero(ai_cpu[core_code])
-    op_words = op_name.dictionary.take(op_name.indices.take(pa.array(which))).to_pylist()
-    for i, word in zip(which.tolist(), op_words, strict=True):
-        b.signals.append(region_id=int(region[i]), op_id=i, kind=SignalKind.CPU_FALLBACK, reason="ai-cpu",
-                         op_name=word, count=1, bytes=0, note=AI_CPU_NOTE, time_ns=int(start[i]) - t0)  # fmt: skip
-    return finish(b.build(), _kernel_tables(col, cells, start - t0, dur, region, name, op_name, lanes, lane_at, dev_of),
+    which = np.flatnonzero(ai_cpu[core_code])  # AI CPU kernels: a fallback signal each, made as columns
+    m = len(which)
+
+    def constant(word: str) -> pa.DictionaryArray:
+        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(m, dtype=np.int32)), pa.array([word]))
+
+    trace = b.build()
+    trace.tables["signals"] = _table("signals", {
+        "region_id": region[which], "op_id": which.astype(np.int64), "kind": constant(SignalKind.CPU_FALLBACK.value),
+        "reason": constant("ai-cpu"), "op_name": op_name.take(pa.array(which)), "count": np.ones(m, dtype=np.int64),
+        "bytes": np.zeros(m, dtype=np.int64), "note": constant(AI_CPU_NOTE), "time_ns": start[which] - t0})  # fmt: skip
+    return finish(trace, _kernel_tables(col, cells, start - t0, dur, region, name, op_name, lanes, lane_at, dev_of),
                   sliced=sliced)
 
 
