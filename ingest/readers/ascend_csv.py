@@ -213,11 +213,11 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> tuple[list[str], str, dict[st
                                                   strings_can_be_null=False, quoted_strings_can_be_null=False),
         )  # fmt: skip
         for batch in reader:
-            got = {c: batch.column(names[raw_header.index(raw_of[c])]).to_pylist() for c in wanted}
+            got = {c: batch.column(names[raw_header.index(raw_of[c])]).to_pylist() for c in ("Start Time(us)", "Duration(us)", "Name")}
             kept: list[str] = []
             start: list[int] = []
             dur: list[int] = []
-            codes: dict[str, list[int]] = {c: [] for c in coded}
+            good = np.zeros(batch.num_rows, dtype=bool)
             for n, (s_raw, d_raw, name_raw) in enumerate(zip(got["Start Time(us)"], got["Duration(us)"], got["Name"], strict=True)):
                 s, d = micros_to_ns(_clean(s_raw)), micros_to_ns(_clean(d_raw))
                 name = _clean(name_raw)
@@ -230,13 +230,14 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> tuple[list[str], str, dict[st
                 start.append(s)
                 dur.append(d)
                 kept.append(name)
-                for c, column in codes.items():
-                    column.append(code(got[c][n]))
+                good[n] = True
             name_chunks.append(pa.array(kept, pa.string()))  # names: mostly one per kernel, kept as Arrow text (not interned)
             parts["start"].append(np.array(start, dtype=np.int64))
             parts["dur"].append(np.array(dur, dtype=np.int64))
-            for c in coded:
-                parts[c].append(np.array(codes[c], dtype=np.int32))
+            for c in coded:  # cells of few distinct values: coded per distinct value of the block, no text per row
+                encoded = batch.column(names[raw_header.index(raw_of[c])]).dictionary_encode()
+                of_value = np.array([code(v) for v in encoded.dictionary.to_pylist()] or [0], dtype=np.int32)
+                parts[c].append(of_value[encoded.indices.to_numpy(zero_copy_only=False)][good])
             rows += batch.num_rows
     except pa.ArrowInvalid as exc:
         what = "not UTF-8 text" if "UTF8" in str(exc) else "not valid CSV"
