@@ -19,10 +19,10 @@ The linker (``_kineto_link.build_trace``) builds every table whole; here the sam
   first appearance (what the whole table's dictionary holds: the builder's order, and the host lanes'
   values before the device lanes' as the linker's concatenation unifies them).
 
-Kept whole in memory, a few bytes an event (~30 MB per GB of a GPU trace): per operator its parent, region,
+Kept whole in memory, a few bytes an event (~25 MB per GB of a GPU trace): per operator its parent, region,
 name code and call-site key (int32 each) and whether it launched device work; per runtime call its operator
-(int32); the correlation index (12 bytes a call); per device slice its runtime call and that call's size. The
-events' own columns (operators, frames, runtime calls, device work) spill to temporary files past 1M rows
+(int32); the correlation index (12 bytes a call); per device slice its runtime call (a copy without bytes of
+its own: its call's size too). The events' own columns (operators, frames, runtime calls, device work) spill to temporary files past 1M rows
 and are read back one slice at a time.
 """
 
@@ -459,12 +459,18 @@ class _DeviceWork:
         self.link, self.device_call, self.values = link, device_call, values
         self.copy_code = np.array([v == "gpu_memcpy" for v in values] or [False], dtype=bool)
         self.memset_code = np.array([v == "gpu_memset" for v in values] or [False], dtype=bool)
-        self.copies = sum(int(self.copy_code[part[_DEV_CAT]].sum()) for _, part in device.chunks(CHUNK_ROWS))
-        # the size on each slice's runtime call (a copy without bytes of its own takes it), read chunk by chunk
-        self.call_size = np.full(len(device_call), NONE_INT, dtype=np.int64)
-        for lo, part in link.ev.runtime.chunks(CHUNK_ROWS):
-            here = np.flatnonzero((device_call >= lo) & (device_call < lo + len(part[0])))
-            self.call_size[here] = part[_RUNTIME_SIZE][device_call[here] - lo]
+        self.copies = 0
+        sizeless: list[np.ndarray] = []  # copies without bytes of their own: they take their runtime call's size
+        for lo, part in device.chunks(CHUNK_ROWS):
+            copy = self.copy_code[part[_DEV_CAT]]
+            self.copies += int(copy.sum())
+            sizeless.append(lo + np.flatnonzero(copy & (part[_DEV_BYTES] == NONE_INT)))
+        rows = np.concatenate(sizeless) if sizeless else np.zeros(0, dtype=np.int64)
+        self.size_rows, self.sizes = rows, np.full(len(rows), NONE_INT, dtype=np.int64)  # sorted rows, their calls' sizes
+        calls = device_call[rows]
+        for lo, part in link.ev.runtime.chunks(CHUNK_ROWS) if len(rows) else ():
+            here = np.flatnonzero((calls >= lo) & (calls < lo + len(part[0])))
+            self.sizes[here] = part[_RUNTIME_SIZE][calls[here] - lo]
         self.prefix = (lambda dev: f"cuda:{dev} ") if multi_device else (lambda dev: "")
         self.directions: dict[int, Direction] = {}
 
@@ -494,7 +500,11 @@ class _DeviceWork:
             name, dev, stream = part[_DEV_NAME][rows], part[_DEV_DEVICE][rows], part[_DEV_STREAM][rows]
             raw_bytes = part[_DEV_BYTES][rows]
             copy = copy[rows]
-            size = self.call_size[at]
+            size = np.full(len(at), NONE_INT, dtype=np.int64)
+            if len(self.size_rows):
+                pos = np.minimum(np.searchsorted(self.size_rows, at), len(self.size_rows) - 1)
+                found = self.size_rows[pos] == at
+                size[found] = self.sizes[pos[found]]
             copy_bytes = np.where(raw_bytes != NONE_INT, raw_bytes, np.where(size != NONE_INT, size, 0))
             if table == _Table.LANES:
                 yield self._lanes(copy, cat[rows], name, dev, stream, raw_bytes, copy_bytes, region, op_id, start, span,
