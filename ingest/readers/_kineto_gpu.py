@@ -22,8 +22,8 @@ The linker (``_kineto_link.build_trace``) builds every table whole; here the sam
 Kept whole in memory, a few bytes an event (~25 MB per GB of a GPU trace): per operator its parent, region,
 name code and call-site key (int32 each) and whether it launched device work; per runtime call its operator
 (int32); the correlation index (12 bytes a call); per device slice its runtime call (a copy without bytes of
-its own: its call's size too). The events' own columns (operators, frames, runtime calls, device work) spill to temporary files past 1M rows
-and are read back one slice at a time.
+its own: its call's size too). The events' own columns (operators, frames, runtime calls, device work) spill
+to temporary files past 1M rows and are read back one slice at a time.
 """
 
 from __future__ import annotations
