@@ -39,6 +39,7 @@ from .. import schema
 from ..builder import TableBuilder, TraceBuilder
 from ..catalog import (
     BOOL_INDEX_OPS,
+    NO_WORK_OPS,
     SYNC_OPS,
     SYNC_RUNTIME_CALLS,
     Cause,
@@ -65,12 +66,13 @@ _RUNTIME_TS, _RUNTIME_DUR, _RUNTIME_NAME, _RUNTIME_PID, _RUNTIME_TID, _RUNTIME_C
 _DEV_TS, _DEV_DUR, _DEV_CAT, _DEV_NAME, _DEV_DEVICE, _DEV_STREAM, _DEV_CORR, _DEV_BYTES = range(8)
 
 
-def gpu_slices(b: TraceBuilder, ev: KinetoEvents, t0: float, regions: _Regions, root_device: str,
-               devices: list) -> dict[str, TableSlices] | None:  # fmt: skip
+def gpu_slices(b: TraceBuilder, ev: KinetoEvents, t0: float, regions: _Regions, root_device: str, devices: list, *,
+               infer_fallback: bool = False) -> dict[str, TableSlices] | None:  # fmt: skip
     """ops, engine_slices (host then device lanes), transfers, signals and runtime_calls of a trace with runtime
     calls, device work or Python frames, as slices equal to the linker's whole tables (stacks interned into b);
     None where this path does not apply (a value kept aside: an unhashable name, an id that is not an int64):
-    the caller links the trace whole."""
+    the caller links the trace whole. infer_fallback: as the linker's (leaf operators of a GPU trace that launched
+    no device work placed as fallbacks, a cpu_fallback signal each)."""
     runtime, device, ops = ev.runtime, ev.device, ev.ops
     if not all(isinstance(rows, RowColumns) for rows in (runtime, device, ev.python)):
         return None
@@ -81,18 +83,73 @@ def gpu_slices(b: TraceBuilder, ev: KinetoEvents, t0: float, regions: _Regions, 
     device_call = np.concatenate([np.zeros(0, dtype=np.int32), *(index.find(part[_DEV_CORR]) for _, part in device.chunks(CHUNK_ROWS))])
     del index
     launched = link.launched(device_call)
-    host = _HostLanes(link, launched)
+    placement = np.where(launched, _DEVICE, _HOST).astype(np.int8)  # codes into _PLACEMENTS
+    if infer_fallback and len(device):
+        placement[_fallback_guess(link, launched)] = _FALLBACK
+    fallbacks = int(np.count_nonzero(placement == _FALLBACK))
+    host = _HostLanes(link, placement)
     signals = _sync_signals(link, launched) if len(device) else TableBuilder("signals").build()  # syncs: GPU traces only
     work = _DeviceWork(link, device_call, multi_device=len(devices) > 1)
     return {
-        "ops": TableSlices(len(ops), lambda: _op_batches(link, launched, root_device)),
+        "ops": TableSlices(len(ops), lambda: _op_batches(link, placement, root_device)),
         "engine_slices": _unified("engine_slices", host.rows + len(device),
                                   lambda: _chain(host.batches(), work.batches(_Table.LANES))),
         "transfers": _unified("transfers", work.copies, lambda: work.batches(_Table.TRANSFERS)),
-        "signals": _unified("signals", signals.num_rows + work.copies,
-                            lambda: _chain(signals.to_batches(), work.batches(_Table.SIGNALS))),
+        "signals": _unified("signals", fallbacks + signals.num_rows + work.copies,
+                            lambda: _chain(_fallback_batches(link, placement), signals.to_batches(), work.batches(_Table.SIGNALS))),
         "runtime_calls": _unified("runtime_calls", len(runtime), lambda: _runtime_batches(link)),
     }  # fmt: skip
+
+
+_HOST, _DEVICE, _FALLBACK = (_PLACEMENTS.index(p) for p in (Placement.HOST, Placement.DEVICE, Placement.FALLBACK))
+
+
+def _fallback_guess(link: _Link, launched: np.ndarray) -> np.ndarray:
+    """The linker's --infer-fallback guess per operator: launched nothing, holds no operator, is not an operator that
+    does no device work by design, has a typed tensor input, and runs on a thread that launched device work."""
+    ev = link.ev
+    ops = ev.ops
+    has_child = np.zeros(len(launched), dtype=bool)
+    has_child[link.op_parent[link.op_parent >= 0]] = True
+    name_ok = np.array([n not in NO_WORK_OPS for n in ops.names] or [False], dtype=bool)
+    sig_ok = np.array([bool(s[2]) and any(s[2].split(";")) for s in ops.signatures], dtype=bool)
+    values, gpu_threads = ev.runtime.values, set()
+    for lo, part in ev.runtime.chunks(CHUNK_ROWS):
+        inside = link.runtime_op[lo : lo + len(part[0])] >= 0
+        pairs = np.unique(part[_RUNTIME_PID][inside].astype(np.int64) << 32 | part[_RUNTIME_TID][inside].astype(np.int64))
+        gpu_threads.update((values[p >> 32], values[p & 0xFFFFFFFF]) for p in pairs.tolist())
+    thread_ok = np.array([t in gpu_threads for t in ops.threads] or [False], dtype=bool)
+    guess = ~launched & ~has_child & name_ok[link.op_name]
+    first = 0
+    for part in ops.slices():
+        n = len(part["ts"])
+        guess[first : first + n] &= sig_ok[part["signature"]] & thread_ok[part["thread"]]
+        first += n
+    return guess
+
+
+def _fallback_batches(link: _Link, placement: np.ndarray) -> Iterator[pa.RecordBatch]:
+    """The cpu_fallback signals of the guessed operators (`_kineto_link.build_trace`), a slice of operators at a time."""
+    ops = link.ev.ops
+    bytes_in = np.array([s[3] for s in ops.signatures], dtype=np.int64)
+    names, note = ops.names, cause_hint(Cause.NO_DEVICE_WORK)
+    first = 0
+    for part in ops.slices():
+        n = len(part["ts"])
+        rows = np.flatnonzero(placement[first : first + n] == _FALLBACK)
+        if len(rows):
+            ids = rows + first
+            zeros = np.zeros(len(rows), dtype=np.int64)
+            site, stack = link.site_columns(ids)
+            yield _table("signals", {
+                "region_id": link.op_region[ids], "op_id": ids,
+                "kind": _text(zeros, lambda k: SignalKind.CPU_FALLBACK.value),
+                "reason": _text(zeros, lambda k: Cause.NO_DEVICE_WORK.value),
+                "op_name": _text(part["name"][rows].astype(np.int64), lambda k: names[k]),
+                "count": np.ones(len(rows), dtype=np.int64), "bytes": bytes_in[part["signature"][rows]],
+                "call_site": site, "stack_id": stack, "note": _text(zeros, lambda k: note),
+                "time_ns": _ns(part["ts"][rows], link.t0)}).to_batches()[0]  # fmt: skip
+        first += n
 
 
 class _Table:
@@ -310,11 +367,10 @@ class _Buckets:
         self._files = []
 
 
-def _op_batches(link: _Link, launched: np.ndarray, root_device: str) -> Iterator[pa.RecordBatch]:
+def _op_batches(link: _Link, placement: np.ndarray, root_device: str) -> Iterator[pa.RecordBatch]:
     """The ops table, one record batch per slice of the operators' columns (placement: launched device work)."""
     ops = link.ev.ops
-    device_code = _PLACEMENTS.index(Placement.DEVICE)
-    used = np.bincount(np.where(launched, device_code, 0), minlength=len(_PLACEMENTS)) > 0
+    used = np.bincount(placement, minlength=len(_PLACEMENTS)) > 0
     table = OpTable(ops, np.bincount(link.op_name, minlength=len(ops.names)) > 0, used, root_device,
                     ops.code_counts()["signature"] > 0)  # fmt: skip
     site = _op_sites(link)
@@ -322,9 +378,9 @@ def _op_batches(link: _Link, launched: np.ndarray, root_device: str) -> Iterator
     for part in ops.slices():
         n = len(part["ts"])
         start, dur = ns_times(part["ts"], part["dur"], link.t0)
-        placement = np.where(launched[first : first + n], device_code, 0).astype(np.int32)
+        codes = placement[first : first + n].astype(np.int32)
         call_site, stack_id = link.site_columns(np.arange(first, first + n), site)
-        yield from table.table(part, first, start, dur, link.op_region[first : first + n], placement, call_site=call_site,
+        yield from table.table(part, first, start, dur, link.op_region[first : first + n], codes, call_site=call_site,
                                stack_id=stack_id).to_batches()  # fmt: skip
         first += n
 
@@ -352,9 +408,9 @@ def _op_sites(link: _Link) -> Callable[[np.ndarray], pa.Array]:
 class _HostLanes:
     """The host lanes: one slice per top-level operator (no operator of its thread encloses it), in operator order."""
 
-    def __init__(self, link: _Link, launched: np.ndarray) -> None:
+    def __init__(self, link: _Link, placement: np.ndarray) -> None:
         ops = link.ev.ops
-        self.link = link
+        self.link, self.fallback = link, placement == _FALLBACK
         tids = [t for _, t in ops.threads]
         tid_code: dict[object, int] = {}
         counts: dict[object, int] = {}
@@ -371,7 +427,8 @@ class _HostLanes:
         self.columns = {
             "engine": _Coder(["host" if t == main_tid else f"host thread {t}" for t in tid_code], lanes_used),
             "engine_kind": _Coder([EngineKind.HOST.value], np.ones(1, dtype=bool)),
-            "kind": _Coder([SliceKind.COMPUTE.value], np.ones(1, dtype=bool)),
+            "kind": _Coder([SliceKind.COMPUTE.value, SliceKind.FALLBACK.value],
+                           np.array([np.any(top & ~self.fallback), np.any(top & self.fallback)])),
             "name": _Coder(ops.names, np.bincount(link.op_name[top], minlength=len(ops.names)) > 0),
         }
 
@@ -392,7 +449,7 @@ class _HostLanes:
             zeros = np.zeros(len(top), dtype=np.int32)
             yield from _table("engine_slices", {
                 "region_id": link.op_region[first + top], "engine": columns["engine"](self.by_tid[part["thread"][top]]),
-                "engine_kind": columns["engine_kind"](zeros), "kind": columns["kind"](zeros),
+                "engine_kind": columns["engine_kind"](zeros), "kind": columns["kind"](self.fallback[first + top].astype(np.int32)),
                 "name": columns["name"](part["name"][top]), "start": start, "dur": dur, "op_id": top + first}).to_batches()  # fmt: skip
 
 

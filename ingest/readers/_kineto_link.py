@@ -81,7 +81,7 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
     if slice_ops is not None and not nest and n_ops:
         slices = slice_ops(ops, t0, regions, root_device)
     elif slice_gpu is not None and nest and n_ops:
-        slices = slice_gpu(b, ev, t0, regions, root_device, devices)
+        slices = slice_gpu(b, ev, t0, regions, root_device, devices, infer_fallback=infer_fallback)
     if slices is not None:
         built = b.build()
         return Trace(run_info=built.run_info, tables={n: t for n, t in built.tables.items() if n not in slices}, slices=slices)

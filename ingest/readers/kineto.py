@@ -29,8 +29,8 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
     (Kineto records no tensor devices, so this is a guess: host-side bookkeeping ops count too).
     sliced: give the big tables (ops, host and device lanes, transfers, signals, runtime calls) as `Trace.slices`,
     made as `write_trace` writes them: converting in bounded memory, the events' columns spilled to temporary
-    files past one slice (``_kineto_slices`` for operators only, ``_kineto_gpu`` for the rest; NPU lanes and
-    infer_fallback are linked whole).
+    files past one slice (``_kineto_slices`` for operators only, ``_kineto_gpu`` for the rest; NPU lanes are
+    linked whole).
     """
     from . import npu_kineto  # hook: NPU lanes (e.g. RBLN's Kineto plugin); None for other traces
     from ._kineto_gpu import gpu_slices
@@ -49,7 +49,7 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
             npu_kineto.link(events, lanes)
         trace = build_trace(path, events, infer_fallback=infer_fallback, lanes=lanes, release=True,
                             slice_ops=op_slices if sliced and lanes is None else None,
-                            slice_gpu=gpu_slices if sliced and lanes is None and not infer_fallback else None)
+                            slice_gpu=gpu_slices if sliced and lanes is None else None)
         return npu_kineto.finish(trace, lanes, events) if lanes is not None else trace
     finally:
         if collecting:

@@ -75,13 +75,13 @@ def _sizes(monkeypatch: pytest.MonkeyPatch, ops: int, bucket: int, chunk: int) -
     monkeypatch.setattr(_kineto_gpu, "CHUNK_ROWS", chunk)
 
 
-def _same_tables(tmp_path: Path, source: Path, monkeypatch: pytest.MonkeyPatch, sizes: tuple[int, int, int]) -> tuple:
+def _same_tables(tmp_path: Path, source: Path, monkeypatch: pytest.MonkeyPatch, sizes: tuple[int, int, int], **options: bool) -> tuple:
     """(the sliced conversion at these sizes, it written and read back); asserts every table equals the whole one's."""
-    whole = read_kineto(source, sliced=False)
+    whole = read_kineto(source, sliced=False, **options)
     assert not whole.slices
     write_trace(whole, tmp_path / "whole.arrow")
     _sizes(monkeypatch, *sizes)
-    sliced = read_kineto(source, sliced=True)
+    sliced = read_kineto(source, sliced=True, **options)
     assert sorted(sliced.slices) == SLICED
     write_trace(sliced, tmp_path / "sliced.arrow")
     got, want = read_trace(tmp_path / "sliced.arrow"), read_trace(tmp_path / "whole.arrow")
@@ -185,6 +185,9 @@ def test_real_gpu_trace_sliced_equals_whole(tmp_path: Path, monkeypatch: pytest.
     if not source.exists():
         pytest.skip("../shared/fixtures/kineto is absent")
     _same_tables(tmp_path, source, monkeypatch, sizes)  # cuda_diff_test: 31k operators, 21k runtime calls, 11 buckets
+    if name == "cuda_diff_test":
+        _, got = _same_tables(tmp_path, source, monkeypatch, sizes, infer_fallback=True)
+        assert got["signals"].column("kind").to_pylist().count("dispatch/cpu_fallback") > 1000
 
 
 def test_cpu_trace_with_python_frames_sliced_equals_whole(kineto_cpu: dict[str, Path], tmp_path: Path,
@@ -211,3 +214,24 @@ def test_fields_of_another_json_type_join_nothing_and_crash_neither_path(tmp_pat
     bad = [*EVENTS, {**_op("aten::mul", 1, 50, 1), "cat": {"cpu_op": 1}}]
     with pytest.raises(TraceFormatError, match=r"event 19 \('aten::mul'\): 'cat' is dict, expected a string"):
         read_kineto(_write(tmp_path / "bad.json", bad), sliced=True)
+
+
+def test_inferred_fallbacks_sliced_equal_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--infer-fallback: a leaf operator with a float input on a launching thread that launched nothing (mul, and
+    empty's thread-mate) is a fallback; empty does no device work by design; F's thread launched too."""
+    events = [*EVENTS, _op("aten::mul", 1, 48.5, 1), _op("aten::sub", 3, 49, 1)]  # sub: a thread that launched nothing
+    source = _write(tmp_path / "fb.json", events)
+    whole = read_kineto(source, infer_fallback=True)
+    _sizes(monkeypatch, 2, 3, 2)
+    sliced = read_kineto(source, infer_fallback=True, sliced=True)
+    assert sorted(sliced.slices) == SLICED
+    for name in whole.tables:
+        assert sliced[name].equals(whole[name]), name
+    assert sliced.content_hash() == whole.content_hash()
+    ops = sliced["ops"].to_pydict()
+    assert ops["placement"][6:] == ["host", "fallback", "host"]  # empty, mul, sub
+    lanes = sliced["engine_slices"].to_pydict()
+    assert [(o, k) for o, k in zip(lanes["op_id"], lanes["kind"], strict=True) if k == "fallback"] == [(7, "fallback")]
+    signals = sliced["signals"].to_pydict()  # the fallback first, then the syncs and copies as before
+    assert signals["kind"] == ["dispatch/cpu_fallback", "sync", "sync", "transfer/h2d", "transfer/d2h"]
+    assert signals["op_id"][0] == 7 and signals["bytes"][0] == 8 and signals["time_ns"][0] == 48500  # float32 x2
