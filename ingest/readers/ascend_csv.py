@@ -261,10 +261,16 @@ def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slic
     header, core_col, col, cells, names = _kernel_columns(path, caps)
     clean = cells.clean
     n = len(col["start"])
-    order = np.argsort(col["start"], kind="stable")  # kernels by start (a stable sort: ties keep file order)
-    start, dur = col["start"][order], col["dur"][order]
-    col = {c: v[order] for c, v in col.items() if c not in ("start", "dur")}
-    name = names.take(pa.array(order)).combine_chunks().dictionary_encode()  # one int32 a kernel + the distinct names
+    start = col.pop("start")
+    if len(start) > 1 and not (start[1:] >= start[:-1]).all():  # kernels by start (a stable sort: ties keep file order)
+        order = np.argsort(start, kind="stable")
+        for c in list(col):  # one column copied at a time
+            col[c] = col[c][order]
+        start = start[order]
+        names = names.take(pa.array(order))
+        del order
+    dur = col.pop("dur")
+    name = names.combine_chunks().dictionary_encode()  # one int32 a kernel + the distinct names
     del names
     t0 = int(start[0])
     end = int((start + dur).max())
@@ -296,9 +302,12 @@ def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slic
     region = region_of_cell[step_code]
     # lanes: one per distinct (core, device, stream)
     core_code, stream_code = col[core_col], col.get("Stream ID", none_column())
-    lane_key = np.stack([core_code, dev_code, stream_code], axis=1)
-    keys, lane_at = np.unique(lane_key, axis=0, return_inverse=True)
-    lane_at = lane_at.reshape(-1)
+    width = max(len(clean), 1)
+    lane_key = (core_code.astype(np.int64) * width + dev_code) * width + stream_code  # cells have few distinct values
+    keys, lane_at = np.unique(lane_key, return_inverse=True)
+    del lane_key
+    lane_at = lane_at.astype(np.int32).reshape(-1)
+    keys = np.stack([keys // (width * width), keys // width % width, keys % width], axis=1)
     prefix_dev = len(used_devs) > 1
     lanes = []
     for core_c, dev_c, stream_c in keys.tolist():
