@@ -364,9 +364,8 @@ def _write(trace: Trace, path: Path, compression: str | None, digest: _RunDigest
         if name in trace.slices:
             batches = _checked_slices(name, trace.slices[name], checks)
         else:
-            checks.references_into_slices(name)
             table = conform(trace.tables[name], table_schema)
-            table_schema, batches = table.schema, iter(table.to_batches())
+            table_schema, batches = table.schema, _checked_whole(name, table, checks)
         members.append((f"{name}.arrow", _member_writer(name, table_schema, batches, options, hashed)))
     return write_members(path, members)
 
@@ -387,6 +386,13 @@ def _member_writer(name: str, table_schema: pa.Schema, batches: Iterator[pa.Reco
                 del batch  # not held while the next one is made
 
     return write
+
+
+def _checked_whole(name: str, table: pa.Table, checks: _SliceChecks) -> Iterator[pa.RecordBatch]:
+    """A whole table's batches, its references into sliced tables checked when it is written: after the
+    tables before it in schema order, so a sliced table it points into has been written and its ids are known."""
+    checks.references_into_slices(name)
+    yield from table.to_batches()
 
 
 def _checked_slices(name: str, sliced: TableSlices, checks: _SliceChecks) -> Iterator[pa.RecordBatch]:

@@ -15,7 +15,8 @@ import pytest
 
 from portscope.ingest import RunInfo, Trace, TraceBuilder, run_ids
 from portscope.ingest import trace as trace_module
-from portscope.ingest.schema import EngineKind, Placement, SliceKind
+from portscope.ingest.errors import TraceFormatError
+from portscope.ingest.schema import EngineKind, Placement, SignalKind, SliceKind
 from portscope.ingest.trace import TableSlices, fixed_batches, read_trace, write_run, write_trace
 
 
@@ -184,3 +185,21 @@ def test_batches_passed_on_whole_serialise_as_their_copies() -> None:
         want = serialised(fresh, size)
         assert [len(b) for b in fixed_batches([fresh], size)] == {10: [10], 16: [10], 4: [4, 4, 2]}[size]
         assert [serialised(form, size) == want for form in forms] == [True] * len(forms), size
+
+
+def test_a_whole_table_may_point_into_a_sliced_one_written_before_it(tmp_path: Path) -> None:
+    """signals (whole) -> ops (sliced): the reference is checked once ops is written, not before."""
+    whole = _trace()
+    b = TraceBuilder(RunInfo(devices=["cpu"], command="batches"))
+    region = b.add_region("step", start_ns=0, dur_ns=1000)
+    b.signals.append(region_id=region, op_id=10, kind=SignalKind.CPU_FALLBACK, op_name="aten::op1", count=1, bytes=0)
+    signals = b.build()["signals"]
+    sliced = _sliced(whole, 3)
+    sliced.tables["signals"] = signals
+    back = read_trace(write_trace(sliced, tmp_path / "ok.arrow"))
+    assert back["signals"].column("op_id").to_pylist() == [10]
+    bad = _sliced(_trace(), 3)
+    bad.tables["signals"] = signals.set_column(signals.schema.get_field_index("op_id"), "op_id", pa.array([11], pa.int64()))
+    with pytest.raises(TraceFormatError, match="points outside 'ops'"):
+        write_trace(bad, tmp_path / "bad.arrow")
+    assert not (tmp_path / "bad.arrow").exists()
