@@ -18,8 +18,11 @@ fallback signals, and the table is kept in ``run_info.extra["op_statistic"]``.
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import csv
+import ctypes
+import dataclasses
 import io
 import itertools
 import json
@@ -169,9 +172,100 @@ _KERNEL_CELLS = ("Name", "Type", "Start Time(us)", "Duration(us)", "Device_id", 
                  "Input Data Types", "Output Shapes", "Output Data Types")  # fmt: skip
 
 
-def _kernel_columns(path: Path, caps: SizeCaps) -> tuple[list[str], str, dict[str, np.ndarray], _Cells, pa.ChunkedArray]:
-    """(header, core column, columns, cells, names) of a kernel_details.csv read in blocks by pyarrow's CSV
-    reader: times as int64 ns (exact decimals), names as text, every other cell as a code into `cells`."""
+def _trim() -> None:
+    """Give free pages back to the system: Arrow's pool and the C heap (glibc keeps those of freed blocks between
+    live ones)."""
+    pa.default_memory_pool().release_unused()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (AttributeError, OSError):  # not glibc
+        pass
+
+
+class _Names:
+    """Kernel names coded block by block, codes in order of first appearance: per distinct name its text (Arrow)
+    and 12 bytes (its hash and code, in sorted runs), nothing per kernel beyond its code."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[np.ndarray, np.ndarray]] = []  # (sorted hashes, their codes), larger runs first
+        self.chunks: list[pa.Array] = []  # the names in code order, block by block
+        self.firsts: list[int] = []  # the first code of each chunk
+        self.count = 0
+        self.odd: dict[str, int] = {}  # names whose hash an earlier name has (looked up by text)
+
+    def _word(self, code: int) -> str:
+        k = bisect.bisect_right(self.firsts, code) - 1
+        return self.chunks[k][code - self.firsts[k]].as_py()
+
+    def codes(self, words: list[str], local: np.ndarray) -> np.ndarray:
+        """Codes of a block's names: `words` its distinct names (in order of first appearance), `local` per kernel
+        its position in `words`."""
+        hashes = np.fromiter((hash(w) for w in words), dtype=np.int64, count=len(words))
+        code = np.full(len(words), -1, dtype=np.int64)
+        for h, c in self.runs:
+            pos = np.minimum(np.searchsorted(h, hashes), len(h) - 1)
+            hit = (h[pos] == hashes) & (code < 0)
+            code[hit] = c[pos[hit]]
+        odd = self.odd
+        for i in np.flatnonzero(code >= 0).tolist():  # a hash found: the same text, or a name of its own
+            if self._word(int(code[i])) != words[i]:
+                code[i] = odd.get(words[i], -1)
+        if odd:
+            for i in np.flatnonzero(code < 0).tolist():
+                code[i] = odd.get(words[i], -1)
+        new = np.flatnonzero(code < 0)
+        if len(new):
+            code[new] = np.arange(self.count, self.count + len(new))
+            self.firsts.append(self.count)
+            self.chunks.append(pa.array([words[i] for i in new.tolist()], pa.string()))
+            self.count += len(new)
+            h = hashes[new]
+            order = np.argsort(h, kind="stable")
+            h, c = h[order], code[new][order]
+            repeat = np.r_[False, h[1:] == h[:-1]]  # two new names of one hash: the later ones by text
+            known = np.zeros(len(h), dtype=bool)
+            for hh, _ in self.runs:  # a new name whose hash an earlier name has: by text
+                pos = np.minimum(np.searchsorted(hh, h), len(hh) - 1)
+                known |= hh[pos] == h
+            for j in np.flatnonzero(repeat | known).tolist():
+                odd[self._word(int(c[j]))] = int(c[j])
+            keep = ~(repeat | known)
+            if keep.any():
+                self.runs.append((h[keep], c[keep]))
+            while len(self.runs) > 1 and len(self.runs[-2][0]) <= 2 * len(self.runs[-1][0]):
+                (h1, c1), (h2, c2) = self.runs.pop(), self.runs.pop()
+                h, c = np.concatenate([h2, h1]), np.concatenate([c2, c1])
+                order = np.argsort(h, kind="stable")
+                self.runs.append((h[order], c[order]))
+        return code.astype(np.int32)[local]
+
+    def dictionary(self) -> pa.Array:
+        """All names, in code order (the chunks let go)."""
+        words = pa.concat_arrays(self.chunks) if self.chunks else pa.array([], pa.string())
+        self.chunks, self.runs, self.odd = [], [], {}
+        return words
+
+
+@dataclasses.dataclass
+class _Kernels:
+    """A kernel_details.csv as columns: per kernel its start and duration (int64 ns), name code and combo; each
+    combo a distinct tuple of the other cells (a code into `cells` per column of `combo_cells`)."""
+
+    header: list[str]
+    core_col: str
+    start: np.ndarray
+    dur: np.ndarray
+    name: np.ndarray  # int32 codes into `names`
+    names: pa.Array
+    combo: np.ndarray  # int32
+    combo_cells: dict[str, np.ndarray]
+    cells: _Cells
+
+
+def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
+    """The columns of a kernel_details.csv read in blocks by pyarrow's CSV reader: times as int64 ns (exact
+    decimals), names coded block by block, every other cell as a code into `cells`, a kernel's cells as one combo
+    (24 bytes a kernel in all)."""
     chunks = file_chunks(path, caps)
     first = next(chunks, b"")
     line = first.split(b"\n", 1)[0]
@@ -198,9 +292,9 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> tuple[list[str], str, dict[st
     cells = _Cells()
     code = cells.code
     coded = [c for c in wanted if c not in ("Start Time(us)", "Duration(us)", "Name")]
-    parts: dict[str, list[np.ndarray]] = {c: [] for c in (*coded, "start", "dur")}  # per block: a heap of growing arrays
-    # would pin the memory of every block's cells between them (glibc): ~2x the file in RSS
-    name_chunks: list[pa.Array] = []
+    combos: dict[tuple[int, ...], int] = {}
+    coder = _Names()
+    parts: dict[str, list[np.ndarray]] = {c: [] for c in ("start", "dur", "name", "combo")}
     problems: list[str] = []
     bad = rows = 0
     try:
@@ -214,7 +308,8 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> tuple[list[str], str, dict[st
         )  # fmt: skip
         for batch in reader:
             got = {c: batch.column(names[raw_header.index(raw_of[c])]).to_pylist() for c in ("Start Time(us)", "Duration(us)", "Name")}
-            kept: list[str] = []
+            local: dict[str, int] = {}
+            kept: list[int] = []
             start: list[int] = []
             dur: list[int] = []
             good = np.zeros(batch.num_rows, dtype=bool)
@@ -229,84 +324,113 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> tuple[list[str], str, dict[st
                     continue
                 start.append(s)
                 dur.append(d)
-                kept.append(name)
+                kept.append(local.setdefault(name, len(local)))
                 good[n] = True
-            name_chunks.append(pa.array(kept, pa.string()))  # names: mostly one per kernel, kept as Arrow text (not interned)
+            del got
+            rows += batch.num_rows
+            if bad or not kept:
+                continue  # malformed: reported below
+            parts["name"].append(coder.codes(list(local), np.array(kept, dtype=np.int32)))
             parts["start"].append(np.array(start, dtype=np.int64))
             parts["dur"].append(np.array(dur, dtype=np.int64))
-            for c in coded:  # cells of few distinct values: coded per distinct value of the block, no text per row
+            block = np.empty((len(kept), len(coded)), dtype=np.int32)
+            for j, c in enumerate(coded):  # cells of few distinct values: coded per distinct value of the block
                 encoded = batch.column(names[raw_header.index(raw_of[c])]).dictionary_encode()
                 of_value = np.array([code(v) for v in encoded.dictionary.to_pylist()] or [0], dtype=np.int32)
-                parts[c].append(of_value[encoded.indices.to_numpy(zero_copy_only=False)][good])
-            rows += batch.num_rows
+                block[:, j] = of_value[encoded.indices.to_numpy(zero_copy_only=False)][good]
+            key = block[:, 0].astype(np.int64)  # the rows' distinct tuples, one column at a time (as int64 keys)
+            for j in range(1, len(coded)):
+                key = np.unique(key * (len(cells.clean) + 1) + block[:, j], return_inverse=True)[1].reshape(-1)
+            _, first_at, inverse = np.unique(key, return_index=True, return_inverse=True)
+            of_combo = np.array([combos.setdefault(tuple(r), len(combos)) for r in block[first_at].tolist()], dtype=np.int32)
+            parts["combo"].append(of_combo[inverse.reshape(-1)])
+            if len(parts["start"]) % 8 == 0:  # the blocks' freed cells, between the kept columns: back to the system
+                _trim()
     except pa.ArrowInvalid as exc:
         what = "not UTF-8 text" if "UTF8" in str(exc) else "not valid CSV"
         raise TraceFormatError(path, f"{what}: {exc}") from None
     if bad or ragged:
         raise TraceFormatError(path, [f"{bad + len(ragged)} of {rows + len(ragged)} rows are malformed",
                                       *[*ragged, *problems][:_MAX_PROBLEMS]])  # fmt: skip
-    columns = {c: np.concatenate(v) if v else np.zeros(0, dtype=np.int64 if c in ("start", "dur") else np.int32)
-               for c, v in parts.items()}  # fmt: skip
-    if not len(columns["start"]):
+    if not parts["start"]:
         raise TraceFormatError(path, "the table has a header but no rows: nothing to convert")
-    return header, core_col, columns, cells, pa.chunked_array(name_chunks, pa.string())
+    columns = {}
+    for c in list(parts):  # one column at a time, its blocks let go
+        columns[c] = np.concatenate(parts.pop(c))
+    table = np.array(list(combos), dtype=np.int32).reshape(len(combos), len(coded))
+    _trim()
+    return _Kernels(header, core_col, columns["start"], columns["dur"], columns["name"], coder.dictionary(),
+                    columns["combo"], {c: table[:, j] for j, c in enumerate(coded)}, cells)  # fmt: skip
+
+
+def _first_seen(codes: np.ndarray, words: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """Codes renumbered in order of first appearance in `codes` (and the words in that order)."""
+    used, first = np.unique(codes, return_index=True)
+    order = used[np.argsort(first, kind="stable")]
+    renumber = np.zeros(len(words) or 1, dtype=np.int32)
+    renumber[order] = np.arange(len(order), dtype=np.int32)
+    return renumber[codes], words.take(pa.array(order))
 
 
 def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool = False) -> Trace:
     """Convert a torch_npu ``kernel_details.csv`` into device lanes, kernel rows and AI CPU fallbacks.
 
-    Read in blocks by pyarrow's CSV reader into columns (56 bytes a kernel); sliced: the ops and engine
-    slices are made as they are written (`Trace.slices`)."""
+    Read in blocks by pyarrow's CSV reader into columns (24 bytes a kernel, and each distinct name once); sliced:
+    the ops and engine slices are made as they are written (`Trace.slices`)."""
     path = Path(path)
-    header, core_col, col, cells, names = _kernel_columns(path, caps)
-    clean = cells.clean
-    n = len(col["start"])
-    start = col.pop("start")
-    if len(start) > 1 and not (start[1:] >= start[:-1]).all():  # kernels by start (a stable sort: ties keep file order)
+    k = _kernel_columns(path, caps)
+    cells, clean, combo, start, dur = k.cells, k.cells.clean, k.combo, k.start, k.dur
+    n, n_combo = len(start), len(k.combo_cells[k.core_col])
+    name_codes = k.name
+    if n > 1 and not (start[1:] >= start[:-1]).all():  # kernels by start (a stable sort: ties keep file order)
         order = np.argsort(start, kind="stable")
-        for c in list(col):  # one column copied at a time
-            col[c] = col[c][order]
-        start = start[order]
-        names = names.take(pa.array(order))
+        start, dur, combo, name_codes = start[order], dur[order], combo[order], name_codes[order]
         del order
-    dur = col.pop("dur")
-    name = names.combine_chunks().dictionary_encode()  # one int32 a kernel + the distinct names
-    del names
+    name_codes, words = _first_seen(name_codes, k.names)  # the dictionary in order of first appearance
+    name = pa.DictionaryArray.from_arrays(pa.array(name_codes), words)
+    del name_codes, words
+    k.name = k.start = k.dur = k.combo = k.names = None  # type: ignore[assignment]
+    _trim()
     t0 = int(start[0])
-    end = int((start + dur).max())
-
-    def none_column() -> np.ndarray:
-        return np.full(n, cells.code(None), dtype=np.int32)
-
-    dev_code = col.get("Device_id", none_column())
+    end = t0
+    first_of = np.full(n_combo, np.iinfo(np.int64).max, dtype=np.int64)  # per combo: its first start, last end
+    last_of = np.full(n_combo, np.iinfo(np.int64).min, dtype=np.int64)
+    for lo in range(0, n, _chrome_slices.SLICE_ROWS):
+        at = slice(lo, lo + _chrome_slices.SLICE_ROWS)
+        ends = start[at] + dur[at]
+        end = max(end, int(ends.max()))
+        np.minimum.at(first_of, combo[at], start[at])
+        np.maximum.at(last_of, combo[at], ends)
+    del ends
+    none = np.full(n_combo, cells.code(None), dtype=np.int32)
+    of = {c: k.combo_cells.get(c, none) for c in ("Device_id", "Step Id", "Stream ID", "Type")}  # per combo
     dev_of = [c or "0" for c in clean]
-    used_devs = sorted({dev_of[c] for c in np.unique(dev_code).tolist()}, key=lambda d: (len(d), d))
+    used_devs = sorted({dev_of[c] for c in np.unique(of["Device_id"]).tolist()}, key=lambda d: (len(d), d))
     info = RunInfo(source=Source.CONVERTED, producer="portscope convert", converted_from=KERNELS_FORMAT,
                    devices=["cpu", *(f"npu:{d}" for d in used_devs)],
                    missing_signals=["host operators, syncs, transfers and compiles (kernel_details lists device kernels only)",
                                     "dispatch/cpu_fallback on the host (AI CPU kernels are counted as device-side "
                                     "fallbacks, reason ai-cpu)"],
-                   extra={"kernels": n, "columns": header})  # fmt: skip
+                   extra={"kernels": n, "columns": k.header})  # fmt: skip
     b = TraceBuilder(info)
     root = b.add_region(path.name.split(".")[0], dur_ns=end - t0, mode=Mode.UNKNOWN, device=f"npu:{used_devs[0]}")
     region_of_cell = np.full(len(clean) or 1, root, dtype=np.int32)
-    step_code = col.get("Step Id", none_column())
+    step_code = of["Step Id"]
     steps = [c for c in np.unique(step_code).tolist() if clean[c] is not None]
     first = np.full(len(clean), np.iinfo(np.int64).max, dtype=np.int64)
     last = np.full(len(clean), np.iinfo(np.int64).min, dtype=np.int64)
-    np.minimum.at(first, step_code, start)  # per step: its first start and last end, in one pass
-    np.maximum.at(last, step_code, start + dur)
+    np.minimum.at(first, step_code, first_of)  # per step: its first start and last end
+    np.maximum.at(last, step_code, last_of)
     for c in sorted(steps, key=lambda c: (len(clean[c]), clean[c])):  # type: ignore[arg-type]
         region_of_cell[c] = b.add_region(f"step {clean[c]}", start_ns=int(first[c]) - t0, dur_ns=int(last[c] - first[c]),
                                          parent_id=root, device=f"npu:{used_devs[0]}")  # fmt: skip
-    region = region_of_cell[step_code]
+    region = region_of_cell[step_code]  # per combo
     # lanes: one per distinct (core, device, stream)
-    core_code, stream_code = col[core_col], col.get("Stream ID", none_column())
+    core_code, stream_code = k.combo_cells[k.core_col], of["Stream ID"]
     width = max(len(clean), 1)
-    lane_key = (core_code.astype(np.int64) * width + dev_code) * width + stream_code  # cells have few distinct values
+    lane_key = (core_code.astype(np.int64) * width + of["Device_id"]) * width + stream_code
     keys, lane_at = np.unique(lane_key, return_inverse=True)
-    del lane_key
-    lane_at = lane_at.astype(np.int32).reshape(-1)
+    lane_at = lane_at.astype(np.int32).reshape(-1)  # per combo
     keys = np.stack([keys // (width * width), keys // width % width, keys % width], axis=1)
     prefix_dev = len(used_devs) > 1
     lanes = []
@@ -318,13 +442,15 @@ def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slic
         else:
             lanes.append((f"{prefix} stream {stream}" if stream else f"{prefix} {core}", EngineKind.STREAM,
                           SliceKind.FALLBACK if core == AI_CPU else SliceKind.COMPUTE))  # fmt: skip
+    per_core = np.zeros(len(clean) or 1, dtype=np.int64)
+    np.add.at(per_core, core_code, np.bincount(combo, minlength=n_combo))
     cores: dict[str, int] = {}
-    for c, count in zip(*np.unique(core_code, return_counts=True), strict=True):
-        cores[clean[c] or "unknown"] = cores.get(clean[c] or "unknown", 0) + int(count)
+    for c in np.flatnonzero(per_core).tolist():
+        cores[clean[c] or "unknown"] = cores.get(clean[c] or "unknown", 0) + int(per_core[c])
     b.run_info.extra["accelerator_cores"] = dict(sorted(cores.items()))
-    op_name = _op_names(clean, col.get("Type", none_column()), name)
+    op_name = _op_names(clean, of["Type"], combo, name)
     ai_cpu = np.array([v == AI_CPU for v in clean], dtype=bool)
-    which = np.flatnonzero(ai_cpu[core_code])  # AI CPU kernels: a fallback signal each, made as columns
+    which = np.flatnonzero(ai_cpu[core_code][combo])  # AI CPU kernels: a fallback signal each, made as columns
     m = len(which)
 
     def constant(word: str) -> pa.DictionaryArray:
@@ -332,35 +458,39 @@ def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slic
 
     trace = b.build()
     trace.tables["signals"] = _table("signals", {
-        "region_id": region[which], "op_id": which.astype(np.int64), "kind": constant(SignalKind.CPU_FALLBACK.value),
+        "region_id": region[combo[which]], "op_id": which.astype(np.int64), "kind": constant(SignalKind.CPU_FALLBACK.value),
         "reason": constant("ai-cpu"), "op_name": op_name.take(pa.array(which)), "count": np.ones(m, dtype=np.int64),
         "bytes": np.zeros(m, dtype=np.int64), "note": constant(AI_CPU_NOTE), "time_ns": start[which] - t0})  # fmt: skip
-    return finish(trace, _kernel_tables(col, cells, start - t0, dur, region, name, op_name, lanes, lane_at, dev_of),
+    del which
+    start -= t0  # relative from here on (in place: no second column)
+    cell = {c: k.combo_cells.get(c, none) for c in ("Input Shapes", "Input Data Types", "Output Shapes", "Output Data Types", "Device_id")}
+    return finish(trace, _kernel_tables(cell, cells, combo, start, dur, region, name, op_name, lanes, lane_at, dev_of),
                   sliced=sliced)
 
 
-def _op_names(clean: list[str | None], type_code: np.ndarray, name: pa.DictionaryArray) -> pa.DictionaryArray:
-    """Per kernel its Type, or its Name where it has none, dictionary-encoded (types first, then those names)."""
-    has_type = np.array([v is not None for v in clean] or [False], dtype=bool)[type_code]
-    types = np.unique(type_code[has_type])
+def _op_names(clean: list[str | None], type_of: np.ndarray, combo: np.ndarray, name: pa.DictionaryArray) -> pa.DictionaryArray:
+    """Per kernel its Type (`type_of` its combo), or its Name where it has none, dictionary-encoded (types first,
+    then those names)."""
+    typed = np.array([v is not None for v in clean] or [False], dtype=bool)[type_of]  # per combo
+    types = np.unique(type_of[typed])
     at = np.zeros(len(clean) or 1, dtype=np.int32)
     at[types] = np.arange(len(types), dtype=np.int32)
+    has_type = typed[combo]
     name_at = name.indices.to_numpy(zero_copy_only=False)[~has_type]
     named = np.unique(name_at)
-    indices = np.empty(len(type_code), dtype=np.int32)
-    indices[has_type] = at[type_code[has_type]]
+    indices = at[type_of][combo]
     indices[~has_type] = len(types) + np.searchsorted(named, name_at)
     words = pa.concat_arrays([pa.array([clean[c] for c in types.tolist()], pa.string()), name.dictionary.take(pa.array(named))])
     return pa.DictionaryArray.from_arrays(pa.array(indices), words)
 
 
-def _kernel_tables(col: dict[str, np.ndarray], cells: _Cells, start: np.ndarray, dur: np.ndarray, region: np.ndarray,
-                   name: pa.DictionaryArray, op_name: pa.DictionaryArray, lanes: list[tuple[str, EngineKind, SliceKind]], lane_at: np.ndarray,
-                   dev_of: list[str]) -> dict[str, TableSlices]:  # fmt: skip
-    """The ops (one per kernel, placement device) and engine slices, made slice by slice with shared dictionaries."""
+def _kernel_tables(cell: dict[str, np.ndarray], cells: _Cells, combo: np.ndarray, start: np.ndarray, dur: np.ndarray,
+                   region: np.ndarray, name: pa.DictionaryArray, op_name: pa.DictionaryArray,
+                   lanes: list[tuple[str, EngineKind, SliceKind]], lane_at: np.ndarray, dev_of: list[str]) -> dict[str, TableSlices]:  # fmt: skip
+    """The ops (one per kernel, placement device) and engine slices, made slice by slice with shared dictionaries;
+    `cell`, `region` and `lane_at` are per combo."""
     clean = cells.clean
     n = len(start)
-    absent = np.full(n, cells.code(None), dtype=np.int32)
 
     def coder(values: list, codes: np.ndarray) -> _Coder:
         used = np.zeros(len(values), dtype=bool)
@@ -368,7 +498,6 @@ def _kernel_tables(col: dict[str, np.ndarray], cells: _Cells, start: np.ndarray,
         return _Coder(values, used)
 
     shapes, dtypes = [_shapes(v) for v in clean], [_dtypes(v) for v in clean]
-    cell = {c: col.get(c, absent) for c in ("Input Shapes", "Input Data Types", "Output Shapes", "Output Data Types", "Device_id")}
     ops = {"device": coder([f"npu:{d}" for d in dev_of], cell["Device_id"]),
            "input_shapes": coder(shapes, cell["Input Shapes"]), "input_dtypes": coder(dtypes, cell["Input Data Types"]),
            "output_shapes": coder(shapes, cell["Output Shapes"]), "output_dtypes": coder(dtypes, cell["Output Data Types"])}  # fmt: skip
@@ -382,27 +511,27 @@ def _kernel_tables(col: dict[str, np.ndarray], cells: _Cells, start: np.ndarray,
     slices = {"engine": _Coder(engines, np.ones(len(engines), dtype=bool)), "engine_kind": _Coder(ekinds, np.ones(len(ekinds), dtype=bool)),
               "kind": _Coder(kinds, np.ones(len(kinds), dtype=bool))}
 
-    def parts() -> Iterator[tuple[slice, int]]:
+    def parts() -> Iterator[tuple[np.ndarray, int]]:
         rows = _chrome_slices.SLICE_ROWS
         for lo in range(0, n, rows):
-            yield slice(lo, lo + rows), lo
+            yield combo[lo : lo + rows], lo
 
     def op_batches() -> Iterator[pa.RecordBatch]:
-        for at, lo in parts():
-            m = len(start[at])
+        for of, lo in parts():
+            m, at = len(of), slice(lo, lo + len(of))
             yield from _table("ops", {
-                "op_id": np.arange(lo, lo + m, dtype=np.int64), "region_id": region[at], "name": op_name.slice(lo, m),
+                "op_id": np.arange(lo, lo + m, dtype=np.int64), "region_id": region[of], "name": op_name.slice(lo, m),
                 "start_ns": start[at], "dur_ns": dur[at], "placement": placement(np.zeros(m, dtype=np.int32)),
-                "device": ops["device"](cell["Device_id"][at]),
-                **{k: ops[k](cell[c][at]) for k, c in (("input_shapes", "Input Shapes"), ("input_dtypes", "Input Data Types"),
+                "device": ops["device"](cell["Device_id"][of]),
+                **{k: ops[k](cell[c][of]) for k, c in (("input_shapes", "Input Shapes"), ("input_dtypes", "Input Data Types"),
                                                        ("output_shapes", "Output Shapes"), ("output_dtypes", "Output Data Types"))},
                 "bytes_in": np.zeros(m, dtype=np.int64), "bytes_out": np.zeros(m, dtype=np.int64)}).to_batches()  # fmt: skip
 
     def slice_batches() -> Iterator[pa.RecordBatch]:
-        for at, lo in parts():
-            lane = lane_at[at]
+        for of, lo in parts():
+            lane, at = lane_at[of], slice(lo, lo + len(of))
             yield from _table("engine_slices", {
-                "region_id": region[at], "engine": slices["engine"](lane_engine[lane]),
+                "region_id": region[of], "engine": slices["engine"](lane_engine[lane]),
                 "engine_kind": slices["engine_kind"](lane_ekind[lane]), "kind": slices["kind"](lane_kind[lane]),
                 "name": name.slice(lo, len(lane)), "start": start[at], "dur": dur[at],
                 "op_id": np.arange(lo, lo + len(lane), dtype=np.int64)}).to_batches()  # fmt: skip
