@@ -57,6 +57,7 @@ DTYPES = {"FLOAT16": "float16", "FLOAT": "float32", "FLOAT32": "float32", "BF16"
 _MAX_PROBLEMS = 12
 _LIMIT = 2**61  # ns and counts beyond this are not a profile (and would overflow int64 columns)
 _BLOCK_BYTES = 4 << 20  # CSV read this much at a time
+_RUN = 2 << 20  # distinct names' hashes: runs merged up to this many (a merge's copies stay small)
 
 
 def _header(text: str) -> list[str]:
@@ -232,18 +233,34 @@ class _Names:
             keep = ~(repeat | known)
             if keep.any():
                 self.runs.append((h[keep], c[keep]))
-            while len(self.runs) > 1 and len(self.runs[-2][0]) <= 2 * len(self.runs[-1][0]):
+            while (len(self.runs) > 1 and len(self.runs[-2][0]) <= 2 * len(self.runs[-1][0])
+                   and len(self.runs[-2][0]) + len(self.runs[-1][0]) <= _RUN):  # fmt: skip
                 (h1, c1), (h2, c2) = self.runs.pop(), self.runs.pop()
                 h, c = np.concatenate([h2, h1]), np.concatenate([c2, c1])
                 order = np.argsort(h, kind="stable")
                 self.runs.append((h[order], c[order]))
         return code.astype(np.int32)[local]
 
-    def dictionary(self) -> pa.Array:
+    def dictionary(self, path: Path) -> pa.Array:
         """All names, in code order (the chunks let go)."""
-        words = pa.concat_arrays(self.chunks) if self.chunks else pa.array([], pa.string())
-        self.chunks, self.runs, self.odd = [], [], {}
-        return words
+        self.runs, self.odd = [], {}
+        chunks, self.chunks = self.chunks, []
+        size = sum(c.buffers()[2].size for c in chunks if c.buffers()[2] is not None)
+        if size >= 2**31:
+            raise TraceFormatError(path, f"{size} bytes of distinct kernel names: more than a string column holds")
+        offsets = np.zeros(self.count + 1, dtype=np.int32)
+        data = np.empty(size, dtype=np.uint8)
+        row = at = 0
+        while chunks:  # copied into one array chunk by chunk, each let go once copied (not twice the text at once)
+            c = chunks.pop(0)
+            m = len(c)
+            own = np.frombuffer(c.buffers()[1], dtype=np.int32)[c.offset : c.offset + m + 1]
+            offsets[row + 1 : row + m + 1] = own[1:] - own[0] + at
+            if c.buffers()[2] is not None:
+                data[at : at + own[-1] - own[0]] = np.frombuffer(c.buffers()[2], dtype=np.uint8)[own[0] : own[-1]]
+            row, at = row + m, at + int(own[-1] - own[0])
+            del c, own
+        return pa.Array.from_buffers(pa.string(), self.count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 @dataclasses.dataclass
@@ -359,7 +376,7 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
         columns[c] = np.concatenate(parts.pop(c))
     table = np.array(list(combos), dtype=np.int32).reshape(len(combos), len(coded))
     _trim()
-    return _Kernels(header, core_col, columns["start"], columns["dur"], columns["name"], coder.dictionary(),
+    return _Kernels(header, core_col, columns["start"], columns["dur"], columns["name"], coder.dictionary(path),
                     columns["combo"], {c: table[:, j] for j, c in enumerate(coded)}, cells)  # fmt: skip
 
 
@@ -386,9 +403,11 @@ def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slic
         order = np.argsort(start, kind="stable")
         start, dur, combo, name_codes = start[order], dur[order], combo[order], name_codes[order]
         del order
-    name_codes, words = _first_seen(name_codes, k.names)  # the dictionary in order of first appearance
-    name = pa.DictionaryArray.from_arrays(pa.array(name_codes), words)
-    del name_codes, words
+        k.name, k.names = _first_seen(name_codes, k.names)  # the dictionary in order of first appearance (by start)
+    else:  # codes given in order of first appearance already
+        k.name = name_codes
+    name = pa.DictionaryArray.from_arrays(pa.array(k.name), k.names)
+    del name_codes
     k.name = k.start = k.dur = k.combo = k.names = None  # type: ignore[assignment]
     _trim()
     t0 = int(start[0])

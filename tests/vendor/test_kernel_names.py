@@ -29,6 +29,7 @@ def test_kernel_names_across_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     codes = ascend_csv._Names.codes
     monkeypatch.setattr(ascend_csv._Names, "codes", lambda self, words, local: blocks.append(words) or codes(self, words, local))
     monkeypatch.setattr(_chrome_slices, "SLICE_ROWS", 4)
+    monkeypatch.setattr(ascend_csv, "_RUN", 2)  # runs of hashes left unmerged past 2 names
     if collide:  # every name of one hash: told apart by their text
         monkeypatch.setattr(ascend_csv, "hash", lambda _: 7, raising=False)
     for sliced in (False, True):
