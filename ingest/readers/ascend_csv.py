@@ -26,6 +26,7 @@ import dataclasses
 import io
 import itertools
 import json
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -263,6 +264,32 @@ class _Names:
         return pa.Array.from_buffers(pa.string(), self.count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
+class _Spill:
+    """Columns written block by block to anonymous temporary files as they are read, read back whole at the end:
+    while reading, memory holds one block of them (blocks kept in memory pin the freed cells between them)."""
+
+    def __init__(self, dtypes: dict[str, type]) -> None:
+        self.dtypes = dtypes
+        self.files = {c: tempfile.TemporaryFile() for c in dtypes}
+        self.rows = 0
+
+    def add(self, column: str, values: np.ndarray) -> None:
+        self.files[column].write(memoryview(np.ascontiguousarray(values, dtype=self.dtypes[column])).cast("B"))
+        if column == "start":
+            self.rows += len(values)
+
+    def read(self) -> dict[str, np.ndarray]:
+        out = {}
+        for c, f in self.files.items():
+            with f:
+                f.seek(0)
+                out[c] = np.empty(self.rows, dtype=self.dtypes[c])
+                if f.readinto(memoryview(out[c]).cast("B")) != out[c].nbytes:
+                    raise OSError(f"the temporary file of column {c} was cut short")
+        self.files = {}
+        return out
+
+
 @dataclasses.dataclass
 class _Kernels:
     """A kernel_details.csv as columns: per kernel its start and duration (int64 ns), name code and combo; each
@@ -311,7 +338,8 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
     coded = [c for c in wanted if c not in ("Start Time(us)", "Duration(us)", "Name")]
     combos: dict[tuple[int, ...], int] = {}
     coder = _Names()
-    parts: dict[str, list[np.ndarray]] = {c: [] for c in ("start", "dur", "name", "combo")}
+    spill = _Spill({"start": np.int64, "dur": np.int64, "name": np.int32, "combo": np.int32})
+    blocks = 0
     problems: list[str] = []
     bad = rows = 0
     try:
@@ -347,9 +375,9 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
             rows += batch.num_rows
             if bad or not kept:
                 continue  # malformed: reported below
-            parts["name"].append(coder.codes(list(local), np.array(kept, dtype=np.int32)))
-            parts["start"].append(np.array(start, dtype=np.int64))
-            parts["dur"].append(np.array(dur, dtype=np.int64))
+            spill.add("name", coder.codes(list(local), np.array(kept, dtype=np.int32)))
+            spill.add("start", np.array(start, dtype=np.int64))
+            spill.add("dur", np.array(dur, dtype=np.int64))
             block = np.empty((len(kept), len(coded)), dtype=np.int32)
             for j, c in enumerate(coded):  # cells of few distinct values: coded per distinct value of the block
                 encoded = batch.column(names[raw_header.index(raw_of[c])]).dictionary_encode()
@@ -360,8 +388,9 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
                 key = np.unique(key * (len(cells.clean) + 1) + block[:, j], return_inverse=True)[1].reshape(-1)
             _, first_at, inverse = np.unique(key, return_index=True, return_inverse=True)
             of_combo = np.array([combos.setdefault(tuple(r), len(combos)) for r in block[first_at].tolist()], dtype=np.int32)
-            parts["combo"].append(of_combo[inverse.reshape(-1)])
-            if len(parts["start"]) % 8 == 0:  # the blocks' freed cells, between the kept columns: back to the system
+            spill.add("combo", of_combo[inverse.reshape(-1)])
+            blocks += 1
+            if blocks % 8 == 0:  # the blocks' freed cells, between the kept columns: back to the system
                 _trim()
     except pa.ArrowInvalid as exc:
         what = "not UTF-8 text" if "UTF8" in str(exc) else "not valid CSV"
@@ -369,14 +398,14 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
     if bad or ragged:
         raise TraceFormatError(path, [f"{bad + len(ragged)} of {rows + len(ragged)} rows are malformed",
                                       *[*ragged, *problems][:_MAX_PROBLEMS]])  # fmt: skip
-    if not parts["start"]:
+    if not spill.rows:
         raise TraceFormatError(path, "the table has a header but no rows: nothing to convert")
-    columns = {}
-    for c in list(parts):  # one column at a time, its blocks let go
-        columns[c] = np.concatenate(parts.pop(c))
     table = np.array(list(combos), dtype=np.int32).reshape(len(combos), len(coded))
+    words = coder.dictionary(path)
+    del coder
     _trim()
-    return _Kernels(header, core_col, columns["start"], columns["dur"], columns["name"], coder.dictionary(path),
+    columns = spill.read()  # one column at a time, each in one allocation
+    return _Kernels(header, core_col, columns["start"], columns["dur"], columns["name"], words,
                     columns["combo"], {c: table[:, j] for j, c in enumerate(coded)}, cells)  # fmt: skip
 
 
