@@ -26,6 +26,7 @@ import dataclasses
 import io
 import itertools
 import json
+import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -185,19 +186,24 @@ def _trim() -> None:
 
 
 class _Names:
-    """Kernel names coded block by block, codes in order of first appearance: per distinct name its text (Arrow)
-    and 12 bytes (its hash and code, in sorted runs), nothing per kernel beyond its code."""
+    """Kernel names coded block by block, codes in order of first appearance: per distinct name 20 bytes (its end
+    in a temporary file of the names' text, its hash and code, in sorted runs), nothing per kernel beyond its code."""
 
     def __init__(self) -> None:
         self.runs: list[tuple[np.ndarray, np.ndarray]] = []  # (sorted hashes, their codes), larger runs first
-        self.chunks: list[pa.Array] = []  # the names in code order, block by block
-        self.firsts: list[int] = []  # the first code of each chunk
+        self.text = tempfile.TemporaryFile(buffering=0)  # the names' UTF-8 text in code order
+        self.ends: list[np.ndarray] = []  # per block of new names: where each ends in `text` (int64)
+        self.firsts: list[int] = []  # the first code of each block of new names
+        self.size = 0
         self.count = 0
         self.odd: dict[str, int] = {}  # names whose hash an earlier name has (looked up by text)
 
     def _word(self, code: int) -> str:
         k = bisect.bisect_right(self.firsts, code) - 1
-        return self.chunks[k][code - self.firsts[k]].as_py()
+        at = code - self.firsts[k]
+        end = int(self.ends[k][at])
+        begin = int(self.ends[k][at - 1]) if at else (int(self.ends[k - 1][-1]) if k else 0)
+        return os.pread(self.text.fileno(), end - begin, begin).decode("utf-8")
 
     def codes(self, words: list[str], local: np.ndarray) -> np.ndarray:
         """Codes of a block's names: `words` its distinct names (in order of first appearance), `local` per kernel
@@ -219,7 +225,13 @@ class _Names:
         if len(new):
             code[new] = np.arange(self.count, self.count + len(new))
             self.firsts.append(self.count)
-            self.chunks.append(pa.array([words[i] for i in new.tolist()], pa.string()))
+            text = [words[i].encode("utf-8") for i in new.tolist()]
+            self.ends.append(self.size + np.cumsum(np.fromiter(map(len, text), dtype=np.int64, count=len(text))))
+            data = b"".join(text)
+            del text
+            if self.text.write(data) != len(data):
+                raise OSError("the temporary file of kernel names took a short write")
+            self.size += len(data)
             self.count += len(new)
             h = hashes[new]
             order = np.argsort(h, kind="stable")
@@ -245,22 +257,23 @@ class _Names:
     def dictionary(self, path: Path) -> pa.Array:
         """All names, in code order (the chunks let go)."""
         self.runs, self.odd = [], {}
-        chunks, self.chunks = self.chunks, []
-        size = sum(c.buffers()[2].size for c in chunks if c.buffers()[2] is not None)
-        if size >= 2**31:
-            raise TraceFormatError(path, f"{size} bytes of distinct kernel names: more than a string column holds")
+        if self.size >= 2**31:
+            raise TraceFormatError(path, f"{self.size} bytes of distinct kernel names: more than a string column holds")
         offsets = np.zeros(self.count + 1, dtype=np.int32)
-        data = np.empty(size, dtype=np.uint8)
-        row = at = 0
-        while chunks:  # copied into one array chunk by chunk, each let go once copied (not twice the text at once)
-            c = chunks.pop(0)
-            m = len(c)
-            own = np.frombuffer(c.buffers()[1], dtype=np.int32)[c.offset : c.offset + m + 1]
-            offsets[row + 1 : row + m + 1] = own[1:] - own[0] + at
-            if c.buffers()[2] is not None:
-                data[at : at + own[-1] - own[0]] = np.frombuffer(c.buffers()[2], dtype=np.uint8)[own[0] : own[-1]]
-            row, at = row + m, at + int(own[-1] - own[0])
-            del c, own
+        row = 0
+        while self.ends:  # per block, let go once copied
+            ends = self.ends.pop(0)
+            offsets[row + 1 : row + 1 + len(ends)] = ends
+            row += len(ends)
+        data = np.empty(self.size, dtype=np.uint8)
+        with self.text as f:
+            f.seek(0)
+            view, got = memoryview(data), 0
+            while got < self.size:  # a raw file: a read may return less
+                n = f.readinto(view[got:])
+                if not n:
+                    raise OSError("the temporary file of kernel names was cut short")
+                got += n
         return pa.Array.from_buffers(pa.string(), self.count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
