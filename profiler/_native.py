@@ -99,16 +99,18 @@ def _build_or_import() -> Any:
     name = library_name()
     where = cache_dir() / name
     built = where / f"{name}.so"
+    where.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _check_private(where)
     if built.exists() and not (where / "lock").exists():  # torch holds the lock while it builds
         try:
             return _import(name, built)
         except ImportError as exc:  # a half-written library: build it again
             _log.info("portscope: rebuilding %s (%s)", built, exc)
-    where.mkdir(parents=True, exist_ok=True)
     _clear_stale_lock(where)
     from torch.utils.cpp_extension import load
 
     _log.info("portscope: building the native recorder once, in %s", where)
+    sys.stderr.write(f"portscope: building the native recorder once (~30 s), in {where}; later runs reuse it\n")
     torch_log = logging.getLogger("torch.utils.cpp_extension")
     saved_level = torch_log.level
     torch_log.setLevel(logging.ERROR)  # its banner about compilers: a failure is reported once, below
@@ -119,6 +121,16 @@ def _build_or_import() -> Any:
                         verbose=False)
     finally:
         torch_log.setLevel(saved_level)
+
+
+def _check_private(where: Path) -> None:
+    """The library is loaded into the user's process: refuse a build folder that someone else owns or may
+    write to (a shared or planted cache would run their code)."""
+    for folder in (where, where.parent):
+        st = folder.stat()
+        if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            raise PermissionError(f"{folder} is not private to this user (owner uid {st.st_uid}, "
+                                  f"mode {st.st_mode & 0o777:o}): not loading code from it")
 
 
 def _import(name: str, path: Path) -> Any:
