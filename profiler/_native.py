@@ -37,6 +37,8 @@ _SOURCE = Path(__file__).with_name("_native.cpp")
 _STALE_LOCK_S = 600  # a build lock older than this was left by a build that died
 _log = logging.getLogger(__name__)
 _lock = threading.Lock()
+PLAIN = frozenset({int, float, bool, type(None), list, tuple, torch.dtype, torch.device, torch.layout,
+                    torch.memory_format})  # argument types that are never tensors
 _loaded: dict[str, Any] = {}  # "handler": the Handler type, or None once it could not be had
 
 
@@ -170,9 +172,7 @@ def _ninja_on_path() -> Iterator[None]:
 
 def ready() -> bool:
     """Build (or load) the native handler now rather than at the first region; whether it is in use."""
-    from .recorder import _PLAIN  # the recorder imports this module
-
-    return handler_type(_PLAIN) is not None
+    return handler_type(PLAIN) is not None
 
 
 if __name__ == "__main__":  # python -m portscope.profiler._native: build it once, e.g. after installing

@@ -29,8 +29,7 @@ _Tensor = torch.Tensor
 _SEQ = (list, tuple)
 _bool = torch.bool
 _OpOverload = torch._ops.OpOverload
-_PLAIN = frozenset({int, float, bool, type(None), list, tuple, torch.dtype, torch.device, torch.layout,
-                    torch.memory_format})  # argument types that are never tensors
+_PLAIN = _native.PLAIN  # argument types that are never tensors
 
 # (func, inputs, outputs, t0, t1, stack, module, bool_index, graph_id); inputs and outputs: sequences of
 # (shape, stride, dtype, device), None for an argument that is not a tensor

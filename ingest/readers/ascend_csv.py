@@ -330,6 +330,8 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
         raw_header = next(csv.reader([line.decode("utf-8").lstrip("\ufeff").rstrip("\r")]), [])
     except UnicodeDecodeError:
         raise TraceFormatError(path, "not UTF-8 text (in the header)") from None
+    except csv.Error as exc:  # e.g. a bare carriage return inside the header line
+        raise TraceFormatError(path, f"the header line is not CSV ({exc})") from None
     header = [c.strip() for c in raw_header]
     missing = [c for c in _KERNEL_NEEDS if c not in header]
     if missing:
