@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from portscope.ingest.readers import _chrome_slices, ascend_csv
+from portscope.ingest.readers import _chrome_slices, _kernel_columns
 from portscope.ingest.readers.ascend_csv import read_kernel_details
 
 # file order B A B C A "C": by start A(10) B(20) B(30) C(40) A(50) C(60); "C" is C once its quotes are cleaned.
@@ -24,14 +24,14 @@ KERNELS = (
 def test_kernel_names_across_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, collide: bool) -> None:
     path = tmp_path / "kernel_details.csv"
     path.write_text(KERNELS)
-    monkeypatch.setattr(ascend_csv, "_BLOCK_BYTES", 40)  # a block: 4x the header line (two or three rows)
+    monkeypatch.setattr(_kernel_columns, "_BLOCK_BYTES", 40)  # a block: 4x the header line (two or three rows)
     blocks = []
-    codes = ascend_csv._Names.codes
-    monkeypatch.setattr(ascend_csv._Names, "codes", lambda self, words, local: blocks.append(words) or codes(self, words, local))
+    codes = _kernel_columns._Names.codes
+    monkeypatch.setattr(_kernel_columns._Names, "codes", lambda self, words, local: blocks.append(words) or codes(self, words, local))
     monkeypatch.setattr(_chrome_slices, "SLICE_ROWS", 4)
-    monkeypatch.setattr(ascend_csv, "_RUN", 2)  # runs of hashes left unmerged past 2 names
+    monkeypatch.setattr(_kernel_columns, "_RUN", 2)  # runs of hashes left unmerged past 2 names
     if collide:  # every name of one hash: told apart by their text
-        monkeypatch.setattr(ascend_csv, "hash", lambda _: 7, raising=False)
+        monkeypatch.setattr(_kernel_columns, "hash", lambda _: 7, raising=False)
     for sliced in (False, True):
         blocks.clear()
         trace = read_kernel_details(path, sliced=sliced)

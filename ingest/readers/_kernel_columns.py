@@ -1,0 +1,351 @@
+"""kernel_details.csv read in bounded memory: blocks of pyarrow's streaming CSV reader into compact
+columns (names coded block by block, other cells as one combo code a kernel), spilled to temporary files."""
+
+from __future__ import annotations
+
+import bisect
+import codecs
+import csv
+import ctypes
+import dataclasses
+import io
+import itertools
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyarrow import csv as pa_csv
+
+from ..errors import TraceFormatError
+from ._chrome_stream import file_chunks, micros_to_ns
+from ._source import SizeCaps
+
+_CORE = ("Accelerator Core", "Task Type")  # older exports name the core column "Task Type"
+_KERNEL_NEEDS = ("Name", "Start Time(us)", "Duration(us)")
+_MAX_PROBLEMS = 12
+_LIMIT = 2**61  # ns and counts beyond this are not a profile (and would overflow int64 columns)
+_BLOCK_BYTES = 4 << 20  # CSV read this much at a time
+_RUN = 2 << 20  # distinct names' hashes: runs merged up to this many (a merge's copies stay small)
+
+
+def _clean(value: str | None) -> str | None:
+    if not isinstance(value, str):
+        return None
+    value = value.strip().strip('"').strip()
+    return None if value in ("", "N/A", "NA", "-") else value
+
+
+class _Cells:
+    """Distinct cells, each once: a code per cell as cleaned (`_clean`; None for empty or N/A), so cells that differ
+    only in quotes or spaces share one; `clean[code]` is the cleaned cell."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str | None, int] = {}  # raw cell -> code
+        self.by_clean: dict[str | None, int] = {}
+        self.clean: list[str | None] = []
+
+    def code(self, raw: str | None) -> int:
+        c = self.codes.get(raw)
+        if c is None:
+            value = _clean(raw)
+            c = self.by_clean.get(value)
+            if c is None:
+                c = self.by_clean[value] = len(self.clean)
+                self.clean.append(value)
+            self.codes[raw] = c
+        return c
+
+
+class _ChunkFile(io.RawIOBase):
+    """The (gunzipped) bytes of a file as a readable stream for pyarrow's CSV reader, within the caps."""
+
+    def __init__(self, path: Path, chunks: Iterator[bytes]) -> None:
+        self.path, self.chunks, self.rest = path, chunks, b""
+        self.utf8 = codecs.getincrementaldecoder("utf-8")()  # checks the text as it passes (pyarrow's row errors cannot)
+        self.offset = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self.rest:
+            piece = next(self.chunks, None)
+            final = piece is None
+            try:
+                self.utf8.decode(piece or b"", final)
+            except UnicodeDecodeError as exc:
+                raise TraceFormatError(self.path, f"not UTF-8 text (invalid byte at offset {self.offset + exc.start})") from None
+            if final:
+                return 0
+            self.offset += len(piece)
+            self.rest = piece
+        n = min(len(buffer), len(self.rest))
+        buffer[:n] = self.rest[:n]
+        self.rest = self.rest[n:]
+        return n
+
+
+_KERNEL_CELLS = ("Name", "Type", "Start Time(us)", "Duration(us)", "Device_id", "Step Id", "Stream ID", "Input Shapes",
+                 "Input Data Types", "Output Shapes", "Output Data Types")  # fmt: skip
+
+
+def _trim() -> None:
+    """Give free pages back to the system: Arrow's pool and the C heap (glibc keeps those of freed blocks between
+    live ones)."""
+    pa.default_memory_pool().release_unused()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (AttributeError, OSError):  # not glibc
+        pass
+
+
+class _Names:
+    """Kernel names coded block by block, codes in order of first appearance: per distinct name 20 bytes (its end
+    in a temporary file of the names' text, its hash and code, in sorted runs), nothing per kernel beyond its code."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[np.ndarray, np.ndarray]] = []  # (sorted hashes, their codes), larger runs first
+        self.text = tempfile.TemporaryFile(buffering=0)  # the names' UTF-8 text in code order
+        self.ends: list[np.ndarray] = []  # per block of new names: where each ends in `text` (int64)
+        self.firsts: list[int] = []  # the first code of each block of new names
+        self.size = 0
+        self.count = 0
+        self.odd: dict[str, int] = {}  # names whose hash an earlier name has (looked up by text)
+
+    def _word(self, code: int) -> str:
+        k = bisect.bisect_right(self.firsts, code) - 1
+        at = code - self.firsts[k]
+        end = int(self.ends[k][at])
+        begin = int(self.ends[k][at - 1]) if at else (int(self.ends[k - 1][-1]) if k else 0)
+        return os.pread(self.text.fileno(), end - begin, begin).decode("utf-8")
+
+    def codes(self, words: list[str], local: np.ndarray) -> np.ndarray:
+        """Codes of a block's names: `words` its distinct names (in order of first appearance), `local` per kernel
+        its position in `words`."""
+        hashes = np.fromiter((hash(w) for w in words), dtype=np.int64, count=len(words))
+        code = np.full(len(words), -1, dtype=np.int64)
+        for h, c in self.runs:
+            pos = np.minimum(np.searchsorted(h, hashes), len(h) - 1)
+            hit = (h[pos] == hashes) & (code < 0)
+            code[hit] = c[pos[hit]]
+        odd = self.odd
+        for i in np.flatnonzero(code >= 0).tolist():  # a hash found: the same text, or a name of its own
+            if self._word(int(code[i])) != words[i]:
+                code[i] = odd.get(words[i], -1)
+        if odd:
+            for i in np.flatnonzero(code < 0).tolist():
+                code[i] = odd.get(words[i], -1)
+        new = np.flatnonzero(code < 0)
+        if len(new):
+            code[new] = np.arange(self.count, self.count + len(new))
+            self.firsts.append(self.count)
+            text = [words[i].encode("utf-8") for i in new.tolist()]
+            self.ends.append(self.size + np.cumsum(np.fromiter(map(len, text), dtype=np.int64, count=len(text))))
+            data = b"".join(text)
+            del text
+            if self.text.write(data) != len(data):
+                raise OSError("the temporary file of kernel names took a short write")
+            self.size += len(data)
+            self.count += len(new)
+            h = hashes[new]
+            order = np.argsort(h, kind="stable")
+            h, c = h[order], code[new][order]
+            repeat = np.r_[False, h[1:] == h[:-1]]  # two new names of one hash: the later ones by text
+            known = np.zeros(len(h), dtype=bool)
+            for hh, _ in self.runs:  # a new name whose hash an earlier name has: by text
+                pos = np.minimum(np.searchsorted(hh, h), len(hh) - 1)
+                known |= hh[pos] == h
+            for j in np.flatnonzero(repeat | known).tolist():
+                odd[self._word(int(c[j]))] = int(c[j])
+            keep = ~(repeat | known)
+            if keep.any():
+                self.runs.append((h[keep], c[keep]))
+            while (len(self.runs) > 1 and len(self.runs[-2][0]) <= 2 * len(self.runs[-1][0])
+                   and len(self.runs[-2][0]) + len(self.runs[-1][0]) <= _RUN):  # fmt: skip
+                (h1, c1), (h2, c2) = self.runs.pop(), self.runs.pop()
+                h, c = np.concatenate([h2, h1]), np.concatenate([c2, c1])
+                order = np.argsort(h, kind="stable")
+                self.runs.append((h[order], c[order]))
+        return code.astype(np.int32)[local]
+
+    def dictionary(self, path: Path) -> pa.Array:
+        """All names, in code order (the chunks let go)."""
+        self.runs, self.odd = [], {}
+        if self.size >= 2**31:
+            raise TraceFormatError(path, f"{self.size} bytes of distinct kernel names: more than a string column holds")
+        offsets = np.zeros(self.count + 1, dtype=np.int32)
+        row = 0
+        while self.ends:  # per block, let go once copied
+            ends = self.ends.pop(0)
+            offsets[row + 1 : row + 1 + len(ends)] = ends
+            row += len(ends)
+        data = np.empty(self.size, dtype=np.uint8)
+        with self.text as f:
+            f.seek(0)
+            view, got = memoryview(data), 0
+            while got < self.size:  # a raw file: a read may return less
+                n = f.readinto(view[got:])
+                if not n:
+                    raise OSError("the temporary file of kernel names was cut short")
+                got += n
+        return pa.Array.from_buffers(pa.string(), self.count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+class _Spill:
+    """Columns written block by block to anonymous temporary files as they are read, read back whole at the end:
+    while reading, memory holds one block of them (blocks kept in memory pin the freed cells between them)."""
+
+    def __init__(self, dtypes: dict[str, type]) -> None:
+        self.dtypes = dtypes
+        self.files = {c: tempfile.TemporaryFile() for c in dtypes}
+        self.rows = 0
+
+    def add(self, column: str, values: np.ndarray) -> None:
+        self.files[column].write(memoryview(np.ascontiguousarray(values, dtype=self.dtypes[column])).cast("B"))
+        if column == "start":
+            self.rows += len(values)
+
+    def read(self) -> dict[str, np.ndarray]:
+        out = {}
+        for c, f in self.files.items():
+            with f:
+                f.seek(0)
+                out[c] = np.empty(self.rows, dtype=self.dtypes[c])
+                if f.readinto(memoryview(out[c]).cast("B")) != out[c].nbytes:
+                    raise OSError(f"the temporary file of column {c} was cut short")
+        self.files = {}
+        return out
+
+
+@dataclasses.dataclass
+class _Kernels:
+    """A kernel_details.csv as columns: per kernel its start and duration (int64 ns), name code and combo; each
+    combo a distinct tuple of the other cells (a code into `cells` per column of `combo_cells`)."""
+
+    header: list[str]
+    core_col: str
+    start: np.ndarray
+    dur: np.ndarray
+    name: np.ndarray  # int32 codes into `names`
+    names: pa.Array
+    combo: np.ndarray  # int32
+    combo_cells: dict[str, np.ndarray]
+    cells: _Cells
+
+
+def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
+    """The columns of a kernel_details.csv read in blocks by pyarrow's CSV reader: times as int64 ns (exact
+    decimals), names coded block by block, every other cell as a code into `cells`, a kernel's cells as one combo
+    (24 bytes a kernel in all)."""
+    chunks = file_chunks(path, caps)
+    first = next(chunks, b"")
+    line = first.split(b"\n", 1)[0]
+    try:
+        raw_header = next(csv.reader([line.decode("utf-8").lstrip("\ufeff").rstrip("\r")]), [])
+    except UnicodeDecodeError:
+        raise TraceFormatError(path, "not UTF-8 text (in the header)") from None
+    except csv.Error as exc:  # e.g. a bare carriage return inside the header line
+        raise TraceFormatError(path, f"the header line is not CSV ({exc})") from None
+    header = [c.strip() for c in raw_header]
+    missing = [c for c in _KERNEL_NEEDS if c not in header]
+    if missing:
+        raise TraceFormatError(path, f"the header lacks the columns {missing} (has {header[:12]})")
+    core_col = next((c for c in _CORE if c in header), None)
+    if core_col is None:
+        raise TraceFormatError(path, f"the header has neither of {list(_CORE)}")
+    wanted = [c for c in (*_KERNEL_CELLS, core_col) if c in header]
+    raw_of = {c: raw_header[header.index(c)] for c in wanted}
+    names = [f"c{i}" for i in range(len(raw_header))]  # positions: header cells may repeat or differ in spaces
+    ragged: list[str] = []
+
+    def bad_row(row: Any) -> str:
+        ragged.append(f"line {row.number or '?'}: {row.actual_columns} cells, the header has {row.expected_columns}")
+        return "skip"
+
+    cells = _Cells()
+    code = cells.code
+    coded = [c for c in wanted if c not in ("Start Time(us)", "Duration(us)", "Name")]
+    combos: dict[tuple[int, ...], int] = {}
+    coder = _Names()
+    spill = _Spill({"start": np.int64, "dur": np.int64, "name": np.int32, "combo": np.int32})
+    blocks = 0
+    problems: list[str] = []
+    bad = rows = 0
+    try:
+        reader = pa_csv.open_csv(
+            _ChunkFile(path, itertools.chain([first], chunks)),
+            read_options=pa_csv.ReadOptions(column_names=names, skip_rows=1, block_size=max(_BLOCK_BYTES, 4 * len(line))),
+            parse_options=pa_csv.ParseOptions(newlines_in_values=True, invalid_row_handler=bad_row),
+            convert_options=pa_csv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()),
+                                                  include_columns=[names[raw_header.index(raw_of[c])] for c in wanted],
+                                                  strings_can_be_null=False, quoted_strings_can_be_null=False),
+        )  # fmt: skip
+        for batch in reader:
+            got = {c: batch.column(names[raw_header.index(raw_of[c])]).to_pylist() for c in ("Start Time(us)", "Duration(us)", "Name")}
+            local: dict[str, int] = {}
+            kept: list[int] = []
+            start: list[int] = []
+            dur: list[int] = []
+            good = np.zeros(batch.num_rows, dtype=bool)
+            for n, (s_raw, d_raw, name_raw) in enumerate(zip(got["Start Time(us)"], got["Duration(us)"], got["Name"], strict=True)):
+                s, d = micros_to_ns(_clean(s_raw)), micros_to_ns(_clean(d_raw))
+                name = _clean(name_raw)
+                if s is None or d is None or not (abs(s) < _LIMIT and 0 <= d < _LIMIT) or name is None:
+                    bad += 1
+                    if len(problems) < _MAX_PROBLEMS:
+                        problems.append(f"line {rows + n + 2} ({name!r:.40}): needs a Name, a Start Time(us) and a "
+                                        "non-negative Duration(us)")  # fmt: skip
+                    continue
+                start.append(s)
+                dur.append(d)
+                kept.append(local.setdefault(name, len(local)))
+                good[n] = True
+            del got
+            rows += batch.num_rows
+            if bad or not kept:
+                continue  # malformed: reported below
+            spill.add("name", coder.codes(list(local), np.array(kept, dtype=np.int32)))
+            spill.add("start", np.array(start, dtype=np.int64))
+            spill.add("dur", np.array(dur, dtype=np.int64))
+            block = np.empty((len(kept), len(coded)), dtype=np.int32)
+            for j, c in enumerate(coded):  # cells of few distinct values: coded per distinct value of the block
+                encoded = batch.column(names[raw_header.index(raw_of[c])]).dictionary_encode()
+                of_value = np.array([code(v) for v in encoded.dictionary.to_pylist()] or [0], dtype=np.int32)
+                block[:, j] = of_value[encoded.indices.to_numpy(zero_copy_only=False)][good]
+            key = block[:, 0].astype(np.int64)  # the rows' distinct tuples, one column at a time (as int64 keys)
+            for j in range(1, len(coded)):
+                key = np.unique(key * (len(cells.clean) + 1) + block[:, j], return_inverse=True)[1].reshape(-1)
+            _, first_at, inverse = np.unique(key, return_index=True, return_inverse=True)
+            of_combo = np.array([combos.setdefault(tuple(r), len(combos)) for r in block[first_at].tolist()], dtype=np.int32)
+            spill.add("combo", of_combo[inverse.reshape(-1)])
+            blocks += 1
+            if blocks % 8 == 0:  # the blocks' freed cells, between the kept columns: back to the system
+                _trim()
+    except pa.ArrowInvalid as exc:
+        what = "not UTF-8 text" if "UTF8" in str(exc) else "not valid CSV"
+        raise TraceFormatError(path, f"{what}: {exc}") from None
+    if bad or ragged:
+        raise TraceFormatError(path, [f"{bad + len(ragged)} of {rows + len(ragged)} rows are malformed",
+                                      *[*ragged, *problems][:_MAX_PROBLEMS]])  # fmt: skip
+    if not spill.rows:
+        raise TraceFormatError(path, "the table has a header but no rows: nothing to convert")
+    table = np.array(list(combos), dtype=np.int32).reshape(len(combos), len(coded))
+    words = coder.dictionary(path)
+    del coder
+    _trim()
+    columns = spill.read()  # one column at a time, each in one allocation
+    return _Kernels(header, core_col, columns["start"], columns["dur"], columns["name"], words,
+                    columns["combo"], {c: table[:, j] for j, c in enumerate(coded)}, cells)  # fmt: skip
+
+
+def _first_seen(codes: np.ndarray, words: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """Codes renumbered in order of first appearance in `codes` (and the words in that order)."""
+    used, first = np.unique(codes, return_index=True)
+    order = used[np.argsort(first, kind="stable")]
+    renumber = np.zeros(len(words) or 1, dtype=np.int32)
+    renumber[order] = np.arange(len(order), dtype=np.int32)
+    return renumber[codes], words.take(pa.array(order))
