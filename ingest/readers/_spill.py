@@ -1,0 +1,149 @@
+"""One numeric column kept mostly on disk: appended as it is read, read back a block or a gather at a time.
+
+The bounded-memory readers (issue 19) hold per-event columns (times, codes, links) that grow with the input;
+a `DiskColumn` keeps at most `hold` values in memory and writes the rest to an anonymous temporary file (gone
+when closed or when the process ends, whatever happens). Reads never map the file: `read` and `blocks` copy a
+range, `take` gathers by index one window of the file at a time, so what is resident is one block or window
+plus the result, whatever the column's length.
+
+Appends go to `held` (a stdlib array: an append is a C call, no Python frame) and `settle()` writes the held
+values out once there are `hold` of them; call it now and then (after each batch of events).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from array import array
+from collections.abc import Iterator
+from typing import BinaryIO
+
+import numpy as np
+
+HOLD_ROWS = 1 << 20  # values kept in memory before they go to the file
+WINDOW_ROWS = 1 << 21  # values read at a time by `take`
+
+
+class DiskColumn:
+    """A column of one stdlib typecode (``b``, ``i``, ``q``, ``d``...), appended at its end, mostly on disk."""
+
+    def __init__(self, typecode: str, hold: int = HOLD_ROWS) -> None:
+        self.held = array(typecode)
+        self.dtype = np.dtype(typecode)
+        self.hold = max(1, hold)
+        self._file: BinaryIO | None = None
+        self._on_disk = 0  # values in the file (they come before the held ones)
+
+    def __len__(self) -> int:
+        return self._on_disk + len(self.held)
+
+    @property
+    def on_disk(self) -> int:
+        """How many of the values are in the file (the first ones)."""
+        return self._on_disk
+
+    def extend(self, values: np.ndarray) -> None:
+        """Append many values (converted to the column's type) and settle."""
+        values = np.ascontiguousarray(values, dtype=self.dtype)
+        if len(self.held) + len(values) < self.hold:
+            self.held.frombytes(values.tobytes())
+            return
+        self.flush()
+        self._write(memoryview(values).cast("B"), len(values))
+
+    def settle(self) -> None:
+        """Write the held values to the file if there are `hold` of them or more."""
+        if len(self.held) >= self.hold:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write every held value to the file."""
+        if len(self.held):
+            self._write(memoryview(self.held).cast("B"), len(self.held))
+            self.held = array(self.held.typecode)
+
+    def _write(self, data: memoryview, count: int) -> None:
+        if self._file is None:
+            self._file = tempfile.TemporaryFile(prefix="portscope-column-")  # noqa: SIM115 (lives as long as the column)
+        self._file.seek(0, 2)
+        self._file.write(data)
+        self._on_disk += count
+
+    def read(self, lo: int, hi: int) -> np.ndarray:
+        """A copy of values lo..hi-1 (clipped to the column)."""
+        n = len(self)
+        lo, hi = max(0, min(lo, n)), max(0, min(hi, n))
+        out = np.empty(max(0, hi - lo), dtype=self.dtype)
+        if not len(out):
+            return out
+        size = self.dtype.itemsize
+        if lo < self._on_disk:  # the part in the file
+            end = min(hi, self._on_disk)
+            got = self._pread(memoryview(out[: end - lo]).cast("B"), lo * size)
+            if got != (end - lo) * size:
+                raise OSError(f"a temporary column file was cut short ({got} of {(end - lo) * size} bytes)")
+        if hi > self._on_disk:  # the held part
+            first = max(lo, self._on_disk)
+            held = np.frombuffer(self.held, dtype=self.dtype)
+            out[first - lo :] = held[first - self._on_disk : hi - self._on_disk]
+        return out
+
+    def _pread(self, view: memoryview, offset: int) -> int:
+        assert self._file is not None
+        self._file.flush()
+        fd, got = self._file.fileno(), 0
+        while got < len(view):
+            n = os.preadv(fd, [view[got:]], offset + got)
+            if not n:
+                break
+            got += n
+        return got
+
+    def blocks(self, rows: int = HOLD_ROWS) -> Iterator[tuple[int, np.ndarray]]:
+        """(first index, values) for consecutive runs of at most `rows` values, in order."""
+        for lo in range(0, len(self), max(1, rows)):
+            yield lo, self.read(lo, lo + rows)
+
+    def take(self, index: np.ndarray, window: int = WINDOW_ROWS) -> np.ndarray:
+        """The values at `index` (any order, repeats allowed), read one window of `window` values at a time: only the
+        windows some index falls in are read. Sorted indices are gathered without sorting them first."""
+        index = np.asarray(index, dtype=np.int64)
+        n = len(self)
+        if len(index) and (int(index.min()) < 0 or int(index.max()) >= n):
+            raise IndexError(f"an index outside a column of {n} values")
+        out = np.empty(len(index), dtype=self.dtype)
+        if not len(index):
+            return out
+        if self._on_disk == 0:
+            out[:] = np.frombuffer(self.held, dtype=self.dtype)[index]
+            return out
+        ordered = bool(np.all(index[1:] >= index[:-1]))
+        order = None if ordered else np.argsort(index, kind="stable")
+        sorted_index = index if order is None else index[order]
+        window = max(1, window)
+        bounds = np.flatnonzero(np.diff(sorted_index // window)) + 1
+        for lo, hi in zip(np.r_[0, bounds].tolist(), np.r_[bounds, len(sorted_index)].tolist(), strict=True):
+            part = sorted_index[lo:hi]
+            first = int(part[0]) // window * window
+            values = self.read(first, min(first + window, n))[part - first]
+            if order is None:
+                out[lo:hi] = values
+            else:
+                out[order[lo:hi]] = values
+        return out
+
+    def close(self) -> None:
+        """Drop the values (the file goes away)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self.held = array(self.held.typecode)
+        self._on_disk = 0
+
+    def __del__(self) -> None:
+        file = getattr(self, "_file", None)
+        if file is not None:
+            file.close()
+
+
+__all__ = ["HOLD_ROWS", "WINDOW_ROWS", "DiskColumn"]
