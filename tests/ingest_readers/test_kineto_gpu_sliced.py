@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from portscope.ingest.errors import TraceFormatError
-from portscope.ingest.readers import _kineto_gpu, _kineto_ops, _kineto_rows
+from portscope.ingest.readers import _kineto_ops, _kineto_rows, _kineto_sweep
 from portscope.ingest.readers.kineto import read_kineto
 from portscope.ingest.trace import read_trace, write_trace
 
@@ -71,8 +71,8 @@ def _sizes(monkeypatch: pytest.MonkeyPatch, ops: int, bucket: int, chunk: int) -
     or device slices per batch."""
     monkeypatch.setattr(_kineto_ops, "SPILL_ROWS", ops)
     monkeypatch.setattr(_kineto_rows, "SPILL_ROWS", ops)
-    monkeypatch.setattr(_kineto_gpu, "BUCKET_EVENTS", bucket)
-    monkeypatch.setattr(_kineto_gpu, "CHUNK_ROWS", chunk)
+    monkeypatch.setattr(_kineto_sweep, "BUCKET_EVENTS", bucket)
+    monkeypatch.setattr(_kineto_sweep, "CHUNK_ROWS", chunk)
 
 
 def _same_tables(tmp_path: Path, source: Path, monkeypatch: pytest.MonkeyPatch, sizes: tuple[int, int, int], **options: bool) -> tuple:
