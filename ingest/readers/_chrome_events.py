@@ -5,15 +5,17 @@ share this pass. Spans and instants are kept as columns of integers (times in ns
 see ``_chrome_stream.micros_to_ns``, as int64; names, categories, pids and tids as int32
 codes into one table of values), and of each event's ``args`` only the keys a reader asks
 for: 36 bytes a span, 34 a flow endpoint, and no Python object kept per event (objects kept
-from a batch's parse would pin its memory). ``bind_flows`` ties each flow
-endpoint (``s``/``t``/``f``) to the span it belongs to, by Chrome's binding rules.
+from a batch's parse would pin its memory). Each column is a ``_spill.DiskColumn``: past
+HOLD_ROWS values it goes to a temporary file after each batch of events, so what stays in
+memory is bounded whatever the trace's size; consumers read it block by block or by a windowed
+gather. ``_chrome_bind`` ties each flow endpoint (``s``/``t``/``f``) to the span it belongs
+to, by Chrome's binding rules.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +23,10 @@ import numpy as np
 import orjson
 
 from ..errors import TraceFormatError
+from . import _spill
 from ._chrome_stream import event_batches, micros_to_ns
 from ._source import DEFAULT_CAPS, SizeCaps
+from ._spill import DiskColumn
 
 MAX_PROBLEMS = 10
 
@@ -45,98 +49,141 @@ class Values:
 
 PHASES = ("s", "t", "f")
 _OTHER_ID = -(2**62)  # flow ids that are not int64 (strings, ints past 2^63) get keys from here upwards
+HOLD_ROWS = _spill.HOLD_ROWS  # values of a column kept in memory before they go to its temporary file (tests make it tiny)
 
 
-class Flows:
+class _Columns:
+    """Columns of one kind of event (`DiskColumn`s of equal length: at most HOLD_ROWS values each in memory)."""
+
+    _names: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return len(getattr(self, self._names[0]))
+
+    def read(self, name: str, lo: int, hi: int) -> np.ndarray:
+        """Values lo..hi-1 of one column (a copy)."""
+        return getattr(self, name).read(lo, hi)
+
+    def gather(self, name: str, index: np.ndarray) -> np.ndarray:
+        """The values of one column at `index` (a run of consecutive numbers is read as a range)."""
+        index = np.asarray(index, dtype=np.int64)
+        column: DiskColumn = getattr(self, name)
+        if len(index) and int(index[-1]) - int(index[0]) == len(index) - 1 and bool(np.all(np.diff(index) == 1)):
+            return column.read(int(index[0]), int(index[-1]) + 1)
+        return column.take(index)
+
+    def col(self, name: str) -> np.ndarray:
+        """One whole column as numpy (a copy): for the readers of small traces only (Mobilint, Furiosa)."""
+        return getattr(self, name).read(0, len(getattr(self, name)))
+
+    def settle(self) -> None:
+        """Write each column's held values to its file once there are HOLD_ROWS of them."""
+        for name in self._names:
+            getattr(self, name).settle()
+
+    def close(self) -> None:
+        for name in self._names:
+            getattr(self, name).close()
+
+
+def _column(typecode: str) -> Callable[[], DiskColumn]:
+    return lambda: DiskColumn(typecode, HOLD_ROWS)
+
+
+@dataclasses.dataclass(eq=False)
+class Flows(_Columns):
     """Flow endpoints as columns: phase (index into PHASES), key (the id: itself when an int64, else a number
     from _OTHER_ID up, one per distinct id), time, thread (value codes), category and name (value codes), and
     whether it binds to the enclosing slice (Chrome: 's' and 't' do, 'f' only with "bp": "e")."""
 
-    def __init__(self) -> None:
-        self.phase, self.key, self.ts = array("b"), array("q"), array("q")
-        self.pid, self.tid, self.cat, self.name = array("i"), array("i"), array("i"), array("i")
-        self.enclosing = array("b")
-        self.other_ids: dict[Any, int] = {}
-
-    def __len__(self) -> int:
-        return len(self.ts)
+    _names = ("phase", "key", "ts", "pid", "tid", "cat", "name", "enclosing")
+    phase: DiskColumn = dataclasses.field(default_factory=_column("b"))
+    key: DiskColumn = dataclasses.field(default_factory=_column("q"))
+    ts: DiskColumn = dataclasses.field(default_factory=_column("q"))
+    pid: DiskColumn = dataclasses.field(default_factory=_column("i"))
+    tid: DiskColumn = dataclasses.field(default_factory=_column("i"))
+    cat: DiskColumn = dataclasses.field(default_factory=_column("i"))
+    name: DiskColumn = dataclasses.field(default_factory=_column("i"))
+    enclosing: DiskColumn = dataclasses.field(default_factory=_column("b"))
+    other_ids: dict[Any, int] = dataclasses.field(default_factory=dict)
 
     def append(self, phase: str, fid: Any, ts: int, pid: int, tid: int, cat: int, name: int, enclosing: bool) -> None:
         if type(fid) is int and -(2**62) < fid < 2**63:
             key = fid
         else:
             key = self.other_ids.setdefault(fid, _OTHER_ID + len(self.other_ids))
-        self.phase.append(PHASES.index(phase))
-        self.key.append(key)
-        self.ts.append(ts)
-        self.pid.append(pid)
-        self.tid.append(tid)
-        self.cat.append(cat)
-        self.name.append(name)
-        self.enclosing.append(enclosing)
+        self.phase.held.append(PHASES.index(phase))
+        self.key.held.append(key)
+        self.ts.held.append(ts)
+        self.pid.held.append(pid)
+        self.tid.held.append(tid)
+        self.cat.held.append(cat)
+        self.name.held.append(name)
+        self.enclosing.held.append(enclosing)
 
     def column(self, name: str) -> np.ndarray:
-        return column(getattr(self, name))
+        """One whole column (a copy): small traces only."""
+        return self.col(name)
 
 
-_DTYPES = {"b": np.int8, "i": np.int32, "q": np.int64}
+@dataclasses.dataclass(eq=False)
+class Instants(_Columns):
+    """Instant events (``i``/``I``/``n``) as columns: time in ns, name, category, pid and tid as value codes."""
+
+    _names = ("ts", "name", "cat", "pid", "tid")
+    ts: DiskColumn = dataclasses.field(default_factory=_column("q"))
+    name: DiskColumn = dataclasses.field(default_factory=_column("i"))
+    cat: DiskColumn = dataclasses.field(default_factory=_column("i"))
+    pid: DiskColumn = dataclasses.field(default_factory=_column("i"))
+    tid: DiskColumn = dataclasses.field(default_factory=_column("i"))
+
+    def append(self, ts: int, name: int, cat: int, pid: int, tid: int) -> None:
+        self.ts.held.append(ts)
+        self.name.held.append(name)
+        self.cat.held.append(cat)
+        self.pid.held.append(pid)
+        self.tid.held.append(tid)
 
 
-def column(values: array) -> np.ndarray:
-    """A view of an array of the stdlib as numpy (its own dtype; empty: a new empty array)."""
-    dtype = _DTYPES[values.typecode]
-    return np.frombuffer(values, dtype=dtype) if len(values) else np.zeros(0, dtype=dtype)
+@dataclasses.dataclass(eq=False)
+class ChromeEvents(_Columns):
+    """The spans, instants, flows and metadata of one Chrome trace (times in integer ns as written).
 
+    Each column is a `DiskColumn`: read it block by block (`read`, `blocks`) or by a windowed gather
+    (`gather`); `col` reads a whole column and is for the readers of small traces only."""
 
-def _codes() -> array:
-    return array("i")
-
-
-def _times() -> array:
-    return array("q")
-
-
-@dataclasses.dataclass
-class ChromeEvents:
-    """The spans, instants, flows and metadata of one Chrome trace (times in integer ns as written)."""
-
+    _names = ("start", "dur", "name", "cat", "pid", "tid", "args")
     path: Path
     metadata: dict[str, Any]
     values: Values = dataclasses.field(default_factory=Values)
-    start: array = dataclasses.field(default_factory=_times)
-    dur: array = dataclasses.field(default_factory=_times)
-    name: array = dataclasses.field(default_factory=_codes)
-    cat: array = dataclasses.field(default_factory=_codes)
-    pid: array = dataclasses.field(default_factory=_codes)
-    tid: array = dataclasses.field(default_factory=_codes)
-    args: array = dataclasses.field(default_factory=_codes)  # -1: none of the kept keys
-    instants: Instants = dataclasses.field(default_factory=lambda: Instants())
+    start: DiskColumn = dataclasses.field(default_factory=_column("q"))
+    dur: DiskColumn = dataclasses.field(default_factory=_column("q"))
+    name: DiskColumn = dataclasses.field(default_factory=_column("i"))
+    cat: DiskColumn = dataclasses.field(default_factory=_column("i"))
+    pid: DiskColumn = dataclasses.field(default_factory=_column("i"))
+    tid: DiskColumn = dataclasses.field(default_factory=_column("i"))
+    args: DiskColumn = dataclasses.field(default_factory=_column("i"))  # -1: none of the kept keys
+    instants: Instants = dataclasses.field(default_factory=Instants)
     flows: Flows = dataclasses.field(default_factory=Flows)
     process_names: dict[Any, str] = dataclasses.field(default_factory=dict)
     thread_names: dict[tuple[Any, Any], str] = dataclasses.field(default_factory=dict)
     process_sort: dict[Any, int] = dataclasses.field(default_factory=dict)
     events: int = 0
     unmatched_begins: int = 0
-    _index: SpanIndex | None = dataclasses.field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.start)
 
-    def col(self, name: str) -> np.ndarray:
-        """One span column as numpy (times int64, codes int32), without a copy."""
-        return column(getattr(self, name))
+    def settle(self) -> None:
+        super().settle()
+        self.instants.settle()
+        self.flows.settle()
 
-    def span_index(self, lanes: np.ndarray) -> SpanIndex:
-        """The spans of the threads `lanes` (and of those indexed before) sorted for binding points; kept until
-        `drop_index`, made anew when a call needs a thread it lacks."""
-        if self._index is None or not np.isin(lanes, self._index.lanes).all():
-            known = self._index.lanes if self._index is not None else lanes[:0]
-            self._index = None  # free it before the next is made
-            self._index = SpanIndex(self, np.union1d(known, lanes))
-        return self._index
-
-    def drop_index(self) -> None:
-        self._index = None
+    def close(self) -> None:
+        """Drop every column (their temporary files go away)."""
+        super().close()
+        self.instants.close()
+        self.flows.close()
 
     def text(self, code: int) -> Any:
         return self.values.values[code]
@@ -150,32 +197,20 @@ class ChromeEvents:
 
     def t0(self) -> int:
         """The earliest time among spans and instants (the run's zero)."""
-        first = [int(c.min()) for c in (self.col("start"), self.instants.col("ts")) if len(c)]
+        first = [int(block.min()) for column in (self.start, self.instants.ts) for _, block in column.blocks() if len(block)]
         return min(first, default=2**62)
 
 
-@dataclasses.dataclass
-class Instants:
-    """Instant events (``i``/``I``/``n``) as columns: time in ns, name, category, pid and tid as value codes."""
+def lane_keys(src: _Columns, lo: int, hi: int) -> np.ndarray:
+    """(pid code << 32 | tid code) of events lo..hi-1 of spans, instants or flows."""
+    return (src.read("pid", lo, hi).astype(np.int64) << 32) | src.read("tid", lo, hi)
 
-    ts: array = dataclasses.field(default_factory=_times)
-    name: array = dataclasses.field(default_factory=_codes)
-    cat: array = dataclasses.field(default_factory=_codes)
-    pid: array = dataclasses.field(default_factory=_codes)
-    tid: array = dataclasses.field(default_factory=_codes)
 
-    def __len__(self) -> int:
-        return len(self.ts)
-
-    def col(self, name: str) -> np.ndarray:
-        return column(getattr(self, name))
-
-    def append(self, ts: int, name: int, cat: int, pid: int, tid: int) -> None:
-        self.ts.append(ts)
-        self.name.append(name)
-        self.cat.append(cat)
-        self.pid.append(pid)
-        self.tid.append(tid)
+def blocks(n: int, rows: int | None = None) -> Iterator[tuple[int, int]]:
+    """(lo, hi) of consecutive runs of at most `rows` (default HOLD_ROWS) of n events."""
+    rows = max(1, HOLD_ROWS if rows is None else rows)
+    for lo in range(0, n, rows):
+        yield lo, min(lo + rows, n)
 
 
 def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Iterable[str] = (),
@@ -195,8 +230,6 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
     bad = 0
     open_b: dict[tuple[Any, Any], list[tuple[int, int, int, dict | None]]] = {}
     index = 0
-    start, dur, name_c, pid_c, tid_c = out.start, out.dur, out.name, out.pid, out.tid
-    cat_append, args_append = (_skip, _skip) if lean else (out.cat.append, out.args.append)
 
     def problem(text: str) -> None:
         nonlocal bad
@@ -217,6 +250,10 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
         return code(sub, ("args", key))
 
     for batch in batches:
+        out.settle()  # held values past HOLD_ROWS to the columns' files; the arrays appended to below are new then
+        start, dur, name_c, pid_c, tid_c = (out.start.held.append, out.dur.held.append, out.name.held.append,
+                                            out.pid.held.append, out.tid.held.append)  # fmt: skip
+        cat_append, args_append = (_skip, _skip) if lean else (out.cat.held.append, out.args.held.append)
         for ev in batch:
             index += 1
             if type(ev) is not dict:
@@ -246,12 +283,12 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
                 if d is None or d < 0 or d >= 2**61:
                     problem(f"event {index - 1} ({name!r:.60}): 'dur' {ev.get('dur')!r:.40} is not a non-negative number")
                     continue
-                start.append(ts)
-                dur.append(d)
-                name_c.append(code(name))
+                start(ts)
+                dur(d)
+                name_c(code(name))
                 cat_append(code(cat))
-                pid_c.append(code(pid))
-                tid_c.append(code(tid))
+                pid_c(code(pid))
+                tid_c(code(tid))
                 args_append(-1 if lean else kept(cat, name, ev.get("args")))
             elif ph == "B":
                 open_b.setdefault((pid, tid), []).append((ts, code(name), code(cat), ev.get("args")))
@@ -264,12 +301,12 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
                 if ts < b_ts:
                     problem(f"event {index - 1} ({name!r:.60}): ends before its 'B' began")
                     continue
-                start.append(b_ts)
-                dur.append(ts - b_ts)
-                name_c.append(b_name)
+                start(b_ts)
+                dur(ts - b_ts)
+                name_c(b_name)
                 cat_append(b_cat)
-                pid_c.append(code(pid))
-                tid_c.append(code(tid))
+                pid_c(code(pid))
+                tid_c(code(tid))
                 args_append(-1 if lean else kept(values.values[b_cat], values.values[b_name], b_args))
             elif ph in ("i", "I", "n"):
                 out.instants.append(ts, code(name), code(cat), code(pid), code(tid))
@@ -279,6 +316,7 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
                     problem(f"event {index - 1} ({name!r:.60}): a flow event needs an 'id'")
                     continue
                 out.flows.append(ph, fid, ts, code(pid), code(tid), code(cat), code(name), ph != "f" or ev.get("bp") == "e")
+    out.settle()
     out.events = index
     out.unmatched_begins = sum(len(s) for s in open_b.values())
     if bad:
@@ -312,107 +350,4 @@ def _metadata(out: ChromeEvents, ev: dict) -> None:
         out.process_sort[pid] = args["sort_index"]
 
 
-class SpanIndex:
-    """The spans of some threads (`lanes`: sorted pid code << 32 | tid code) sorted by (thread, start, longest
-    first), to locate points in: 24 bytes a span of those threads, kept on the trace (`ChromeEvents.span_index`)
-    for the next points; the sort's temporaries (~40 bytes a span) are freed when it is built."""
-
-    def __init__(self, ev: ChromeEvents, lanes: np.ndarray) -> None:
-        self.lanes = lanes
-        start, dur = ev.col("start"), ev.col("dur")
-        kept, ranks = [], []
-        for lo in range(0, len(ev) if len(lanes) else 0, _POINTS):  # the spans on those threads, a million at a time
-            key = (ev.col("pid")[lo : lo + _POINTS].astype(np.int64) << 32) | ev.col("tid")[lo : lo + _POINTS]
-            at = np.minimum(np.searchsorted(lanes, key), len(lanes) - 1)
-            hit = lanes[at] == key
-            kept.append(np.flatnonzero(hit) + lo)
-            ranks.append(at[hit].astype(np.int32))
-        spans = np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
-        rank = np.concatenate(ranks) if ranks else np.zeros(0, dtype=np.int32)
-        del kept, ranks
-        first = start[spans]
-        self.base = int(first.min()) - 1 if len(first) else 0
-        self.width = (int(first.max()) - self.base + 1) * 2 if len(first) else 1  # room for points past the last start
-        self.usable = len(spans) > 0 and self.width * (len(lanes) + 1) < 2**62
-        if not self.usable:  # no spans there, or times too far apart to combine with lanes: no bindings rather than wrong ones
-            self.order = self.combined = self.ends = np.zeros(0, dtype=np.int64)
-            return
-        combined = rank.astype(np.int64)
-        del rank
-        combined *= self.width
-        combined += first
-        combined -= self.base
-        del first
-        order = np.lexsort((-dur[spans], combined))
-        self.combined = combined[order]
-        del combined
-        self.order = spans[order]  # span numbers in sorted order
-        del spans, order
-        self.ends = start[self.order] + dur[self.order]
-
-
-def bind_points(ev: ChromeEvents, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, enclosing: np.ndarray, *,
-                strict: bool = False) -> np.ndarray:  # fmt: skip
-    """Per point (thread as value codes, time in ns): the span it binds to, or -1.
-
-    Enclosing points bind to the innermost span open at their time on their thread, others (and, unless
-    `strict`, enclosing points that no span covers) to the first span starting at or after it. Vectorized:
-    spans sorted once by (thread, start, longest first) (`SpanIndex`), points located by searchsorted on a
-    combined key, a million at a time. Only the spans of the points' threads are sorted.
-    """
-    found = np.full(len(ts), -1, dtype=np.int64)
-    if not len(ev) or not len(ts):
-        return found
-    index = ev.span_index(np.unique((pid.astype(np.int64) << 32) | tid.astype(np.int64)))
-    for lo in range(0, len(ts), _POINTS):
-        hi = lo + _POINTS
-        found[lo:hi] = _bind(index, pid[lo:hi], tid[lo:hi], ts[lo:hi], enclosing[lo:hi], strict)
-    return found
-
-
-_POINTS = 1 << 20
-
-
-def _bind(index: SpanIndex, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, enclosing: np.ndarray, strict: bool) -> np.ndarray:
-    found = np.full(len(ts), -1, dtype=np.int64)
-    lanes, width, combined, order, ends_sorted = index.lanes, index.width, index.combined, index.order, index.ends
-    if not index.usable or not len(combined):
-        return found
-    rel = np.clip(ts - index.base, 0, width - 1)  # a point before or after every span sorts as at the ends
-    point_lane = (pid.astype(np.int64) << 32) | tid.astype(np.int64)
-    at_lane = np.minimum(np.searchsorted(lanes, point_lane), len(lanes) - 1)
-    present = lanes[at_lane] == point_lane
-    lo = at_lane.astype(np.int64) * width
-    q = lo + rel
-    after = np.searchsorted(combined, q, "right")  # first span starting after the point
-    at = np.searchsorted(combined, q, "left")  # first span starting at or after it
-    # enclosing: the latest start at or before the point on its lane that still covers it (the first candidate
-    # almost always; a short walk back for points after a nested span that closed already)
-    k = after - 1
-    candidate = present & (enclosing != 0) & (k >= 0)
-    k_safe = np.maximum(k, 0)
-    on_lane = combined[k_safe] >= lo
-    hit = candidate & on_lane & (ends_sorted[k_safe] >= ts)
-    found[hit] = order[k_safe[hit]]
-    for j in np.flatnonzero(candidate & on_lane & ~hit).tolist():
-        for kk in range(int(k[j]) - 1, max(int(k[j]) - 64, -1), -1):
-            if combined[kk] < lo[j]:
-                break
-            if ends_sorted[kk] >= ts[j]:
-                found[j] = order[kk]
-                break
-    rest = present & (found < 0) & ~((enclosing != 0) & strict)
-    nxt = np.minimum(at, len(combined) - 1)
-    ok = rest & (at < len(combined)) & (combined[nxt] < lo + width)
-    found[ok] = order[nxt[ok]]
-    return found
-
-
-def bind_flows(ev: ChromeEvents, which: np.ndarray | None = None) -> np.ndarray:
-    """Per flow endpoint (all, or the indices `which`): the span it binds to, or -1."""
-    f = ev.flows
-    idx = np.arange(len(f), dtype=np.int64) if which is None else which
-    return bind_points(ev, f.column("pid")[idx], f.column("tid")[idx], f.column("ts")[idx], f.column("enclosing")[idx])
-
-
-__all__ = ["PHASES", "ChromeEvents", "Flows", "Instants", "Values", "bind_flows", "bind_points", "collect", "column"]
+__all__ = ["HOLD_ROWS", "PHASES", "ChromeEvents", "Flows", "Instants", "Values", "blocks", "collect", "lane_keys"]

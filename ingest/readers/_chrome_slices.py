@@ -18,8 +18,10 @@ import pyarrow as pa
 
 from ..schema import REFERENCES, TABLES, EngineKind, SliceKind
 from ..trace import TableSlices, Trace
+from . import _chrome_events
 from ._chrome_events import ChromeEvents
 from ._kineto_link import _Coder, _table
+from ._spill import DiskColumn
 
 SLICE_ROWS = 1 << 20  # rows per record batch made (tests make it tiny)
 _KINDS = [k.value for k in SliceKind]
@@ -52,20 +54,34 @@ class Links:
         return np.where(self.spans[at] == index, self.values[at], -1)
 
 
+PerSpan = Links | DiskColumn | np.ndarray  # a value per span (-1: none): sparse, on disk, or in memory
+
+
+def values_of(column: PerSpan, idx: np.ndarray) -> np.ndarray:
+    """The values of the spans `idx` (sorted) from a per-span column of any kind."""
+    if isinstance(column, Links):
+        return column.of(idx)
+    if isinstance(column, DiskColumn):
+        if len(idx) and int(idx[-1]) - int(idx[0]) == len(idx) - 1:  # sorted and distinct: a range
+            return column.read(int(idx[0]), int(idx[-1]) + 1)
+        return column.take(idx)
+    return column[idx]
+
+
 @dataclasses.dataclass
 class _Part:
-    index: np.ndarray | None  # spans (or instants) in row order, int64; None: all of them, in order
+    index: DiskColumn | None  # spans (or instants) in row order; None: all of them, in order
     rows: int
     keys: np.ndarray  # the part's lanes: (pid code << 32 | tid code), sorted
     at: np.ndarray  # ... and their positions in SliceRows.lanes
     instants: bool
-    correlation: Links | np.ndarray | None  # per span (array: -1 none)
-    op_ids: np.ndarray | None  # per span, -1: none
+    correlation: PerSpan | None  # per span, -1: none
+    op_ids: PerSpan | None  # per span, -1: none
     kinds: Links | None  # position in _KINDS of spans whose kind is not their lane's
 
     def lanes_of(self, src: Any, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(which of the spans `idx` have a lane here, their lane positions)."""
-        key = (src.col("pid")[idx].astype(np.int64) << 32) | src.col("tid")[idx]
+        key = (src.gather("pid", idx).astype(np.int64) << 32) | src.gather("tid", idx)
         if not len(self.keys):
             return np.zeros(len(idx), dtype=bool), np.zeros(0, dtype=np.int32)
         pos = np.minimum(np.searchsorted(self.keys, key), len(self.keys) - 1)
@@ -75,8 +91,8 @@ class _Part:
     def chunks(self, src: Any) -> Iterator[np.ndarray]:
         """The part's spans, SLICE_ROWS at a time (all spans: taken in order, those without a lane left out)."""
         if self.index is not None:
-            for lo in range(0, len(self.index), SLICE_ROWS):
-                yield self.index[lo : lo + SLICE_ROWS]
+            for _, block in self.index.blocks(SLICE_ROWS):
+                yield block
             return
         for lo in range(0, len(src), SLICE_ROWS):
             yield np.arange(lo, min(lo + SLICE_ROWS, len(src)), dtype=np.int64)
@@ -91,14 +107,14 @@ class SliceRows:
         self._lane_at: dict[Lane, int] = {}
         self.parts: list[_Part] = []
 
-    def add(self, lanes: dict[tuple[int, int], Lane], index: np.ndarray | None = None, *, instants: bool = False,
-            correlation: Links | np.ndarray | None = None, op_ids: np.ndarray | None = None,
+    def add(self, lanes: dict[tuple[int, int], Lane], index: np.ndarray | DiskColumn | None = None, *,
+            instants: bool = False, correlation: PerSpan | None = None, op_ids: PerSpan | None = None,
             kinds: dict[int, SliceKind] | None = None) -> None:  # fmt: skip
-        """The spans `index` (default all; or the instants) whose thread has a lane in `lanes`, as rows.
+        """The spans `index` (sorted; default all; or the instants) whose thread has a lane in `lanes`, as rows.
 
         `correlation` and `op_ids`: per span (-1: none); `kinds`: a span's slice kind instead of its lane's.
-        Keeps 8 bytes a row where `index` is given (the rows that have a lane), nothing where it is not and
-        every thread has a lane.
+        Keeps 8 bytes a row where `index` is given (the rows that have a lane), on disk past HOLD_ROWS, nothing
+        where it is not and every thread has a lane.
         """
         src = self.ev.instants if instants else self.ev
         for lane in lanes.values():
@@ -107,15 +123,18 @@ class SliceRows:
         keys = np.array([(p << 32) | t for p, t in lanes], dtype=np.int64)
         at = np.array([self._lane_at[lane] for lane in lanes.values()], dtype=np.int32)
         order = np.argsort(keys)
-        part = _Part(None if index is None else np.asarray(index, dtype=np.int64), 0, keys[order], at[order], instants,
-                     correlation, op_ids, None)  # fmt: skip
-        kept, rows = [], 0
+        if isinstance(index, np.ndarray):
+            given = DiskColumn("q", _chrome_events.HOLD_ROWS)
+            given.extend(index)
+            index = given
+        part = _Part(index, 0, keys[order], at[order], instants, correlation, op_ids, None)
+        kept, rows = DiskColumn("q", _chrome_events.HOLD_ROWS), 0
         for idx in part.chunks(src):
             found = part.lanes_of(src, idx)[0]
             rows += int(np.count_nonzero(found))
-            kept.append(idx[found])
+            kept.extend(idx[found])
         if index is not None or rows < len(src):
-            part.index = np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
+            part.index = kept
         part.rows = rows
         if kinds:
             part.kinds = Links(np.fromiter(kinds.keys(), dtype=np.int64, count=len(kinds)),
@@ -133,7 +152,7 @@ class SliceRows:
         for part in self.parts:
             src = ev.instants if part.instants else ev
             for idx in part.chunks(src):
-                used[src.col("name")[idx[part.lanes_of(src, idx)[0]] if part.index is None else idx]] = True
+                used[src.gather("name", idx[part.lanes_of(src, idx)[0]] if part.index is None else idx)] = True
         name = _Coder([v if used[c] else None for c, v in enumerate(vals)], used)
         engine = _Coder(sorted({lane.engine for lane in self.lanes}), np.ones(len({lane.engine for lane in self.lanes}), dtype=bool))
         engines = {w: n for n, w in enumerate(engine.words.to_pylist())}
@@ -145,11 +164,11 @@ class SliceRows:
         lane_kind = np.array([_KINDS.index(lane.slice_kind.value) for lane in self.lanes] or [0], dtype=np.int8)
         rid, t0 = self.rid, self.t0
 
-        def optional(column: np.ndarray | None, idx: np.ndarray | None) -> pa.Array | None:
-            """column[idx] (idx None: column as it is) with -1 as null."""
+        def optional(column: PerSpan | None, idx: np.ndarray) -> pa.Array | None:
+            """The values of the spans `idx` with -1 as null."""
             if column is None:
                 return None
-            values = column if idx is None else column[idx]
+            values = values_of(column, idx)
             return pa.array(values, pa.int64(), mask=values < 0)
 
         def batches() -> Iterator[pa.RecordBatch]:
@@ -163,15 +182,13 @@ class SliceRows:
                         own = part.kinds.of(idx)
                         k = np.where(own >= 0, own, k)
                     n = len(idx)
-                    corr = part.correlation
-                    corr = corr.of(idx) if isinstance(corr, Links) else None if corr is None else corr[idx]
                     table = _table("engine_slices", {
                         "region_id": np.full(n, rid, dtype=np.int32), "engine": engine(lane_engine[pos]),
                         "engine_kind": ekind(lane_ekind[pos]), "kind": kind(k.astype(np.int32)),
-                        "name": name(src.col("name")[idx]), "start": src.col("ts" if part.instants else "start")[idx] - t0,
-                        "dur": np.zeros(n, dtype=np.int64) if part.instants else src.col("dur")[idx],
+                        "name": name(src.gather("name", idx)), "start": src.gather("ts" if part.instants else "start", idx) - t0,
+                        "dur": np.zeros(n, dtype=np.int64) if part.instants else src.gather("dur", idx),
                         "op_id": optional(part.op_ids, idx),
-                        "correlation": optional(corr, None)})  # fmt: skip
+                        "correlation": optional(part.correlation, idx)})  # fmt: skip
                     yield from table.to_batches()
 
         return TableSlices(len(self), batches)
@@ -195,4 +212,4 @@ def finish(trace: Trace, tables: dict[str, TableSlices], *, sliced: bool) -> Tra
                 trace.slices[source] = TableSlices(table.num_rows, lambda table=table: iter(table.to_batches()))
     return trace
 
-__all__ = ["SLICE_ROWS", "Lane", "Links", "SliceRows", "finish"]
+__all__ = ["SLICE_ROWS", "Lane", "Links", "PerSpan", "SliceRows", "finish", "values_of"]

@@ -99,6 +99,14 @@ class DiskColumn:
             got += n
         return got
 
+    def __getitem__(self, i: int) -> int | float:
+        """One value (a negative index counts from the end); past the end: IndexError (so iteration stops there)."""
+        n = len(self)
+        at = i + n if i < 0 else i
+        if not 0 <= at < n:
+            raise IndexError(f"index {i} outside a column of {n} values")
+        return self.held[at - self._on_disk] if at >= self._on_disk else self.read(at, at + 1)[0].item()
+
     def blocks(self, rows: int = HOLD_ROWS) -> Iterator[tuple[int, np.ndarray]]:
         """(first index, values) for consecutive runs of at most `rows` values, in order."""
         for lo in range(0, len(self), max(1, rows)):
@@ -131,6 +139,44 @@ class DiskColumn:
             else:
                 out[order[lo:hi]] = values
         return out
+
+    def put(self, index: np.ndarray, values: np.ndarray | float, window: int = WINDOW_ROWS) -> None:
+        """Overwrite the values at `index` (any order; a repeated index keeps its last value) with `values` (one a
+        index, or one for all): the held part in place, the file one window of `window` values at a time (read,
+        changed, written back: only the windows some index falls in)."""
+        index = np.asarray(index, dtype=np.int64)
+        values = np.broadcast_to(np.asarray(values, dtype=self.dtype), index.shape)
+        n = len(self)
+        if not len(index):
+            return
+        if int(index.min()) < 0 or int(index.max()) >= n:
+            raise IndexError(f"an index outside a column of {n} values")
+        if not bool(np.all(index[1:] > index[:-1])):
+            order = np.argsort(index, kind="stable")
+            index, values = index[order], values[order]
+            last = np.r_[index[1:] != index[:-1], True]
+            index, values = index[last], values[last]
+        held = index >= self._on_disk
+        if held.any():
+            np.frombuffer(self.held, dtype=self.dtype)[index[held] - self._on_disk] = values[held]
+            index, values = index[~held], values[~held]
+        if not len(index):
+            return
+        window = max(1, window)
+        bounds = np.flatnonzero(np.diff(index // window)) + 1
+        for lo, hi in zip(np.r_[0, bounds].tolist(), np.r_[bounds, len(index)].tolist(), strict=True):
+            part = index[lo:hi]
+            first = int(part[0]) // window * window
+            block = self.read(first, min(first + window, self._on_disk))
+            block[part - first] = values[lo:hi]
+            self._pwrite(memoryview(block).cast("B"), first * self.dtype.itemsize)
+
+    def _pwrite(self, view: memoryview, offset: int) -> None:
+        assert self._file is not None
+        self._file.flush()
+        fd, done = self._file.fileno(), 0
+        while done < len(view):
+            done += os.pwritev(fd, [view[done:]], offset + done)
 
     def close(self) -> None:
         """Drop the values (the file goes away)."""

@@ -23,9 +23,11 @@ import pyarrow as pa
 from ..builder import TraceBuilder
 from ..schema import TABLES, Mode, SliceKind, Source
 from ..trace import RunInfo, Trace
-from ._chrome_events import _OTHER_ID, ChromeEvents, bind_flows, collect
-from ._chrome_slices import Lane, Links, SliceRows, finish
+from ._chrome_bind import bind_flows, flow_ids
+from ._chrome_events import ChromeEvents, blocks, collect, lane_keys
+from ._chrome_slices import Lane, SliceRows, finish
 from ._source import DEFAULT_CAPS, SizeCaps
+from ._spill import DiskColumn
 
 FORMAT = "chrome"
 GENERIC_MISSING = [
@@ -50,27 +52,18 @@ def lane_label(ev: ChromeEvents, pid: Any, tid: Any) -> str:
     return f"{process} / {thread}"
 
 
-def flow_correlations(ev: ChromeEvents, which: np.ndarray | None = None, *, span: np.ndarray | None = None) -> np.ndarray:
-    """Per span: the id of a flow bound to it (ids that are not int64 get numbers from 2^62 up), or -1.
+def flow_links(ev: ChromeEvents, bound: DiskColumn | None = None, *,
+               keep: Callable[[np.ndarray], np.ndarray] | None = None) -> DiskColumn:  # fmt: skip
+    """Per span: the id of a flow bound to it (ids that are not int64 get numbers from 2^62 up), or -1; on disk.
 
-    span: the span each of the flows `which` binds to, when the caller has bound them already."""
-    links = flow_links(ev, which, span=span)
-    corr = np.full(len(ev), -1, dtype=np.int64)
-    corr[links.spans] = links.values
-    return corr
-
-
-def flow_links(ev: ChromeEvents, which: np.ndarray | None = None, *, span: np.ndarray | None = None,
-               among: np.ndarray | None = None) -> Links:  # fmt: skip
-    """`flow_correlations` for the spans that have a flow only (`among`: a flag per span, the spans kept)."""
-    idx = np.arange(len(ev.flows), dtype=np.int64) if which is None else which
-    span = bind_flows(ev, idx) if span is None else span
-    key = ev.flows.column("key")[idx]
-    key = np.where(key < 0, key - _OTHER_ID + 2**62, key)  # not int64, or negative: numbered apart
-    bound = span >= 0
-    if among is not None:
-        bound &= among[np.maximum(span, 0)]
-    return Links(span[bound], key[bound])
+    bound: each flow endpoint's span, when the caller has bound them already (`_chrome_bind.bind_flows`);
+    keep(spans): which of those spans may have one."""
+    own = bound is None
+    bound = bind_flows(ev) if bound is None else bound
+    ids = flow_ids(ev, bound, keep)
+    if own:
+        bound.close()
+    return ids
 
 
 def sorted_lanes(ev: ChromeEvents, lane_of: Callable[[Any, Any], Lane]) -> dict[tuple[int, int], Lane]:
@@ -78,8 +71,9 @@ def sorted_lanes(ev: ChromeEvents, lane_of: Callable[[Any, Any], Lane]) -> dict[
     vals = ev.values.values
     keys: set[tuple[int, int]] = set()
     for src in (ev, ev.instants):
-        pairs = np.unique((src.col("pid").astype(np.int64) << 32) | src.col("tid"))
-        keys.update(zip((pairs >> 32).tolist(), (pairs & 0xFFFFFFFF).tolist(), strict=True))
+        for lo, hi in blocks(len(src)):
+            pairs = np.unique(lane_keys(src, lo, hi))
+            keys.update(zip((pairs >> 32).tolist(), (pairs & 0xFFFFFFFF).tolist(), strict=True))
 
     def order(key: tuple[int, int]) -> tuple:
         pid, tid = vals[key[0]], vals[key[1]]
@@ -167,8 +161,8 @@ def with_slices(trace: Trace, tables: list[pa.Table]) -> Trace:
 def run_extent(ev: ChromeEvents) -> tuple[int, int]:
     """(first start, last end) in ns as written, over spans and instants."""
     t0 = ev.t0()
-    ends = [int((ev.col("start") + ev.col("dur")).max())] if len(ev) else []
-    ends += [int(ev.instants.col("ts").max())] if len(ev.instants) else []
+    ends = [int((ev.read("start", lo, hi) + ev.read("dur", lo, hi)).max()) for lo, hi in blocks(len(ev))]
+    ends += [int(ev.instants.read("ts", lo, hi).max()) for lo, hi in blocks(len(ev.instants))]
     return t0, max(ends, default=t0)
 
 
@@ -201,9 +195,8 @@ def read_chrome(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool
     annotations = {key: Lane(lane.engine, lane.engine_kind, SliceKind.ANNOTATION) for key, lane in lanes.items()}
     rows.add(annotations, instants=True)  # instants: zero-length annotation slices on their thread's lane
     rows.add(lanes, correlation=flow_links(ev))
-    ev.drop_index()
     return finish(b.build(), {"engine_slices": rows.slices()}, sliced=sliced)
 
 
-__all__ = ["FORMAT", "GENERIC_MISSING", "Lane", "base_info", "epoch_iso", "flow_correlations", "flow_links", "lane_label",
+__all__ = ["FORMAT", "GENERIC_MISSING", "Lane", "base_info", "epoch_iso", "flow_links", "lane_label",
            "read_chrome", "run_extent", "slice_table", "sniff", "sorted_lanes", "with_slices"]  # fmt: skip

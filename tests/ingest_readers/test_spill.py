@@ -51,3 +51,28 @@ def test_extend_past_hold_writes_through() -> None:
     assert col.dtype == np.int32
     col.close()
     assert len(col) == 0
+
+
+def test_one_value_by_index_from_file_or_memory() -> None:
+    col = _column([5, 6, 7, 8, 9], hold=2)  # 5..8 in the file, 9 held
+    assert (col[0], col[3], col[4], col[-1], col[-5]) == (5, 8, 9, 9, 5)
+    assert type(col[1]) is int
+    assert list(col) == [5, 6, 7, 8, 9]  # iteration stops at the IndexError past the end
+    with pytest.raises(IndexError):
+        col[5]
+    with pytest.raises(IndexError):
+        col[-6]
+
+
+def test_put_overwrites_in_file_windows_and_in_memory() -> None:
+    col = _column([0, 1, 2, 3, 4, 5, 6, 7, 8], hold=4)  # 0..7 in the file, 8 held
+    col.put(np.array([7, 2, 8, 2, 5]), np.array([70, 20, 80, 21, 50]), window=3)  # 2 twice: the last value stays
+    assert col.read(0, 9).tolist() == [0, 1, 21, 3, 4, 50, 6, 70, 80]
+    col.put(np.array([0, 1]), -1, window=3)  # one value for all
+    assert col.read(0, 3).tolist() == [-1, -1, 21]
+    col.held.append(9)  # the column still grows at its end after a put
+    col.settle()
+    assert col.read(6, 10).tolist() == [6, 70, 80, 9] and col.on_disk == 8
+    col.put(np.zeros(0, dtype=np.int64), 5)  # nothing to do
+    with pytest.raises(IndexError):
+        col.put(np.array([10]), 1)
