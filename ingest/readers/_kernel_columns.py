@@ -23,6 +23,7 @@ from pyarrow import csv as pa_csv
 from ..errors import TraceFormatError
 from ._chrome_stream import file_chunks, micros_to_ns
 from ._source import SizeCaps
+from ._spill import HOLD_ROWS, DiskColumn
 
 _CORE = ("Accelerator Core", "Task Type")  # older exports name the core column "Task Type"
 _KERNEL_NEEDS = ("Name", "Start Time(us)", "Duration(us)")
@@ -30,6 +31,7 @@ _MAX_PROBLEMS = 12
 _LIMIT = 2**61  # ns and counts beyond this are not a profile (and would overflow int64 columns)
 _BLOCK_BYTES = 4 << 20  # CSV read this much at a time
 _RUN = 2 << 20  # distinct names' hashes: runs merged up to this many (a merge's copies stay small)
+_HOLD = HOLD_ROWS  # kernels' column values kept in memory before they go to a temporary file (tests make it tiny)
 
 
 def _clean(value: str | None) -> str | None:
@@ -195,44 +197,19 @@ class _Names:
         return pa.Array.from_buffers(pa.string(), self.count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
-class _Spill:
-    """Columns written block by block to anonymous temporary files as they are read, read back whole at the end:
-    while reading, memory holds one block of them (blocks kept in memory pin the freed cells between them)."""
-
-    def __init__(self, dtypes: dict[str, type]) -> None:
-        self.dtypes = dtypes
-        self.files = {c: tempfile.TemporaryFile() for c in dtypes}
-        self.rows = 0
-
-    def add(self, column: str, values: np.ndarray) -> None:
-        self.files[column].write(memoryview(np.ascontiguousarray(values, dtype=self.dtypes[column])).cast("B"))
-        if column == "start":
-            self.rows += len(values)
-
-    def read(self) -> dict[str, np.ndarray]:
-        out = {}
-        for c, f in self.files.items():
-            with f:
-                f.seek(0)
-                out[c] = np.empty(self.rows, dtype=self.dtypes[c])
-                if f.readinto(memoryview(out[c]).cast("B")) != out[c].nbytes:
-                    raise OSError(f"the temporary file of column {c} was cut short")
-        self.files = {}
-        return out
-
-
 @dataclasses.dataclass
 class _Kernels:
-    """A kernel_details.csv as columns: per kernel its start and duration (int64 ns), name code and combo; each
-    combo a distinct tuple of the other cells (a code into `cells` per column of `combo_cells`)."""
+    """A kernel_details.csv as columns on disk, in file order: per kernel its start and duration (int64 ns), name
+    code and combo; each combo a distinct tuple of the other cells (a code into `cells` per column of
+    `combo_cells`)."""
 
     header: list[str]
     core_col: str
-    start: np.ndarray
-    dur: np.ndarray
-    name: np.ndarray  # int32 codes into `names`
+    start: DiskColumn  # int64
+    dur: DiskColumn  # int64
+    name: DiskColumn  # int32 codes into `names`, in order of first appearance in the file
     names: pa.Array
-    combo: np.ndarray  # int32
+    combo: DiskColumn  # int32
     combo_cells: dict[str, np.ndarray]
     cells: _Cells
 
@@ -240,7 +217,7 @@ class _Kernels:
 def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
     """The columns of a kernel_details.csv read in blocks by pyarrow's CSV reader: times as int64 ns (exact
     decimals), names coded block by block, every other cell as a code into `cells`, a kernel's cells as one combo
-    (24 bytes a kernel in all)."""
+    (24 bytes a kernel in all, written to temporary files as they are read)."""
     chunks = file_chunks(path, caps)
     first = next(chunks, b"")
     line = first.split(b"\n", 1)[0]
@@ -271,7 +248,8 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
     coded = [c for c in wanted if c not in ("Start Time(us)", "Duration(us)", "Name")]
     combos: dict[tuple[int, ...], int] = {}
     coder = _Names()
-    spill = _Spill({"start": np.int64, "dur": np.int64, "name": np.int32, "combo": np.int32})
+    spill = {"start": DiskColumn("q", _HOLD), "dur": DiskColumn("q", _HOLD), "name": DiskColumn("i", _HOLD),
+             "combo": DiskColumn("i", _HOLD)}  # fmt: skip
     blocks = 0
     problems: list[str] = []
     bad = rows = 0
@@ -308,9 +286,9 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
             rows += batch.num_rows
             if bad or not kept:
                 continue  # malformed: reported below
-            spill.add("name", coder.codes(list(local), np.array(kept, dtype=np.int32)))
-            spill.add("start", np.array(start, dtype=np.int64))
-            spill.add("dur", np.array(dur, dtype=np.int64))
+            spill["name"].extend(coder.codes(list(local), np.array(kept, dtype=np.int32)))
+            spill["start"].extend(np.array(start, dtype=np.int64))
+            spill["dur"].extend(np.array(dur, dtype=np.int64))
             block = np.empty((len(kept), len(coded)), dtype=np.int32)
             for j, c in enumerate(coded):  # cells of few distinct values: coded per distinct value of the block
                 encoded = batch.column(names[raw_header.index(raw_of[c])]).dictionary_encode()
@@ -321,7 +299,7 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
                 key = np.unique(key * (len(cells.clean) + 1) + block[:, j], return_inverse=True)[1].reshape(-1)
             _, first_at, inverse = np.unique(key, return_index=True, return_inverse=True)
             of_combo = np.array([combos.setdefault(tuple(r), len(combos)) for r in block[first_at].tolist()], dtype=np.int32)
-            spill.add("combo", of_combo[inverse.reshape(-1)])
+            spill["combo"].extend(of_combo[inverse.reshape(-1)])
             blocks += 1
             if blocks % 8 == 0:  # the blocks' freed cells, between the kept columns: back to the system
                 _trim()
@@ -331,21 +309,11 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
     if bad or ragged:
         raise TraceFormatError(path, [f"{bad + len(ragged)} of {rows + len(ragged)} rows are malformed",
                                       *[*ragged, *problems][:_MAX_PROBLEMS]])  # fmt: skip
-    if not spill.rows:
+    if not len(spill["start"]):
         raise TraceFormatError(path, "the table has a header but no rows: nothing to convert")
     table = np.array(list(combos), dtype=np.int32).reshape(len(combos), len(coded))
     words = coder.dictionary(path)
     del coder
     _trim()
-    columns = spill.read()  # one column at a time, each in one allocation
-    return _Kernels(header, core_col, columns["start"], columns["dur"], columns["name"], words,
-                    columns["combo"], {c: table[:, j] for j, c in enumerate(coded)}, cells)  # fmt: skip
-
-
-def _first_seen(codes: np.ndarray, words: pa.Array) -> tuple[np.ndarray, pa.Array]:
-    """Codes renumbered in order of first appearance in `codes` (and the words in that order)."""
-    used, first = np.unique(codes, return_index=True)
-    order = used[np.argsort(first, kind="stable")]
-    renumber = np.zeros(len(words) or 1, dtype=np.int32)
-    renumber[order] = np.arange(len(order), dtype=np.int32)
-    return renumber[codes], words.take(pa.array(order))
+    return _Kernels(header, core_col, spill["start"], spill["dur"], spill["name"], words, spill["combo"],
+                    {c: table[:, j] for j, c in enumerate(coded)}, cells)  # fmt: skip

@@ -19,6 +19,7 @@ fallback signals, and the table is kept in ``run_info.extra["op_statistic"]``.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from collections.abc import Iterator
@@ -31,20 +32,11 @@ from ..builder import TraceBuilder
 from ..errors import TraceFormatError
 from ..schema import EngineKind, Mode, Placement, SignalKind, SliceKind, Source
 from ..trace import RunInfo, TableSlices, Trace
-from . import _chrome_slices
+from . import _chrome_slices, _kernel_columns
 from ._chrome_slices import finish
 from ._chrome_stream import micros_to_ns
-from ._kernel_columns import (
-    _CORE,
-    _KERNEL_NEEDS,
-    _LIMIT,
-    _MAX_PROBLEMS,
-    _Cells,
-    _clean,
-    _first_seen,
-    _kernel_columns,
-    _trim,
-)
+from ._kernel_columns import _CORE, _KERNEL_NEEDS, _LIMIT, _MAX_PROBLEMS, _Cells, _clean, _Kernels, _trim
+from ._kernel_order import first_seen, in_order, sort_by_start
 from ._kineto_link import _Coder, _table
 from ._source import DEFAULT_CAPS, SizeCaps, decode_text, read_bytes
 from .ascend_trace import AI_CPU, AI_CPU_NOTE
@@ -113,37 +105,39 @@ def _dtypes(text: str | None) -> str | None:
 def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool = False) -> Trace:
     """Convert a torch_npu ``kernel_details.csv`` into device lanes, kernel rows and AI CPU fallbacks.
 
-    Read in blocks by pyarrow's CSV reader into columns (24 bytes a kernel, and each distinct name once); sliced:
-    the ops and engine slices are made as they are written (`Trace.slices`)."""
+    Read in blocks by pyarrow's CSV reader into columns on disk (24 bytes a kernel; each distinct name once, in
+    memory), put in start order on disk if they are not (`_kernel_order`); the ops, engine slices and signals are
+    made `SLICE_ROWS` kernels at a time as they are written (sliced: `Trace.slices`) or gathered."""
     path = Path(path)
-    k = _kernel_columns(path, caps)
-    cells, clean, combo, start, dur = k.cells, k.cells.clean, k.combo, k.start, k.dur
-    n, n_combo = len(start), len(k.combo_cells[k.core_col])
-    name_codes = k.name
-    if n > 1 and not (start[1:] >= start[:-1]).all():  # kernels by start (a stable sort: ties keep file order)
-        order = np.argsort(start, kind="stable")
-        start, dur, combo, name_codes = start[order], dur[order], combo[order], name_codes[order]
+    k = _kernel_columns._kernel_columns(path, caps)
+    cells, clean = k.cells, k.cells.clean
+    n, n_combo = len(k.start), len(k.combo_cells[k.core_col])
+    rows = _chrome_slices.SLICE_ROWS
+    renumber = None  # codes given in order of first appearance already when the kernels come in start order
+    if not in_order(k.start, rows):  # kernels by start (a stable sort: ties keep file order)
+        cols = sort_by_start({"start": k.start, "dur": k.dur, "name": k.name, "combo": k.combo}, hold=_kernel_columns._HOLD)
+        k.start, k.dur, k.name, k.combo = cols["start"], cols["dur"], cols["name"], cols["combo"]
+        renumber, order = first_seen(k.name, len(k.names), rows)  # the dictionary in order of first appearance (by start)
+        k.names = k.names.take(pa.array(order))
         del order
-        k.name, k.names = _first_seen(name_codes, k.names)  # the dictionary in order of first appearance (by start)
-    else:  # codes given in order of first appearance already
-        k.name = name_codes
-    name = pa.DictionaryArray.from_arrays(pa.array(k.name), k.names)
-    del name_codes
-    k.name = k.start = k.dur = k.combo = k.names = None  # type: ignore[assignment]
     _trim()
-    t0 = int(start[0])
-    end = t0
-    first_of = np.full(n_combo, np.iinfo(np.int64).max, dtype=np.int64)  # per combo: its first start, last end
-    last_of = np.full(n_combo, np.iinfo(np.int64).min, dtype=np.int64)
-    for lo in range(0, n, _chrome_slices.SLICE_ROWS):
-        at = slice(lo, lo + _chrome_slices.SLICE_ROWS)
-        ends = start[at] + dur[at]
-        end = max(end, int(ends.max()))
-        np.minimum.at(first_of, combo[at], start[at])
-        np.maximum.at(last_of, combo[at], ends)
-    del ends
     none = np.full(n_combo, cells.code(None), dtype=np.int32)
     of = {c: k.combo_cells.get(c, none) for c in ("Device_id", "Step Id", "Stream ID", "Type")}  # per combo
+    typed = np.array([v is not None for v in clean] or [False], dtype=bool)[of["Type"]]  # per combo
+    t0, end = int(k.start[0]), None
+    first_of = np.full(n_combo, np.iinfo(np.int64).max, dtype=np.int64)  # per combo: its first start, last end
+    last_of = np.full(n_combo, np.iinfo(np.int64).min, dtype=np.int64)
+    per_combo = np.zeros(n_combo, dtype=np.int64)
+    untyped: list[np.ndarray] = []  # name codes of kernels without a Type
+    for _, start, dur, combo, name in _blocks(k, renumber, 0, rows):
+        ends = start + dur
+        end = int(ends.max()) if end is None else max(end, int(ends.max()))
+        np.minimum.at(first_of, combo, start)
+        np.maximum.at(last_of, combo, ends)
+        per_combo += np.bincount(combo, minlength=n_combo)
+        untyped = [np.unique(np.concatenate([*untyped, name[~typed[combo]]]))]
+    named = untyped[0].astype(np.int32) if untyped else np.zeros(0, dtype=np.int32)
+    del untyped
     dev_of = [c or "0" for c in clean]
     used_devs = sorted({dev_of[c] for c in np.unique(of["Device_id"]).tolist()}, key=lambda d: (len(d), d))
     info = RunInfo(source=Source.CONVERTED, producer="portscope convert", converted_from=KERNELS_FORMAT,
@@ -183,54 +177,91 @@ def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slic
             lanes.append((f"{prefix} stream {stream}" if stream else f"{prefix} {core}", EngineKind.STREAM,
                           SliceKind.FALLBACK if core == AI_CPU else SliceKind.COMPUTE))  # fmt: skip
     per_core = np.zeros(len(clean) or 1, dtype=np.int64)
-    np.add.at(per_core, core_code, np.bincount(combo, minlength=n_combo))
+    np.add.at(per_core, core_code, per_combo)
     cores: dict[str, int] = {}
     for c in np.flatnonzero(per_core).tolist():
         cores[clean[c] or "unknown"] = cores.get(clean[c] or "unknown", 0) + int(per_core[c])
     b.run_info.extra["accelerator_cores"] = dict(sorted(cores.items()))
-    op_name = _op_names(clean, of["Type"], combo, name)
-    ai_cpu = np.array([v == AI_CPU for v in clean], dtype=bool)
-    which = np.flatnonzero(ai_cpu[core_code][combo])  # AI CPU kernels: a fallback signal each, made as columns
-    m = len(which)
-
-    def constant(word: str) -> pa.DictionaryArray:
-        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(m, dtype=np.int32)), pa.array([word]))
-
+    ai_cpu = np.array([v == AI_CPU for v in clean], dtype=bool)[core_code]  # per combo: AI CPU kernels, a fallback each
     trace = b.build()
-    trace.tables["signals"] = _table("signals", {
-        "region_id": region[combo[which]], "op_id": which.astype(np.int64), "kind": constant(SignalKind.CPU_FALLBACK.value),
-        "reason": constant("ai-cpu"), "op_name": op_name.take(pa.array(which)), "count": np.ones(m, dtype=np.int64),
-        "bytes": np.zeros(m, dtype=np.int64), "note": constant(AI_CPU_NOTE), "time_ns": start[which] - t0})  # fmt: skip
-    del which
-    start -= t0  # relative from here on (in place: no second column)
     cell = {c: k.combo_cells.get(c, none) for c in ("Input Shapes", "Input Data Types", "Output Shapes", "Output Data Types", "Device_id")}
-    return finish(trace, _kernel_tables(cell, cells, combo, start, dur, region, name, op_name, lanes, lane_at, dev_of),
-                  sliced=sliced)
+    op_name = _OpNames(clean, of["Type"], typed, named, k.names)
+    made = _KernelRows(k, renumber, t0, region, op_name, ai_cpu)
+    tables = _kernel_tables(made, cell, cells, lanes, lane_at, dev_of)
+    signals = int(per_combo[ai_cpu].sum())
+    if signals:
+        tables["signals"] = TableSlices(signals, made.signal_batches)
+    return finish(trace, tables, sliced=sliced)
 
 
-def _op_names(clean: list[str | None], type_of: np.ndarray, combo: np.ndarray, name: pa.DictionaryArray) -> pa.DictionaryArray:
-    """Per kernel its Type (`type_of` its combo), or its Name where it has none, dictionary-encoded (types first,
-    then those names)."""
-    typed = np.array([v is not None for v in clean] or [False], dtype=bool)[type_of]  # per combo
-    types = np.unique(type_of[typed])
-    at = np.zeros(len(clean) or 1, dtype=np.int32)
-    at[types] = np.arange(len(types), dtype=np.int32)
-    has_type = typed[combo]
-    name_at = name.indices.to_numpy(zero_copy_only=False)[~has_type]
-    named = np.unique(name_at)
-    indices = at[type_of][combo]
-    indices[~has_type] = len(types) + np.searchsorted(named, name_at)
-    words = pa.concat_arrays([pa.array([clean[c] for c in types.tolist()], pa.string()), name.dictionary.take(pa.array(named))])
-    return pa.DictionaryArray.from_arrays(pa.array(indices), words)
+def _blocks(k: _Kernels, renumber: np.ndarray | None, t0: int,
+            rows: int) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:  # fmt: skip
+    """(first kernel, start - t0, dur, combo, name code) of `rows` kernels at a time, read from disk."""
+    for lo in range(0, len(k.start), max(1, rows)):
+        name = k.name.read(lo, lo + rows)
+        start = k.start.read(lo, lo + rows)
+        start -= t0
+        yield lo, start, k.dur.read(lo, lo + rows), k.combo.read(lo, lo + rows), name if renumber is None else renumber[name]
 
 
-def _kernel_tables(cell: dict[str, np.ndarray], cells: _Cells, combo: np.ndarray, start: np.ndarray, dur: np.ndarray,
-                   region: np.ndarray, name: pa.DictionaryArray, op_name: pa.DictionaryArray,
-                   lanes: list[tuple[str, EngineKind, SliceKind]], lane_at: np.ndarray, dev_of: list[str]) -> dict[str, TableSlices]:  # fmt: skip
+class _OpNames:
+    """Per kernel its Type, or its Name where it has none, dictionary-encoded (types first, then those names:
+    `named`, the sorted name codes of kernels without a Type)."""
+
+    def __init__(self, clean: list[str | None], type_of: np.ndarray, typed: np.ndarray, named: np.ndarray,
+                 names: pa.Array) -> None:  # fmt: skip
+        types = np.unique(type_of[typed])
+        at = np.zeros(len(clean) or 1, dtype=np.int32)
+        at[types] = np.arange(len(types), dtype=np.int32)
+        self.of_combo, self.typed, self.named, self.first_named = at[type_of], typed, named, len(types)
+        self.words = pa.concat_arrays([pa.array([clean[c] for c in types.tolist()], pa.string()), names.take(pa.array(named))])
+
+    def __call__(self, combo: np.ndarray, name: np.ndarray) -> pa.DictionaryArray:
+        has_type = self.typed[combo]
+        indices = self.of_combo[combo]
+        indices[~has_type] = self.first_named + np.searchsorted(self.named, name[~has_type])
+        return pa.DictionaryArray.from_arrays(pa.array(indices), self.words)
+
+
+@dataclasses.dataclass
+class _KernelRows:
+    """What the tables' slices are made of: the kernels on disk and per-combo lookups."""
+
+    k: _Kernels
+    renumber: np.ndarray | None
+    t0: int
+    region: np.ndarray  # per combo
+    op_name: _OpNames
+    ai_cpu: np.ndarray  # per combo
+
+    def blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        return _blocks(self.k, self.renumber, self.t0, _chrome_slices.SLICE_ROWS)
+
+    def signal_batches(self) -> Iterator[pa.RecordBatch]:
+        """A fallback signal per AI CPU kernel."""
+        for lo, start, _, combo, name in self.blocks():
+            which = np.flatnonzero(self.ai_cpu[combo])
+            m = len(which)
+            if not m:
+                continue
+
+            def constant(word: str, m: int = m) -> pa.DictionaryArray:
+                return pa.DictionaryArray.from_arrays(pa.array(np.zeros(m, dtype=np.int32)), pa.array([word]))
+
+            yield from _table("signals", {
+                "region_id": self.region[combo[which]], "op_id": which.astype(np.int64) + lo,
+                "kind": constant(SignalKind.CPU_FALLBACK.value), "reason": constant("ai-cpu"),
+                "op_name": self.op_name(combo[which], name[which]), "count": np.ones(m, dtype=np.int64),
+                "bytes": np.zeros(m, dtype=np.int64), "note": constant(AI_CPU_NOTE), "time_ns": start[which]}).to_batches()  # fmt: skip
+
+
+def _kernel_tables(made: _KernelRows, cell: dict[str, np.ndarray], cells: _Cells, lanes: list[tuple[str, EngineKind, SliceKind]],
+                   lane_at: np.ndarray, dev_of: list[str]) -> dict[str, TableSlices]:  # fmt: skip
     """The ops (one per kernel, placement device) and engine slices, made slice by slice with shared dictionaries;
-    `cell`, `region` and `lane_at` are per combo."""
+    `cell`, `made.region` and `lane_at` are per combo."""
     clean = cells.clean
-    n = len(start)
+    n = len(made.k.start)
+    region = made.region
 
     def coder(values: list, codes: np.ndarray) -> _Coder:
         used = np.zeros(len(values), dtype=bool)
@@ -250,30 +281,26 @@ def _kernel_tables(cell: dict[str, np.ndarray], cells: _Cells, combo: np.ndarray
     lane_kind = np.array([kinds.index(k.value) for _, _, k in lanes], dtype=np.int32)
     slices = {"engine": _Coder(engines, np.ones(len(engines), dtype=bool)), "engine_kind": _Coder(ekinds, np.ones(len(ekinds), dtype=bool)),
               "kind": _Coder(kinds, np.ones(len(kinds), dtype=bool))}
-
-    def parts() -> Iterator[tuple[np.ndarray, int]]:
-        rows = _chrome_slices.SLICE_ROWS
-        for lo in range(0, n, rows):
-            yield combo[lo : lo + rows], lo
+    names = made.k.names
 
     def op_batches() -> Iterator[pa.RecordBatch]:
-        for of, lo in parts():
-            m, at = len(of), slice(lo, lo + len(of))
+        for lo, start, dur, of, name in made.blocks():
+            m = len(of)
             yield from _table("ops", {
-                "op_id": np.arange(lo, lo + m, dtype=np.int64), "region_id": region[of], "name": op_name.slice(lo, m),
-                "start_ns": start[at], "dur_ns": dur[at], "placement": placement(np.zeros(m, dtype=np.int32)),
+                "op_id": np.arange(lo, lo + m, dtype=np.int64), "region_id": region[of], "name": made.op_name(of, name),
+                "start_ns": start, "dur_ns": dur, "placement": placement(np.zeros(m, dtype=np.int32)),
                 "device": ops["device"](cell["Device_id"][of]),
                 **{k: ops[k](cell[c][of]) for k, c in (("input_shapes", "Input Shapes"), ("input_dtypes", "Input Data Types"),
                                                        ("output_shapes", "Output Shapes"), ("output_dtypes", "Output Data Types"))},
                 "bytes_in": np.zeros(m, dtype=np.int64), "bytes_out": np.zeros(m, dtype=np.int64)}).to_batches()  # fmt: skip
 
     def slice_batches() -> Iterator[pa.RecordBatch]:
-        for of, lo in parts():
-            lane, at = lane_at[of], slice(lo, lo + len(of))
+        for lo, start, dur, of, name in made.blocks():
+            lane = lane_at[of]
             yield from _table("engine_slices", {
                 "region_id": region[of], "engine": slices["engine"](lane_engine[lane]),
                 "engine_kind": slices["engine_kind"](lane_ekind[lane]), "kind": slices["kind"](lane_kind[lane]),
-                "name": name.slice(lo, len(lane)), "start": start[at], "dur": dur[at],
+                "name": pa.DictionaryArray.from_arrays(pa.array(name), names), "start": start, "dur": dur,
                 "op_id": np.arange(lo, lo + len(lane), dtype=np.int64)}).to_batches()  # fmt: skip
 
     return {"ops": TableSlices(n, op_batches), "engine_slices": TableSlices(n, slice_batches)}
