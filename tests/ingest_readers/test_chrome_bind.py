@@ -1,0 +1,136 @@
+"""Flow endpoints bound to spans in time buckets on disk (_chrome_bind), with tiny buckets and columns held.
+
+The trace is written here by hand and the expected span of each point worked out by hand from Chrome's
+rules: an enclosing point (``s``, ``t``, ``f`` with ``"bp": "e"``) -> the innermost span open at its time
+on its thread; others (and unenclosed enclosing points unless strict) -> the first span of their thread
+starting at or after them, the longest first among equal starts. With buckets of 2 spans, span A is open
+across several buckets and points inside it come after spans that closed in earlier buckets.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from portscope.ingest.readers import _chrome_bind, _chrome_events, _chrome_slices
+from portscope.ingest.readers._chrome_bind import Scatter, bind_flows, bind_points
+from portscope.ingest.readers._chrome_events import collect
+from portscope.ingest.readers.chrome_generic import read_chrome
+
+
+def _x(name: str, tid: int, ts: float, dur: float) -> dict:
+    return {"ph": "X", "name": name, "cat": "c", "pid": 1, "tid": tid, "ts": ts, "dur": dur}
+
+
+def _flow(ph: str, fid: int, tid: int, ts: float, bp: str | None = None) -> dict:
+    event = {"ph": ph, "name": "flow", "cat": "c", "id": fid, "pid": 1, "tid": tid, "ts": ts}
+    if bp:
+        event["bp"] = bp
+    return event
+
+
+SPANS = [  # span numbers 0..10 in this order
+    _x("A", 1, 0, 100),  # 0: open from 0 to 100 us, across the buckets of B..G
+    _x("B", 1, 10, 5),  # 1
+    _x("C", 1, 20, 5),  # 2
+    _x("D", 1, 30, 5),  # 3
+    _x("E", 1, 40, 5),  # 4: 40..45
+    _x("F", 1, 60, 30),  # 5: 60..90
+    _x("G", 1, 70, 5),  # 6: 70..75
+    _x("H", 1, 120, 5),  # 7
+    _x("K", 2, 50, 10),  # 8: thread 2, 50..60
+    _x("L", 4, 300, 50),  # 9: thread 4, the longer of two equal starts
+    _x("M", 4, 300, 10),  # 10: ... the shorter (innermost)
+]
+FLOWS = [
+    _flow("s", 1, 1, 42),  # inside E (inside A) -> E (4)
+    _flow("s", 2, 1, 47),  # after B..E closed, inside A only, whose start is buckets back -> A (0)
+    _flow("f", 3, 1, 100.5),  # not enclosing: the next span of thread 1 starting after it, H, buckets later -> 7
+    _flow("f", 4, 1, 72, "e"),  # inside G (inside F, inside A) -> G (6)
+    _flow("f", 5, 1, 95, "e"),  # F closed at 90, A still open -> A (0)
+    _flow("s", 6, 2, 55),  # inside K -> 8
+    _flow("s", 7, 2, 200),  # no span covers it and none starts later on thread 2 -> -1
+    _flow("s", 8, 3, 5),  # a thread without spans -> -1
+    _flow("s", 9, 4, 305),  # inside both L and M: the innermost, M -> 10
+    _flow("f", 10, 4, 299),  # not enclosing, L and M start together after it: the longest first, L -> 9
+]
+EXPECTED = [4, 0, 7, 6, 0, 8, -1, -1, 10, 9]
+
+
+@pytest.fixture
+def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Buckets of 2 spans, columns holding 2 values, scatter ranges of 3 indices, bucket files holding 1."""
+    monkeypatch.setattr(_chrome_events, "HOLD_ROWS", 2)
+    monkeypatch.setattr(_chrome_bind, "BUCKET_ROWS", 2)
+    monkeypatch.setattr(_chrome_bind, "SAMPLE_ROWS", 4)
+    monkeypatch.setattr(_chrome_bind, "RANGE_ROWS", 3)
+    monkeypatch.setattr(_chrome_bind, "SPILL_HOLD", 1)
+    monkeypatch.setattr(_chrome_slices, "SLICE_ROWS", 2)
+
+
+def _trace(tmp_path: Path) -> Path:
+    path = tmp_path / "flows.json"
+    path.write_text(json.dumps({"traceEvents": [*SPANS, *FLOWS]}))
+    return path
+
+
+@pytest.mark.parametrize("bucket_rows", [2, 3, 1 << 20])
+def test_flows_bind_by_chrome_rules_whatever_the_buckets(tmp_path: Path, tiny: None, bucket_rows: int,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setattr(_chrome_bind, "BUCKET_ROWS", bucket_rows)
+    ev = collect(_trace(tmp_path))
+    assert ev.start.on_disk == 11 and ev.flows.ts.on_disk == 10  # more than 2 held at the batch's end: to the files
+    bound = bind_flows(ev)
+    assert bound.read(0, len(bound)).tolist() == EXPECTED
+
+
+def test_buckets_split_the_spans(tmp_path: Path, tiny: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[int] = []
+    spread = _chrome_bind._spread
+
+    def counting(columns: list, bucket: np.ndarray, *values: np.ndarray) -> None:
+        seen.append(len(columns))
+        spread(columns, bucket, *values)
+
+    monkeypatch.setattr(_chrome_bind, "_spread", counting)
+    ev = collect(_trace(tmp_path))
+    assert bind_flows(ev).read(0, len(FLOWS)).tolist() == EXPECTED
+    assert min(seen) >= 4  # 11 spans on the points' threads, 2 a bucket: several buckets (sample quantiles may merge some)
+
+
+def test_strict_points_bind_only_to_an_enclosing_span(tmp_path: Path, tiny: None) -> None:
+    ev = collect(_trace(tmp_path))
+    pid, tid = ev.values.codes[1], ev.values.codes[1]  # pid 1, tid 1 share the code of the value 1
+    ts = np.array([47_000, 100_500, 72_000, 200_000], dtype=np.int64)
+    ones = np.ones(4, dtype=np.int8)
+    codes = np.full(4, pid, dtype=np.int32)
+    assert bind_points(ev, codes, np.full(4, tid, dtype=np.int32), ts, ones, strict=True).tolist() == [0, -1, 6, -1]
+    assert bind_points(ev, codes, np.full(4, tid, dtype=np.int32), ts, ones).tolist() == [0, 7, 6, -1]  # 100.5: the next, H
+
+
+def test_generic_trace_correlations_with_tiny_buckets(tmp_path: Path, tiny: None) -> None:
+    trace = read_chrome(_trace(tmp_path), sliced=True)
+    rows = [b.to_pylist() for b in trace.slices["engine_slices"].batches()]
+    got = {r["name"]: r["correlation"] for batch in rows for r in batch}
+    # per span the id of the last flow in the file bound to it: A gets 2 then 5 (5 wins), H 3, G 4, E 1, K 6, M 9, L 10
+    assert got == {"A": 5, "B": None, "C": None, "D": None, "E": 1, "F": None, "G": 4, "H": 3, "K": 6, "L": 10, "M": 9}
+
+
+def test_scatter_assembles_in_index_order_and_keeps_the_highest_order() -> None:
+    scatter = Scatter(7, ordered=True)
+    scatter.put(np.array([5, 0, 5]), np.array([50, 10, 51]), np.array([3, 0, 1]))
+    scatter.put(np.array([5, 2]), np.array([52, 20]), np.array([2, 4]))
+    assert scatter.column(hold=2).read(0, 7).tolist() == [10, -1, 20, -1, -1, 50, -1]  # order 3 beats 2 and 1
+
+
+def test_scatter_over_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_chrome_bind, "RANGE_ROWS", 2)
+    scatter = Scatter(5, "i")
+    scatter.put(np.array([4, 1]), np.array([40, 10]))
+    scatter.put(np.array([2]), np.array([20]))
+    column = scatter.column(hold=1)
+    assert column.dtype == np.int32 and column.on_disk == 5
+    assert column.read(0, 5).tolist() == [-1, 10, 20, -1, 40]
