@@ -26,9 +26,10 @@ from ..catalog import NO_WORK_OPS
 from ..trace import TableSlices
 from . import _kineto_sweep as sweep
 from ._kineto_events import KinetoEvents
+from ._kineto_join import device_calls
 from ._kineto_link import _Regions
-from ._kineto_rows import CorrelationIndex, RowColumns
-from ._kineto_sweep import DEV_CORR, RUNTIME_CORR, RUNTIME_PID, RUNTIME_TID, Link
+from ._kineto_rows import RowColumns
+from ._kineto_sweep import RUNTIME_PID, RUNTIME_TID, Link, column, filled
 from ._kineto_tables import (
     DEVICE,
     FALLBACK,
@@ -43,6 +44,7 @@ from ._kineto_tables import (
     sync_signals,
     unified,
 )
+from ._spill import DiskColumn
 
 
 def gpu_slices(b: TraceBuilder, ev: KinetoEvents, t0: float, regions: _Regions, root_device: str, devices: list, *,
@@ -58,20 +60,16 @@ def gpu_slices(b: TraceBuilder, ev: KinetoEvents, t0: float, regions: _Regions, 
     if runtime.kept_aside() or device.kept_aside() or ev.python.kept_aside():
         return None
     link = Link(ev, t0, regions, b)
-    index = CorrelationIndex(column_of(runtime, RUNTIME_CORR))  # no value aside: every id is an int64 or None
-    device_call = np.concatenate([np.zeros(0, dtype=np.int32),
-                                  *(index.find(part[DEV_CORR]) for _, part in device.chunks(sweep.CHUNK_ROWS))])  # fmt: skip
-    del index
+    device_call, call_size = device_calls(runtime, device)  # no value aside: every id is an int64 or None
     launched = link.launched(device_call)
-    placement = np.where(launched, DEVICE, HOST).astype(np.int8)  # codes into _PLACEMENTS
-    if infer_fallback and len(device):
-        placement[_fallback_guess(link, launched)] = FALLBACK
-    fallbacks = int(np.count_nonzero(placement == FALLBACK))
+    placement, used = _placements(link, launched, infer_fallback and len(device) > 0)
+    launched.close()
+    fallbacks = int(used[FALLBACK])
     host = HostLanes(link, placement)
-    signals = sync_signals(link, launched) if len(device) else TableBuilder("signals").build()  # syncs: GPU traces only
-    work = DeviceWork(link, device_call, multi_device=len(devices) > 1)
+    signals = sync_signals(link) if len(device) else TableBuilder("signals").build()  # syncs: GPU traces only
+    work = DeviceWork(link, device_call, call_size, multi_device=len(devices) > 1)
     return {
-        "ops": TableSlices(len(ops), lambda: op_batches(link, placement, root_device)),
+        "ops": TableSlices(len(ops), lambda: op_batches(link, placement, used > 0, root_device)),
         "engine_slices": unified("engine_slices", host.rows + len(device),
                                   lambda: chain(host.batches(), work.batches(Table.LANES))),
         "transfers": unified("transfers", work.copies, lambda: work.batches(Table.TRANSFERS)),
@@ -81,34 +79,39 @@ def gpu_slices(b: TraceBuilder, ev: KinetoEvents, t0: float, regions: _Regions, 
     }  # fmt: skip
 
 
-def _fallback_guess(link: Link, launched: np.ndarray) -> np.ndarray:
-    """The linker's --infer-fallback guess per operator: launched nothing, holds no operator, is not an operator that
-    does no device work by design, has a typed tensor input, and runs on a thread that launched device work."""
+def _placements(link: Link, launched: DiskColumn, infer_fallback: bool) -> tuple[DiskColumn, np.ndarray]:
+    """(per operator its placement code into _PLACEMENTS, how many operators have each), a slice of operators at a
+    time. infer_fallback: the linker's guess (launched nothing, holds no operator, is not an operator that does no
+    device work by design, has a typed tensor input, and runs on a thread that launched device work)."""
     ev = link.ev
     ops = ev.ops
-    has_child = np.zeros(len(launched), dtype=bool)
-    has_child[link.op_parent[link.op_parent >= 0]] = True
-    name_ok = np.array([n not in NO_WORK_OPS for n in ops.names] or [False], dtype=bool)
-    sig_ok = np.array([bool(s[2]) and any(s[2].split(";")) for s in ops.signatures], dtype=bool)
-    values, gpu_threads = ev.runtime.values, set()
-    for lo, part in ev.runtime.chunks(sweep.CHUNK_ROWS):
-        inside = link.runtime_op[lo : lo + len(part[0])] >= 0
-        pairs = np.unique(part[RUNTIME_PID][inside].astype(np.int64) << 32 | part[RUNTIME_TID][inside].astype(np.int64))
-        gpu_threads.update((values[p >> 32], values[p & 0xFFFFFFFF]) for p in pairs.tolist())
-    thread_ok = np.array([t in gpu_threads for t in ops.threads] or [False], dtype=bool)
-    guess = ~launched & ~has_child & name_ok[link.op_name]
+    placement, used = column("b"), np.zeros(3, dtype=np.int64)
+    if infer_fallback:
+        has_child = filled("b", len(ops), 0)
+        for _, parents in link.op_parent.blocks(sweep.HOLD_ROWS):
+            has_child.put(parents[parents >= 0], 1, sweep.WINDOW_ROWS)
+        name_ok = np.array([n not in NO_WORK_OPS for n in ops.names] or [False], dtype=bool)
+        sig_ok = np.array([bool(s[2]) and any(s[2].split(";")) for s in ops.signatures], dtype=bool)
+        values, gpu_threads = ev.runtime.values, set()
+        for lo, part in ev.runtime.chunks(sweep.CHUNK_ROWS):
+            inside = link.runtime_op.read(lo, lo + len(part[0])) >= 0
+            pairs = np.unique(part[RUNTIME_PID][inside].astype(np.int64) << 32 | part[RUNTIME_TID][inside].astype(np.int64))
+            gpu_threads.update((values[p >> 32], values[p & 0xFFFFFFFF]) for p in pairs.tolist())
+        thread_ok = np.array([t in gpu_threads for t in ops.threads] or [False], dtype=bool)
     first = 0
     for part in ops.slices():
         n = len(part["ts"])
-        guess[first : first + n] &= sig_ok[part["signature"]] & thread_ok[part["thread"]]
+        done = launched.read(first, first + n) > 0
+        codes = np.where(done, DEVICE, HOST).astype(np.int8)
+        if infer_fallback:
+            guess = ~done & (has_child.read(first, first + n) == 0) & name_ok[part["name"]]
+            codes[guess & sig_ok[part["signature"]] & thread_ok[part["thread"]]] = FALLBACK
+        placement.extend(codes)
+        used += np.bincount(codes, minlength=3)
         first += n
-    return guess
-
-
-def column_of(rows: RowColumns, k: int) -> np.ndarray:
-    """One field of every row, read chunk by chunk (a spilled column too)."""
-    parts = [part[k] for _, part in rows.chunks(sweep.CHUNK_ROWS)]
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    if infer_fallback:
+        has_child.close()
+    return placement, used
 
 
 __all__ = ["gpu_slices"]

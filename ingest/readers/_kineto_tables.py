@@ -46,10 +46,11 @@ from ._kineto_sweep import (
     RUNTIME_CORR,
     RUNTIME_DUR,
     RUNTIME_NAME,
-    RUNTIME_SIZE,
     RUNTIME_TS,
     Link,
+    take,
 )
+from ._spill import DiskColumn
 
 HOST, DEVICE, FALLBACK = (_PLACEMENTS.index(p) for p in (Placement.HOST, Placement.DEVICE, Placement.FALLBACK))
 
@@ -63,12 +64,14 @@ def chain(*parts: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield from part
 
 
-def site_columns(link: Link, ops: np.ndarray, site: Callable[[np.ndarray], pa.Array] | None = None) -> tuple[pa.Array | None, ...]:
+def site_columns(link: Link, ops: np.ndarray, site: Callable[[np.ndarray], pa.Array] | None = None,
+                 key: np.ndarray | None = None) -> tuple[pa.Array | None, ...]:  # fmt: skip
     """(call_site, stack_id) of some operators (ids, -1: none), None without Python frames; site: how a key
-    column (-1: none) becomes the call_site column (default: a dictionary in order of first appearance)."""
+    column (-1: none) becomes the call_site column (default: a dictionary in order of first appearance); key:
+    the operators' keys where the caller has them."""
     if not len(link.op_key):
         return None, None
-    key = np.where(ops >= 0, link.op_key[np.maximum(ops, 0)], -1)
+    key = link.keys(ops) if key is None else key
     stack = np.array([-1 if s is None else s for s in link.key_stack] or [-1], dtype=np.int32)[np.maximum(key, 0)]
     stack[key < 0] = -1
     sites = link.key_site
@@ -76,58 +79,67 @@ def site_columns(link: Link, ops: np.ndarray, site: Callable[[np.ndarray], pa.Ar
     return column, pa.array(stack, mask=stack < 0)
 
 
-def fallback_batches(link: Link, placement: np.ndarray) -> Iterator[pa.RecordBatch]:
+def _parts(link: Link) -> Iterator[tuple[dict[str, np.ndarray], int, int]]:
+    """(the operators' columns, first operator, rows) slice by slice."""
+    first = 0
+    for part in link.ev.ops.slices():
+        n = len(part["ts"])
+        yield part, first, n
+        first += n
+
+
+def fallback_batches(link: Link, placement: DiskColumn) -> Iterator[pa.RecordBatch]:
     """The cpu_fallback signals of the guessed operators (`_kineto_link.build_trace`), a slice of operators at a time."""
     ops = link.ev.ops
     bytes_in = np.array([s[3] for s in ops.signatures], dtype=np.int64)
     names, note = ops.names, cause_hint(Cause.NO_DEVICE_WORK)
-    first = 0
-    for part in ops.slices():
-        n = len(part["ts"])
-        rows = np.flatnonzero(placement[first : first + n] == FALLBACK)
+    for part, first, n in _parts(link):
+        rows = np.flatnonzero(placement.read(first, first + n) == FALLBACK)
         if len(rows):
             ids = rows + first
             zeros = np.zeros(len(rows), dtype=np.int64)
             site, stack = site_columns(link, ids)
             yield _table("signals", {
-                "region_id": link.op_region[ids], "op_id": ids,
+                "region_id": link.op_region.read(first, first + n)[rows], "op_id": ids,
                 "kind": text(zeros, lambda k: SignalKind.CPU_FALLBACK.value),
                 "reason": text(zeros, lambda k: Cause.NO_DEVICE_WORK.value),
                 "op_name": text(part["name"][rows].astype(np.int64), lambda k: names[k]),
                 "count": np.ones(len(rows), dtype=np.int64), "bytes": bytes_in[part["signature"][rows]],
                 "call_site": site, "stack_id": stack, "note": text(zeros, lambda k: note),
                 "time_ns": _ns(part["ts"][rows], link.t0)}).to_batches()[0]  # fmt: skip
-        first += n
 
 
-def op_batches(link: Link, placement: np.ndarray, root_device: str) -> Iterator[pa.RecordBatch]:
-    """The ops table, one record batch per slice of the operators' columns (placement: launched device work)."""
+def op_batches(link: Link, placement: DiskColumn, used: np.ndarray, root_device: str) -> Iterator[pa.RecordBatch]:
+    """The ops table, one record batch per slice of the operators' columns (placement: codes into _PLACEMENTS, used:
+    which codes some operator has)."""
     ops = link.ev.ops
-    used = np.bincount(placement, minlength=len(_PLACEMENTS)) > 0
-    table = OpTable(ops, np.bincount(link.op_name, minlength=len(ops.names)) > 0, used, root_device,
-                    ops.code_counts()["signature"] > 0)  # fmt: skip
+    counts = ops.code_counts()
+    table = OpTable(ops, counts["name"] > 0, used, root_device, counts["signature"] > 0)
     site = _op_sites(link)
-    first = 0
-    for part in ops.slices():
-        n = len(part["ts"])
+    for part, first, n in _parts(link):
         start, dur = ns_times(part["ts"], part["dur"], link.t0)
-        codes = placement[first : first + n].astype(np.int32)
-        call_site, stack_id = site_columns(link, np.arange(first, first + n), site)
-        yield from table.table(part, first, start, dur, link.op_region[first : first + n], codes, call_site=call_site,
+        codes = placement.read(first, first + n).astype(np.int32)
+        ids = np.arange(first, first + n)
+        call_site, stack_id = site_columns(link, ids, site, link.keys(ids) if len(link.op_key) else None)
+        yield from table.table(part, first, start, dur, link.op_region.read(first, first + n), codes, call_site=call_site,
                                stack_id=stack_id).to_batches()  # fmt: skip
-        first += n
 
 
 def _op_sites(link: Link) -> Callable[[np.ndarray], pa.Array]:
     """The ops table's call_site column from a key column: one dictionary, the sites in order of first appearance
-    over the operators (as the whole table's dictionary holds them)."""
-    key = link.op_key
-    used, first = np.unique(key[key >= 0], return_index=True) if len(key) else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    over the operators (as the whole table's dictionary holds them), found a block of keys at a time."""
     words: dict[str, int] = {}
     remap = np.full(len(link.key_site) + 1, -1, dtype=np.int32)  # the last: no key
-    for k in used[np.argsort(np.flatnonzero(key >= 0)[first], kind="stable")].tolist():
-        if link.key_site[k] is not None:
-            remap[k] = words.setdefault(link.key_site[k], len(words))
+    seen = np.zeros(len(link.key_site) + 1, dtype=bool)
+    for lo, _ in link.op_key.blocks(sweep.HOLD_ROWS) if len(link.key_site) else ():
+        key = link.keys(np.arange(lo, min(lo + sweep.HOLD_ROWS, len(link.op_key))))
+        key = key[key >= 0]
+        used, first = np.unique(key, return_index=True)
+        for k in used[np.argsort(first, kind="stable")].tolist():
+            if not seen[k]:
+                seen[k] = True
+                if link.key_site[k] is not None:
+                    remap[k] = words.setdefault(link.key_site[k], len(words))
     dictionary = pa.array(list(words), pa.string())
 
     def column(keys: np.ndarray) -> pa.Array:
@@ -141,9 +153,9 @@ def _op_sites(link: Link) -> Callable[[np.ndarray], pa.Array]:
 class HostLanes:
     """The host lanes: one slice per top-level operator (no operator of its thread encloses it), in operator order."""
 
-    def __init__(self, link: Link, placement: np.ndarray) -> None:
+    def __init__(self, link: Link, placement: DiskColumn) -> None:
         ops = link.ev.ops
-        self.link, self.fallback = link, placement == FALLBACK
+        self.link, self.placement = link, placement
         tids = [t for _, t in ops.threads]
         tid_code: dict[object, int] = {}
         counts: dict[object, int] = {}
@@ -152,115 +164,112 @@ class HostLanes:
             counts[t] = counts.get(t, 0) + c
         self.by_tid = np.array([tid_code[t] for t in tids], dtype=np.int32)
         main_tid = max(counts, key=counts.__getitem__)
-        top = link.op_parent < 0
-        self.rows = int(top.sum())
+        self.rows = 0
         lanes_used = np.zeros(len(tid_code), dtype=bool)
-        for part, lo in self._parts():
-            lanes_used[self.by_tid[part["thread"][top[lo : lo + len(part["ts"])]]]] = True
+        kinds = np.zeros(2, dtype=bool)  # a top-level operator that is not a fallback, one that is
+        names = np.zeros(len(ops.names), dtype=bool)
+        for part, first, n in _parts(link):
+            top = link.op_parent.read(first, first + n) < 0
+            fallback = placement.read(first, first + n) == FALLBACK
+            self.rows += int(top.sum())
+            lanes_used[self.by_tid[part["thread"][top]]] = True
+            kinds |= [bool(np.any(top & ~fallback)), bool(np.any(top & fallback))]
+            names[part["name"][top]] = True
         self.columns = {
             "engine": _Coder(["host" if t == main_tid else f"host thread {t}" for t in tid_code], lanes_used),
             "engine_kind": _Coder([EngineKind.HOST.value], np.ones(1, dtype=bool)),
-            "kind": _Coder([SliceKind.COMPUTE.value, SliceKind.FALLBACK.value],
-                           np.array([np.any(top & ~self.fallback), np.any(top & self.fallback)])),
-            "name": _Coder(ops.names, np.bincount(link.op_name[top], minlength=len(ops.names)) > 0),
+            "kind": _Coder([SliceKind.COMPUTE.value, SliceKind.FALLBACK.value], kinds),
+            "name": _Coder(ops.names, names),
         }
-
-    def _parts(self) -> Iterator[tuple[dict[str, np.ndarray], int]]:
-        first = 0
-        for part in self.link.ev.ops.slices():
-            yield part, first
-            first += len(part["ts"])
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         link, columns = self.link, self.columns
-        for part, first in self._parts():
-            n = len(part["ts"])
-            top = np.flatnonzero(link.op_parent[first : first + n] < 0)
+        for part, first, n in _parts(link):
+            top = np.flatnonzero(link.op_parent.read(first, first + n) < 0)
             if not len(top):
                 continue
             start, dur = ns_times(part["ts"][top], part["dur"][top], link.t0)
             zeros = np.zeros(len(top), dtype=np.int32)
+            fallback = self.placement.read(first, first + n)[top] == FALLBACK
             yield from _table("engine_slices", {
-                "region_id": link.op_region[first + top], "engine": columns["engine"](self.by_tid[part["thread"][top]]),
-                "engine_kind": columns["engine_kind"](zeros), "kind": columns["kind"](self.fallback[first + top].astype(np.int32)),
+                "region_id": link.op_region.read(first, first + n)[top], "engine": columns["engine"](self.by_tid[part["thread"][top]]),
+                "engine_kind": columns["engine_kind"](zeros), "kind": columns["kind"](fallback.astype(np.int32)),
                 "name": columns["name"](part["name"][top]), "start": start, "dur": dur, "op_id": top + first}).to_batches()  # fmt: skip
 
 
-def sync_signals(link: Link, launched: np.ndarray) -> pa.Table:
+def sync_signals(link: Link) -> pa.Table:
     """The linker's sync signals (`_kineto_link._syncs`): sync operators, then runtime sync calls outside them."""
     ev = link.ev
     names = ev.ops.names
-    sync_codes = {code for code, name in enumerate(names) if name in SYNC_OPS}
+    sync_codes = np.array([code for code, name in enumerate(names) if name in SYNC_OPS], dtype=np.int32)
     out = TableBuilder("signals")
-    at_ops: list[tuple[int, int, Any]] = []  # (the op a signal is at, the op it came from, its rule)
-    for i in np.flatnonzero(np.isin(link.op_name, list(sync_codes))).tolist():
-        parent = int(link.op_parent[i])
-        if link.inside_sync(parent, sync_codes):
-            continue
-        at = parent if parent >= 0 and names[link.op_name[parent]] in BOOL_INDEX_OPS else i
-        rule = sync_cause(OpCall(names[link.op_name[at]], bool_index=at != i))
+    found = [lo + np.flatnonzero(np.isin(codes, sync_codes)) for lo, codes in link.op_name.blocks(sweep.HOLD_ROWS)]
+    syncs = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+    parents = take(link.op_parent, syncs).astype(np.int64)
+    outside = ~link.inside_sync(parents, sync_codes)
+    syncs, parents = syncs[outside], parents[outside]
+    parent_names = np.where(parents >= 0, take(link.op_name, np.maximum(parents, 0)), -1).tolist()
+    at_ops: list[tuple[int, Any]] = []  # (the op a signal is at, its rule)
+    for i, name, parent, parent_name in zip(syncs.tolist(), take(link.op_name, syncs).tolist(), parents.tolist(), parent_names,
+                                            strict=True):  # fmt: skip
+        at = parent if parent >= 0 and names[parent_name] in BOOL_INDEX_OPS else i
+        rule = sync_cause(OpCall(names[parent_name if at == parent else name], bool_index=at != i))
         if rule is not None:
-            at_ops.append((at, i, rule))
-    starts = _op_starts(link, np.array([at for at, _, _ in at_ops], dtype=np.int64))
-    for (at, _, rule), start in zip(at_ops, starts, strict=True):
-        site, stack = link.site(at)
-        out.append(region_id=int(link.op_region[at]), op_id=at, kind=SignalKind.SYNC, reason=rule.cause.value,
-                   op_name=names[link.op_name[at]], count=1, bytes=0, call_site=site, stack_id=stack, note=rule.hint,
-                   time_ns=start)  # fmt: skip
+            at_ops.append((at, rule))
+    at_ids = np.array([at for at, _ in at_ops], dtype=np.int64)
+    _append_syncs(out, link, at_ids, [(rule.cause.value, rule.hint) for _, rule in at_ops], _op_starts(link, at_ids))
     runtime = ev.runtime
     values = runtime.values
     sync_calls = [code for code, v in enumerate(values) if type(v) is str and v in SYNC_RUNTIME_CALLS]
-    calls = []  # (row, start, name code) of the runtime sync calls
+    rows, stamps, codes = [], [], []  # the runtime sync calls
     for lo, part in runtime.chunks(sweep.CHUNK_ROWS):
         at = np.flatnonzero(np.isin(part[RUNTIME_NAME], sync_calls))
-        calls += zip((lo + at).tolist(), part[RUNTIME_TS][at].tolist(), part[RUNTIME_NAME][at].tolist(), strict=True)
-    for ri, ts, code in calls:
-        oi = int(link.runtime_op[ri])
-        if oi >= 0 and link.inside_sync(oi, sync_codes):
-            continue
-        start = link.ns(ts)
-        name = values[code]
-        site, stack = link.site(oi)
-        out.append(region_id=int(link.op_region[oi]) if oi >= 0 else link.regions.find(start), op_id=oi if oi >= 0 else None,
-                   kind=SignalKind.SYNC, reason=name, op_name=names[link.op_name[oi]] if oi >= 0 else name, count=1, bytes=0,
-                   call_site=site, stack_id=stack, note=cause_hint(Cause.SYNC_CALL), time_ns=start)  # fmt: skip
+        rows.append(lo + at)
+        stamps += part[RUNTIME_TS][at].tolist()
+        codes += part[RUNTIME_NAME][at].tolist()
+    call_rows = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    ops = take(link.runtime_op, call_rows).astype(np.int64)
+    outside = ~link.inside_sync(ops, sync_codes)
+    starts = [link.ns(ts) for ts, keep in zip(stamps, outside.tolist(), strict=True) if keep]
+    reasons = [(values[code], cause_hint(Cause.SYNC_CALL)) for code, keep in zip(codes, outside.tolist(), strict=True) if keep]
+    _append_syncs(out, link, ops[outside], reasons, starts)
     return out.build()
+
+
+def _append_syncs(out: TableBuilder, link: Link, ops: np.ndarray, reasons: list[tuple[str, str]], starts: list[int]) -> None:
+    """One sync signal a row: at operator ops[j] (-1: none, then named by its reason, in the region of its start)."""
+    names = link.ev.ops.names
+    inside = np.maximum(ops, 0)
+    region = take(link.op_region, inside).tolist()
+    name = take(link.op_name, inside).tolist()
+    keys = link.keys(ops).tolist()
+    for j, (oi, (reason, note), start) in enumerate(zip(ops.tolist(), reasons, starts, strict=True)):
+        site, stack = (link.key_site[keys[j]], link.key_stack[keys[j]]) if keys[j] >= 0 else (None, None)
+        out.append(region_id=region[j] if oi >= 0 else link.regions.find(start), op_id=oi if oi >= 0 else None,
+                   kind=SignalKind.SYNC, reason=reason, op_name=names[name[j]] if oi >= 0 else reason, count=1, bytes=0,
+                   call_site=site, stack_id=stack, note=note, time_ns=start)  # fmt: skip
 
 
 def _op_starts(link: Link, wanted: np.ndarray) -> list[int]:
     """The start (ns, as the linker rounds one value) of some operators, read from the operators' slices in one pass."""
     found = np.zeros(len(wanted), dtype=np.float64)
     if len(wanted):
-        first = 0
-        for part in link.ev.ops.slices():
-            n = len(part["ts"])
+        for part, first, n in _parts(link):
             here = (wanted >= first) & (wanted < first + n)
             found[here] = part["ts"][wanted[here] - first]
-            first += n
     return [link.ns(t) for t in found.tolist()]
 
 
 class DeviceWork:
     """Device lanes, transfers and copy signals of the device slices, a chunk of rows at a time (file order)."""
 
-    def __init__(self, link: Link, device_call: np.ndarray, *, multi_device: bool) -> None:
+    def __init__(self, link: Link, device_call: DiskColumn, call_size: DiskColumn, *, multi_device: bool) -> None:
         device = link.ev.device
         values = device.values
-        self.link, self.device_call, self.values = link, device_call, values
+        self.link, self.device_call, self.call_size, self.values = link, device_call, call_size, values
         self.copy_code = np.array([v == "gpu_memcpy" for v in values] or [False], dtype=bool)
         self.memset_code = np.array([v == "gpu_memset" for v in values] or [False], dtype=bool)
-        self.copies = 0
-        sizeless: list[np.ndarray] = []  # copies without bytes of their own: they take their runtime call's size
-        for lo, part in device.chunks(sweep.CHUNK_ROWS):
-            copy = self.copy_code[part[DEV_CAT]]
-            self.copies += int(copy.sum())
-            sizeless.append(lo + np.flatnonzero(copy & (part[DEV_BYTES] == NONE_INT)))
-        rows = np.concatenate(sizeless) if sizeless else np.zeros(0, dtype=np.int64)
-        self.size_rows, self.sizes = rows, np.full(len(rows), NONE_INT, dtype=np.int64)  # sorted rows, their calls' sizes
-        calls = device_call[rows]
-        for lo, part in link.ev.runtime.chunks(sweep.CHUNK_ROWS) if len(rows) else ():
-            here = np.flatnonzero((calls >= lo) & (calls < lo + len(part[0])))
-            self.sizes[here] = part[RUNTIME_SIZE][calls[here] - lo]
+        self.copies = sum(int(self.copy_code[part[DEV_CAT]].sum()) for _, part in device.chunks(sweep.CHUNK_ROWS))
         self.prefix = (lambda dev: f"cuda:{dev} ") if multi_device else (lambda dev: "")
         self.directions: dict[int, Direction] = {}
 
@@ -281,20 +290,17 @@ class DeviceWork:
                 rows = np.flatnonzero(copy)
             else:
                 rows = np.arange(len(cat))
-            at = lo + rows
             start, span = ns_times(part[DEV_TS][rows], part[DEV_DUR][rows], link.t0)
-            ri = self.device_call[at]
-            oi = np.where(ri >= 0, link.runtime_op[np.maximum(ri, 0)], -1)
-            region = np.where(oi >= 0, link.op_region[np.maximum(oi, 0)], link.regions.find_many(start)).astype(np.int32)
+            ri = self.device_call.read(lo, lo + len(cat))[rows]
+            oi = np.where(ri >= 0, take(link.runtime_op, np.maximum(ri, 0)), -1)
+            region = np.where(oi >= 0, take(link.op_region, np.maximum(oi, 0)), link.regions.find_many(start)).astype(np.int32)
             op_id = pa.array(oi, mask=oi < 0)
             name, dev, stream = part[DEV_NAME][rows], part[DEV_DEVICE][rows], part[DEV_STREAM][rows]
             raw_bytes = part[DEV_BYTES][rows]
             copy = copy[rows]
-            size = np.full(len(at), NONE_INT, dtype=np.int64)
-            if len(self.size_rows):
-                pos = np.minimum(np.searchsorted(self.size_rows, at), len(self.size_rows) - 1)
-                found = self.size_rows[pos] == at
-                size[found] = self.sizes[pos[found]]
+            size = np.full(len(rows), NONE_INT, dtype=np.int64)  # a copy without bytes of its own: its call's size
+            sizeless = np.flatnonzero(copy & (raw_bytes == NONE_INT) & (ri >= 0))
+            size[sizeless] = take(self.call_size, ri[sizeless])
             copy_bytes = np.where(raw_bytes != NONE_INT, raw_bytes, np.where(size != NONE_INT, size, 0))
             if table == Table.LANES:
                 yield self._lanes(copy, cat[rows], name, dev, stream, raw_bytes, copy_bytes, region, op_id, start, span,
@@ -337,7 +343,7 @@ class DeviceWork:
 
     def _signals(self, name, oi, copy_bytes, region, op_id, start, site, stack) -> pa.RecordBatch:  # noqa: ANN001
         values, op_names = self.values, self.link.ev.ops.names
-        op_name_code = self.link.op_name[np.maximum(oi, 0)]
+        op_name_code = take(self.link.op_name, np.maximum(oi, 0))
         # an op's name (code + 1, negative) or the copy's own name (its code)
         key = np.where(oi >= 0, -(op_name_code.astype(np.int64) + 1), name.astype(np.int64))
         return _table("signals", {
@@ -354,7 +360,7 @@ def runtime_batches(link: Link) -> Iterator[pa.RecordBatch]:
     values = runtime.values
     for lo, part in runtime.chunks(sweep.CHUNK_ROWS):
         start, dur = ns_times(part[RUNTIME_TS], part[RUNTIME_DUR], link.t0)
-        op = link.runtime_op[lo : lo + len(start)]
+        op = link.runtime_op.read(lo, lo + len(start))
         corr = part[RUNTIME_CORR]
         yield from _table("runtime_calls", {
             "region_id": link.regions.find_many(start).astype(np.int32), "op_id": pa.array(op, mask=op < 0),

@@ -10,6 +10,7 @@ import pytest
 
 from portscope.ingest.errors import TraceFormatError
 from portscope.ingest.readers import _kineto_ops, _kineto_rows, _kineto_sweep
+from portscope.ingest.readers._spill import DiskColumn
 from portscope.ingest.readers.kineto import read_kineto
 from portscope.ingest.trace import read_trace, write_trace
 
@@ -66,16 +67,39 @@ def _write(path: Path, events: list) -> Path:
     return path
 
 
-def _sizes(monkeypatch: pytest.MonkeyPatch, ops: int, bucket: int, chunk: int) -> None:
-    """Operators (and runtime calls, device slices) per slice held in memory, events sorted per bucket, runtime calls
-    or device slices per batch."""
+def _sizes(monkeypatch: pytest.MonkeyPatch, ops: int, bucket: int, chunk: int, hold: int | None = None, window: int | None = None) -> None:
+    """Operators (and runtime calls, device slices) per slice held in memory, events sorted (runtime calls joined) per
+    bucket, runtime calls or device slices per batch; values of a per-event link column held in memory before it
+    spills, and read at a time by a gather or scatter."""
     monkeypatch.setattr(_kineto_ops, "SPILL_ROWS", ops)
     monkeypatch.setattr(_kineto_rows, "SPILL_ROWS", ops)
     monkeypatch.setattr(_kineto_sweep, "BUCKET_EVENTS", bucket)
     monkeypatch.setattr(_kineto_sweep, "CHUNK_ROWS", chunk)
+    if hold is not None:
+        monkeypatch.setattr(_kineto_sweep, "HOLD_ROWS", hold)
+    if window is not None:
+        monkeypatch.setattr(_kineto_sweep, "WINDOW_ROWS", window)
 
 
-def _same_tables(tmp_path: Path, source: Path, monkeypatch: pytest.MonkeyPatch, sizes: tuple[int, int, int], **options: bool) -> tuple:
+def _file_io(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts of the link columns' reads from and writes into their temporary files (not appends)."""
+    counts = {"pread": 0, "pwrite": 0}
+    pread, pwrite = DiskColumn._pread, DiskColumn._pwrite
+
+    def counted_pread(self: DiskColumn, view: memoryview, offset: int) -> int:
+        counts["pread"] += 1
+        return pread(self, view, offset)
+
+    def counted_pwrite(self: DiskColumn, view: memoryview, offset: int) -> None:
+        counts["pwrite"] += 1
+        pwrite(self, view, offset)
+
+    monkeypatch.setattr(DiskColumn, "_pread", counted_pread)
+    monkeypatch.setattr(DiskColumn, "_pwrite", counted_pwrite)
+    return counts
+
+
+def _same_tables(tmp_path: Path, source: Path, monkeypatch: pytest.MonkeyPatch, sizes: tuple, **options: bool) -> tuple:
     """(the sliced conversion at these sizes, it written and read back); asserts every table equals the whole one's."""
     whole = read_kineto(source, sliced=False, **options)
     assert not whole.slices
@@ -91,9 +115,16 @@ def _same_tables(tmp_path: Path, source: Path, monkeypatch: pytest.MonkeyPatch, 
     return sliced, got
 
 
-def test_hand_written_gpu_trace_sliced_gives_the_hand_computed_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # slices of 2 operators, 13 operators and runtime calls sorted in buckets of ~3, batches of 2 rows
-    sliced, got = _same_tables(tmp_path, _write(tmp_path / "gpu.json", EVENTS), monkeypatch, (2, 3, 2))
+@pytest.mark.parametrize("spill", [(None, None), (2, 3)])
+def test_hand_written_gpu_trace_sliced_gives_the_hand_computed_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    spill: tuple) -> None:  # fmt: skip
+    # slices of 2 operators, 13 operators and runtime calls sorted in buckets of ~3 (6 runtime calls joined in 2
+    # correlation buckets), batches of 2 rows; then also the link columns (parents, regions, names, the operator of
+    # each runtime call, the runtime call of each device slice...) spilled past 2 values, read and written 3 at a time
+    io = _file_io(monkeypatch)
+    sliced, got = _same_tables(tmp_path, _write(tmp_path / "gpu.json", EVENTS), monkeypatch, (2, 3, 2, *spill))
+    if spill[0] is not None:
+        assert io["pread"] > 0 and io["pwrite"] > 0  # gathers and scatters went through the files
     assert [len(list(sliced.slices[name].batches())) for name in SLICED] == [4 + 3, 4, 3, 1 + 1, 1]
     ops = got["ops"].to_pydict()
     assert ops["name"] == ["aten::linear", "aten::addmm", "aten::copy_", "aten::_local_scalar_dense", "aten::item",
@@ -153,9 +184,10 @@ FRAMES = [
 ]
 
 
-def test_python_frames_give_the_linkers_call_sites_and_stacks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("spill", [(None, None), (2, 3)])
+def test_python_frames_give_the_linkers_call_sites_and_stacks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spill: tuple) -> None:
     source = _write(tmp_path / "py.json", [*EVENTS[:7], *FRAMES, *EVENTS[7:]])
-    _, got = _same_tables(tmp_path, source, monkeypatch, (2, 3, 2))  # 17 events sorted in buckets of ~3
+    _, got = _same_tables(tmp_path, source, monkeypatch, (2, 3, 2, *spill))  # 17 events sorted in buckets of ~3
     ops = got["ops"].to_pydict()  # A B C E D F G
     assert ops["stack_id"] == [0, 0, 1, 2, 2, 3, 2]
     sites = ops["call_site"]
@@ -178,8 +210,8 @@ def test_a_single_bucket_and_slice_give_the_same_tables(tmp_path: Path) -> None:
         assert sliced[name].equals(whole[name]), name
 
 
-@pytest.mark.parametrize(("name", "sizes"), [("cuda_diff_test", (4000, 5000, 3000)), ("cuda_sampled_rank0", (500, 700, 300)),
-                                           ("cuda_alexnet_small", (100, 150, 40))])  # fmt: skip
+@pytest.mark.parametrize(("name", "sizes"), [("cuda_diff_test", (4000, 5000, 3000, 3000, 7000)), ("cuda_sampled_rank0", (500, 700, 300)),
+                                           ("cuda_alexnet_small", (100, 150, 40, 50, 70))])  # fmt: skip
 def test_real_gpu_trace_sliced_equals_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, sizes: tuple) -> None:
     source = FIXTURES / f"{name}.json.gz"
     if not source.exists():
@@ -222,7 +254,7 @@ def test_inferred_fallbacks_sliced_equal_whole(tmp_path: Path, monkeypatch: pyte
     events = [*EVENTS, _op("aten::mul", 1, 48.5, 1), _op("aten::sub", 3, 49, 1)]  # sub: a thread that launched nothing
     source = _write(tmp_path / "fb.json", events)
     whole = read_kineto(source, infer_fallback=True)
-    _sizes(monkeypatch, 2, 3, 2)
+    _sizes(monkeypatch, 2, 3, 2, 2, 3)
     sliced = read_kineto(source, infer_fallback=True, sliced=True)
     assert sorted(sliced.slices) == SLICED
     for name in whole.tables:
