@@ -114,10 +114,7 @@ def bind(ev: ChromeEvents, count: int, points: PointReader, *, strict: bool = Fa
     width = (last - base + 1) * 2  # room for points past the last start
     if width * (len(lanes) + 1) >= 2**62:  # times too far apart to combine with lanes: no bindings rather than wrong ones
         return result.column()
-    buckets = max(1, -(-hits // max(1, BUCKET_ROWS)))
-    bounds = np.zeros(0, dtype=np.int64)
-    if buckets > 1:
-        bounds = np.unique(np.quantile(np.concatenate(sample), np.arange(1, buckets) / buckets, method="lower")).astype(np.int64)
+    bounds = time_bounds(sample, hits)
     del sample
     spans = [[DiskColumn("q", SPILL_HOLD) for _ in range(3)] for _ in range(len(bounds) + 1)]  # key, end, span number
     for lo, hi in blocks(n):
@@ -126,7 +123,7 @@ def bind(ev: ChromeEvents, count: int, points: PointReader, *, strict: bool = Fa
             continue
         start, dur = ev.read("start", lo, hi)[hit], ev.read("dur", lo, hi)[hit]
         key = rank[hit].astype(np.int64) * width + (start - base)
-        _spread(spans, np.searchsorted(bounds, start, "right"), key, start + dur, lo + np.flatnonzero(hit))
+        spread(spans, np.searchsorted(bounds, start, "right"), key, start + dur, lo + np.flatnonzero(hit))
     waiting = [[DiskColumn(t, SPILL_HOLD) for t in "qqqb"] for _ in range(len(bounds) + 1)]  # number, key, time, enclosing
     for lo, hi in blocks(count):
         pid, tid, ts, enclosing = points(lo, hi)
@@ -134,7 +131,7 @@ def bind(ev: ChromeEvents, count: int, points: PointReader, *, strict: bool = Fa
         ts = np.asarray(ts, dtype=np.int64)
         key = rank.astype(np.int64) * width + np.clip(ts - base, 0, width - 1)  # before or after every span: at the ends
         number = np.arange(lo, hi, dtype=np.int64)
-        _spread(waiting, np.searchsorted(bounds, ts[present], "right"), number[present], key[present], ts[present],
+        spread(waiting, np.searchsorted(bounds, ts[present], "right"), number[present], key[present], ts[present],
                 np.asarray(enclosing)[present])  # fmt: skip
     carried = [np.zeros(0, dtype=np.int64)] * 3  # spans open at the previous bucket's end
     pending = [np.zeros(0, dtype=np.int64)] * 3  # points waiting for their thread's next span: number, key, time
@@ -168,6 +165,15 @@ def bind(ev: ChromeEvents, count: int, points: PointReader, *, strict: bool = Fa
     return result.column()
 
 
+def time_bounds(sample: list[np.ndarray], count: int) -> np.ndarray:
+    """Bucket bounds for `count` times of which `sample` is an even sample: about BUCKET_ROWS times a bucket
+    (bucket of t: searchsorted(bounds, t, "right"); equal times share a bucket)."""
+    buckets = max(1, -(-count // max(1, BUCKET_ROWS)))
+    if buckets == 1 or not sample:
+        return np.zeros(0, dtype=np.int64)
+    return np.unique(np.quantile(np.concatenate(sample), np.arange(1, buckets) / buckets, method="lower")).astype(np.int64)
+
+
 def _lane(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     return (np.asarray(pid).astype(np.int64) << 32) | np.asarray(tid).astype(np.int64)
 
@@ -180,7 +186,7 @@ def _ranks(lanes: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return at, lanes[at] == keys
 
 
-def _spread(columns: list[list[DiskColumn]], bucket: np.ndarray, *values: np.ndarray) -> None:
+def spread(columns: list[list[DiskColumn]], bucket: np.ndarray, *values: np.ndarray) -> None:
     """Append each row of `values` to the columns of its bucket."""
     if not len(bucket):
         return
@@ -249,4 +255,5 @@ def flow_ids(ev: ChromeEvents, bound: DiskColumn, keep: Callable[[np.ndarray], n
     return ids.column()
 
 
-__all__ = ["BUCKET_ROWS", "RANGE_ROWS", "SAMPLE_ROWS", "Scatter", "bind", "bind_flows", "bind_points", "flow_ids"]
+__all__ = ["BUCKET_ROWS", "RANGE_ROWS", "SAMPLE_ROWS", "SPILL_HOLD", "Scatter", "bind", "bind_flows", "bind_points", "flow_ids",
+           "spread", "time_bounds"]

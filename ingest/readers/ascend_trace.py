@@ -47,8 +47,9 @@ from ..errors import TraceFormatError
 from ..schema import CompileKind, EngineKind, Mode, Placement, SignalKind, SliceKind
 from ..trace import TableSlices, Trace
 from . import _chrome_events, _chrome_slices
-from ._chrome_bind import Scatter, bind_flows, bind_points
-from ._chrome_events import PHASES, ChromeEvents, blocks, collect
+from ._ascend_ops import ROLES, Spans, launches, nest
+from ._chrome_bind import bind_flows, bind_points
+from ._chrome_events import ChromeEvents, blocks, collect
 from ._chrome_slices import SliceRows, finish
 from ._kineto_events import _tensor_args
 from ._kineto_link import _coded, _Coder, _table
@@ -70,7 +71,6 @@ AI_CPU_NOTE = "the device ran this kernel on its AI CPU (no AI Core kernel for i
 _KEEP_ARGS = ("Input Dims", "Input type", "Input Strides", "Task Type")
 _STREAM = re.compile(r"^\s*Stream\s*(\S+)")
 _QUOTED_TS = re.compile(r'"ts":\s*"\d+\.\d')
-_ROLES = ("other", "python", "cann", "hardware", "overlap")
 _DEVICE = re.compile(r"(?:NPU|Ascend|device)\s*:?\s*(\d+)", re.IGNORECASE)
 
 
@@ -117,7 +117,7 @@ def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced
     role_of = np.zeros(len(vals), dtype=np.int8)
     for pid, r in roles.items():
         if pid in codes:
-            role_of[codes[pid]] = _ROLES.index(r)
+            role_of[codes[pid]] = ROLES.index(r)
     text = [v if type(v) is str else "" for v in vals]
     aten = np.array([v.startswith("aten::") for v in text], dtype=bool)
     call = [v.split("@", 1)[-1] if v.startswith("AscendCL@") else "" for v in text]
@@ -125,7 +125,7 @@ def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced
     compile_call = np.array([c in ONLINE_COMPILE_CALLS for c in call], dtype=bool)
     ai_cpu_args = np.array([False, *(type(v) is dict and v.get("Task Type") == AI_CPU for v in vals)], dtype=bool)
     del text, call
-    spans = _Spans.split(ev, role_of, aten, cpu_op, sync_call, compile_call, ai_cpu_args)
+    spans = Spans.split(ev, role_of, aten, cpu_op, sync_call, compile_call, ai_cpu_args)
     ops = spans.ops
     t0, end = run_extent(ev)
     hardware_pids = sorted((p for p, r in roles.items() if r == "hardware" and p in codes), key=str)
@@ -133,15 +133,10 @@ def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced
     root_device = next(iter(device.values()), "npu:0")
 
     # operators: nesting per thread, which launched kernels (torch_to_npu flows), signals
-    parent = _parents(ev, ops)
     bound = bind_flows(ev)  # every flow endpoint's span, once: the launches below and the lanes' correlations
-    kernel_op, launcher, flow_starts = _launches(ev, bound, spans.op_of_span)
-    launched = np.zeros(len(ops), dtype=bool)
-    for o in np.unique(launcher[launcher >= 0]).tolist():
-        while o >= 0 and not launched[o]:
-            launched[o] = True
-            o = int(parent[o])
-    del launcher
+    kernel_op, launcher, flow_starts = launches(ev, bound, spans.op_of_span, len(ops))
+    parent, launched = nest(ev, ops, launcher)
+    launcher.close()
     info = base_info(ev, FORMAT, _missing(ev, ops))
     info.start_time = epoch_iso(t0)
     info.devices = ["cpu", *sorted(set(device.values()))] if device else ["cpu", "npu:0"]
@@ -171,7 +166,7 @@ def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced
     lanes = sorted_lanes(ev, lane_of)
     top = DiskColumn("q", _chrome_events.HOLD_ROWS)  # the operators no other encloses
     for lo, hi in blocks(len(ops)):
-        top.extend(ops.read(lo, hi)[parent[lo:hi] < 0])
+        top.extend(ops.read(lo, hi)[parent.read(lo, hi) < 0])
     lanes_queue = {k: Lane("host queue", EngineKind.DISPATCH, SliceKind.DISPATCH) for k, v in lanes.items()
                    if v.engine_kind is EngineKind.HOST}  # fmt: skip
     syncs, compiles, ai_cpu = spans.syncs, spans.compiles, spans.ai_cpu
@@ -196,83 +191,6 @@ def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced
     return finish(b.build(), {"ops": ops_rows, "engine_slices": rows.slices()}, sliced=sliced)
 
 
-class _Spans:
-    """The spans split by what they are, in one pass a block at a time: operators (span numbers, on disk), each
-    span's operator number (-1: none, on disk), queue spans and device-side spans (span numbers, on disk),
-    the few syncs, online compiles and AI CPU kernels (in memory), the kernel count and the host's main thread."""
-
-    def __init__(self) -> None:
-        hold = _chrome_events.HOLD_ROWS
-        self.ops, self.queue, self.device = DiskColumn("q", hold), DiskColumn("q", hold), DiskColumn("q", hold)
-        self.op_of_span = DiskColumn("i", hold)
-        self.syncs = self.compiles = self.ai_cpu = np.zeros(0, dtype=np.int64)
-        self.kernels, self.main_tid = 0, -1
-
-    @classmethod
-    def split(cls, ev: ChromeEvents, role_of: np.ndarray, aten: np.ndarray, cpu_op: int, sync_call: np.ndarray,
-              compile_call: np.ndarray, ai_cpu_args: np.ndarray) -> _Spans:  # fmt: skip
-        out = cls()
-        syncs, compiles, ai_cpu = [], [], []
-        op_tids: dict[int, int] = {}
-        for lo, hi in blocks(len(ev)):
-            name, role = ev.read("name", lo, hi), role_of[ev.read("pid", lo, hi)]
-            number = np.arange(lo, hi, dtype=np.int64)
-            python = role == _ROLES.index("python")
-            is_op = python & (aten[name] | (ev.read("cat", lo, hi) == cpu_op))
-            first = len(out.ops)
-            out.ops.extend(number[is_op])
-            op_id = np.full(hi - lo, -1, dtype=np.int32)
-            op_id[is_op] = np.arange(first, len(out.ops), dtype=np.int32)
-            out.op_of_span.extend(op_id)
-            out.queue.extend(number[python & ~is_op])
-            out.device.extend(number[~python])
-            cann = role == _ROLES.index("cann")
-            syncs.append(number[cann & sync_call[name]])
-            compiles.append(number[cann & compile_call[name]])
-            hardware = role == _ROLES.index("hardware")
-            ai_cpu.append(number[hardware & ai_cpu_args[ev.read("args", lo, hi) + 1]])
-            out.kernels += int(np.count_nonzero(hardware))
-            tids, counts = np.unique(ev.read("tid", lo, hi)[is_op], return_counts=True)
-            for t, c in zip(tids.tolist(), counts.tolist(), strict=True):
-                op_tids[t] = op_tids.get(t, 0) + c
-        out.syncs, out.compiles, out.ai_cpu = (np.concatenate(x) if x else np.zeros(0, dtype=np.int64) for x in (syncs, compiles, ai_cpu))
-        if op_tids:  # the thread with the most operators (the lowest code of those tied)
-            out.main_tid = max(sorted(op_tids), key=lambda t: op_tids[t])
-        return out
-
-
-def _launches(ev: ChromeEvents, bound: DiskColumn, op_of_span: DiskColumn) -> tuple[DiskColumn, np.ndarray, dict[int, int]]:
-    """(per span: the operator that launched it through a torch_to_npu flow, or -1 (on disk); the launching
-    operators; per flow name code: how many flows start with it)."""
-    codes, flows = ev.values.codes, ev.flows
-    to_npu, async_npu = codes.get("torch_to_npu", -1), codes.get("async_npu", -1)
-    s_key, s_span, f_key, f_span = [], [], [], []
-    flow_starts: dict[int, int] = {}
-    for lo, hi in blocks(len(flows)):
-        name, phase, span = flows.read("name", lo, hi), flows.read("phase", lo, hi), bound.read(lo, hi)
-        names, counts = np.unique(name[phase == PHASES.index("s")], return_counts=True)
-        for c, k in zip(names.tolist(), counts.tolist(), strict=True):
-            flow_starts[c] = flow_starts.get(c, 0) + k
-        launch = ((name == to_npu) | (flows.read("cat", lo, hi) == async_npu)) & (span >= 0)
-        key = flows.read("key", lo, hi)
-        starts, ends = launch & (phase != PHASES.index("f")), launch & (phase == PHASES.index("f"))
-        s_key.append(key[starts])
-        s_span.append(span[starts])
-        f_key.append(key[ends])
-        f_span.append(span[ends])
-    s_key_a, s_span_a, f_key_a, f_span_a = (np.concatenate(x) if x else np.zeros(0, dtype=np.int64) for x in (s_key, s_span, f_key, f_span))
-    del s_key, s_span, f_key, f_span
-    order = np.argsort(s_key_a, kind="stable")
-    s_key_a, s_span_a = s_key_a[order], s_span_a[order]
-    del order
-    at = np.minimum(np.searchsorted(s_key_a, f_key_a), max(len(s_key_a) - 1, 0))
-    paired = (s_key_a[at] == f_key_a) if len(s_key_a) else np.zeros(len(f_key_a), dtype=bool)
-    launcher = op_of_span.take(s_span_a[at[paired]]).astype(np.int64) if len(s_key_a) else np.zeros(0, dtype=np.int64)
-    kernel_op = Scatter(len(ev), "i", ordered=True)  # a kernel two flows end at: the later one's operator
-    kernel_op.put(f_span_a[paired], launcher, np.flatnonzero(paired))
-    return kernel_op.column(), launcher, flow_starts
-
-
 def _device_id(ev: ChromeEvents, pid: Any, n: int) -> int:
     for text in (ev.process_names.get(pid, ""), *(v for (p, _), v in ev.thread_names.items() if p == pid)):
         m = _DEVICE.search(text)
@@ -281,32 +199,7 @@ def _device_id(ev: ChromeEvents, pid: Any, n: int) -> int:
     return n
 
 
-def _parents(ev: ChromeEvents, ops: DiskColumn) -> np.ndarray:
-    """Per operator (index into ops): the operator that encloses it on its thread, or -1."""
-    parent = np.full(len(ops), -1, dtype=np.int64)
-    if not len(ops):
-        return parent
-    index = ops.read(0, len(ops))  # in memory: ~40 bytes an operator while sorting
-    start = ev.gather("start", index)
-    end = start + ev.gather("dur", index)
-    thread = (ev.gather("pid", index).astype(np.int64) << 32) | ev.gather("tid", index)
-    del index
-    order = np.lexsort((-(end - start), start, thread))
-    open_: list[tuple[int, int]] = []
-    last_thread = None
-    for k in order.tolist():
-        if thread[k] != last_thread:
-            open_.clear()
-            last_thread = thread[k]
-        while open_ and open_[-1][0] <= start[k]:
-            open_.pop()
-        if open_:
-            parent[k] = open_[-1][1]
-        open_.append((int(end[k]), k))
-    return parent
-
-
-def _op_slices(ev: ChromeEvents, ops: DiskColumn, launched: np.ndarray, t0: int, rid: int, device: str) -> TableSlices:
+def _op_slices(ev: ChromeEvents, ops: DiskColumn, launched: DiskColumn, t0: int, rid: int, device: str) -> TableSlices:
     """The operators as a table made slice by slice: names, shapes and dtypes dictionary-encoded per distinct value."""
     vals = ev.values.values
     n = len(ops)
@@ -332,7 +225,7 @@ def _op_slices(ev: ChromeEvents, ops: DiskColumn, launched: np.ndarray, t0: int,
         for lo in range(0, n, rows):
             part = ops.read(lo, lo + rows)
             args = ev.gather("args", part) + 1
-            where = launched[lo : lo + rows].astype(np.int32)
+            where = launched.read(lo, lo + rows).astype(np.int32)
             table = _table("ops", {
                 "op_id": np.arange(lo, lo + len(part), dtype=np.int64), "region_id": np.full(len(part), rid, dtype=np.int32),
                 "name": name(ev.gather("name", part)), "start_ns": ev.gather("start", part) - t0, "dur_ns": ev.gather("dur", part),
@@ -345,17 +238,15 @@ def _op_slices(ev: ChromeEvents, ops: DiskColumn, launched: np.ndarray, t0: int,
     return TableSlices(n, batches)
 
 
-def _signals(b: TraceBuilder, ev: ChromeEvents, rid: int, t0: int, ops: DiskColumn, parent: np.ndarray,
+def _signals(b: TraceBuilder, ev: ChromeEvents, rid: int, t0: int, ops: DiskColumn, parent: DiskColumn,
              kernel_op: DiskColumn, op_of_span: DiskColumn, calls: np.ndarray, ai_cpu: list[int],
              python_pids: list[Any]) -> None:  # fmt: skip
     """Syncs (operators and aclrtSynchronize* calls), online compiles (calls) and AI CPU kernels."""
     vals = ev.values.values
-    op_name_codes = np.concatenate([ev.gather("name", ops.read(lo, hi)) for lo, hi in blocks(len(ops))] or
-                                   [np.zeros(0, dtype=np.int32)])  # one int32 an operator, no string list  # fmt: skip
     sync_value = np.array([type(v) is str and v in SYNC_OPS for v in vals] or [False], dtype=bool)
 
     def op_names(o: int) -> str:
-        return vals[op_name_codes[o]]
+        return vals[ev.name[ops[o]]]
 
     def inside(o: int, test: Any) -> bool:
         while o >= 0:
@@ -367,7 +258,8 @@ def _signals(b: TraceBuilder, ev: ChromeEvents, rid: int, t0: int, ops: DiskColu
     def is_sync(name: str) -> bool:
         return name in SYNC_OPS
 
-    waits = np.flatnonzero(sync_value[op_name_codes])  # the operators that wait: few
+    waits = np.concatenate([lo + np.flatnonzero(sync_value[ev.gather("name", ops.read(lo, hi))]) for lo, hi in blocks(len(ops))]
+                           or [np.zeros(0, dtype=np.int64)])  # the operators that wait: few  # fmt: skip
     wait_start = ev.gather("start", ops.take(waits)).tolist()
     for o, start in zip(waits.tolist(), wait_start, strict=True):
         rule = sync_cause(OpCall(op_names(o)))

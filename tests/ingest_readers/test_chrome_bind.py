@@ -18,6 +18,7 @@ import pytest
 from portscope.ingest.readers import _chrome_bind, _chrome_events, _chrome_slices
 from portscope.ingest.readers._chrome_bind import Scatter, bind_flows, bind_points
 from portscope.ingest.readers._chrome_events import collect
+from portscope.ingest.readers.ascend_trace import read_ascend_trace
 from portscope.ingest.readers.chrome_generic import read_chrome
 
 
@@ -89,13 +90,13 @@ def test_flows_bind_by_chrome_rules_whatever_the_buckets(tmp_path: Path, tiny: N
 
 def test_buckets_split_the_spans(tmp_path: Path, tiny: None, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[int] = []
-    spread = _chrome_bind._spread
+    spread = _chrome_bind.spread
 
     def counting(columns: list, bucket: np.ndarray, *values: np.ndarray) -> None:
         seen.append(len(columns))
         spread(columns, bucket, *values)
 
-    monkeypatch.setattr(_chrome_bind, "_spread", counting)
+    monkeypatch.setattr(_chrome_bind, "spread", counting)
     ev = collect(_trace(tmp_path))
     assert bind_flows(ev).read(0, len(FLOWS)).tolist() == EXPECTED
     assert min(seen) >= 4  # 11 spans on the points' threads, 2 a bucket: several buckets (sample quantiles may merge some)
@@ -134,3 +135,45 @@ def test_scatter_over_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
     column = scatter.column(hold=1)
     assert column.dtype == np.int32 and column.on_disk == 5
     assert column.read(0, 5).tolist() == [-1, 10, 20, -1, 40]
+
+
+def _op(name: str, ts: str, dur: float, pid: int = 100, tid: int = 100, cat: str = "cpu_op", args: dict | None = None) -> dict:
+    return {"ph": "X", "name": name, "cat": cat, "pid": pid, "tid": tid, "ts": ts, "dur": dur, **({"args": args} if args else {})}
+
+
+TRACE_VIEW = [  # operators 0..5 on the host thread; kernels on stream 3
+    {"ph": "M", "name": "process_name", "pid": 100, "tid": 0, "args": {"name": "Python"}},
+    {"ph": "M", "name": "process_name", "pid": 7, "tid": 0, "args": {"name": "Ascend Hardware"}},
+    {"ph": "M", "name": "thread_name", "pid": 7, "tid": 3, "args": {"name": "Stream 3"}},
+    _op("aten::outer", "1000.000", 100),  # op 0: open over the buckets of 1 and 2
+    _op("aten::a", "1010.000", 10),  # op 1: inside 0, launches nothing
+    _op("aten::b", "1050.000", 10),  # op 2: inside 0, launches K1 -> 2 and 0 run on the device
+    _op("aten::c", "1200.000", 10),  # op 3: top level, launches nothing
+    _op("aten::d", "1300.000", 50),  # op 4: top level
+    _op("aten::e", "1310.000", 5),  # op 5: inside 4, launches K3 (AI CPU) -> 5 and 4 on the device
+    _op("K1", "1070.000", 5, 7, 3, "", {"Task Type": "AI_CORE"}),
+    _op("K2", "1220.000", 2, 7, 3, "", {"Task Type": "AI_CORE"}),  # no flow ends at it
+    _op("K3", "1330.000", 3, 7, 3, "", {"Task Type": "AI_CPU"}),
+    {"ph": "s", "name": "torch_to_npu", "cat": "async_npu", "id": 11, "pid": 100, "tid": 100, "ts": "1050.000"},
+    {"ph": "f", "name": "torch_to_npu", "cat": "async_npu", "id": 11, "pid": 7, "tid": 3, "ts": "1070.000", "bp": "e"},
+    {"ph": "s", "name": "torch_to_npu", "cat": "async_npu", "id": "k3", "pid": 100, "tid": 100, "ts": "1311.000"},
+    {"ph": "f", "name": "torch_to_npu", "cat": "async_npu", "id": "k3", "pid": 7, "tid": 3, "ts": "1330.000", "bp": "e"},
+]
+
+
+def test_trace_view_nesting_and_launches_with_tiny_buckets(tmp_path: Path, tiny: None) -> None:
+    path = tmp_path / "trace_view.json"
+    path.write_text(json.dumps(TRACE_VIEW))
+    trace = read_ascend_trace(path, sliced=True)
+    ops = [(o["op_id"], o["name"], o["placement"], o["start_ns"]) for b in trace.slices["ops"].batches() for o in b.to_pylist()]
+    assert ops == [(0, "aten::outer", "device", 0), (1, "aten::a", "host", 10_000), (2, "aten::b", "device", 50_000),
+                   (3, "aten::c", "host", 200_000), (4, "aten::d", "device", 300_000), (5, "aten::e", "device", 310_000)]  # fmt: skip
+    slices = [(s["engine"], s["name"], s["kind"], s["op_id"], s["correlation"])
+              for b in trace.slices["engine_slices"].batches() for s in b.to_pylist()]  # fmt: skip
+    assert slices == [("host", "aten::outer", "compute", 0, None), ("host", "aten::c", "compute", 3, None),
+                      ("host", "aten::d", "compute", 4, None),  # the top-level operators
+                      ("NPU Stream 3", "K1", "compute", 2, 11), ("NPU Stream 3", "K2", "compute", None, None),
+                      ("NPU Stream 3", "K3", "fallback", 5, 2**62)]  # fmt: skip
+    signals = [(s["kind"], s["reason"], s["op_name"], s["op_id"]) for s in trace["signals"].to_pylist()]
+    assert signals == [("dispatch/cpu_fallback", "ai-cpu", "aten::e", 5)]
+    assert trace.run_info.extra["kernels_linked_to_operators"] == 2
