@@ -24,7 +24,7 @@ from ._kineto_link import _Coder, _table
 from ._spill import DiskColumn
 
 SLICE_ROWS = 1 << 20  # rows per record batch made (tests make it tiny)
-_KINDS = [k.value for k in SliceKind]
+KINDS = [k.value for k in SliceKind]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +77,7 @@ class _Part:
     instants: bool
     correlation: PerSpan | None  # per span, -1: none
     op_ids: PerSpan | None  # per span, -1: none
-    kinds: Links | None  # position in _KINDS of spans whose kind is not their lane's
+    kinds: PerSpan | None  # position in KINDS of spans whose kind is not their lane's (-1: its lane's)
 
     def lanes_of(self, src: Any, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(which of the spans `idx` have a lane here, their lane positions)."""
@@ -109,10 +109,11 @@ class SliceRows:
 
     def add(self, lanes: dict[tuple[int, int], Lane], index: np.ndarray | DiskColumn | None = None, *,
             instants: bool = False, correlation: PerSpan | None = None, op_ids: PerSpan | None = None,
-            kinds: dict[int, SliceKind] | None = None) -> None:  # fmt: skip
+            kinds: dict[int, SliceKind] | PerSpan | None = None) -> None:  # fmt: skip
         """The spans `index` (sorted; default all; or the instants) whose thread has a lane in `lanes`, as rows.
 
-        `correlation` and `op_ids`: per span (-1: none); `kinds`: a span's slice kind instead of its lane's.
+        `correlation` and `op_ids`: per span (-1: none); `kinds`: a span's slice kind instead of its lane's (a dict,
+        or per span its position in KINDS, -1: its lane's).
         Keeps 8 bytes a row where `index` is given (the rows that have a lane), on disk past HOLD_ROWS, nothing
         where it is not and every thread has a lane.
         """
@@ -136,9 +137,11 @@ class SliceRows:
         if index is not None or rows < len(src):
             part.index = kept
         part.rows = rows
-        if kinds:
+        if kinds is not None and not isinstance(kinds, dict):
+            part.kinds = kinds
+        elif kinds:
             part.kinds = Links(np.fromiter(kinds.keys(), dtype=np.int64, count=len(kinds)),
-                               np.array([_KINDS.index(k.value) for k in kinds.values()], dtype=np.int64))  # fmt: skip
+                               np.array([KINDS.index(k.value) for k in kinds.values()], dtype=np.int64))  # fmt: skip
         self.parts.append(part)
 
     def __len__(self) -> int:
@@ -160,8 +163,8 @@ class SliceRows:
         ekinds = sorted({lane.engine_kind.value for lane in self.lanes})
         ekind = _Coder(ekinds, np.ones(len(ekinds), dtype=bool))
         lane_ekind = np.array([ekinds.index(lane.engine_kind.value) for lane in self.lanes] or [0], dtype=np.int32)
-        kind = _Coder(_KINDS, np.ones(len(_KINDS), dtype=bool))
-        lane_kind = np.array([_KINDS.index(lane.slice_kind.value) for lane in self.lanes] or [0], dtype=np.int8)
+        kind = _Coder(KINDS, np.ones(len(KINDS), dtype=bool))
+        lane_kind = np.array([KINDS.index(lane.slice_kind.value) for lane in self.lanes] or [0], dtype=np.int8)
         rid, t0 = self.rid, self.t0
 
         def optional(column: PerSpan | None, idx: np.ndarray) -> pa.Array | None:
@@ -179,7 +182,7 @@ class SliceRows:
                     idx = idx[found]
                     k = lane_kind[pos]
                     if part.kinds is not None:
-                        own = part.kinds.of(idx)
+                        own = values_of(part.kinds, idx)
                         k = np.where(own >= 0, own, k)
                     n = len(idx)
                     table = _table("engine_slices", {
@@ -212,4 +215,4 @@ def finish(trace: Trace, tables: dict[str, TableSlices], *, sliced: bool) -> Tra
                 trace.slices[source] = TableSlices(table.num_rows, lambda table=table: iter(table.to_batches()))
     return trace
 
-__all__ = ["SLICE_ROWS", "Lane", "Links", "PerSpan", "SliceRows", "finish", "values_of"]
+__all__ = ["KINDS", "SLICE_ROWS", "Lane", "Links", "PerSpan", "SliceRows", "finish", "values_of"]

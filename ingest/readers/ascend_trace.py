@@ -48,9 +48,9 @@ from ..schema import CompileKind, EngineKind, Mode, Placement, SignalKind, Slice
 from ..trace import TableSlices, Trace
 from . import _chrome_events, _chrome_slices
 from ._ascend_ops import ROLES, Spans, launches, nest
-from ._chrome_bind import bind_flows, bind_points
+from ._chrome_bind import Scatter, bind_flows, bind_points
 from ._chrome_events import ChromeEvents, blocks, collect
-from ._chrome_slices import SliceRows, finish
+from ._chrome_slices import KINDS, SliceRows, finish
 from ._kineto_events import _tensor_args
 from ._kineto_link import _coded, _Coder, _table
 from ._source import DEFAULT_CAPS, SizeCaps
@@ -170,8 +170,9 @@ def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced
     lanes_queue = {k: Lane("host queue", EngineKind.DISPATCH, SliceKind.DISPATCH) for k, v in lanes.items()
                    if v.engine_kind is EngineKind.HOST}  # fmt: skip
     syncs, compiles, ai_cpu = spans.syncs, spans.compiles, spans.ai_cpu
-    kinds = {**dict.fromkeys(syncs.tolist(), SliceKind.SYNC), **dict.fromkeys(compiles.tolist(), SliceKind.COMPILE),
-             **dict.fromkeys(ai_cpu.tolist(), SliceKind.FALLBACK)}  # fmt: skip
+    kinds = Scatter(len(ev), "b", ordered=True)  # per span its kind where not its lane's; an AI CPU kernel's wins
+    for rank, (which, kind) in enumerate(((syncs, SliceKind.SYNC), (compiles, SliceKind.COMPILE), (ai_cpu, SliceKind.FALLBACK))):
+        kinds.put(which, np.full(len(which), KINDS.index(kind.value)), np.full(len(which), rank))
     python_pids = [p for p, r in roles.items() if r == "python"]
     _signals(b, ev, rid, t0, ops, parent, kernel_op, spans.op_of_span, np.sort(np.concatenate([syncs, compiles])),
              ai_cpu.tolist(), python_pids)  # fmt: skip
@@ -179,7 +180,7 @@ def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced
     rows.add(lanes, top, op_ids=spans.op_of_span)
     del top, parent
     rows.add(lanes_queue, spans.queue)  # Enqueue / Dequeue: Python spans, not operators
-    rows.add(lanes, spans.device, correlation=flow_links(ev, bound), kinds=kinds, op_ids=kernel_op)  # fmt: skip
+    rows.add(lanes, spans.device, correlation=flow_links(ev, bound), kinds=kinds.column(), op_ids=kernel_op)  # fmt: skip
     bound.close()
     linked = sum(int(np.count_nonzero(block >= 0)) for _, block in kernel_op.blocks())
     names = sorted(flow_starts)
