@@ -6,6 +6,9 @@ Makes the inputs (torch_npu kernel_details.csv tables; a generic Chrome trace ob
 prints the wall time, events/s and peak RSS. Inputs are written into --dir and removed after unless --keep.
 
     .venv/bin/python bench/chrome_scale_bench.py --kind chrome npu --sizes 0.5 1 2 --dir /tmp/scale
+
+--before DIR also converts each file with the portscope found in DIR (a folder holding ``portscope/``, e.g.
+links to an older tree's app/, ingest/, profiler/), right after the run of this tree, so both see the same load.
 """
 
 from __future__ import annotations
@@ -109,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", nargs="+", type=float, default=[0.5, 1, 2], help="input sizes in GB")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/chrome_scale"))
     parser.add_argument("--keep", action="store_true", help="keep the inputs (reused when present)")
+    parser.add_argument("--before", type=Path, help="a folder holding an older portscope/: each file converted by it too")
     args = parser.parse_args(argv)
     args.dir.mkdir(parents=True, exist_ok=True)
     for kind in args.kind:
@@ -118,14 +122,19 @@ def main(argv: list[str] | None = None) -> int:
                 make = {"chrome": make_chrome_trace, "npu": make_npu_trace, "kernels": make_kernel_details}[kind]
                 print(f"made {path} ({make(path, gb * 1000)} {'operators' if kind == 'npu' else 'events'})", flush=True)
             size = path.stat().st_size
+            runs = [("", dict(os.environ))]
+            if args.before:
+                runs.append(("before: ", {**os.environ, "PYTHONPATH": str(args.before)}))
             try:
-                r = convert(path, args.dir / f"{kind}_{gb:g}gb.arrow", dict(os.environ))
+                for label, env in runs:
+                    r = convert(path, args.dir / f"{kind}_{gb:g}gb.arrow", env)
+                    (args.dir / f"{kind}_{gb:g}gb.arrow").unlink(missing_ok=True)
+                    print(f"{label}{kind} {size / 1e9:.2f} GB: {r['seconds']:.1f} s, peak RSS {r['peak_rss'] / 1e9:.2f} GB "
+                          f"({r['peak_rss'] / size:.2f}x the file) | {r['stdout'].splitlines()[0]}", flush=True)  # fmt: skip
             finally:
                 (args.dir / f"{kind}_{gb:g}gb.arrow").unlink(missing_ok=True)
                 if not args.keep:
                     path.unlink(missing_ok=True)
-            print(f"{kind} {size / 1e9:.2f} GB: {r['seconds']:.1f} s, peak RSS {r['peak_rss'] / 1e9:.2f} GB "
-                  f"({r['peak_rss'] / size:.2f}x the file) | {r['stdout'].splitlines()[0]}", flush=True)  # fmt: skip
     return 0
 
 
