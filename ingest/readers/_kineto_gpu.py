@@ -6,15 +6,17 @@ The linker (``_kineto_link.build_trace``) builds every table whole; here the sam
 
 * nesting (which operator encloses each operator and each runtime call, which Python frames are open over
   each operator) and call sites: the linker's sweep by time buckets (``_kineto_sweep``).
-* device work -> runtime call: correlation ids, as the linker joins them (`CorrelationIndex`).
+* device work -> runtime call: correlation ids, as the linker joins them, joined in correlation-range buckets on
+  disk (``_kineto_join``).
 * the tables, a slice or chunk of rows at a time, with the dictionaries a whole table would hold
   (``_kineto_tables``).
 
-Kept whole in memory, a few bytes an event (~25 MB per GB of a GPU trace): per operator its parent, region,
-name code and call-site key (int32 each) and whether it launched device work; per runtime call its operator
-(int32); the correlation index (12 bytes a call); per device slice its runtime call (a copy without bytes of
-its own: its call's size too). The events' own columns (operators, frames, runtime calls, device work) spill
-to temporary files past 1M rows and are read back one slice at a time.
+Nothing per event is kept whole in memory: the link columns (per operator its parent, region, name code,
+call-site key, launched flag and placement; per runtime call its operator and size; per device slice its runtime
+call) are `DiskColumn`s (``_spill``) past HOLD_ROWS values, read back a block at a time in row order or by a
+windowed gather, and written by the sweep and the joins through a windowed scatter; the events' own columns
+(operators, frames, runtime calls, device work) spill to temporary files past 1M rows and are read back one slice
+at a time. What stays grows with distinct values (names, threads, stacks) and with the regions (annotations).
 """
 
 from __future__ import annotations

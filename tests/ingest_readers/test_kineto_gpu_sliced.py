@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from portscope.ingest.errors import TraceFormatError
-from portscope.ingest.readers import _kineto_ops, _kineto_rows, _kineto_sweep
+from portscope.ingest.readers import _kineto_join, _kineto_ops, _kineto_rows, _kineto_sweep
 from portscope.ingest.readers._spill import DiskColumn
 from portscope.ingest.readers.kineto import read_kineto
 from portscope.ingest.trace import read_trace, write_trace
@@ -267,3 +267,20 @@ def test_inferred_fallbacks_sliced_equal_whole(tmp_path: Path, monkeypatch: pyte
     signals = sliced["signals"].to_pydict()  # the fallback first, then the syncs and copies as before
     assert signals["kind"] == ["dispatch/cpu_fallback", "sync", "sync", "transfer/h2d", "transfer/d2h"]
     assert signals["op_id"][0] == 7 and signals["bytes"][0] == 8 and signals["time_ns"][0] == 48500  # float32 x2
+
+
+@pytest.mark.parametrize("bucket", [100, 1])
+def test_device_work_joins_the_last_runtime_call_of_its_correlation(monkeypatch: pytest.MonkeyPatch, bucket: int) -> None:
+    """`_kineto_join.device_calls`: in one bucket, or one bucket a call (ids 5, 7, 9 in separate buckets), the
+    columns spilled past 2 values: the last call holding an id wins (as a dict filled in row order), an id no call
+    holds and a missing id join nothing."""
+    _sizes(monkeypatch, 1000, bucket, 2, 2, 3)
+    runtime, device = _kineto_rows.RowColumns(_kineto_rows.RUNTIME_FIELDS), _kineto_rows.RowColumns(_kineto_rows.DEVICE_FIELDS)
+    for ts, corr, size in [(0.0, 5, 16), (1.0, 7, None), (2.0, 5, 32), (3.0, None, None), (4.0, 9, 8)]:
+        runtime.append((ts, 1.0, "cudaLaunchKernel", 1, 1, corr, None, size))
+    for ts, corr in [(10.0, 5), (11.0, 9), (12.0, 8), (13.0, None), (14.0, 7)]:
+        device.append((ts, 1.0, "kernel", "k", 0, 7, corr, None))
+    calls, sizes = _kineto_join.device_calls(runtime, device)
+    assert calls.read(0, 5).tolist() == [2, 4, -1, -1, 1]
+    assert calls.on_disk == 4  # the first 4 rows in the file: the join wrote them there through its scatter
+    assert sizes.read(0, 5).tolist() == [16, _kineto_rows.NONE_INT, 32, _kineto_rows.NONE_INT, 8]
