@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from portscope.ingest import RunInfo, Trace, TraceBuilder, run_ids
-from portscope.ingest import trace as trace_module
+from portscope.ingest import batches as batches_module
 from portscope.ingest.errors import TraceFormatError
 from portscope.ingest.schema import EngineKind, Placement, SignalKind, SliceKind
 from portscope.ingest.trace import TableSlices, fixed_batches, read_trace, write_run, write_trace
@@ -68,7 +68,7 @@ def test_fixed_batches_cut_and_carry_rows() -> None:
 
 
 def test_slices_and_whole_tables_give_one_run_id_and_the_same_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(trace_module, "_BATCH_ROWS", 4)
+    monkeypatch.setattr(batches_module, "_BATCH_ROWS", 4)
     whole = _trace()
     sliced = _sliced(_trace(), 3)  # 11 ops as 3 + 3 + 3 + 2, 9 lanes as 3 + 3 + 3
     assert sliced.content_hash() == whole.content_hash()
@@ -82,15 +82,15 @@ def test_slices_and_whole_tables_give_one_run_id_and_the_same_file(tmp_path: Pat
     assert back.content_hash() == whole.content_hash()
     # slices of other sizes, and the batches of a file written with other batch sizes, hash the same
     assert _sliced(_trace(), 5).content_hash() == whole.content_hash()
-    monkeypatch.setattr(trace_module, "_BATCH_ROWS", 1 << 20)
+    monkeypatch.setattr(batches_module, "_BATCH_ROWS", 1 << 20)
     other = read_trace(write_trace(_sliced(_trace(), 2), tmp_path / "other.arrow"))
     assert [len(x) for x in other["ops"].to_batches()] == [11]
-    monkeypatch.setattr(trace_module, "_BATCH_ROWS", 4)
+    monkeypatch.setattr(batches_module, "_BATCH_ROWS", 4)
     assert other.content_hash() == whole.content_hash()
 
 
 def test_write_run_gives_the_id_of_the_written_file_and_remembers_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(trace_module, "_BATCH_ROWS", 4)
+    monkeypatch.setattr(batches_module, "_BATCH_ROWS", 4)
     path = tmp_path / "run.arrow"
     run_id = write_run(_sliced(_trace(), 3), path)
     assert run_id == read_trace(path).content_hash() == _trace().content_hash()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from portscope.ingest import trace as trace_module
+from portscope.ingest import batches as batches_module
 from portscope.ingest.errors import TraceFormatError
 from portscope.ingest.readers import _kineto_ops
 from portscope.ingest.readers.kineto import read_kineto
@@ -48,7 +48,7 @@ def _converted(tmp_path: Path, source: Path, name: str, *, sliced: bool) -> tupl
 
 
 def test_slices_write_the_same_trace_as_one_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(trace_module, "_BATCH_ROWS", 2)  # every table written in 2-row record batches
+    monkeypatch.setattr(batches_module, "_BATCH_ROWS", 2)  # every table written in 2-row record batches
     source = _write(tmp_path / "cpu.json", [*OPS, STEP])
     whole, whole_path = _converted(tmp_path, source, "whole.arrow", sliced=False)
     assert not whole.slices
