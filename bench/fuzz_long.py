@@ -5,7 +5,9 @@
 
 Readers: portscope, kineto, fallback-log, torch-trace, detect (format detection + conversion),
 target. The corpus starts from the seeds in tests/hardening/fuzz_targets.py (real small inputs)
-and grows in a scratch folder; an input that makes a reader raise anything but its own error
+and grows in a scratch folder. Readers that convert sliced (Kineto, generic Chrome, trace view, kernel_details,
+detection) convert each input sliced too, with tiny knobs, written and read back (tests/hardening/_sliced.py):
+a sliced conversion that differs from the whole one is a crash as well. An input that makes a reader raise anything but its own error
 (TraceFormatError / TargetError), or run past the time bound, is a crash: libFuzzer writes it to
 tests/fuzz_regressions/<reader>/crash-<sha1> (commit it: tests/hardening/test_fuzz_regressions.py
 replays every file there). Exit status: 0 when no reader crashed.

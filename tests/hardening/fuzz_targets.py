@@ -20,6 +20,8 @@ from pathlib import Path
 from portscope.ingest.errors import TargetError, TraceFormatError
 from portscope.ingest.readers._source import SizeCaps
 
+from ._sliced import check_sliced
+
 REPO = Path(__file__).resolve().parents[2]
 REGRESSIONS = REPO / "tests" / "fuzz_regressions"
 TIME_BOUND_S = 10.0  # generous: CI machines are shared; a real hang runs far past it
@@ -53,10 +55,10 @@ def _read_portscope(path: Path) -> object:
     return read_trace(path)
 
 
-def _read_kineto(path: Path) -> object:
+def _read_kineto(path: Path, sliced: bool = False) -> object:
     from portscope.ingest.readers.kineto import read_kineto
 
-    return read_kineto(path, caps=FUZZ_CAPS)
+    return read_kineto(path, caps=FUZZ_CAPS, sliced=sliced)
 
 
 def _read_fallback(path: Path) -> object:
@@ -71,19 +73,19 @@ def _read_torch_trace(path: Path) -> object:
     return read_torch_trace(path, caps=FUZZ_CAPS)
 
 
-def _read_detected(path: Path) -> object:
+def _read_detected(path: Path, sliced: bool = False) -> object:
     from portscope.ingest.convert import load_any
 
-    return load_any(path, caps=FUZZ_CAPS)
+    return load_any(path, caps=FUZZ_CAPS, **({"sliced": True} if sliced else {}))
 
 
-def _read_as(fmt: str) -> Callable[[Path], object]:
+def _read_as(fmt: str, sliced: bool = False) -> Callable[[Path], object]:
     """A reader of one detected format (issue 16's readers), through load_any with the fuzz caps."""
 
     def read(path: Path) -> object:
         from portscope.ingest.convert import load_any
 
-        return load_any(path, format=fmt, caps=FUZZ_CAPS)
+        return load_any(path, format=fmt, caps=FUZZ_CAPS, **({"sliced": True} if sliced else {}))
 
     return read
 
@@ -92,6 +94,9 @@ def _read_target(path: Path) -> object:
     from portscope.profiler.targets import load_target
 
     return load_target(path)
+
+
+SLICED_FORMATS = ("ascend-trace", "ascend-kernels", "chrome")  # of issue 16's readers, those that convert sliced
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,23 +108,28 @@ class Reader:
     read: Callable[[Path], object]
     error: type[Exception]
     module: str  # imported before the time bound starts (importing torch alone can take seconds)
+    sliced: Callable[[Path], object] | None = None  # the same read sliced (as `portscope convert` does), if it slices
 
 
 READERS: dict[str, Reader] = {
     r.name: r
     for r in (
         Reader("portscope", ".arrow", _read_portscope, TraceFormatError, "portscope.ingest.trace"),
-        Reader("kineto", ".json", _read_kineto, TraceFormatError, "portscope.ingest.readers.kineto"),
+        Reader("kineto", ".json", _read_kineto, TraceFormatError, "portscope.ingest.readers.kineto",
+               lambda p: _read_kineto(p, sliced=True)),
         Reader("fallback-log", ".log", _read_fallback, TraceFormatError, "portscope.ingest.readers.fallback_log"),
         Reader("torch-trace", ".log", _read_torch_trace, TraceFormatError, "portscope.ingest.readers.torch_trace"),
-        Reader("detect", ".bin", _read_detected, TraceFormatError, "portscope.ingest.convert"),
+        Reader("detect", ".bin", _read_detected, TraceFormatError, "portscope.ingest.convert",
+               lambda p: _read_detected(p, sliced=True)),
         Reader("target", ".toml", _read_target, TargetError, "portscope.profiler.targets"),
-        *(Reader(fmt, suffix, _read_as(fmt), TraceFormatError, "portscope.ingest.convert") for fmt, suffix in (
+        *(Reader(fmt, suffix, _read_as(fmt), TraceFormatError, "portscope.ingest.convert",
+                 _read_as(fmt, sliced=True) if fmt in SLICED_FORMATS else None) for fmt, suffix in (
             ("ascend-trace", ".json"), ("ascend-kernels", ".csv"), ("ascend-op-statistic", ".csv"),
             ("mobilint-trace", ".json"), ("furiosa-trace", ".json"), ("chrome", ".json"), ("rbln-explain", ".json"),
             ("furiosa-schedule", ".json"))),
         # the Kineto reader on a trace with NPU device rows (its npu_kineto hooks run)
-        Reader("npu-kineto", ".json", _read_as("kineto"), TraceFormatError, "portscope.ingest.convert"),
+        Reader("npu-kineto", ".json", _read_as("kineto"), TraceFormatError, "portscope.ingest.convert",
+               _read_as("kineto", sliced=True)),
     )
 }
 # seeds of issue 16's readers: the hand-written fixtures (tests/vendor/fixtures/README.md says what each follows)
@@ -132,19 +142,24 @@ _SCRATCH = Path(tempfile.mkdtemp(prefix="portscope-fuzz-"))
 
 
 def feed(reader: str, data: bytes, *, bound_s: float = TIME_BOUND_S) -> str:
-    """Read `data` with one reader: "ok" when it loads, "error" when it raises the reader's own error."""
+    """Read `data` with one reader: "ok" when it loads, "error" when it raises the reader's own error. A reader
+    that converts sliced converts it sliced too, with tiny knobs, and the two must agree (`_sliced.check_sliced`)."""
     r = READERS[reader]
     importlib.import_module(r.module)
     path = _SCRATCH / f"input-{os.getpid()}{r.suffix}"
     path.write_bytes(data)
     try:
-        with time_bound(bound_s):
-            r.read(path)
-    except r.error:
-        return "error"
+        try:
+            with time_bound(bound_s):
+                whole = r.read(path)
+        except r.error:
+            whole = None
+        if r.sliced is not None:
+            with time_bound(bound_s):
+                check_sliced(r.sliced, path, whole, _SCRATCH)
     finally:
         path.unlink(missing_ok=True)
-    return "ok"
+    return "ok" if whole is not None else "error"
 
 
 # ---- seeds: small valid inputs of every format --------------------------------------------------
