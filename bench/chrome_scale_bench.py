@@ -73,9 +73,10 @@ KERNEL_TYPES = (("MatMulV2", "AI_CORE", '"""8192,4096;4096,512"""', "DT_BF16;DT_
                 "FLOAT16;FLOAT16"), ("Cast", "AI_CPU", '"""4096"""', "FLOAT"), ("hcom_allReduce_", "HCCL", "N/A", "N/A"))  # fmt: skip
 
 
-def make_kernel_details(path: Path, megabytes: float) -> int:
+def make_kernel_details(path: Path, megabytes: float, names: int = 0) -> int:
     """Write a torch_npu kernel_details.csv of about `megabytes` MB (quoted start times with a TAB, tripled
-    quotes, N/A cells, as the real files have); returns the number of kernels."""
+    quotes, N/A cells, as the real files have); returns the number of kernels. `names`: that many distinct kernel
+    names, repeated (0: every kernel's name its own)."""
     target = int(megabytes * 1e6)
     written, n = 0, 0
     with open(path, "w") as f:
@@ -85,7 +86,7 @@ def make_kernel_details(path: Path, megabytes: float) -> int:
             for _ in range(10_000):
                 kind, core, shapes, dtypes = KERNEL_TYPES[n % 7 % len(KERNEL_TYPES)]
                 stream = "N/A" if core == "HCCL" else "2"
-                lines.append(f'{n // 100_000 + 1},4294967295,{n},{stream},{kind}_{n},{kind},{core},"{1736413971411629 + n * 3}.{n % 1000:03d}\t",'
+                lines.append(f'{n // 100_000 + 1},4294967295,{n},{stream},{kind}_{n % names if names else n},{kind},{core},"{1736413971411629 + n * 3}.{n % 1000:03d}\t",'
                              f"{1 + n % 17}.5,0,48,0,{shapes},{dtypes},FORMAT_ND,{shapes},{dtypes},FORMAT_ND\n")  # fmt: skip
                 n += 1
             text = "".join(lines)
@@ -112,14 +113,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", nargs="+", type=float, default=[0.5, 1, 2], help="input sizes in GB")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/chrome_scale"))
     parser.add_argument("--keep", action="store_true", help="keep the inputs (reused when present)")
+    parser.add_argument("--kernel-names", type=int, default=0, help="kernels: this many distinct names, repeated "
+                        "(default 0: every kernel's name its own, the worst case)")
     parser.add_argument("--before", type=Path, help="a folder holding an older portscope/: each file converted by it too")
     args = parser.parse_args(argv)
     args.dir.mkdir(parents=True, exist_ok=True)
     for kind in args.kind:
         for gb in args.sizes:
-            path = args.dir / f"{kind}_{gb:g}gb.{'csv' if kind == 'kernels' else 'json'}"
+            names = f"_{args.kernel_names}names" if kind == "kernels" and args.kernel_names else ""
+            path = args.dir / f"{kind}_{gb:g}gb{names}.{'csv' if kind == 'kernels' else 'json'}"
             if not path.exists():
-                make = {"chrome": make_chrome_trace, "npu": make_npu_trace, "kernels": make_kernel_details}[kind]
+                make = {"chrome": make_chrome_trace, "npu": make_npu_trace,
+                        "kernels": lambda p, mb: make_kernel_details(p, mb, args.kernel_names)}[kind]  # fmt: skip
                 print(f"made {path} ({make(path, gb * 1000)} {'operators' if kind == 'npu' else 'events'})", flush=True)
             size = path.stat().st_size
             runs = [("", dict(os.environ))]
