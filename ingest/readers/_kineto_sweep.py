@@ -256,7 +256,11 @@ def filled(typecode: str, n: int, value: int) -> DiskColumn:
 
 
 def take(values: DiskColumn, index: np.ndarray) -> np.ndarray:
-    """values[index], a window of WINDOW_ROWS values read at a time."""
+    """values[index], a window of WINDOW_ROWS values read at a time. An empty column gives -1 (no link) for each
+    index: callers pass np.maximum(link, 0) and mask the links that are -1, which is every one when there is no
+    row to link to (e.g. device work whose correlation names no runtime call in a trace with none)."""
+    if not len(values):
+        return np.full(len(index), -1, dtype=values.dtype)
     return values.take(index, WINDOW_ROWS)
 
 
