@@ -6,7 +6,6 @@ from __future__ import annotations
 import bisect
 import codecs
 import csv
-import ctypes
 import dataclasses
 import io
 import itertools
@@ -23,7 +22,7 @@ from pyarrow import csv as pa_csv
 from ..errors import TraceFormatError
 from ._chrome_stream import file_chunks, micros_to_ns
 from ._source import SizeCaps
-from ._spill import HOLD_ROWS, DiskColumn
+from ._spill import HOLD_ROWS, DiskColumn, release_memory
 
 _CORE = ("Accelerator Core", "Task Type")  # older exports name the core column "Task Type"
 _KERNEL_NEEDS = ("Name", "Start Time(us)", "Duration(us)")
@@ -93,16 +92,6 @@ class _ChunkFile(io.RawIOBase):
 
 _KERNEL_CELLS = ("Name", "Type", "Start Time(us)", "Duration(us)", "Device_id", "Step Id", "Stream ID", "Input Shapes",
                  "Input Data Types", "Output Shapes", "Output Data Types")  # fmt: skip
-
-
-def _trim() -> None:
-    """Give free pages back to the system: Arrow's pool and the C heap (glibc keeps those of freed blocks between
-    live ones)."""
-    pa.default_memory_pool().release_unused()
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (AttributeError, OSError):  # not glibc
-        pass
 
 
 class _Names:
@@ -302,7 +291,7 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
             spill["combo"].extend(of_combo[inverse.reshape(-1)])
             blocks += 1
             if blocks % 8 == 0:  # the blocks' freed cells, between the kept columns: back to the system
-                _trim()
+                release_memory()
     except pa.ArrowInvalid as exc:
         what = "not UTF-8 text" if "UTF8" in str(exc) else "not valid CSV"
         raise TraceFormatError(path, f"{what}: {exc}") from None
@@ -314,6 +303,6 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
     table = np.array(list(combos), dtype=np.int32).reshape(len(combos), len(coded))
     words = coder.dictionary(path)
     del coder
-    _trim()
+    release_memory()
     return _Kernels(header, core_col, spill["start"], spill["dur"], spill["name"], words, spill["combo"],
                     {c: table[:, j] for j, c in enumerate(coded)}, cells)  # fmt: skip

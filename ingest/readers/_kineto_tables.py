@@ -10,7 +10,6 @@ the device lanes' as the linker's concatenation unifies them).
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -51,7 +50,7 @@ from ._kineto_sweep import (
     Link,
     take,
 )
-from ._spill import DiskColumn
+from ._spill import DiskColumn, release_memory
 
 HOST, DEVICE, FALLBACK = (_PLACEMENTS.index(p) for p in (Placement.HOST, Placement.DEVICE, Placement.FALLBACK))
 
@@ -124,7 +123,7 @@ def op_batches(link: Link, placement: DiskColumn, used: np.ndarray, root_device:
         call_site, stack_id = site_columns(link, ids, site, link.keys(ids) if len(link.op_key) else None)
         yield from table.table(part, first, start, dur, link.op_region.read(first, first + n), codes, call_site=call_site,
                                stack_id=stack_id).to_batches()  # fmt: skip
-        _trim()
+        release_memory()
 
 
 def _op_sites(link: Link) -> Callable[[np.ndarray], pa.Array]:
@@ -421,23 +420,9 @@ def unified(name: str, rows: int, make: Callable[[], Iterator[pa.RecordBatch]]) 
                 indices = remap[column.indices.fill_null(0).to_numpy(zero_copy_only=False)]
                 columns[i] = pa.DictionaryArray.from_arrays(pa.array(indices, mask=nulls), dictionary)
             yield pa.RecordBatch.from_arrays(columns, schema=table_schema)
-            _trim()
+            release_memory()
 
     return TableSlices(rows, batches)
-
-
-def _trim() -> None:
-    """Give the C heap's free pages back once a batch is written: glibc keeps the freed blocks of one batch's arrays
-    between live ones, and the peak then grew with the number of batches (4 GB file: 0.59 GB without, see README)."""
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-
-
-try:
-    _LIBC: ctypes.CDLL | None = ctypes.CDLL(None)
-    _LIBC.malloc_trim  # noqa: B018 (glibc only)
-except (AttributeError, OSError):
-    _LIBC = None
 
 
 __all__ = ["DEVICE", "FALLBACK", "HOST", "DeviceWork", "HostLanes", "Table", "chain", "fallback_batches", "op_batches",

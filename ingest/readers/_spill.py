@@ -12,6 +12,7 @@ values out once there are `hold` of them; call it now and then (after each batch
 
 from __future__ import annotations
 
+import ctypes
 import os
 import tempfile
 from array import array
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 import numpy as np
+import pyarrow as pa
 
 HOLD_ROWS = 1 << 20  # values kept in memory before they go to the file
 WINDOW_ROWS = 1 << 21  # values read at a time by `take`
@@ -192,4 +194,19 @@ class DiskColumn:
             file.close()
 
 
-__all__ = ["HOLD_ROWS", "WINDOW_ROWS", "DiskColumn"]
+def release_memory() -> None:
+    """Give free pages back to the system once a batch is written: Arrow's pool, and the C heap (glibc keeps the
+    freed blocks of one batch's arrays between live ones, and the peak then grows with the number of batches)."""
+    pa.default_memory_pool().release_unused()
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+try:
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL(None)
+    _LIBC.malloc_trim  # noqa: B018 (glibc only)
+except (AttributeError, OSError):
+    _LIBC = None
+
+
+__all__ = ["HOLD_ROWS", "WINDOW_ROWS", "DiskColumn", "release_memory"]

@@ -35,10 +35,11 @@ from ..trace import RunInfo, TableSlices, Trace
 from . import _chrome_slices, _kernel_columns
 from ._chrome_slices import finish
 from ._chrome_stream import micros_to_ns
-from ._kernel_columns import _CORE, _KERNEL_NEEDS, _LIMIT, _MAX_PROBLEMS, _Cells, _clean, _Kernels, _trim
+from ._kernel_columns import _CORE, _KERNEL_NEEDS, _LIMIT, _MAX_PROBLEMS, _Cells, _clean, _Kernels
 from ._kernel_order import first_seen, in_order, sort_by_start
 from ._kineto_link import _Coder, _table
 from ._source import DEFAULT_CAPS, SizeCaps, decode_text, read_bytes
+from ._spill import release_memory
 from .ascend_trace import AI_CPU, AI_CPU_NOTE
 
 KERNELS_FORMAT = "ascend-kernels"
@@ -120,7 +121,7 @@ def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slic
         renumber, order = first_seen(k.name, len(k.names), rows)  # the dictionary in order of first appearance (by start)
         k.names = k.names.take(pa.array(order))
         del order
-    _trim()
+    release_memory()
     none = np.full(n_combo, cells.code(None), dtype=np.int32)
     of = {c: k.combo_cells.get(c, none) for c in ("Device_id", "Step Id", "Stream ID", "Type")}  # per combo
     typed = np.array([v is not None for v in clean] or [False], dtype=bool)[of["Type"]]  # per combo
