@@ -4,7 +4,8 @@ The contract of torch-rbln's Kineto emitter (enabled by ``RBLN_PROFILER=1``):
 
 * device rows are processes whose pid is the device's, with ``process_sort_index`` 5000000 + pid
   (a process named ``NPU <id>`` is recognised too); their lanes are threads named by ``thread_name``
-  metadata (``NPU <id> <thread name>``);
+  metadata (``NPU <id> <thread name>``); a process Kineto labels ``GPU <id>`` (``process_labels``) is a
+  CUDA/ROCm device row, not an NPU one, though newer Kineto gives it the same sort index;
 * device activity categories: ``kernel`` (compute: stream lane), ``gpu_memcpy`` (DMA: a transfer,
   direction from its name), ``privateuse1_driver`` (a synchronisation: a ``sync`` signal) and
   ``privateuse1_runtime`` (runtime work: dispatch);
@@ -42,6 +43,7 @@ LAUNCH_MARKERS = {"rbln_run"}
 SORT_INDEX_BASE = 5_000_000
 _PROCESS = re.compile(r"^NPU\s*(\d+)$")
 _NUMBER = re.compile(r"(\d+)\s*$")
+_GPU_LABEL = re.compile(r"^GPU\s*\d+$")  # Kineto's label of a CUDA/ROCm device row (whose sort index is 5000000 + id too)
 _DEVICE_SORT_INDEX = re.compile(rb'"sort_index"\s*:\s*5\d{6}\b')
 # device activity category -> (engine kind, slice kind, default lane name)
 _CATEGORIES = {
@@ -119,6 +121,7 @@ def npu_layout_of(batches: Iterable[list[Any]]) -> NpuLayout | None:
     """The NPU layout of batches of raw events (dicts), or None when no process is a device row."""
     names: dict[Any, str] = {}
     sort_index: dict[Any, int] = {}
+    gpus: set[Any] = set()
     threads: dict[tuple[Any, Any], str] = {}
     markers: dict[tuple[Any, Any, float], int] = {}
     slices: dict[tuple[Any, Any, float], tuple[str, int | None]] = {}
@@ -141,6 +144,9 @@ def npu_layout_of(batches: Iterable[list[Any]]) -> NpuLayout | None:
                     threads[key] = args["name"]
                 elif ev.get("name") == "process_sort_index" and type(args.get("sort_index")) is int:
                     sort_index[key[0]] = args["sort_index"]
+                elif (ev.get("name") == "process_labels" and isinstance(args.get("labels"), str)
+                      and _GPU_LABEL.match(args["labels"].strip())):
+                    gpus.add(key[0])
             elif ph == "X" and ts is not None:
                 launch = args.get("launch_id") if isinstance(args, dict) else None
                 launch = launch if type(launch) is int and 0 <= launch < 2**63 else None
@@ -160,7 +166,7 @@ def npu_layout_of(batches: Iterable[list[Any]]) -> NpuLayout | None:
         m = _PROCESS.match(names.get(pid, "").strip())
         if m:
             processes[pid] = int(m.group(1))
-        elif type(pid) is int and sort_index.get(pid) == SORT_INDEX_BASE + pid:
+        elif type(pid) is int and sort_index.get(pid) == SORT_INDEX_BASE + pid and pid not in gpus:
             number = _NUMBER.search(names.get(pid, ""))
             processes[pid] = int(number.group(1)) if number else pid
     if not processes:

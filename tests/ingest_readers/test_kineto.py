@@ -116,6 +116,20 @@ def test_rocm_relative_timestamps_and_runtime_sizes() -> None:
     assert _signals(trace, SignalKind.SYNC) == 1  # hipDeviceSynchronize
 
 
+@pytest.mark.parametrize("sliced", [False, True])
+def test_rocm_gpu_rows_are_not_npu_lanes(sliced: bool) -> None:
+    """Newer Kineto gives a ROCm/CUDA device row the sort index 5000000 + id, as torch-rbln's NPU rows have;
+    its process_labels "GPU 2" says it is a GPU: device cuda:2, a stream lane and a DMA lane, no NPU lanes."""
+    trace = read_kineto(ROCM, sliced=sliced)
+    assert trace.run_info.devices == ["cpu", "cuda:2"]
+    assert set(_col(trace, "regions", "device")) == {"cuda:2"}
+    lanes = collections.Counter(zip(_col(trace, "engine_slices", "engine"), _col(trace, "engine_slices", "engine_kind"), strict=True))
+    # the file: 14 "kernel" events on pid 2 tid 0 (thread "stream 0 "), 2 "gpu_memcpy" HtoD events
+    assert lanes[("stream 0", "stream")] == 14
+    assert lanes[("DMA h2d", "dma_h2d")] == 2
+    assert not [e for e, _ in lanes if e.startswith("NPU")]
+
+
 @pytest.mark.parametrize("name", ["cuda_sampled_rank0.json.gz", "cuda_diff_control.json.gz", "cuda_diff_test.json.gz"])
 def test_shared_cuda_traces_match_json(name: str) -> None:
     path = shared(f"kineto/{name}")
