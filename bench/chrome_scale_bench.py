@@ -7,6 +7,8 @@ prints the wall time, events/s and peak RSS. Inputs are written into --dir and r
 
     .venv/bin/python bench/chrome_scale_bench.py --kind chrome npu --sizes 0.5 1 2 --dir /tmp/scale
 
+--string-ids gives the generic traces and trace views string flow ids (one distinct id per flow).
+
 --before DIR also converts each file with the portscope found in DIR (a folder holding ``portscope/``, e.g.
 links to an older tree's app/, ingest/, profiler/), right after the run of this tree, so both see the same load.
 """
@@ -28,8 +30,9 @@ from npu_trace_bench import make_trace as make_npu_trace  # noqa: E402
 PROCESSES = (("renderer", 3), ("gpu process", 2), ("browser", 4))
 
 
-def make_chrome_trace(path: Path, megabytes: float) -> int:
-    """Write a generic Chrome trace object of about `megabytes` MB; returns the number of events written."""
+def make_chrome_trace(path: Path, megabytes: float, *, string_ids: bool = False) -> int:
+    """Write a generic Chrome trace object of about `megabytes` MB; returns the number of events written.
+    string_ids: flow ids are strings (``"0x<step>"``, one distinct id per flow), not integers."""
     target = int(megabytes * 1e6)
     meta = [{"ph": "M", "name": "process_name", "pid": p, "tid": 0, "args": {"name": name}}
             for p, (name, _) in enumerate(PROCESSES, 1)]  # fmt: skip
@@ -55,8 +58,9 @@ def make_chrome_trace(path: Path, megabytes: float) -> int:
                     ]  # fmt: skip
                     if n % 3 == 0:
                         block.append({"ph": "i", "name": "Mark", "cat": "blink", "pid": p, "tid": t, "ts": ts + 35, "s": "t"})
-                block += [{"ph": "s", "name": "post", "cat": "ipc", "id": step, "pid": 1, "tid": 1, "ts": t0 + 3},
-                          {"ph": "f", "name": "post", "cat": "ipc", "id": step, "pid": 3, "tid": 2, "ts": t0 + 25, "bp": "e"}]  # fmt: skip
+                fid = f"0x{step:x}" if string_ids else step
+                block += [{"ph": "s", "name": "post", "cat": "ipc", "id": fid, "pid": 1, "tid": 1, "ts": t0 + 3},
+                          {"ph": "f", "name": "post", "cat": "ipc", "id": fid, "pid": 3, "tid": 2, "ts": t0 + 25, "bp": "e"}]  # fmt: skip
                 step += 1
             text = ", " + ", ".join(json.dumps(e) for e in block)
             events += len(block)
@@ -115,15 +119,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the inputs (reused when present)")
     parser.add_argument("--kernel-names", type=int, default=0, help="kernels: this many distinct names, repeated "
                         "(default 0: every kernel's name its own, the worst case)")
+    parser.add_argument("--string-ids", action="store_true", help="chrome, npu: flow ids are strings, one distinct id "
+                        "per flow (default: integers)")
     parser.add_argument("--before", type=Path, help="a folder holding an older portscope/: each file converted by it too")
     args = parser.parse_args(argv)
     args.dir.mkdir(parents=True, exist_ok=True)
     for kind in args.kind:
         for gb in args.sizes:
             names = f"_{args.kernel_names}names" if kind == "kernels" and args.kernel_names else ""
+            names += "_strids" if kind != "kernels" and args.string_ids else ""
             path = args.dir / f"{kind}_{gb:g}gb{names}.{'csv' if kind == 'kernels' else 'json'}"
             if not path.exists():
-                make = {"chrome": make_chrome_trace, "npu": make_npu_trace,
+                make = {"chrome": lambda p, mb: make_chrome_trace(p, mb, string_ids=args.string_ids),
+                        "npu": lambda p, mb: make_npu_trace(p, mb, string_ids=args.string_ids),
                         "kernels": lambda p, mb: make_kernel_details(p, mb, args.kernel_names)}[kind]  # fmt: skip
                 print(f"made {path} ({make(path, gb * 1000)} {'operators' if kind == 'npu' else 'events'})", flush=True)
             size = path.stat().st_size

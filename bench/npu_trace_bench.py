@@ -38,9 +38,11 @@ _LOAD = textwrap.dedent(
 )
 
 
-def _group(i: int, t_us: int) -> list[str]:
+def _group(i: int, t_us: int, string_ids: bool = False) -> list[str]:
     ts = f"{t_us}.{i % 1000:03d}"
-    flow = 1704161511420306491 + i
+    flow: int | str = 1704161511420306491 + i
+    if string_ids:  # as some torch_npu versions write them: the number quoted
+        flow = str(flow)
     events = [
         {"ph": "X", "name": "aten::add", "cat": "cpu_op", "pid": 12345, "tid": 12345, "ts": ts, "dur": 20.5,
          "args": {"Sequence number": i, "Fwd thread id": 0, "Input Dims": [[2, 3], [2, 3], []],
@@ -58,8 +60,9 @@ def _group(i: int, t_us: int) -> list[str]:
     return [json.dumps(e) for e in events]
 
 
-def make_trace(path: Path, megabytes: float) -> int:
-    """Write a synthetic trace view of about `megabytes` MB; returns the number of operators."""
+def make_trace(path: Path, megabytes: float, *, string_ids: bool = False) -> int:
+    """Write a synthetic trace view of about `megabytes` MB; returns the number of operators.
+    string_ids: the torch_to_npu flow ids are strings (one distinct id per operator), not integers."""
     target = int(megabytes * 1e6)
     meta = [{"name": "process_name", "ph": "M", "pid": 12345, "tid": 0, "args": {"name": "Python"}},
             {"name": "process_name", "ph": "M", "pid": 1234502, "tid": 0, "args": {"name": "CANN"}},
@@ -71,7 +74,7 @@ def make_trace(path: Path, megabytes: float) -> int:
         while written < target:
             block = []
             for _ in range(1000):
-                block += _group(i, 1704161511000000 + i * 40)
+                block += _group(i, 1704161511000000 + i * 40, string_ids)
                 i += 1
             text = ", " + ", ".join(block)
             f.write(text)
