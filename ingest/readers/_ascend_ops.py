@@ -14,31 +14,35 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..schema import SliceKind
 from . import _chrome_events
 from ._chrome_bind import SAMPLE_ROWS, SPILL_HOLD, Scatter, spread, time_bounds
 from ._chrome_events import PHASES, ChromeEvents, blocks
+from ._chrome_slices import KINDS
 from ._spill import DiskColumn
 
 ROLES = ("other", "python", "cann", "hardware", "overlap")
 
 
 class Spans:
-    """The spans split by what they are, in one pass a block at a time: operators (span numbers, on disk), each
-    span's operator number (-1: none, on disk), queue spans and device-side spans (span numbers, on disk),
-    the few syncs, online compiles and AI CPU kernels (in memory), the kernel count and the host's main thread."""
+    """The spans split by what they are, in one pass a block at a time, each a `DiskColumn`: operators (span
+    numbers), each span's operator number (-1: none), queue spans and device-side spans, the CANN calls that
+    sync or compile online and the AI CPU kernels (span numbers), each span's slice kind where it is not its
+    lane's (position in `_chrome_slices.KINDS`, -1: its lane's); the kernel count and the host's main thread."""
 
     def __init__(self) -> None:
         hold = _chrome_events.HOLD_ROWS
         self.ops, self.queue, self.device = DiskColumn("q", hold), DiskColumn("q", hold), DiskColumn("q", hold)
         self.op_of_span = DiskColumn("i", hold)
-        self.syncs = self.compiles = self.ai_cpu = np.zeros(0, dtype=np.int64)
+        self.calls, self.ai_cpu = DiskColumn("q", SPILL_HOLD), DiskColumn("q", SPILL_HOLD)
+        self.kinds = DiskColumn("b", hold)
         self.kernels, self.main_tid = 0, -1
 
     @classmethod
     def split(cls, ev: ChromeEvents, role_of: np.ndarray, aten: np.ndarray, cpu_op: int, sync_call: np.ndarray,
               compile_call: np.ndarray, ai_cpu_args: np.ndarray) -> Spans:  # fmt: skip
         out = cls()
-        syncs, compiles, ai_cpu = [], [], []
+        sync, compile_, fallback = (KINDS.index(k.value) for k in (SliceKind.SYNC, SliceKind.COMPILE, SliceKind.FALLBACK))
         op_tids: dict[int, int] = {}
         for lo, hi in blocks(len(ev)):
             name, role = ev.read("name", lo, hi), role_of[ev.read("pid", lo, hi)]
@@ -53,15 +57,18 @@ class Spans:
             out.queue.extend(number[python & ~is_op])
             out.device.extend(number[~python])
             cann = role == ROLES.index("cann")
-            syncs.append(number[cann & sync_call[name]])
-            compiles.append(number[cann & compile_call[name]])
+            syncs, compiles = cann & sync_call[name], cann & compile_call[name]
+            out.calls.extend(number[syncs | compiles])
             hardware = role == ROLES.index("hardware")
-            ai_cpu.append(number[hardware & ai_cpu_args[ev.read("args", lo, hi) + 1]])
+            ai_cpu = hardware & ai_cpu_args[ev.read("args", lo, hi) + 1]
+            out.ai_cpu.extend(number[ai_cpu])
+            kinds = np.full(hi - lo, -1, dtype=np.int8)  # an AI CPU kernel's kind wins, then a compile's
+            kinds[syncs], kinds[compiles], kinds[ai_cpu] = sync, compile_, fallback
+            out.kinds.extend(kinds)
             out.kernels += int(np.count_nonzero(hardware))
             tids, counts = np.unique(ev.read("tid", lo, hi)[is_op], return_counts=True)
             for t, c in zip(tids.tolist(), counts.tolist(), strict=True):
                 op_tids[t] = op_tids.get(t, 0) + c
-        out.syncs, out.compiles, out.ai_cpu = (np.concatenate(x) if x else np.zeros(0, dtype=np.int64) for x in (syncs, compiles, ai_cpu))
         if op_tids:  # the thread with the most operators (the lowest code of those tied)
             out.main_tid = max(sorted(op_tids), key=lambda t: op_tids[t])
         return out

@@ -241,7 +241,7 @@ def bind_flows(ev: ChromeEvents) -> DiskColumn:
 
 def flow_ids(ev: ChromeEvents, bound: DiskColumn, keep: Callable[[np.ndarray], np.ndarray] | None = None) -> DiskColumn:
     """Per span: the id of a flow bound to it (the last such endpoint in the file; ids that are not int64, or
-    negative, get numbers from 2^62 up), or -1. `bound`: each endpoint's span (`bind_flows`); keep(spans):
+    negative, are moved to 2^62..2^63: 2^62 + a 62-bit hash, `_chrome_events.other_key`), or -1. `bound`: each endpoint's span (`bind_flows`); keep(spans):
     which of those spans may have one."""
     ids = Scatter(len(ev), ordered=True)
     for lo, hi in blocks(len(bound)):

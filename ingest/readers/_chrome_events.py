@@ -15,6 +15,7 @@ to, by Chrome's binding rules.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,8 @@ class Values:
 
 
 PHASES = ("s", "t", "f")
-_OTHER_ID = -(2**62)  # flow ids that are not int64 (strings, ints past 2^63) get keys from here upwards
+_OTHER_ID = -(2**62)  # flow ids that are not int64 (strings, ints past 2^63) get keys from here up to 0 (a hash)
+_RECENT_IDS = 1 << 16  # hashed flow ids remembered (a flow's endpoints come close together), then forgotten
 HOLD_ROWS = _spill.HOLD_ROWS  # values of a column kept in memory before they go to its temporary file (tests make it tiny)
 
 
@@ -90,11 +92,25 @@ def _column(typecode: str) -> Callable[[], DiskColumn]:
     return lambda: DiskColumn(typecode, HOLD_ROWS)
 
 
+def other_key(fid: Any) -> int:
+    """The key of a flow id that is not an int64 (a string, an int past 2^63, a float): _OTHER_ID plus 62 bits of
+    BLAKE2b over the id's text, the same in every process. Ids Python holds equal (1.0 and True) share a key; a
+    string never shares one with a number. Two distinct ids share a key with probability about n^2 / 2^63 for n
+    distinct ids (1e-5 at 10M, 1e-3 at 100M): their flows would then be joined."""
+    if type(fid) is str:
+        text = b"s" + fid.encode("utf-8", "surrogatepass")
+    elif type(fid) is float and not fid.is_integer():
+        text = b"f" + repr(fid).encode()
+    else:  # int, bool, integral float
+        text = b"i" + str(int(fid)).encode()
+    return _OTHER_ID + (int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little") >> 2)
+
+
 @dataclasses.dataclass(eq=False)
 class Flows(_Columns):
-    """Flow endpoints as columns: phase (index into PHASES), key (the id: itself when an int64, else a number
-    from _OTHER_ID up, one per distinct id), time, thread (value codes), category and name (value codes), and
-    whether it binds to the enclosing slice (Chrome: 's' and 't' do, 'f' only with "bp": "e")."""
+    """Flow endpoints as columns: phase (index into PHASES), key (the id: itself when an int64, else
+    `other_key(id)`, no table of distinct ids kept), time, thread (value codes), category and name (value codes),
+    and whether it binds to the enclosing slice (Chrome: 's' and 't' do, 'f' only with "bp": "e")."""
 
     _names = ("phase", "key", "ts", "pid", "tid", "cat", "name", "enclosing")
     phase: DiskColumn = dataclasses.field(default_factory=_column("b"))
@@ -105,13 +121,17 @@ class Flows(_Columns):
     cat: DiskColumn = dataclasses.field(default_factory=_column("i"))
     name: DiskColumn = dataclasses.field(default_factory=_column("i"))
     enclosing: DiskColumn = dataclasses.field(default_factory=_column("b"))
-    other_ids: dict[Any, int] = dataclasses.field(default_factory=dict)
+    recent_ids: dict[Any, int] = dataclasses.field(default_factory=dict)  # at most _RECENT_IDS
 
     def append(self, phase: str, fid: Any, ts: int, pid: int, tid: int, cat: int, name: int, enclosing: bool) -> None:
         if type(fid) is int and -(2**62) < fid < 2**63:
             key = fid
         else:
-            key = self.other_ids.setdefault(fid, _OTHER_ID + len(self.other_ids))
+            key = self.recent_ids.get(fid)
+            if key is None:
+                if len(self.recent_ids) >= _RECENT_IDS:
+                    self.recent_ids.clear()
+                key = self.recent_ids[fid] = other_key(fid)
         self.phase.held.append(PHASES.index(phase))
         self.key.held.append(key)
         self.ts.held.append(ts)
@@ -312,6 +332,8 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
                 out.instants.append(ts, code(name), code(cat), code(pid), code(tid))
             elif ph in ("s", "t", "f"):
                 fid = ev.get("id", ev.get("bind_id"))
+                if fid is None and type(ev.get("id2")) is dict:
+                    fid = _id2(ev["id2"], pid)
                 if not _hashable(fid) or fid is None:
                     problem(f"event {index - 1} ({name!r:.60}): a flow event needs an 'id'")
                     continue
@@ -329,6 +351,14 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
 
 def _skip(_: int) -> None:
     pass
+
+
+def _id2(id2: dict, pid: Any) -> Any:
+    """The flow id of an ``"id2"``: ``{"global": id}`` is the id itself, ``{"local": id}`` an id of its process only."""
+    if "global" in id2:
+        return id2["global"]
+    local = id2.get("local")
+    return None if local is None or not _hashable(local) else f"id2.local {pid!r} {local!r}"
 
 
 def _hashable(value: Any) -> bool:
@@ -350,4 +380,4 @@ def _metadata(out: ChromeEvents, ev: dict) -> None:
         out.process_sort[pid] = args["sort_index"]
 
 
-__all__ = ["HOLD_ROWS", "PHASES", "ChromeEvents", "Flows", "Instants", "Values", "blocks", "collect", "lane_keys"]
+__all__ = ["HOLD_ROWS", "PHASES", "ChromeEvents", "Flows", "Instants", "Values", "blocks", "collect", "lane_keys", "other_key"]

@@ -48,9 +48,10 @@ from ..schema import CompileKind, EngineKind, Mode, Placement, SignalKind, Slice
 from ..trace import TableSlices, Trace
 from . import _chrome_events, _chrome_slices
 from ._ascend_ops import ROLES, Spans, launches, nest
-from ._chrome_bind import Scatter, bind_flows, bind_points
+from ._chrome_bind import bind_flows, bind_points
 from ._chrome_events import ChromeEvents, blocks, collect
-from ._chrome_slices import KINDS, SliceRows, finish
+from ._chrome_slices import SliceRows, finish
+from ._disk_rows import DiskRows
 from ._kineto_events import _tensor_args
 from ._kineto_link import _coded, _Coder, _table
 from ._source import DEFAULT_CAPS, SizeCaps
@@ -68,6 +69,8 @@ from .chrome_generic import (
 FORMAT = "ascend-trace"
 AI_CPU = "AI_CPU"
 AI_CPU_NOTE = "the device ran this kernel on its AI CPU (no AI Core kernel for its dtype or shape): try another dtype or shape"
+COMPILE_NOTE = ("an operator compiled online (no pre-built binary for its shapes): try static shapes or binary kernels "
+                "(torch_npu.npu.set_compile_mode(jit_compile=False))")
 _KEEP_ARGS = ("Input Dims", "Input type", "Input Strides", "Task Type")
 _STREAM = re.compile(r"^\s*Stream\s*(\S+)")
 _QUOTED_TS = re.compile(r'"ts":\s*"\d+\.\d')
@@ -100,7 +103,7 @@ def _role(name: str) -> str:
 def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool = False) -> Trace:
     """Convert a torch_npu ``trace_view.json`` into a Trace (host ops, CANN lane, NPU streams, signals).
 
-    sliced: give the ops and engine slices as slices, made as they are written (`Trace.slices`)."""
+    sliced: give the ops, engine slices, signals and compiles as slices, made as they are written (`Trace.slices`)."""
     path = Path(path)
     ev = collect(path, caps=caps, keep_args=_KEEP_ARGS)
     roles = {pid: _role(name) for pid, name in ev.process_names.items()}
@@ -169,27 +172,26 @@ def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced
         top.extend(ops.read(lo, hi)[parent.read(lo, hi) < 0])
     lanes_queue = {k: Lane("host queue", EngineKind.DISPATCH, SliceKind.DISPATCH) for k, v in lanes.items()
                    if v.engine_kind is EngineKind.HOST}  # fmt: skip
-    syncs, compiles, ai_cpu = spans.syncs, spans.compiles, spans.ai_cpu
-    kinds = Scatter(len(ev), "b", ordered=True)  # per span its kind where not its lane's; an AI CPU kernel's wins
-    for rank, (which, kind) in enumerate(((syncs, SliceKind.SYNC), (compiles, SliceKind.COMPILE), (ai_cpu, SliceKind.FALLBACK))):
-        kinds.put(which, np.full(len(which), KINDS.index(kind.value)), np.full(len(which), rank))
     python_pids = [p for p, r in roles.items() if r == "python"]
-    _signals(b, ev, rid, t0, ops, parent, kernel_op, spans.op_of_span, np.sort(np.concatenate([syncs, compiles])),
-             ai_cpu.tolist(), python_pids)  # fmt: skip
+    signals, compiles = _signals(ev, rid, t0, ops, parent, kernel_op, spans, python_pids)
     rows = SliceRows(ev, rid, t0)
     rows.add(lanes, top, op_ids=spans.op_of_span)
     del top, parent
     rows.add(lanes_queue, spans.queue)  # Enqueue / Dequeue: Python spans, not operators
-    rows.add(lanes, spans.device, correlation=flow_links(ev, bound), kinds=kinds.column(), op_ids=kernel_op)  # fmt: skip
+    rows.add(lanes, spans.device, correlation=flow_links(ev, bound), kinds=spans.kinds, op_ids=kernel_op)  # fmt: skip
     bound.close()
     linked = sum(int(np.count_nonzero(block >= 0)) for _, block in kernel_op.blocks())
     names = sorted(flow_starts)
     b.run_info.extra.update({
-        "kernels": spans.kernels, "ai_cpu_kernels": len(ai_cpu),
+        "kernels": spans.kernels, "ai_cpu_kernels": len(spans.ai_cpu),
         "kernels_linked_to_operators": linked,
         "flows_by_name": _count([vals[c] for c in names], [flow_starts[c] for c in names]),
     })  # fmt: skip
-    return finish(b.build(), {"ops": ops_rows, "engine_slices": rows.slices()}, sliced=sliced)
+    spans.calls.close()
+    spans.ai_cpu.close()
+    tables = {"ops": ops_rows, "engine_slices": rows.slices()}
+    tables.update({name: table.slices() for name, table in (("signals", signals), ("compiles", compiles)) if len(table)})
+    return finish(b.build(), tables, sliced=sliced)
 
 
 def _device_id(ev: ChromeEvents, pid: Any, n: int) -> int:
@@ -239,12 +241,16 @@ def _op_slices(ev: ChromeEvents, ops: DiskColumn, launched: DiskColumn, t0: int,
     return TableSlices(n, batches)
 
 
-def _signals(b: TraceBuilder, ev: ChromeEvents, rid: int, t0: int, ops: DiskColumn, parent: DiskColumn,
-             kernel_op: DiskColumn, op_of_span: DiskColumn, calls: np.ndarray, ai_cpu: list[int],
-             python_pids: list[Any]) -> None:  # fmt: skip
-    """Syncs (operators and aclrtSynchronize* calls), online compiles (calls) and AI CPU kernels."""
+def _signals(ev: ChromeEvents, rid: int, t0: int, ops: DiskColumn, parent: DiskColumn, kernel_op: DiskColumn,
+             spans: Spans, python_pids: list[Any]) -> tuple[DiskRows, DiskRows]:  # fmt: skip
+    """The signals (syncs: operators and aclrtSynchronize* calls; online compiles: calls; AI CPU kernels) and the
+    compiles, on disk, found a block of operators, calls or kernels at a time."""
     vals = ev.values.values
     sync_value = np.array([type(v) is str and v in SYNC_OPS for v in vals] or [False], dtype=bool)
+    signals = DiskRows("signals", numbers={"op_id": "q", "time_ns": "q"}, texts=("kind", "reason", "op_name", "note"),
+                       optional=("op_id",), fixed={"region_id": rid, "count": 1, "bytes": 0})  # fmt: skip
+    compiles = DiskRows("compiles", numbers={"compile_ns": "q", "time_ns": "q"}, texts=("key", "reason"),
+                        fixed={"region_id": rid, "kind": CompileKind.PROGRAM})  # fmt: skip
 
     def op_names(o: int) -> str:
         return vals[ev.name[ops[o]]]
@@ -259,36 +265,42 @@ def _signals(b: TraceBuilder, ev: ChromeEvents, rid: int, t0: int, ops: DiskColu
     def is_sync(name: str) -> bool:
         return name in SYNC_OPS
 
-    waits = np.concatenate([lo + np.flatnonzero(sync_value[ev.gather("name", ops.read(lo, hi))]) for lo, hi in blocks(len(ops))]
-                           or [np.zeros(0, dtype=np.int64)])  # the operators that wait: few  # fmt: skip
-    wait_start = ev.gather("start", ops.take(waits)).tolist()
-    for o, start in zip(waits.tolist(), wait_start, strict=True):
-        rule = sync_cause(OpCall(op_names(o)))
-        if rule is not None and not inside(int(parent[o]), is_sync):
-            b.signals.append(region_id=rid, op_id=o, kind=SignalKind.SYNC, reason=rule.cause.value, op_name=op_names(o),
-                             count=1, bytes=0, note=rule.hint, time_ns=start - t0)  # fmt: skip
-    spans = calls.tolist()
-    names, starts, durs = (ev.gather(c, calls).tolist() for c in ("name", "start", "dur"))
-    for n, o in enumerate(_enclosing_ops(ev, spans, op_of_span, python_pids)):
-        call = vals[names[n]].split("@", 1)[-1]
-        when = starts[n] - t0
-        op_name = op_names(o) if o >= 0 else None
-        if call in SYNC_RUNTIME_CALLS and not (o >= 0 and inside(o, is_sync)):
-            b.signals.append(region_id=rid, op_id=o if o >= 0 else None, kind=SignalKind.SYNC,
-                             reason=Cause.SYNC_CALL.value, op_name=op_name or call, count=1, bytes=0,
-                             note=f"{call}: " + cause_hint(Cause.SYNC_CALL), time_ns=when)  # fmt: skip
-        elif call in ONLINE_COMPILE_CALLS:
-            b.signals.append(region_id=rid, op_id=o if o >= 0 else None, kind=SignalKind.RECOMPILE, reason=f"online-{call}",
-                             op_name=op_name or call, count=1, bytes=0, time_ns=when,
-                             note="an operator compiled online (no pre-built binary for its shapes): try static "
-                                  "shapes or binary kernels (torch_npu.npu.set_compile_mode(jit_compile=False))")  # fmt: skip
-            b.compiles.append(region_id=rid, kind=CompileKind.PROGRAM, key=op_name or call, compile_ns=durs[n],
-                              reason=call, time_ns=when)  # fmt: skip
-    at = np.asarray(ai_cpu, dtype=np.int64)
-    for o, name, start in zip(*(c.tolist() for c in (kernel_op.take(at), ev.gather("name", at), ev.gather("start", at))), strict=True):
-        b.signals.append(region_id=rid, op_id=o if o >= 0 else None, kind=SignalKind.CPU_FALLBACK, reason="ai-cpu",
-                         op_name=op_names(o) if o >= 0 else vals[name], count=1, bytes=0,
-                         time_ns=start - t0, note=AI_CPU_NOTE)  # fmt: skip
+    for lo, hi in blocks(len(ops), _chrome_slices.SLICE_ROWS):  # operators that wait: few
+        waits = lo + np.flatnonzero(sync_value[ev.gather("name", ops.read(lo, hi))])
+        found: list[tuple[int, str, str, str, int]] = []
+        for o, start in zip(waits.tolist(), ev.gather("start", ops.take(waits)).tolist(), strict=True):
+            rule = sync_cause(OpCall(op_names(o)))
+            if rule is not None and not inside(int(parent[o]), is_sync):
+                found.append((o, rule.cause.value, op_names(o), rule.hint, start - t0))
+        signals.add(len(found), kind=SignalKind.SYNC, op_id=[f[0] for f in found], reason=[f[1] for f in found],
+                    op_name=[f[2] for f in found], note=[f[3] for f in found], time_ns=[f[4] for f in found])  # fmt: skip
+    for _, calls in spans.calls.blocks(_chrome_slices.SLICE_ROWS):
+        names, starts, durs = (ev.gather(c, calls).tolist() for c in ("name", "start", "dur"))
+        syncs: list[tuple[int, str, str, int]] = []
+        compiled: list[tuple[int, str, str, int, int]] = []
+        for n, o in enumerate(_enclosing_ops(ev, calls.tolist(), spans.op_of_span, python_pids)):
+            call = vals[names[n]].split("@", 1)[-1]
+            op_name = op_names(o) if o >= 0 else None
+            if call in SYNC_RUNTIME_CALLS and not (o >= 0 and inside(o, is_sync)):
+                syncs.append((n, call, op_name or call, o))
+            elif call in ONLINE_COMPILE_CALLS:
+                compiled.append((n, call, op_name or call, o, durs[n]))
+        # the calls' signals in span order, syncs and compiles interleaved
+        both = sorted([(s[0], s[1], s[2], s[3], SignalKind.SYNC) for s in syncs] +
+                      [(c[0], c[1], c[2], c[3], SignalKind.RECOMPILE) for c in compiled])  # fmt: skip
+        signals.add(len(both), kind=[s[4].value for s in both], op_id=[s[3] for s in both], op_name=[s[2] for s in both],
+                    reason=[Cause.SYNC_CALL.value if s[4] is SignalKind.SYNC else f"online-{s[1]}" for s in both],
+                    note=[f"{s[1]}: " + cause_hint(Cause.SYNC_CALL) if s[4] is SignalKind.SYNC else COMPILE_NOTE for s in both],
+                    time_ns=[starts[s[0]] - t0 for s in both])  # fmt: skip
+        compiles.add(len(compiled), key=[c[2] for c in compiled], compile_ns=[c[4] for c in compiled],
+                     reason=[c[1] for c in compiled], time_ns=[starts[c[0]] - t0 for c in compiled])  # fmt: skip
+    for _, at in spans.ai_cpu.blocks(_chrome_slices.SLICE_ROWS):
+        o, name = kernel_op.take(at), ev.gather("name", at)
+        launched = o >= 0
+        name[launched] = ev.gather("name", ops.take(o[launched]))  # the operator's name where one launched it
+        signals.add(len(at), kind=SignalKind.CPU_FALLBACK, op_id=o, reason="ai-cpu", op_name=[vals[c] for c in name.tolist()],
+                    note=AI_CPU_NOTE, time_ns=ev.gather("start", at) - t0)  # fmt: skip
+    return signals, compiles
 
 
 def _enclosing_ops(ev: ChromeEvents, spans: list[int], op_of_span: DiskColumn, python_pids: list[Any]) -> list[int]:

@@ -54,7 +54,7 @@ def lane_label(ev: ChromeEvents, pid: Any, tid: Any) -> str:
 
 def flow_links(ev: ChromeEvents, bound: DiskColumn | None = None, *,
                keep: Callable[[np.ndarray], np.ndarray] | None = None) -> DiskColumn:  # fmt: skip
-    """Per span: the id of a flow bound to it (ids that are not int64 get numbers from 2^62 up), or -1; on disk.
+    """Per span: the id of a flow bound to it (ids that are not int64: 2^62 + a 62-bit hash, `other_key`), or -1; on disk.
 
     bound: each flow endpoint's span, when the caller has bound them already (`_chrome_bind.bind_flows`);
     keep(spans): which of those spans may have one."""

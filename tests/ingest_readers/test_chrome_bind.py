@@ -9,6 +9,7 @@ across several buckets and points inside it come after spans that closed in earl
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -161,6 +162,10 @@ TRACE_VIEW = [  # operators 0..5 on the host thread; kernels on stream 3
 ]
 
 
+# the string id "k3": 2^62 plus the top 62 bits of the little-endian 64-bit BLAKE2b of "s" + its UTF-8
+K3_CORRELATION = 2**62 + (int.from_bytes(hashlib.blake2b(b"sk3", digest_size=8).digest(), "little") >> 2)
+
+
 def test_trace_view_nesting_and_launches_with_tiny_buckets(tmp_path: Path, tiny: None) -> None:
     path = tmp_path / "trace_view.json"
     path.write_text(json.dumps(TRACE_VIEW))
@@ -173,7 +178,7 @@ def test_trace_view_nesting_and_launches_with_tiny_buckets(tmp_path: Path, tiny:
     assert slices == [("host", "aten::outer", "compute", 0, None), ("host", "aten::c", "compute", 3, None),
                       ("host", "aten::d", "compute", 4, None),  # the top-level operators
                       ("NPU Stream 3", "K1", "compute", 2, 11), ("NPU Stream 3", "K2", "compute", None, None),
-                      ("NPU Stream 3", "K3", "fallback", 5, 2**62)]  # fmt: skip
+                      ("NPU Stream 3", "K3", "fallback", 5, K3_CORRELATION)]  # fmt: skip
     signals = [(s["kind"], s["reason"], s["op_name"], s["op_id"]) for s in trace["signals"].to_pylist()]
     assert signals == [("dispatch/cpu_fallback", "ai-cpu", "aten::e", 5)]
     assert trace.run_info.extra["kernels_linked_to_operators"] == 2

@@ -7,6 +7,7 @@ path writes several record batches per table: the file must hold the same tables
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -102,6 +103,10 @@ NPU = [
 ]
 
 
+# a string flow id's correlation: 2^62 plus the top 62 bits of the little-endian 64-bit BLAKE2b of "s" + its UTF-8
+X1_CORRELATION = 2**62 + (int.from_bytes(hashlib.blake2b(b"sx1", digest_size=8).digest(), "little") >> 2)
+
+
 def test_npu_trace_view_sliced_equals_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "trace_view.json"
     path.write_text(json.dumps(NPU))
@@ -126,7 +131,7 @@ def test_npu_trace_view_sliced_equals_whole(tmp_path: Path, monkeypatch: pytest.
         ("CANN", "AscendCL@aclrtSynchronizeStream", 105_000, 10_000, "sync", None, None),
         ("CANN", "AscendCL@aclrtSynchronizeDevice", 200_000, 3_000, "sync", None, None),
         ("NPU Stream 3", "MatMul", 20_250, 8_000, "compute", 0, 9007199254740993),
-        ("NPU Stream 3", "AddCpu", 30_000, 2_000, "fallback", 1, 2**62),  # a string id: numbered from 2^62
+        ("NPU Stream 3", "AddCpu", 30_000, 2_000, "fallback", 1, X1_CORRELATION),  # a string id: 2^62 + its hash
     ]
     signals = [(s["kind"], s["reason"], s["op_name"], s["op_id"], s["time_ns"]) for s in _plain(got["signals"])]
     assert sorted(signals, key=str) == sorted([
