@@ -21,6 +21,8 @@ at a time. What stays grows with distinct values (names, threads, stacks) and wi
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..builder import TableBuilder, TraceBuilder
@@ -50,12 +52,13 @@ from ._spill import DiskColumn
 
 
 def gpu_slices(b: TraceBuilder, ev: KinetoEvents, t0: float, regions: _Regions, root_device: str, devices: list, *,
-               infer_fallback: bool = False) -> dict[str, TableSlices] | None:  # fmt: skip
+               infer_fallback: bool = False, work: Callable[..., DeviceWork] = DeviceWork) -> dict[str, TableSlices] | None:  # fmt: skip
     """ops, engine_slices (host then device lanes), transfers, signals and runtime_calls of a trace with runtime
     calls, device work or Python frames, as slices equal to the linker's whole tables (stacks interned into b);
     None where this path does not apply (a value kept aside: an unhashable name, an id that is not an int64):
     the caller links the trace whole. infer_fallback: as the linker's (leaf operators of a GPU trace that launched
-    no device work placed as fallbacks, a cpu_fallback signal each)."""
+    no device work placed as fallbacks, a cpu_fallback signal each). work: what makes the device lanes, transfers and
+    copy signals (a hook: NPU lanes, ``_npu_lanes``)."""
     runtime, device, ops = ev.runtime, ev.device, ev.ops
     if not all(isinstance(rows, RowColumns) for rows in (runtime, device, ev.python)):
         return None
@@ -69,14 +72,14 @@ def gpu_slices(b: TraceBuilder, ev: KinetoEvents, t0: float, regions: _Regions, 
     fallbacks = int(used[FALLBACK])
     host = HostLanes(link, placement)
     signals = sync_signals(link) if len(device) else TableBuilder("signals").build()  # syncs: GPU traces only
-    work = DeviceWork(link, device_call, call_size, multi_device=len(devices) > 1)
+    lanes = work(link, device_call, call_size, multi_device=len(devices) > 1)
     return {
         "ops": TableSlices(len(ops), lambda: op_batches(link, placement, used > 0, root_device)),
         "engine_slices": unified("engine_slices", host.rows + len(device),
-                                  lambda: chain(host.batches(), work.batches(Table.LANES))),
-        "transfers": unified("transfers", work.copies, lambda: work.batches(Table.TRANSFERS)),
-        "signals": unified("signals", fallbacks + signals.num_rows + work.copies,
-                            lambda: chain(fallback_batches(link, placement), signals.to_batches(), work.batches(Table.SIGNALS))),
+                                  lambda: chain(host.batches(), lanes.batches(Table.LANES))),
+        "transfers": unified("transfers", lanes.copies, lambda: lanes.batches(Table.TRANSFERS)),
+        "signals": unified("signals", fallbacks + signals.num_rows + lanes.signal_rows,
+                            lambda: chain(fallback_batches(link, placement), signals.to_batches(), lanes.batches(Table.SIGNALS))),
         "runtime_calls": unified("runtime_calls", len(runtime), lambda: runtime_batches(link)),
     }  # fmt: skip
 

@@ -28,8 +28,11 @@ from ..catalog import KINETO_DEVICE_CATEGORIES, KINETO_RUNTIME_CATEGORIES
 from ..errors import TraceFormatError
 from ._chrome_stream import event_batches
 from ._kineto_events import KinetoEvents, _int, _tensor_args
+from ._npu_flows import NpuCollect, launch_of
 from ._source import DEFAULT_CAPS, SizeCaps
 from .npu_kineto import NpuLayout, may_hold_device_rows, npu_layout_of
+
+_FLOW_PHASES = frozenset({"s", "f"})
 
 MAX_PROBLEMS = 10
 # Distinct raw args kept to skip decoding repeats. Older Kineto writes a per-call "Profiler Event Index" among
@@ -51,6 +54,7 @@ class _Event(msgspec.Struct, gc=False):
     ts: float | None = None
     dur: float | None = 0.0
     args: msgspec.Raw = _NO_ARGS
+    id: msgspec.Raw = _NO_ARGS  # a flow's id (NPU lanes: ``npu_kineto``)
 
 
 _DECODER = msgspec.json.Decoder(list[_Event])
@@ -87,7 +91,8 @@ class Collector:
         self.problems: list[str] = []
         self.bad = 0
         self.index = 0
-        self.npu_hint = False  # some slice holds a word of an NPU device row: the layout pass must look
+        self.npu_hint = False  # some slice holds a word of an NPU device row: flows are kept from then on
+        self.lanes = NpuCollect()  # metadata, launch ids and flows for NPU lanes (npu_kineto)
         self._signatures: dict[bytes, int] = {}
 
     # -- the general path: one dict per event -------------------------------------------------------
@@ -103,7 +108,12 @@ class Collector:
                 if len(problems) < MAX_PROBLEMS:
                     problems.append(f"event {index - 1} is a {type(ev).__name__}, expected an object")
                 continue
-            if ev.get("ph") != "X":
+            ph = ev.get("ph")
+            if ph != "X":
+                if ph == "M":
+                    self.lanes.metadata(ev.get("name"), ev.get("pid"), ev.get("tid"), ev.get("args"))
+                elif ph in _FLOW_PHASES and ev.get("cat") == "ac2g":
+                    self.lanes.flow(ph, ev.get("pid"), ev.get("tid"), ev.get("ts"), ev.get("id"))
                 continue
             cat = ev.get("cat")
             ts = ev.get("ts")
@@ -148,11 +158,19 @@ class Collector:
         elif cat in KINETO_RUNTIME_CATEGORIES:
             size = args.get("bytes", args.get("size"))
             out.runtime.append((ts, dur, name, pid, tid, args.get("correlation"), args.get("External id"), _int(size)))
+            if "launch_id" in args or cat == "privateuse1_driver":  # NPU lanes (npu_kineto)
+                launch = launch_of(args)
+                if launch is not None:
+                    self.lanes.runtime_launch.set(len(out.runtime) - 1, launch)
+                if cat == "privateuse1_driver":
+                    self.lanes.runtime_driver.set(len(out.runtime) - 1, 1)
         elif cat in KINETO_DEVICE_CATEGORIES:
             dev = args.get("device", pid)
             stream = args.get("stream", tid)
             dev, stream = dev if _hashable(dev) else pid, stream if _hashable(stream) else tid  # another JSON type: as absent
             out.device.append((ts, dur, cat, name, dev, stream, args.get("correlation"), _int(args.get("bytes"))))
+            if "launch_id" in args and (launch := launch_of(args)) is not None:
+                self.lanes.device_launch.set(len(out.device) - 1, launch)
 
     # -- the typed path ------------------------------------------------------------------------------
     def add_typed(self, batch: _Typed) -> None:
@@ -170,6 +188,7 @@ class Collector:
         # column by column (C-level map over attrgetters), not a loop of statements per event
         out = self.out
         ops = out.ops
+        rest = self._not_spans(events)
         xs = [ev for ev in events if ev.ph == "X"]
         ts, dur, names, cats = (list(map(get, xs)) for get in (_TS, _DUR, _NAME, _CAT))
         if None in ts or None in dur or None in names or (dur and min(dur) < 0):
@@ -203,6 +222,11 @@ class Collector:
         if None in thread_c:
             thread_c = [ops.thread_code(*t) for t in threads]
         # nothing below raises _Redo: a slice read again by the general path has added nothing
+        for ph, ev, value in rest:
+            if ph == "M":
+                self.lanes.metadata(ev.name, ev.pid, ev.tid, value)
+            else:
+                self.lanes.flow(ph, ev.pid, ev.tid, ev.ts, value)
         if ts_live:
             out.t_min = min(out.t_min, min(ts_live))
             out.t_max = max(out.t_max, max(map(operator.add, ts_live, dur_live)))
@@ -213,10 +237,37 @@ class Collector:
             out.categories[cat] = out.categories.get(cat, 0) + n
         self.index += len(events)
 
+    def _not_spans(self, events: list[_Event]) -> list[tuple[str, _Event, Any]]:
+        """(phase, event, args or flow id) of the metadata events and the ``ac2g`` flows (their ids read only while
+        flows are kept); raises _Redo where only the general path can tell (a flow without a time, bad JSON)."""
+        rest = []
+        for ev in [ev for ev in events if ev.ph != "X"]:
+            if ev.ph == "M":
+                rest.append(("M", ev, _args(bytes(ev.args))))
+            elif ev.ph in _FLOW_PHASES and ev.cat == "ac2g":
+                if not self.lanes.collecting:
+                    rest.append((ev.ph, ev, None))
+                    continue
+                if ev.ts is None:
+                    raise _Redo()
+                raw = bytes(ev.id)
+                if raw.isdigit():
+                    rest.append((ev.ph, ev, int(raw)))
+                    continue
+                try:
+                    rest.append((ev.ph, ev, orjson.loads(raw) if raw else None))
+                except orjson.JSONDecodeError:
+                    raise _Redo() from None
+        return rest
+
+    def hint(self) -> None:
+        """Some slice holds a word of an NPU device row: keep flows from now on."""
+        self.npu_hint = self.lanes.collecting = True
+
     def decode(self, text: bytes) -> _Typed | list[Any] | None:
         """A slice of the events array: typed events, orjson dicts where types differ, None if not JSON."""
         if not self.npu_hint and may_hold_device_rows(text):
-            self.npu_hint = True
+            self.hint()
         try:
             return _Typed(_DECODER.decode(text), text)
         except msgspec.ValidationError:
@@ -256,11 +307,19 @@ def collect_file(path: Path, caps: SizeCaps = DEFAULT_CAPS) -> tuple[KinetoEvent
             report(len(batch.events))
         else:  # dicts: types the typed decoder refused, an object's last events, or a document read whole
             if not collector.npu_hint and may_hold_device_rows(orjson.dumps(batch)):
-                collector.npu_hint = True
+                collector.hint()
             collector.add(batch)
             report(len(batch))
     events = collector.finish()
-    lanes = npu_layout_of(event_batches(path, caps)[1]) if collector.npu_hint else None
+    lanes = npu_layout_of(collector.lanes) if collector.npu_hint else None
+    if lanes is not None and collector.lanes.skipped:  # flows met before the first word of an NPU row: read them again
+        collector.lanes.restart_flows()
+        for batch in event_batches(path, caps)[1]:
+            for ev in batch:
+                if type(ev) is dict and ev.get("ph") in _FLOW_PHASES and ev.get("cat") == "ac2g":
+                    collector.lanes.flow(ev["ph"], ev.get("pid"), ev.get("tid"), ev.get("ts"), ev.get("id"))
+    elif lanes is None:
+        collector.lanes.close()
     return events, lanes
 
 

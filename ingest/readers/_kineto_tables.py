@@ -273,6 +273,7 @@ class DeviceWork:
         self.copies = sum(int(self.copy_code[part[DEV_CAT]].sum()) for _, part in device.chunks(sweep.CHUNK_ROWS))
         self.prefix = (lambda dev: f"cuda:{dev} ") if multi_device else (lambda dev: "")
         self.directions: dict[int, Direction] = {}
+        self.signal_rows = self.copies  # rows batches(Table.SIGNALS) gives (a hook adds its own)
 
     def direction(self, name_code: int) -> Direction:
         found = self.directions.get(name_code)
@@ -292,9 +293,7 @@ class DeviceWork:
             else:
                 rows = np.arange(len(cat))
             start, span = ns_times(part[DEV_TS][rows], part[DEV_DUR][rows], link.t0)
-            ri = self.device_call.read(lo, lo + len(cat))[rows]
-            oi = np.where(ri >= 0, take(link.runtime_op, np.maximum(ri, 0)), -1)
-            region = np.where(oi >= 0, take(link.op_region, np.maximum(oi, 0)), link.regions.find_many(start)).astype(np.int32)
+            ri, oi, region = self.launched_by(lo, len(cat), rows, start)
             op_id = pa.array(oi, mask=oi < 0)
             name, dev, stream = part[DEV_NAME][rows], part[DEV_DEVICE][rows], part[DEV_STREAM][rows]
             raw_bytes = part[DEV_BYTES][rows]
@@ -311,7 +310,17 @@ class DeviceWork:
             else:
                 yield self._signals(name, oi, copy_bytes, region, op_id, start, *site_columns(link, oi))
 
-    def _lanes(self, copy, cat, name, dev, stream, raw_bytes, copy_bytes, region, op_id, start, span, corr) -> pa.RecordBatch:  # noqa: ANN001
+    def launched_by(self, lo: int, n: int, rows: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(runtime call, operator (-1: none), region) of some rows of the chunk of n device slices from lo (start: their
+        start in ns): the launching operator's region, else the region open at the start."""
+        link = self.link
+        ri = self.device_call.read(lo, lo + n)[rows]
+        oi = np.where(ri >= 0, take(link.runtime_op, np.maximum(ri, 0)), -1)
+        region = np.where(oi >= 0, take(link.op_region, np.maximum(oi, 0)), link.regions.find_many(start)).astype(np.int32)
+        return ri, oi, region
+
+    def engines(self, copy, cat, name, dev, stream) -> tuple[pa.Array, pa.Array, pa.Array]:  # noqa: ANN001
+        """(engine, engine_kind, kind) columns of device slices (a hook: NPU lanes name them otherwise)."""
         values = self.values
         # the lane: a copy's direction (from its name) or a stream, prefixed by the device where there are several
         key = np.where(copy, name, stream).astype(np.int64) << 33 | dev.astype(np.int64) << 1 | copy
@@ -320,6 +329,11 @@ class DeviceWork:
         kind_key = np.where(copy, name.astype(np.int64) + 1, 0)
         engine_kind = text(kind_key, lambda k: _DMA[self.direction(k - 1)].value if k else EngineKind.STREAM.value)
         slice_kind = text(copy.astype(np.int64), lambda k: SliceKind.TRANSFER.value if k else SliceKind.COMPUTE.value)
+        return engine, engine_kind, slice_kind
+
+    def _lanes(self, copy, cat, name, dev, stream, raw_bytes, copy_bytes, region, op_id, start, span, corr) -> pa.RecordBatch:  # noqa: ANN001
+        values = self.values
+        engine, engine_kind, slice_kind = self.engines(copy, cat, name, dev, stream)
         memset = self.memset_code[cat]
         nbytes = np.where(copy, copy_bytes, raw_bytes)
         return _table("engine_slices", {
@@ -328,13 +342,16 @@ class DeviceWork:
             "bytes": pa.array(nbytes, mask=~(copy | (memset & (raw_bytes != NONE_INT)))),
             "correlation": pa.array(corr, mask=corr == NONE_INT)}).to_batches()[0]  # fmt: skip
 
+    def device_name(self, dev_code: int) -> str:
+        """The device of a device code (a hook: NPU lanes name theirs ``npu:<id>``)."""
+        return f"cuda:{self.values[dev_code]}"
+
     def _transfers(self, name, dev, copy_bytes, region, op_id, start, span, site, stack) -> pa.RecordBatch:  # noqa: ANN001
-        values = self.values
         direction = text(name.astype(np.int64), lambda k: self.direction(k).value)
         key = name.astype(np.int64) << 32 | dev.astype(np.int64)
 
         def end(k: int, host: Direction) -> str:
-            return "cpu" if self.direction(k >> 32) is host else f"cuda:{values[k & 0xFFFFFFFF]}"
+            return "cpu" if self.direction(k >> 32) is host else self.device_name(k & 0xFFFFFFFF)
 
         return _table("transfers", {
             "region_id": region, "op_id": op_id, "direction": direction, "bytes": copy_bytes,

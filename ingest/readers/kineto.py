@@ -9,6 +9,7 @@ innermost enclosing cpu_op) and builds the tables.
 
 from __future__ import annotations
 
+import functools
 import gc
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,14 +30,15 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
     (Kineto records no tensor devices, so this is a guess: host-side bookkeeping ops count too).
     sliced: give the big tables (ops, host and device lanes, transfers, signals, runtime calls) as `Trace.slices`,
     made as `write_trace` writes them: converting in bounded memory, the events' columns spilled to temporary
-    files past one slice (``_kineto_slices`` for operators only, ``_kineto_gpu`` for the rest; NPU lanes are
-    linked whole).
+    files past one slice (``_kineto_slices`` for operators only, ``_kineto_gpu`` for the rest, ``_npu_lanes`` with
+    NPU lanes, linked on disk by ``_npu_link``).
     """
     from . import npu_kineto  # hook: NPU lanes (e.g. RBLN's Kineto plugin); None for other traces
     from ._kineto_gpu import gpu_slices
     from ._kineto_link import build_trace
     from ._kineto_slices import op_slices
     from ._kineto_stream import collect_file
+    from ._npu_lanes import npu_slices
 
     path = Path(path)
     collecting = gc.isenabled()
@@ -45,12 +47,11 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
         events, lanes = collect_file(path, caps)
         progress.current().stage(progress.Stage.LINKING)
         if lanes is not None:
-            events.runtime, events.device = list(events.runtime), list(events.device)  # rewritten in place
-            npu_kineto.link(events, lanes)
+            npu_kineto.link(events, lanes)  # launch ids as correlations, runtime work on NPU rows moved to the device
+        slice_gpu = (gpu_slices if lanes is None else functools.partial(npu_slices, layout=lanes)) if sliced else None
         trace = build_trace(path, events, infer_fallback=infer_fallback, lanes=lanes, release=True,
-                            slice_ops=op_slices if sliced and lanes is None else None,
-                            slice_gpu=gpu_slices if sliced and lanes is None else None)
-        return npu_kineto.finish(trace, lanes, events) if lanes is not None else trace
+                            slice_ops=op_slices if sliced else None, slice_gpu=slice_gpu)
+        return npu_kineto.finish(trace, lanes) if lanes is not None else trace
     finally:
         if collecting:
             gc.enable()

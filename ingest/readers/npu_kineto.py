@@ -24,10 +24,8 @@ figures the source lacked.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import re
-from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
@@ -37,7 +35,7 @@ from ..catalog import Cause, cause_hint, copy_direction
 from ..schema import Direction, EngineKind, SignalKind, SliceKind
 from ..trace import Trace
 from ._kineto_events import KinetoEvents
-from .chrome_json import ChromeDocument
+from ._npu_flows import NpuCollect
 
 LAUNCH_MARKERS = {"rbln_run"}
 SORT_INDEX_BASE = 5_000_000
@@ -69,16 +67,15 @@ class DeviceLane:
 
 @dataclasses.dataclass
 class NpuLayout:
-    """The NPU processes and lanes of one trace, and its launch links."""
+    """The NPU processes and lanes of one trace, what the collector kept for its launch links, and their counts."""
 
     processes: dict[Any, int]  # pid -> NPU id
     lanes: dict[tuple[Any, Any], str]  # (pid, tid) -> lane name
-    marker_ids: dict[tuple[Any, Any, float], int] = dataclasses.field(default_factory=dict)  # (pid, tid, ts) -> launch id
-    flow_ends: dict[tuple[Any, Any], list[tuple[float, int]]] = dataclasses.field(default_factory=dict)  # sorted (ts, launch id)
-    # (pid, tid, ts) of a device-row slice -> (category, launch id or None)
-    slices: dict[tuple[Any, Any, float], tuple[str, int | None]] = dataclasses.field(default_factory=dict)
-    linked: int = 0
-    by_launch_id: int = 0
+    collected: NpuCollect = dataclasses.field(default_factory=NpuCollect)  # launch ids and ac2g flows
+    linked: int = 0  # device slices linked by a flow
+    by_launch_id: int = 0  # device slices linked by their own launch id
+    markers: int = 0  # launch markers among the runtime calls
+    copies_without_bytes: int = 0  # copies on an NPU row with no byte count of their own
 
     def device_name(self, dev: Any) -> str:
         """``npu:<id>`` of a pid (or of a device id an event's args name)."""
@@ -99,11 +96,6 @@ class NpuLayout:
         return DeviceLane(f"NPU {npu} {label}", engine_kind or EngineKind.OTHER, slice_kind, f"npu:{npu}", direction)
 
 
-def npu_layout(doc: ChromeDocument) -> NpuLayout | None:
-    """The NPU layout of a Kineto document, or None when no process is a device row (checked on the bytes first)."""
-    return npu_layout_of(doc.batches()) if may_hold_device_rows(doc.raw) else None
-
-
 def may_hold_device_rows(text: bytes) -> bool:
     """Whether JSON text holds a word of an NPU device row (False: no event in it makes one)."""
     # Every PyTorch trace has process_sort_index rows; a device row's index is 5000000 + pid.
@@ -117,50 +109,10 @@ def may_hold_device_rows(text: bytes) -> bool:
     return False
 
 
-def npu_layout_of(batches: Iterable[list[Any]]) -> NpuLayout | None:
-    """The NPU layout of batches of raw events (dicts), or None when no process is a device row."""
-    names: dict[Any, str] = {}
-    sort_index: dict[Any, int] = {}
-    gpus: set[Any] = set()
-    threads: dict[tuple[Any, Any], str] = {}
-    markers: dict[tuple[Any, Any, float], int] = {}
-    slices: dict[tuple[Any, Any, float], tuple[str, int | None]] = {}
-    starts: dict[Any, tuple[Any, Any, float]] = {}
-    ends: list[tuple[Any, Any, float, Any]] = []
-    for batch in batches:
-        for ev in batch:
-            if type(ev) is not dict:
-                continue
-            ph, args = ev.get("ph"), ev.get("args")
-            key = (ev.get("pid"), ev.get("tid"))
-            if not (_hashable(key[0]) and _hashable(key[1])):
-                continue
-            ts = ev.get("ts", 0)
-            ts = float(ts) if type(ts) in (int, float) else None
-            if ph == "M" and isinstance(args, dict):
-                if ev.get("name") == "process_name" and isinstance(args.get("name"), str):
-                    names[key[0]] = args["name"]
-                elif ev.get("name") == "thread_name" and isinstance(args.get("name"), str):
-                    threads[key] = args["name"]
-                elif ev.get("name") == "process_sort_index" and type(args.get("sort_index")) is int:
-                    sort_index[key[0]] = args["sort_index"]
-                elif (ev.get("name") == "process_labels" and isinstance(args.get("labels"), str)
-                      and _GPU_LABEL.match(args["labels"].strip())):
-                    gpus.add(key[0])
-            elif ph == "X" and ts is not None:
-                launch = args.get("launch_id") if isinstance(args, dict) else None
-                launch = launch if type(launch) is int and 0 <= launch < 2**63 else None
-                if ev.get("name") in LAUNCH_MARKERS:
-                    if launch is not None:
-                        markers[(*key, ts)] = launch
-                elif ev.get("cat") in _CATEGORIES:
-                    slices[(*key, ts)] = (ev["cat"], launch)
-            elif (ph in ("s", "f") and ev.get("cat") == "ac2g" and ev.get("id") is not None and _hashable(ev["id"])
-                  and ts is not None):  # a flow without an id links nothing
-                if ph == "s":
-                    starts[ev["id"]] = (*key, ts)
-                else:
-                    ends.append((*key, ts, ev["id"]))
+def npu_layout_of(collected: NpuCollect) -> NpuLayout | None:
+    """The NPU layout of a trace from the metadata its collector kept, or None when no process is a device row."""
+    names, sort_index = collected.names, collected.sort_index
+    gpus = {pid for pid, labels in collected.gpu_labels.items() if _GPU_LABEL.match(labels.strip())}
     processes = {}
     for pid in {*names, *sort_index}:
         m = _PROCESS.match(names.get(pid, "").strip())
@@ -171,80 +123,37 @@ def npu_layout_of(batches: Iterable[list[Any]]) -> NpuLayout | None:
             processes[pid] = int(number.group(1)) if number else pid
     if not processes:
         return None
-    lanes = {k: v.strip() for k, v in threads.items() if k[0] in processes}
-    layout = NpuLayout(processes, lanes, markers, slices={k: v for k, v in slices.items() if k[0] in processes})
-    for pid, tid, ts, flow in ends:
-        launch = markers.get(starts[flow], flow) if flow in starts else flow
-        layout.flow_ends.setdefault((pid, tid), []).append((ts, launch))
-    for items in layout.flow_ends.values():
-        items.sort(key=lambda x: x[0])
-    return layout
-
-
-def _hashable(value: Any) -> bool:
-    return value is None or type(value) in (int, str, float, bool)
+    lanes = {k: v.strip() for k, v in collected.threads.items() if k[0] in processes}
+    return NpuLayout(processes, lanes, collected)
 
 
 def link(ev: KinetoEvents, layout: NpuLayout) -> None:
-    """Give launch markers and device slices the launch id as correlation (in place): the slice's own
-    ``launch_id``, else the launch its ``ac2g`` flow comes from."""
-    op_threads: dict[tuple[Any, Any], int] = {}
-    for o in ev.ops:
-        op_threads[(o[3], o[4])] = op_threads.get((o[3], o[4]), 0) + 1
-    main = max(op_threads, key=op_threads.__getitem__) if op_threads else None
-    runtime = []
-    for r in ev.runtime:
-        ts, dur, name, pid, tid, corr, ext, size = r
-        launch = layout.marker_ids.get((pid, tid, float(ts)))
-        if name in LAUNCH_MARKERS:
-            if launch is not None:
-                corr = launch
-            if (pid, tid) not in op_threads and main is not None:
-                pid, tid = main  # a marker on an NPU lane: let the operator open on the main thread claim it
-            runtime.append((ts, dur, name, pid, tid, corr, ext, size))
-        elif pid in layout.processes:  # runtime and driver work on a device row: drawn on its lane
-            cat = layout.slices.get((pid, tid, float(ts)), ("privateuse1_runtime", None))[0]
-            ev.device.append((ts, dur, cat, name, pid, tid, corr, size))
-        else:
-            runtime.append(r)
-    ev.runtime[:] = runtime
-    for i, d in enumerate(ev.device):
-        ts, dur, cat, name, dev, stream, corr, nbytes = d
-        if dev not in layout.processes:
-            continue
-        launch = layout.slices.get((dev, stream, float(ts)), ("", None))[1]
-        if launch is not None:
-            ev.device[i] = (ts, dur, cat, name, dev, stream, launch, nbytes)
-            layout.by_launch_id += 1
-            continue
-        if corr is not None:
-            continue
-        flows = layout.flow_ends.get((dev, stream), [])
-        j = bisect.bisect_left(flows, (float(ts), -(2**62)))
-        if j < len(flows) and flows[j][0] <= ts + dur:
-            ev.device[i] = (ts, dur, cat, name, dev, stream, flows[j][1], nbytes)
-            layout.linked += 1
-    ev.device.sort(key=lambda d: d[0])
+    """Give launch markers and device slices the launch id as correlation: the slice's own ``launch_id``, else the
+    launch its ``ac2g`` flow comes from; move runtime work on a device row to the device slices, markers on an NPU
+    lane to the main operator thread (`_npu_link`: joined on disk, the events' columns rewritten slice by slice)."""
+    from ._npu_link import link_launches
+
+    link_launches(ev, layout)
 
 
-def finish(trace: Trace, layout: NpuLayout, ev: KinetoEvents) -> Trace:
-    """Name the NPU devices, count driver slices as syncs, and say which figures the source lacked."""
+def finish(trace: Trace, layout: NpuLayout) -> Trace:
+    """Name the NPU devices, count driver slices as syncs (a whole signals table; sliced ones hold them already),
+    and say which figures the source lacked."""
     info = trace.run_info
     info.devices = ["cpu", *(f"npu:{i}" for i in sorted(set(layout.processes.values())))]
     missing = [m.replace("GPU work", "NPU work") for m in info.missing_signals if not m.startswith("transfer bytes")]
-    copies = [d for d in ev.device if d[2] == "gpu_memcpy" and d[4] in layout.processes]
-    if any(d[7] is None for d in copies):
+    if layout.copies_without_bytes:
         missing.append(MISSING_COPY_BYTES)
     info.missing_signals = missing
-    syncs = _driver_syncs(trace)
+    syncs = _driver_syncs(trace) if "signals" in trace.tables else None
     if syncs is not None:
         signals = pa.concat_tables([trace.tables["signals"], syncs.cast(trace.tables["signals"].schema)])
         trace.tables["signals"] = signals.unify_dictionaries().combine_chunks()
-    markers = sum(1 for r in ev.runtime if r[2] in LAUNCH_MARKERS)
     info.extra["npu"] = {"processes": {str(k): f"NPU {v}" for k, v in layout.processes.items()},
-                         "lanes": sorted(set(layout.lanes.values())), "launch_markers": markers,
+                         "lanes": sorted(set(layout.lanes.values())), "launch_markers": layout.markers,
                          "device_slices_linked_by_launch_id": layout.by_launch_id,
                          "device_slices_linked_by_flow": layout.linked}  # fmt: skip
+    layout.collected.close()
     return trace
 
 
@@ -264,4 +173,4 @@ def _driver_syncs(trace: Trace) -> pa.Table | None:
     return b.build()
 
 
-__all__ = ["DeviceLane", "NpuLayout", "finish", "link", "may_hold_device_rows", "npu_layout", "npu_layout_of"]
+__all__ = ["DeviceLane", "NpuLayout", "finish", "link", "may_hold_device_rows", "npu_layout_of"]

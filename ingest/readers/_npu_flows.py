@@ -1,0 +1,153 @@
+"""What the Kineto collector keeps for NPU lanes (``npu_kineto``), in the same streaming pass as the events.
+
+* process and thread metadata (names, sort indices, ``process_labels``): a few per process and thread;
+* the ``launch_id`` arg of each runtime call and device slice that has one, and which runtime calls are driver
+  calls (``privateuse1_driver``): per-row columns on disk (`DiskColumn`), made only once some row has one (a GPU
+  trace keeps none), NONE_INT for a row without;
+* ``ac2g`` flow starts and ends (only once a slice held a word of an NPU device row, see `Collector.npu_hint`;
+  a flow seen before is counted, and the flows are read again when the trace proves to have NPU lanes): thread,
+  time and id as columns on disk. An id that is an int64 is kept as it is; another (a string, a float...) gets a
+  code into `other_ids` (``OTHER`` in the id's kind column).
+
+Threads (pid, tid) are coded into `values` (a few distinct ones).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._kineto_rows import NONE_INT
+from ._spill import DiskColumn
+
+INT, OTHER = 0, 1  # the kinds of a flow id: an int64 kept as it is, another value coded into other_ids
+START, END = 0, 1
+
+
+def _hashable(value: Any) -> bool:
+    return value is None or type(value) in (int, str, float, bool)
+
+
+def launch_of(args: dict) -> int | None:
+    """The ``launch_id`` of an event's args (an int64 >= 0), else None."""
+    launch = args.get("launch_id")
+    return launch if type(launch) is int and 0 <= launch < 2**63 else None
+
+
+class RowLaunches:
+    """A per-row int64 column made only once some row has a value: rows before it (and rows never set) read NONE_INT."""
+
+    def __init__(self) -> None:
+        self.column: DiskColumn | None = None
+
+    def set(self, row: int, value: int) -> None:
+        """Give row `row` (at or past every row set before) its value."""
+        column = self.column
+        if column is None:
+            column = self.column = DiskColumn("q")
+        gap = row - len(column)
+        if gap > 0:
+            column.extend(np.full(gap, NONE_INT, dtype=np.int64))
+        column.held.append(value)
+        column.settle()
+
+    def read(self, lo: int, hi: int) -> np.ndarray:
+        """Rows lo..hi-1 (NONE_INT where unset)."""
+        out = np.full(max(0, hi - lo), NONE_INT, dtype=np.int64)
+        if self.column is not None and lo < len(self.column):
+            got = self.column.read(lo, hi)
+            out[: len(got)] = got
+        return out
+
+    def any(self) -> bool:
+        return self.column is not None
+
+    def close(self) -> None:
+        if self.column is not None:
+            self.column.close()
+            self.column = None
+
+
+class NpuCollect:
+    """Metadata, launch ids and ``ac2g`` flows of one Kineto trace, kept as the collector meets them."""
+
+    def __init__(self) -> None:
+        self.names: dict[Any, str] = {}  # pid -> process_name
+        self.sort_index: dict[Any, int] = {}
+        self.gpu_labels: dict[Any, str] = {}  # pid -> process_labels
+        self.threads: dict[tuple[Any, Any], str] = {}  # (pid, tid) -> thread_name
+        self.runtime_launch = RowLaunches()
+        self.runtime_driver = RowLaunches()  # 1 for a privateuse1_driver call
+        self.device_launch = RowLaunches()
+        self.values: list[Any] = []  # distinct thread values (pid, tid) of the flows
+        self._codes: dict[tuple[type, Any], int] = {}
+        self.other_ids: dict[tuple[type, Any], int] = {}
+        self.flows = 0
+        self.skipped = 0  # flows met before collecting them
+        self.collecting = False
+        self._new_flows()
+
+    def _new_flows(self) -> None:
+        self.flow_side, self.flow_pid, self.flow_tid = DiskColumn("b"), DiskColumn("i"), DiskColumn("i")
+        self.flow_ts, self.flow_kind, self.flow_id = DiskColumn("d"), DiskColumn("b"), DiskColumn("q")
+
+    def code(self, value: Any) -> int:
+        """The code of a thread value (pid or tid) among the flows' and lookups' values."""
+        key = (type(value), value)
+        found = self._codes.get(key)
+        if found is None:
+            found = self._codes[key] = len(self.values)
+            self.values.append(value)
+        return found
+
+    def metadata(self, name: Any, pid: Any, tid: Any, args: Any) -> None:
+        """A ``ph: M`` event."""
+        if type(args) is not dict or not (_hashable(pid) and _hashable(tid)):
+            return
+        value = args.get("name")
+        if name == "process_name" and type(value) is str:
+            self.names[pid] = value
+        elif name == "thread_name" and type(value) is str:
+            self.threads[(pid, tid)] = value
+        elif name == "process_sort_index" and type(args.get("sort_index")) is int:
+            self.sort_index[pid] = args["sort_index"]
+        elif name == "process_labels" and type(args.get("labels")) is str:
+            self.gpu_labels[pid] = args["labels"]
+
+    def flow(self, ph: str, pid: Any, tid: Any, ts: Any, flow_id: Any) -> None:
+        """An ``ac2g`` flow start (``s``) or end (``f``); one without a usable id, thread or time links nothing."""
+        if not self.collecting:
+            self.skipped += 1
+            return
+        if flow_id is None or not _hashable(flow_id) or not (_hashable(pid) and _hashable(tid)) or type(ts) not in (int, float):
+            return
+        if type(flow_id) is int and NONE_INT + 1 < flow_id < 2**63:
+            kind, value = INT, flow_id
+        else:
+            kind, value = OTHER, self.other_ids.setdefault((type(flow_id), flow_id), len(self.other_ids))
+        for column, v in ((self.flow_side, START if ph == "s" else END), (self.flow_pid, self.code(pid)),
+                          (self.flow_tid, self.code(tid)), (self.flow_ts, float(ts)), (self.flow_kind, kind),
+                          (self.flow_id, value)):  # fmt: skip
+            column.held.append(v)
+            column.settle()
+        self.flows += 1
+
+    def restart_flows(self) -> None:
+        """Forget the flows kept so far (before reading them all again)."""
+        for column in self.flow_columns():
+            column.close()
+        self._new_flows()
+        self.flows, self.skipped, self.collecting = 0, 0, True
+
+    def flow_columns(self) -> tuple[DiskColumn, ...]:
+        return self.flow_side, self.flow_pid, self.flow_tid, self.flow_ts, self.flow_kind, self.flow_id
+
+    def close(self) -> None:
+        for column in self.flow_columns():
+            column.close()
+        for launches in (self.runtime_launch, self.runtime_driver, self.device_launch):
+            launches.close()
+
+
+__all__ = ["END", "INT", "OTHER", "START", "NpuCollect", "RowLaunches", "launch_of"]
