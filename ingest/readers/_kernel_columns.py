@@ -1,16 +1,13 @@
 """kernel_details.csv read in bounded memory: blocks of pyarrow's streaming CSV reader into compact
-columns (names coded block by block, other cells as one combo code a kernel), spilled to temporary files."""
+columns (names coded on disk, `_kernel_names`; other cells as one combo code a kernel), spilled to temporary files."""
 
 from __future__ import annotations
 
-import bisect
 import codecs
 import csv
 import dataclasses
 import io
 import itertools
-import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +18,7 @@ from pyarrow import csv as pa_csv
 
 from ..errors import TraceFormatError
 from ._chrome_stream import file_chunks, micros_to_ns
+from ._kernel_names import NameCoder
 from ._source import SizeCaps
 from ._spill import HOLD_ROWS, DiskColumn, release_memory
 
@@ -29,7 +27,6 @@ _KERNEL_NEEDS = ("Name", "Start Time(us)", "Duration(us)")
 _MAX_PROBLEMS = 12
 _LIMIT = 2**61  # ns and counts beyond this are not a profile (and would overflow int64 columns)
 _BLOCK_BYTES = 4 << 20  # CSV read this much at a time
-_RUN = 2 << 20  # distinct names' hashes: runs merged up to this many (a merge's copies stay small)
 _HOLD = HOLD_ROWS  # kernels' column values kept in memory before they go to a temporary file (tests make it tiny)
 
 
@@ -94,98 +91,6 @@ _KERNEL_CELLS = ("Name", "Type", "Start Time(us)", "Duration(us)", "Device_id", 
                  "Input Data Types", "Output Shapes", "Output Data Types")  # fmt: skip
 
 
-class _Names:
-    """Kernel names coded block by block, codes in order of first appearance: per distinct name 20 bytes (its end
-    in a temporary file of the names' text, its hash and code, in sorted runs), nothing per kernel beyond its code."""
-
-    def __init__(self) -> None:
-        self.runs: list[tuple[np.ndarray, np.ndarray]] = []  # (sorted hashes, their codes), larger runs first
-        self.text = tempfile.TemporaryFile(buffering=0)  # the names' UTF-8 text in code order
-        self.ends: list[np.ndarray] = []  # per block of new names: where each ends in `text` (int64)
-        self.firsts: list[int] = []  # the first code of each block of new names
-        self.size = 0
-        self.count = 0
-        self.odd: dict[str, int] = {}  # names whose hash an earlier name has (looked up by text)
-
-    def _word(self, code: int) -> str:
-        k = bisect.bisect_right(self.firsts, code) - 1
-        at = code - self.firsts[k]
-        end = int(self.ends[k][at])
-        begin = int(self.ends[k][at - 1]) if at else (int(self.ends[k - 1][-1]) if k else 0)
-        return os.pread(self.text.fileno(), end - begin, begin).decode("utf-8")
-
-    def codes(self, words: list[str], local: np.ndarray) -> np.ndarray:
-        """Codes of a block's names: `words` its distinct names (in order of first appearance), `local` per kernel
-        its position in `words`."""
-        hashes = np.fromiter((hash(w) for w in words), dtype=np.int64, count=len(words))
-        code = np.full(len(words), -1, dtype=np.int64)
-        for h, c in self.runs:
-            pos = np.minimum(np.searchsorted(h, hashes), len(h) - 1)
-            hit = (h[pos] == hashes) & (code < 0)
-            code[hit] = c[pos[hit]]
-        odd = self.odd
-        for i in np.flatnonzero(code >= 0).tolist():  # a hash found: the same text, or a name of its own
-            if self._word(int(code[i])) != words[i]:
-                code[i] = odd.get(words[i], -1)
-        if odd:
-            for i in np.flatnonzero(code < 0).tolist():
-                code[i] = odd.get(words[i], -1)
-        new = np.flatnonzero(code < 0)
-        if len(new):
-            code[new] = np.arange(self.count, self.count + len(new))
-            self.firsts.append(self.count)
-            text = [words[i].encode("utf-8") for i in new.tolist()]
-            self.ends.append(self.size + np.cumsum(np.fromiter(map(len, text), dtype=np.int64, count=len(text))))
-            data = b"".join(text)
-            del text
-            if self.text.write(data) != len(data):
-                raise OSError("the temporary file of kernel names took a short write")
-            self.size += len(data)
-            self.count += len(new)
-            h = hashes[new]
-            order = np.argsort(h, kind="stable")
-            h, c = h[order], code[new][order]
-            repeat = np.r_[False, h[1:] == h[:-1]]  # two new names of one hash: the later ones by text
-            known = np.zeros(len(h), dtype=bool)
-            for hh, _ in self.runs:  # a new name whose hash an earlier name has: by text
-                pos = np.minimum(np.searchsorted(hh, h), len(hh) - 1)
-                known |= hh[pos] == h
-            for j in np.flatnonzero(repeat | known).tolist():
-                odd[self._word(int(c[j]))] = int(c[j])
-            keep = ~(repeat | known)
-            if keep.any():
-                self.runs.append((h[keep], c[keep]))
-            while (len(self.runs) > 1 and len(self.runs[-2][0]) <= 2 * len(self.runs[-1][0])
-                   and len(self.runs[-2][0]) + len(self.runs[-1][0]) <= _RUN):  # fmt: skip
-                (h1, c1), (h2, c2) = self.runs.pop(), self.runs.pop()
-                h, c = np.concatenate([h2, h1]), np.concatenate([c2, c1])
-                order = np.argsort(h, kind="stable")
-                self.runs.append((h[order], c[order]))
-        return code.astype(np.int32)[local]
-
-    def dictionary(self, path: Path) -> pa.Array:
-        """All names, in code order (the chunks let go)."""
-        self.runs, self.odd = [], {}
-        if self.size >= 2**31:
-            raise TraceFormatError(path, f"{self.size} bytes of distinct kernel names: more than a string column holds")
-        offsets = np.zeros(self.count + 1, dtype=np.int32)
-        row = 0
-        while self.ends:  # per block, let go once copied
-            ends = self.ends.pop(0)
-            offsets[row + 1 : row + 1 + len(ends)] = ends
-            row += len(ends)
-        data = np.empty(self.size, dtype=np.uint8)
-        with self.text as f:
-            f.seek(0)
-            view, got = memoryview(data), 0
-            while got < self.size:  # a raw file: a read may return less
-                n = f.readinto(view[got:])
-                if not n:
-                    raise OSError("the temporary file of kernel names was cut short")
-                got += n
-        return pa.Array.from_buffers(pa.string(), self.count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-
-
 @dataclasses.dataclass
 class _Kernels:
     """A kernel_details.csv as columns on disk, in file order: per kernel its start and duration (int64 ns), name
@@ -236,7 +141,7 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
     code = cells.code
     coded = [c for c in wanted if c not in ("Start Time(us)", "Duration(us)", "Name")]
     combos: dict[tuple[int, ...], int] = {}
-    coder = _Names()
+    coder = NameCoder(path, _HOLD)
     spill = {"start": DiskColumn("q", _HOLD), "dur": DiskColumn("q", _HOLD), "name": DiskColumn("i", _HOLD),
              "combo": DiskColumn("i", _HOLD)}  # fmt: skip
     blocks = 0
@@ -275,7 +180,7 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
             rows += batch.num_rows
             if bad or not kept:
                 continue  # malformed: reported below
-            spill["name"].extend(coder.codes(list(local), np.array(kept, dtype=np.int32)))
+            spill["name"].extend(coder.add(list(local), np.array(kept, dtype=np.int32)))
             spill["start"].extend(np.array(start, dtype=np.int64))
             spill["dur"].extend(np.array(dur, dtype=np.int64))
             block = np.empty((len(kept), len(coded)), dtype=np.int32)
@@ -301,7 +206,7 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
     if not len(spill["start"]):
         raise TraceFormatError(path, "the table has a header but no rows: nothing to convert")
     table = np.array(list(combos), dtype=np.int32).reshape(len(combos), len(coded))
-    words = coder.dictionary(path)
+    spill["name"], words = coder.finish(spill["name"])
     del coder
     release_memory()
     return _Kernels(header, core_col, spill["start"], spill["dur"], spill["name"], words, spill["combo"],

@@ -106,9 +106,10 @@ def _dtypes(text: str | None) -> str | None:
 def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool = False) -> Trace:
     """Convert a torch_npu ``kernel_details.csv`` into device lanes, kernel rows and AI CPU fallbacks.
 
-    Read in blocks by pyarrow's CSV reader into columns on disk (24 bytes a kernel; each distinct name once, in
-    memory), put in start order on disk if they are not (`_kernel_order`); the ops, engine slices and signals are
-    made `SLICE_ROWS` kernels at a time as they are written (sliced: `Trace.slices`) or gathered."""
+    Read in blocks by pyarrow's CSV reader into columns on disk (24 bytes a kernel; names coded on disk,
+    `_kernel_names`: only the dictionary of distinct names is held, once read), put in start order on disk if
+    they are not (`_kernel_order`); the ops, engine slices and signals are made `SLICE_ROWS` kernels at a time as
+    they are written (sliced: `Trace.slices`) or gathered."""
     path = Path(path)
     k = _kernel_columns._kernel_columns(path, caps)
     cells, clean = k.cells, k.cells.clean

@@ -30,6 +30,8 @@ TINY_KNOBS = (
     ("portscope.ingest.readers._kernel_columns", "_HOLD", 4),
     ("portscope.ingest.readers._kernel_order", "RUN_ROWS", 3),
     ("portscope.ingest.readers._kernel_order", "MERGE_ROWS", 4),
+    ("portscope.ingest.readers._kernel_names", "SWEEP_ROWS", 3),
+    ("portscope.ingest.readers._kernel_names", "TEXT_WINDOW", 5),
     ("portscope.ingest.batches", "_BATCH_ROWS", 5),
 )
 

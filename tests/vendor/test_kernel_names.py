@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from portscope.ingest.readers import _chrome_slices, _kernel_columns
+from portscope.ingest.readers import _chrome_slices, _kernel_columns, _kernel_names, _kernel_order
 from portscope.ingest.readers.ascend_csv import read_kernel_details
 
 # file order B A B C A "C": by start A(10) B(20) B(30) C(40) A(50) C(60); "C" is C once its quotes are cleaned.
@@ -26,12 +26,16 @@ def test_kernel_names_across_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     path.write_text(KERNELS)
     monkeypatch.setattr(_kernel_columns, "_BLOCK_BYTES", 40)  # a block: 4x the header line (two or three rows)
     blocks = []
-    codes = _kernel_columns._Names.codes
-    monkeypatch.setattr(_kernel_columns._Names, "codes", lambda self, words, local: blocks.append(words) or codes(self, words, local))
+    add = _kernel_names.NameCoder.add
+    monkeypatch.setattr(_kernel_names.NameCoder, "add", lambda self, words, local: blocks.append(words) or add(self, words, local))
     monkeypatch.setattr(_chrome_slices, "SLICE_ROWS", 4)
-    monkeypatch.setattr(_kernel_columns, "_RUN", 2)  # runs of hashes left unmerged past 2 names
+    monkeypatch.setattr(_kernel_columns, "_HOLD", 2)  # entries' hashes and ends: 2 in memory, the rest on disk
+    monkeypatch.setattr(_kernel_names, "SWEEP_ROWS", 2)  # entries swept 2 at a time (a hash's run carried across)
+    monkeypatch.setattr(_kernel_names, "TEXT_WINDOW", 1)  # names' text read one name at a time
+    monkeypatch.setattr(_kernel_order, "RUN_ROWS", 2)  # the sort by hash: runs of 2 entries, merged 3 at a time
+    monkeypatch.setattr(_kernel_order, "MERGE_ROWS", 3)
     if collide:  # every name of one hash: told apart by their text
-        monkeypatch.setattr(_kernel_columns, "hash", lambda _: 7, raising=False)
+        monkeypatch.setattr(_kernel_names, "hash", lambda _: 7, raising=False)
     for sliced in (False, True):
         blocks.clear()
         trace = read_kernel_details(path, sliced=sliced)

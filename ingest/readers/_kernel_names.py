@@ -1,0 +1,188 @@
+"""kernel_details' kernel names coded on disk (issue 19): nothing held per distinct name while the table is read.
+
+While reading, each CSV block's distinct names become *entries* (numbered in file order; within a block in order
+of first appearance): per entry its hash and the end of its UTF-8 text go to `DiskColumn`s, the text to a
+temporary file, and each kernel keeps its entry number. Once read, the entries are sorted by (hash, entry) on
+disk (`_kernel_order.sort_by_start`) and swept a chunk at a time: within a run of one hash, entries whose text
+equals an earlier entry's (compared by text: hashes may collide) point to the first of them, their *head*.
+Heads numbered in entry order are the names' codes in order of first appearance in the file, as before; the
+kernels' entry numbers are mapped to them by windowed gathers, and the dictionary is the heads' text in order.
+What is resident: one chunk of entries, the (rare) text of one run of a hash, and the dictionary at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import TraceFormatError
+from ._kernel_order import sort_by_start
+from ._spill import DiskColumn, release_memory
+
+SWEEP_ROWS = 1 << 20  # entries read at a time once the table is read (tests make it tiny)
+TEXT_WINDOW = 16 << 20  # bytes of the names' text read at a time when entries of one hash are compared
+_MAX_CODES = 2**31  # codes and entry numbers are int32
+
+
+class NameCoder:
+    """Names of a kernel_details.csv, block by block: `add` gives each kernel an entry number, `finish` the codes."""
+
+    def __init__(self, path: Path, hold: int) -> None:
+        self.path, self.hold = path, hold
+        self.hashes = DiskColumn("q", hold)  # per entry: hash of its name
+        self.ends = DiskColumn("q", hold)  # per entry: where its text ends in `text`
+        self.text = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 (lives as long as the coder)
+        self.size = 0
+
+    def add(self, words: list[str], local: np.ndarray) -> np.ndarray:
+        """Entry numbers (int32) of a block's kernels: `words` the block's distinct names in order of first
+        appearance, `local` per kernel its name's position in `words`."""
+        first = len(self.hashes)
+        if first + len(words) >= _MAX_CODES:
+            raise TraceFormatError(self.path, f"more than {_MAX_CODES} kernel names (counted per block)")
+        self.hashes.extend(np.fromiter((hash(w) for w in words), dtype=np.int64, count=len(words)))
+        text = [w.encode("utf-8") for w in words]
+        self.ends.extend(self.size + np.cumsum(np.fromiter(map(len, text), dtype=np.int64, count=len(text))))
+        data = b"".join(text)
+        del text
+        if self.text.write(data) != len(data):
+            raise OSError("the temporary file of kernel names took a short write")
+        self.size += len(data)
+        return (np.asarray(local, dtype=np.int64) + first).astype(np.int32)
+
+    def finish(self, name: DiskColumn) -> tuple[DiskColumn, pa.Array]:
+        """(The kernels' name codes in order of first appearance, the dictionary of names in code order) from
+        `name`, the kernels' entry numbers (closed when new codes replace it). The coder is spent."""
+        n = len(self.hashes)
+        entry = DiskColumn("q", self.hold)
+        for lo in range(0, n, SWEEP_ROWS):
+            entry.extend(np.arange(lo, min(lo + SWEEP_ROWS, n), dtype=np.int64))
+        by_hash = sort_by_start({"start": self.hashes, "entry": entry}, hold=self.hold)  # closes both
+        later, head, repeated = self._repeats(by_hash["start"], by_hash["entry"])
+        by_hash["start"].close()
+        by_hash["entry"].close()
+        release_memory()
+        if len(later):
+            moved = sort_by_start({"start": later, "head": head}, hold=self.hold)  # by entry
+            later, head = moved["start"], moved["head"]
+        codes, words = self._codes(later, head, repeated)
+        later.close()
+        head.close()
+        if len(codes):  # some entries repeat a name: kernels' entries -> codes
+            coded = DiskColumn("i", self.hold)
+            for _, block in name.blocks(SWEEP_ROWS):
+                coded.extend(codes.take(block))
+            name.close()
+            name = coded
+        codes.close()
+        self.ends.close()
+        self.text.close()
+        return name, words
+
+    def _repeats(self, hashes: DiskColumn, entries: DiskColumn) -> tuple[DiskColumn, DiskColumn, int]:
+        """From the entries sorted by (hash, entry): (entries that repeat an earlier entry's name, that entry's
+        number (the name's head), their text's bytes in all)."""
+        later, head = DiskColumn("q", self.hold), DiskColumn("q", self.hold)
+        repeated = 0
+        carry_h, carry_e = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        n = len(hashes)
+        for lo in range(0, n, SWEEP_ROWS):
+            h = np.concatenate([carry_h, hashes.read(lo, lo + SWEEP_ROWS)])
+            e = np.concatenate([carry_e, entries.read(lo, lo + SWEEP_ROWS)])
+            if lo + SWEEP_ROWS < n:  # the last hash's run may go on in the next chunk: carried
+                cut = int(np.searchsorted(h, h[-1], "left"))
+                h, e, carry_h, carry_e = h[:cut], e[:cut], h[cut:], e[cut:]
+            else:
+                carry_h, carry_e = carry_h[:0], carry_e[:0]
+            repeated += self._heads(h, e, later, head)
+        return later, head, repeated
+
+    def _heads(self, h: np.ndarray, e: np.ndarray, later: DiskColumn, head: DiskColumn) -> int:
+        """Runs of one hash (whole, in entry order) compared by text: each entry whose text an earlier entry of its
+        run has is appended to `later`, that entry to `head`; returns their text's bytes."""
+        if len(h) < 2:
+            return 0
+        same = h[1:] == h[:-1]
+        if not same.any():
+            return 0
+        in_run = np.r_[False, same] | np.r_[same, False]
+        e = e[in_run]
+        starts = np.flatnonzero(np.r_[True, h[in_run][1:] != h[in_run][:-1]])
+        texts = self._texts(e)
+        found_later, found_head, size = [], [], 0
+        for a, b in zip(starts.tolist(), [*starts[1:].tolist(), len(e)], strict=True):
+            first: dict[bytes, int] = {}
+            for i in range(a, b):
+                at = first.setdefault(texts[i], int(e[i]))
+                if at != e[i]:
+                    found_later.append(int(e[i]))
+                    found_head.append(at)
+                    size += len(texts[i])
+        later.extend(np.array(found_later, dtype=np.int64))
+        head.extend(np.array(found_head, dtype=np.int64))
+        return size
+
+    def _texts(self, entries: np.ndarray) -> list[bytes]:
+        """The UTF-8 text of each of `entries` (distinct), read `TEXT_WINDOW` bytes of the file at a time."""
+        end = self.ends.take(entries)
+        begin = np.zeros(len(entries), dtype=np.int64)
+        has = entries > 0
+        begin[has] = self.ends.take(entries[has] - 1)
+        order = np.argsort(begin, kind="stable")
+        b, t = begin[order].tolist(), end[order]  # disjoint ranges: ends in order too
+        out: list[bytes] = [b""] * len(entries)
+        fd, i = self.text.fileno(), 0
+        while i < len(b):
+            j = max(i + 1, int(np.searchsorted(t, b[i] + TEXT_WINDOW, "right")))
+            chunk = os.pread(fd, int(t[j - 1]) - b[i], b[i])
+            for k in range(i, j):
+                out[int(order[k])] = chunk[b[k] - b[i] : int(t[k]) - b[i]]
+            i = j
+        return out
+
+    def _codes(self, later: DiskColumn, head: DiskColumn, repeated: int) -> tuple[DiskColumn, pa.Array]:
+        """(Per entry its code, empty when no entry repeats a name; the dictionary): heads numbered in entry order,
+        a later entry given its head's code; `later` in entry order."""
+        n, count, size = len(self.ends), len(self.ends) - len(later), self.size - repeated
+        if size >= 2**31:
+            raise TraceFormatError(self.path, f"{size} bytes of distinct kernel names: more than a string column holds")
+        offsets = np.zeros(count + 1, dtype=np.int32)
+        data = np.empty(size, dtype=np.uint8)
+        codes = DiskColumn("i", self.hold)
+        seen, filled, at = 0, 0, 0  # codes given, bytes copied, position in `later`
+        text_at = 0
+        for lo in range(0, n, SWEEP_ROWS):
+            hi = min(lo + SWEEP_ROWS, n)
+            ends = self.ends.read(lo, hi)
+            stop = at + int(np.searchsorted(later.read(at, at + (hi - lo)), hi, "left"))
+            moved, to = later.read(at, stop), head.read(at, stop)
+            at = stop
+            is_head = np.ones(hi - lo, dtype=bool)
+            is_head[moved - lo] = False
+            code = seen + np.cumsum(is_head, dtype=np.int64) - 1
+            if len(later):  # else every entry is a head: its code is its number
+                inside = to >= lo
+                code[moved[inside] - lo] = code[to[inside] - lo]
+                code[moved[~inside] - lo] = codes.take(to[~inside])
+                codes.extend(code)
+            lengths = np.diff(ends, prepend=text_at)
+            chunk = np.empty(int(ends[-1]) - text_at, dtype=np.uint8)
+            got = os.preadv(self.text.fileno(), [memoryview(chunk)], text_at)
+            if got != len(chunk):
+                raise OSError("the temporary file of kernel names was cut short")
+            kept = chunk[np.repeat(is_head, lengths)]
+            data[filled : filled + len(kept)] = kept
+            new = int(is_head.sum())
+            offsets[seen + 1 : seen + 1 + new] = filled + np.cumsum(lengths[is_head])
+            filled += len(kept)
+            seen += new
+            text_at = int(ends[-1])
+        words = pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+        return codes, words
+
+
+__all__ = ["SWEEP_ROWS", "TEXT_WINDOW", "NameCoder"]
