@@ -145,7 +145,7 @@ def finish(trace: Trace, layout: NpuLayout) -> Trace:
     if layout.copies_without_bytes:
         missing.append(MISSING_COPY_BYTES)
     info.missing_signals = missing
-    syncs = _driver_syncs(trace) if "signals" in trace.tables else None
+    syncs = _driver_syncs(trace) if not trace.slices else None  # sliced: no device slices, or syncs made with them
     if syncs is not None:
         signals = pa.concat_tables([trace.tables["signals"], syncs.cast(trace.tables["signals"].schema)])
         trace.tables["signals"] = signals.unify_dictionaries().combine_chunks()
