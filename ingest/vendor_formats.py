@@ -19,7 +19,7 @@ VENDOR_FORMATS: tuple[tuple[str, str, Callable[..., Trace]], ...] = (
     (furiosa_schedule.FORMAT, "FuriosaAI --dump-schedule JSON ('instructions' with lifetimes in cycles, 'tensors')",
      lambda p, caps, **kw: furiosa_schedule.read_furiosa_schedule(p, caps=caps)),
     (furiosa_trace.FORMAT, "FuriosaAI runtime profiler Chrome trace (threads 'NPU <pe>', args pe_index)",
-     lambda p, caps, **kw: furiosa_trace.read_furiosa_trace(p, caps=caps)),
+     lambda p, caps, sliced=False, **kw: furiosa_trace.read_furiosa_trace(p, caps=caps, sliced=sliced)),
     (ascend_trace.FORMAT, "torch_npu (Ascend) profiler trace_view.json (a bare array: Python, CANN, 'Ascend Hardware' "
      "processes, torch_to_npu flows)", lambda p, caps, sliced=False, **kw: ascend_trace.read_ascend_trace(p, caps=caps, sliced=sliced)),
     (ascend_csv.KERNELS_FORMAT, "torch_npu kernel_details.csv (Name, Accelerator Core, Start Time(us), Duration(us)...)",
@@ -27,7 +27,7 @@ VENDOR_FORMATS: tuple[tuple[str, str, Callable[..., Trace]], ...] = (
     (ascend_csv.STATISTIC_FORMAT, "torch_npu op_statistic.csv (OP Type, Core Type, Count, Total Time(us)...)",
      lambda p, caps, **kw: ascend_csv.read_op_statistic(p, caps=caps)),
     (mobilint_trace.FORMAT, "Mobilint qbruntime npu_core_trace.json (a bare array of B/E pairs: infer, run npu, wait core...)",
-     lambda p, caps, **kw: mobilint_trace.read_mobilint_trace(p, caps=caps)),
+     lambda p, caps, sliced=False, **kw: mobilint_trace.read_mobilint_trace(p, caps=caps, sliced=sliced)),
 )
 
 

@@ -19,7 +19,7 @@ longer in the way, so a point after more than 64 closed siblings may now find it
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -174,6 +174,24 @@ def time_bounds(sample: list[np.ndarray], count: int) -> np.ndarray:
     return np.unique(np.quantile(np.concatenate(sample), np.arange(1, buckets) / buckets, method="lower")).astype(np.int64)
 
 
+def start_order(ev: ChromeEvents) -> Iterator[np.ndarray]:
+    """Every span number in order of (start, longest first, span number), a time bucket at a time (about
+    BUCKET_ROWS spans each, sorted alone; the rest waits in the buckets' temporary files)."""
+    n = len(ev)
+    step = max(1, n // max(1, SAMPLE_ROWS))
+    bounds = time_bounds([ev.read("start", lo, hi)[(np.arange(lo, hi) % step) == 0] for lo, hi in blocks(n)], n)
+    buckets = [[DiskColumn(t, SPILL_HOLD) for t in "qqq"] for _ in range(len(bounds) + 1)]  # start, dur, span
+    for lo, hi in blocks(n):
+        start = ev.read("start", lo, hi)
+        spread(buckets, np.searchsorted(bounds, start, "right"), start, ev.read("dur", lo, hi), np.arange(lo, hi, dtype=np.int64))
+    for columns in buckets:
+        start, dur, span = (c.read(0, len(c)) for c in columns)
+        for c in columns:
+            c.close()
+        if len(span):
+            yield span[np.lexsort((span, -dur, start))]
+
+
 def _lane(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     return (np.asarray(pid).astype(np.int64) << 32) | np.asarray(tid).astype(np.int64)
 
@@ -256,4 +274,4 @@ def flow_ids(ev: ChromeEvents, bound: DiskColumn, keep: Callable[[np.ndarray], n
 
 
 __all__ = ["BUCKET_ROWS", "RANGE_ROWS", "SAMPLE_ROWS", "SPILL_HOLD", "Scatter", "bind", "bind_flows", "bind_points", "flow_ids",
-           "spread", "time_bounds"]
+           "spread", "start_order", "time_bounds"]

@@ -50,6 +50,7 @@ class Values:
 
 PHASES = ("s", "t", "f")
 _OTHER_ID = -(2**62)  # flow ids that are not int64 (strings, ints past 2^63) get keys from here up to 0 (a hash)
+NO_NUMBER = -(2**63)  # a span without an int64 under a key of `collect(number_args=...)`
 _RECENT_IDS = 1 << 16  # hashed flow ids remembered (a flow's endpoints come close together), then forgotten
 HOLD_ROWS = _spill.HOLD_ROWS  # values of a column kept in memory before they go to its temporary file (tests make it tiny)
 
@@ -185,6 +186,7 @@ class ChromeEvents(_Columns):
     args: DiskColumn = dataclasses.field(default_factory=_column("i"))  # -1: none of the kept keys
     instants: Instants = dataclasses.field(default_factory=Instants)
     flows: Flows = dataclasses.field(default_factory=Flows)
+    numbers: dict[str, DiskColumn] = dataclasses.field(default_factory=dict)  # per span an int arg (NO_NUMBER: none)
     process_names: dict[Any, str] = dataclasses.field(default_factory=dict)
     thread_names: dict[tuple[Any, Any], str] = dataclasses.field(default_factory=dict)
     process_sort: dict[Any, int] = dataclasses.field(default_factory=dict)
@@ -198,12 +200,16 @@ class ChromeEvents(_Columns):
         super().settle()
         self.instants.settle()
         self.flows.settle()
+        for column in self.numbers.values():
+            column.settle()
 
     def close(self) -> None:
         """Drop every column (their temporary files go away)."""
         super().close()
         self.instants.close()
         self.flows.close()
+        for column in self.numbers.values():
+            column.close()
 
     def text(self, code: int) -> Any:
         return self.values.values[code]
@@ -234,22 +240,28 @@ def blocks(n: int, rows: int | None = None) -> Iterator[tuple[int, int]]:
 
 
 def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Iterable[str] = (),
-            arg_filter: Callable[[str, str], bool] | None = None, lean: bool = False) -> ChromeEvents:  # fmt: skip
+            arg_filter: Callable[[str, str], bool] | None = None, lean: bool = False,
+            number_args: Iterable[str] = ()) -> ChromeEvents:  # fmt: skip
     """Read every event of a Chrome JSON file (object or bare array); one TraceFormatError lists the problems.
 
     keep_args: the ``args`` keys kept per span; arg_filter(cat, name) limits that to some spans.
     lean: the spans' categories and args are not kept (their columns stay empty): 28 bytes a span, not 36.
+    number_args: keys of `keep_args` kept per span as a column (`ChromeEvents.numbers`, NO_NUMBER where a span
+    has no int64 there) when their value is an int, so that values unique to each span (indices) are not
+    interned; a value of another type is kept with the span's other args as before.
     """
     path = Path(path)
     metadata, batches = event_batches(path, caps)
     out = ChromeEvents(path=path, metadata=metadata)
     keep = tuple(keep_args)
+    out.numbers = {} if lean else {k: DiskColumn("q", HOLD_ROWS) for k in number_args if k in keep}
     values = out.values
     code = values.code
     problems: list[str] = []
     bad = 0
     open_b: dict[tuple[Any, Any], list[tuple[int, int, int, dict | None]]] = {}
     index = 0
+    number_appends: list[tuple[str, Callable[[int], None]]] = []
 
     def problem(text: str) -> None:
         nonlocal bad
@@ -259,8 +271,17 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
 
     def kept(cat: str, name: str, args: Any) -> int:
         if not keep or type(args) is not dict or (arg_filter is not None and not arg_filter(cat, name)):
+            for _, append in number_appends:
+                append(NO_NUMBER)
             return -1
         sub = {k: args[k] for k in keep if k in args}
+        for k, append in number_appends:  # an int64 goes to its column, not into the interned args
+            v = sub.get(k)
+            if type(v) is int and NO_NUMBER < v < 2**63:
+                append(v)
+                del sub[k]
+            else:
+                append(NO_NUMBER)
         if not sub:
             return -1
         try:
@@ -274,6 +295,7 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
         start, dur, name_c, pid_c, tid_c = (out.start.held.append, out.dur.held.append, out.name.held.append,
                                             out.pid.held.append, out.tid.held.append)  # fmt: skip
         cat_append, args_append = (_skip, _skip) if lean else (out.cat.held.append, out.args.held.append)
+        number_appends[:] = [(k, column.held.append) for k, column in out.numbers.items()]
         for ev in batch:
             index += 1
             if type(ev) is not dict:
@@ -380,4 +402,4 @@ def _metadata(out: ChromeEvents, ev: dict) -> None:
         out.process_sort[pid] = args["sort_index"]
 
 
-__all__ = ["HOLD_ROWS", "PHASES", "ChromeEvents", "Flows", "Instants", "Values", "blocks", "collect", "lane_keys", "other_key"]
+__all__ = ["HOLD_ROWS", "NO_NUMBER", "PHASES", "ChromeEvents", "Flows", "Instants", "Values", "blocks", "collect", "lane_keys", "other_key"]
