@@ -75,10 +75,6 @@ class _Columns:
             return column.read(int(index[0]), int(index[-1]) + 1)
         return column.take(index)
 
-    def col(self, name: str) -> np.ndarray:
-        """One whole column as numpy (a copy): for the readers of small traces only (Mobilint, Furiosa)."""
-        return getattr(self, name).read(0, len(getattr(self, name)))
-
     def settle(self) -> None:
         """Write each column's held values to its file once there are HOLD_ROWS of them."""
         for name in self._names:
@@ -142,10 +138,6 @@ class Flows(_Columns):
         self.name.held.append(name)
         self.enclosing.held.append(enclosing)
 
-    def column(self, name: str) -> np.ndarray:
-        """One whole column (a copy): small traces only."""
-        return self.col(name)
-
 
 @dataclasses.dataclass(eq=False)
 class Instants(_Columns):
@@ -171,7 +163,7 @@ class ChromeEvents(_Columns):
     """The spans, instants, flows and metadata of one Chrome trace (times in integer ns as written).
 
     Each column is a `DiskColumn`: read it block by block (`read`, `blocks`) or by a windowed gather
-    (`gather`); `col` reads a whole column and is for the readers of small traces only."""
+    (`gather`)."""
 
     _names = ("start", "dur", "name", "cat", "pid", "tid", "args")
     path: Path

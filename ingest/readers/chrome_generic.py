@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from ..builder import TraceBuilder
-from ..schema import TABLES, Mode, SliceKind, Source
+from ..schema import Mode, SliceKind, Source
 from ..trace import RunInfo, Trace
 from ._chrome_bind import bind_flows, flow_ids
 from ._chrome_events import ChromeEvents, blocks, collect, lane_keys
@@ -82,82 +81,6 @@ def sorted_lanes(ev: ChromeEvents, lane_of: Callable[[Any, Any], Lane]) -> dict[
     return {k: lane_of(vals[k[0]], vals[k[1]]) for k in sorted(keys, key=order)}
 
 
-def slice_table(ev: ChromeEvents, rid: int, t0: int, lanes: dict[tuple[int, int], Lane], index: np.ndarray | None = None,
-                *, correlation: np.ndarray | None = None, kinds: dict[int, SliceKind] | None = None,
-                op_ids: np.ndarray | None = None) -> pa.Table:  # fmt: skip
-    """The engine slices of the spans `index` (default all) on their lanes, as a table built from columns.
-
-    No Python object per span: lanes, names and kinds are dictionary-encoded from the interned codes.
-    `kinds` overrides a span's slice kind (default: its lane's).
-    """
-    all_start = ev.col("start")
-    if index is None:
-        index = np.arange(len(ev), dtype=np.int64)
-    index = np.asarray(index, dtype=np.int64)
-    pid = ev.col("pid")[index].astype(np.int64)
-    tid = ev.col("tid")[index].astype(np.int64)
-    key = (pid << 32) | tid
-    engines = sorted({lane.engine for lane in lanes.values()})
-    engine_code = {e: n for n, e in enumerate(engines)}
-    keys = np.array([(p << 32) | t for p, t in lanes], dtype=np.int64)
-    lane_list = list(lanes.values())
-    order = np.argsort(keys)
-    pos = np.searchsorted(keys[order], key) if len(keys) else np.zeros(len(key), dtype=np.int64)
-    pos = np.minimum(pos, max(len(keys) - 1, 0))
-    found = keys[order][pos] == key if len(keys) else np.zeros(len(key), dtype=bool)
-    index, pos = index[found], order[pos[found]]
-    lane_engine = np.array([engine_code[lane.engine] for lane in lane_list], dtype=np.int32)
-    kind_values = [k.value for k in SliceKind]
-    lane_kind = np.array([kind_values.index(lane.slice_kind.value) for lane in lane_list], dtype=np.int32)
-    lane_ekind = [lane.engine_kind.value for lane in lane_list]
-    ekinds = sorted(set(lane_ekind))
-    lane_ekind_code = np.array([ekinds.index(k) for k in lane_ekind], dtype=np.int32)
-    kind = lane_kind[pos] if len(pos) else np.zeros(0, dtype=np.int32)
-    if kinds and len(index):
-        where = np.argsort(index, kind="stable")
-        ordered = index[where]
-        spans = np.fromiter(kinds.keys(), dtype=np.int64, count=len(kinds))
-        values = np.array([kind_values.index(k.value) for k in kinds.values()], dtype=np.int32)
-        at = np.minimum(np.searchsorted(ordered, spans), len(ordered) - 1)
-        hit = ordered[at] == spans
-        kind[where[at[hit]]] = values[hit]
-    names, name_idx = np.unique(ev.col("name")[index], return_inverse=True) if len(index) else (
-        np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-    vals = ev.values.values
-
-    def dictionary(codes: np.ndarray, values: list[str]) -> pa.DictionaryArray:
-        return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32), pa.int32()), pa.array(values, pa.string()))
-
-    def optional(column: np.ndarray | None) -> pa.Array:
-        if column is None:
-            return pa.nulls(len(index), pa.int64())
-        values = column[index]
-        return pa.array(values, pa.int64(), mask=values < 0)
-
-    n = len(index)
-    columns = {
-        "region_id": pa.array(np.full(n, rid, dtype=np.int32)),
-        "engine": dictionary(lane_engine[pos] if n else np.zeros(0, dtype=np.int32), engines),
-        "engine_kind": dictionary(lane_ekind_code[pos] if n else np.zeros(0, dtype=np.int32), ekinds),
-        "kind": dictionary(kind, kind_values),
-        "name": dictionary(name_idx, [vals[c] for c in names.tolist()]),
-        "start": pa.array(all_start[index] - t0 if n else np.zeros(0, dtype=np.int64)),
-        "dur": pa.array(ev.col("dur")[index]),
-        "op_id": optional(op_ids),
-        "correlation": optional(correlation),
-    }
-    schema = TABLES["engine_slices"]
-    return pa.Table.from_arrays([columns.get(f.name, pa.nulls(n, f.type)) for f in schema], schema=schema)
-
-
-def with_slices(trace: Trace, tables: list[pa.Table]) -> Trace:
-    """The trace with slice tables appended to its engine slices (one dictionary per column, as IPC files need)."""
-    parts = [trace.tables["engine_slices"], *tables]
-    merged = pa.concat_tables([t.cast(parts[0].schema) for t in parts if t.num_rows] or [parts[0]])
-    trace.tables["engine_slices"] = merged.unify_dictionaries().combine_chunks()
-    return trace
-
-
 def run_extent(ev: ChromeEvents) -> tuple[int, int]:
     """(first start, last end) in ns as written, over spans and instants."""
     t0 = ev.t0()
@@ -199,4 +122,4 @@ def read_chrome(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool
 
 
 __all__ = ["FORMAT", "GENERIC_MISSING", "Lane", "base_info", "epoch_iso", "flow_links", "lane_label",
-           "read_chrome", "run_extent", "slice_table", "sniff", "sorted_lanes", "with_slices"]  # fmt: skip
+           "read_chrome", "run_extent", "sniff", "sorted_lanes"]  # fmt: skip

@@ -98,7 +98,7 @@ def test_string_flow_ids_pair_without_a_table_of_every_id(tmp_path: Path, monkey
     path = tmp_path / "t.json"
     path.write_text(json.dumps(events))
     ev = collect(path)
-    keys = ev.flows.col("key").tolist()
+    keys = ev.flows.read("key", 0, len(ev.flows)).tolist()
     a, b, c = (-(2**62) + _blake(b"s" + x) for x in (b"a", b"b", b"c"))
     local_c = [-(2**62) + _blake(f"sid2.local {pid} 'c'".encode()) for pid in (1, 2)]
     assert keys == [a, b, c, a, b, *local_c]  # id2.global is the id; id2.local an id of its process only
