@@ -56,7 +56,7 @@ class KinetoEvents:
     annotations: list[tuple] = dataclasses.field(default_factory=list)
     # (ts, dur, name, pid, tid), kept as columns
     python: RowColumns | list[tuple] = dataclasses.field(default_factory=lambda: RowColumns(PYTHON_FIELDS))
-    # (ts, dur, name, pid, tid, correlation, ext_id, size), kept as columns (a list where NPU lanes rewrite them)
+    # (ts, dur, name, pid, tid, correlation, ext_id, size), kept as columns (NPU lanes rewrite them: _npu_link)
     runtime: RowColumns | list[tuple] = dataclasses.field(default_factory=lambda: RowColumns(RUNTIME_FIELDS))
     # (ts, dur, cat, name, device, stream, correlation, bytes), kept as columns likewise
     device: RowColumns | list[tuple] = dataclasses.field(default_factory=lambda: RowColumns(DEVICE_FIELDS))

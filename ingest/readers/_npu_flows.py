@@ -36,24 +36,40 @@ def launch_of(args: dict) -> int | None:
 
 
 class RowLaunches:
-    """A per-row int64 column made only once some row has a value: rows before it (and rows never set) read NONE_INT."""
+    """A per-row int64 column made only once some row has a value: rows before it (and rows never set) read NONE_INT.
+    Values wait in a list and go to the column a batch at a time (the collector sets one per event)."""
+
+    _BATCH = 1 << 14
 
     def __init__(self) -> None:
         self.column: DiskColumn | None = None
+        self._rows: list[int] = []
+        self._values: list[int] = []
 
     def set(self, row: int, value: int) -> None:
-        """Give row `row` (at or past every row set before) its value."""
+        """Give row `row` (past every row set before) its value."""
+        self._rows.append(row)
+        self._values.append(value)
+        if len(self._rows) >= self._BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the waiting values (and NONE_INT for the rows between them) to the column."""
+        if not self._rows:
+            return
         column = self.column
         if column is None:
             column = self.column = DiskColumn("q")
-        gap = row - len(column)
-        if gap > 0:
-            column.extend(np.full(gap, NONE_INT, dtype=np.int64))
-        column.held.append(value)
-        column.settle()
+        first = len(column)
+        rows = np.array(self._rows, dtype=np.int64)
+        part = np.full(int(rows[-1]) + 1 - first, NONE_INT, dtype=np.int64)
+        part[rows - first] = self._values
+        column.extend(part)
+        self._rows, self._values = [], []
 
     def read(self, lo: int, hi: int) -> np.ndarray:
         """Rows lo..hi-1 (NONE_INT where unset)."""
+        self.flush()
         out = np.full(max(0, hi - lo), NONE_INT, dtype=np.int64)
         if self.column is not None and lo < len(self.column):
             got = self.column.read(lo, hi)
@@ -61,9 +77,10 @@ class RowLaunches:
         return out
 
     def any(self) -> bool:
-        return self.column is not None
+        return self.column is not None or bool(self._rows)
 
     def close(self) -> None:
+        self._rows, self._values = [], []
         if self.column is not None:
             self.column.close()
             self.column = None
@@ -91,6 +108,8 @@ class NpuCollect:
     def _new_flows(self) -> None:
         self.flow_side, self.flow_pid, self.flow_tid = DiskColumn("b"), DiskColumn("i"), DiskColumn("i")
         self.flow_ts, self.flow_kind, self.flow_id = DiskColumn("d"), DiskColumn("b"), DiskColumn("q")
+        self._flow_columns = (self.flow_side, self.flow_pid, self.flow_tid, self.flow_ts, self.flow_kind, self.flow_id)
+        self._pending: list[tuple] = []
 
     def code(self, value: Any) -> int:
         """The code of a thread value (pid or tid) among the flows' and lookups' values."""
@@ -126,25 +145,32 @@ class NpuCollect:
             kind, value = INT, flow_id
         else:
             kind, value = OTHER, self.other_ids.setdefault((type(flow_id), flow_id), len(self.other_ids))
-        for column, v in ((self.flow_side, START if ph == "s" else END), (self.flow_pid, self.code(pid)),
-                          (self.flow_tid, self.code(tid)), (self.flow_ts, float(ts)), (self.flow_kind, kind),
-                          (self.flow_id, value)):  # fmt: skip
-            column.held.append(v)
-            column.settle()
+        self._pending.append((START if ph == "s" else END, self.code(pid), self.code(tid), float(ts), kind, value))
         self.flows += 1
+        if len(self._pending) >= RowLaunches._BATCH:
+            self._flush_flows()
+
+    def _flush_flows(self) -> None:
+        if self._pending:
+            for column, values in zip(self._flow_columns, zip(*self._pending, strict=True), strict=True):
+                column.extend(np.array(values, dtype=column.dtype))
+            self._pending = []
 
     def restart_flows(self) -> None:
         """Forget the flows kept so far (before reading them all again)."""
-        for column in self.flow_columns():
+        for column in self._flow_columns:
             column.close()
         self._new_flows()
         self.flows, self.skipped, self.collecting = 0, 0, True
 
     def flow_columns(self) -> tuple[DiskColumn, ...]:
-        return self.flow_side, self.flow_pid, self.flow_tid, self.flow_ts, self.flow_kind, self.flow_id
+        """(side, pid code, tid code, ts, id kind, id) of every flow kept, as columns."""
+        self._flush_flows()
+        return self._flow_columns
 
     def close(self) -> None:
-        for column in self.flow_columns():
+        self._pending = []
+        for column in self._flow_columns:
             column.close()
         for launches in (self.runtime_launch, self.runtime_driver, self.device_launch):
             launches.close()

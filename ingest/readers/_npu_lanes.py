@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..catalog import Cause, cause_hint
-from ..schema import EngineKind, SignalKind, SliceKind
+from ..schema import Direction, EngineKind, SignalKind, SliceKind
 from ..trace import TableSlices
 from . import _kineto_sweep as sweep
 from ._kineto_gpu import gpu_slices
@@ -62,21 +62,40 @@ class NpuDeviceWork(DeviceWork):
         npu = self._on_npu(dev)
         if not npu.any():
             return super().engines(copy, cat, name, dev, stream)
-        values = self.values
-        combos, inverse = np.unique(np.stack([cat, np.where(copy, name, -1), dev, stream, copy]).astype(np.int64), axis=1,
-                                    return_inverse=True)  # fmt: skip
-        words = []
-        for c, n, d, s, is_copy in combos.T.tolist():
-            lane = self._lane(values[c], d, values[s], values[n] if n >= 0 else "")
-            if lane is not None:
-                words.append((lane.engine, lane.engine_kind.value, lane.slice_kind.value))
-                continue
-            direction = self.direction(n) if is_copy else None
-            words.append((f"{self.prefix(values[d])}" + (f"DMA {direction.value}" if direction else f"stream {values[s]}"),
-                          _DMA[direction].value if direction else EngineKind.STREAM.value,
-                          SliceKind.TRANSFER.value if direction else SliceKind.COMPUTE.value))  # fmt: skip
-        key = inverse.reshape(-1).astype(np.int64)
-        return tuple(text(key, lambda k, i=i: words[k][i]) for i in range(3))  # type: ignore[return-value]
+        values, directions = self.values, list(Direction)
+        cats, cat_i = np.unique(cat, return_inverse=True)
+        devs, dev_i = np.unique(dev, return_inverse=True)
+        streams, stream_i = np.unique(stream, return_inverse=True)
+        direction = np.zeros(len(cat), dtype=np.int64)  # 0: not a copy, else 1 + its index in Direction
+        named: dict[int, int] = {}  # a direction code -> a copy's name code that has it
+        if copy.any():
+            names, name_i = np.unique(name[copy], return_inverse=True)
+            codes = []
+            for n in names.tolist():
+                codes.append(directions.index(self.direction(n)) + 1)
+                named.setdefault(codes[-1], n)
+            direction[copy] = np.array(codes, dtype=np.int64)[name_i.reshape(-1)]
+        key = ((cat_i.reshape(-1) * (len(directions) + 1) + direction) * len(devs) + dev_i.reshape(-1)) * len(streams)
+        key += stream_i.reshape(-1)
+        found: dict[int, tuple[str, str, str]] = {}
+
+        def words(k: int) -> tuple[str, str, str]:
+            if k not in found:
+                rest, s = divmod(k, len(streams))
+                rest, d = divmod(rest, len(devs))
+                c, to = divmod(rest, len(directions) + 1)
+                c, d, s = int(cats[c]), int(devs[d]), int(streams[s])
+                lane = self._lane(values[c], d, values[s], values[named[to]] if to else "")
+                if lane is not None:
+                    found[k] = (lane.engine, lane.engine_kind.value, lane.slice_kind.value)
+                elif to:
+                    found[k] = (f"{self.prefix(values[d])}DMA {directions[to - 1].value}", _DMA[directions[to - 1]].value,
+                                SliceKind.TRANSFER.value)  # fmt: skip
+                else:
+                    found[k] = (f"{self.prefix(values[d])}stream {values[s]}", EngineKind.STREAM.value, SliceKind.COMPUTE.value)
+            return found[k]
+
+        return tuple(text(key, lambda k, i=i: words(k)[i]) for i in range(3))  # type: ignore[return-value]
 
     def device_name(self, dev_code: int) -> str:
         lane = self._lane("gpu_memcpy", dev_code, None)

@@ -325,13 +325,13 @@ def _flow_blocks(collected: NpuCollect) -> Iterator[tuple[int, dict[str, np.ndar
 
 def _flow_ts(collected: NpuCollect) -> np.ndarray:
     step = max(1, collected.flows // (1 << 16))
-    parts = [ts[::step] for _, ts in collected.flow_ts.blocks(sweep.CHUNK_ROWS)]
+    parts = [ts[::step] for _, ts in collected.flow_columns()[3].blocks(sweep.CHUNK_ROWS)]
     return np.concatenate(parts) if parts else np.zeros(1)
 
 
 def _flow_ids(collected: NpuCollect) -> np.ndarray:
     step = max(1, collected.flows // (1 << 16))
-    parts = [ids[::step] for _, ids in collected.flow_id.blocks(sweep.CHUNK_ROWS)]
+    parts = [ids[::step] for _, ids in collected.flow_columns()[5].blocks(sweep.CHUNK_ROWS)]
     return np.concatenate(parts) if parts else np.zeros(1, dtype=np.int64)
 
 

@@ -15,10 +15,12 @@ The contract of torch-rbln's Kineto emitter (enabled by ``RBLN_PROFILER=1``):
 * graph-mode launches sit inside the host slice ``Torch-Compiled Region``, which becomes the launching
   operator.
 
-The Kineto reader calls this module through three hooks: :func:`npu_layout` (is this such a trace),
-:func:`link` (give markers and device slices the launch id as correlation, and move markers that sit
-on an NPU lane onto the main operator thread) and :meth:`NpuLayout.lane` (engine lane of a device
-slice), then :func:`finish` names the devices ``npu:<id>``, counts the driver syncs and says which
+The Kineto reader calls this module through its hooks: the collector keeps the metadata, launch ids and flows
+(``_npu_flows``) and :func:`npu_layout_of` says whether the trace has NPU rows; :func:`link` gives markers and
+device slices the launch id as correlation, moves runtime work on NPU rows to the device slices and markers that
+sit on an NPU lane onto the main operator thread (``_npu_link``: joined on disk, bounded memory);
+:meth:`NpuLayout.lane` is the engine lane of a device slice (the whole linker's hook; the sliced path's is
+``_npu_lanes``), then :func:`finish` names the devices ``npu:<id>``, counts the driver syncs and says which
 figures the source lacked.
 """
 

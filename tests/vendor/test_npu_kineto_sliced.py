@@ -193,3 +193,19 @@ def test_npu_fixtures_sliced_equal_whole(tmp_path: Path, monkeypatch: pytest.Mon
         assert lanes["engine"][1:] == ["NPU 1 dma", "NPU 1 compute", "NPU 1 dma"]
         assert lanes["op_id"] == [0, 0, 0, 0] and lanes["correlation"][1:] == [21, 21, 21]
         assert got["transfers"].column("bytes").to_pylist() == [4096, 0]
+
+
+def test_gpu_rows_next_to_npu_rows_keep_their_cuda_lanes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CUDA device (pid 7, no NPU word) in the same trace: its kernel and copy join their runtime calls by
+    correlation and keep the GPU lanes, prefixed by the device as there are two; the NPU rows are as before."""
+    gpu = [_x("cuda_runtime", "cudaLaunchKernel", HOST, HOST, 12, 2, correlation=77),
+           _x("kernel", "gemm", 7, 7, 14, 3, correlation=77, device=7, stream=7),
+           _x("cuda_runtime", "cudaMemcpyAsync", HOST, HOST, 30, 2, correlation=78),
+           _x("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 7, 8, 33, 1, correlation=78, device=7, stream=8, bytes=32)]  # fmt: skip
+    got, _ = _same_tables(tmp_path, _write(tmp_path / "mixed.json", [*gpu, *EVENTS]), monkeypatch, 3)
+    lanes = got["engine_slices"].to_pydict()
+    rows = dict(zip(lanes["name"], zip(lanes["engine"], lanes["engine_kind"], lanes["op_id"], strict=True), strict=False))
+    assert rows["gemm"] == ("cuda:7 stream 7", "stream", 0) and rows["Memcpy HtoD (Pageable -> Device)"] == ("cuda:7 DMA h2d", "dma_h2d", 0)
+    assert rows["mm_kernel"] == ("NPU 3 compute", "stream", 0) and rows["Memcpy DtoH"] == ("NPU 3 dma", "dma_d2h", 2)
+    transfers = got["transfers"].to_pydict()
+    assert transfers["dst_device"] == ["cuda:7", "npu:3", "cpu"] and transfers["bytes"] == [32, 0, 64]
