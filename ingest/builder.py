@@ -14,13 +14,27 @@ from .trace import RunInfo, Trace
 Frame = tuple[str, int, str]  # (file, line, function)
 
 
-class TableBuilder:
-    """Columnar accumulation of rows for one table of the schema."""
+COMPACT_ROWS = 1 << 15  # rows held as Python objects before they become arrays
 
-    def __init__(self, name: str) -> None:
+
+class TableBuilder:
+    """Columnar accumulation of rows for one table of the schema.
+
+    Rows come in as Python values (``append``, ``extend``); every `compact_rows` rows they are turned into arrays
+    (a text column that the schema dictionary-encodes: int32 codes into one value -> code dict, numbered in order of
+    first appearance; any other column: an Arrow array of its type), so a table of many rows holds ~its Arrow size
+    rather than a Python object per value (~200-260 bytes a row). ``build`` joins the parts: the same table as if
+    every row had been held until then."""
+
+    def __init__(self, name: str, *, compact_rows: int | None = None) -> None:
         self.name = name
         self.schema = schema.TABLES[name]
-        self.columns: dict[str, list[Any]] = {f.name: [] for f in self.schema}
+        self.columns: dict[str, list[Any]] = {f.name: [] for f in self.schema}  # the rows not yet compacted
+        self._coded = {f.name for f in self.schema if pa.types.is_dictionary(f.type)}
+        self._index: dict[str, dict[Any, int]] = {name: {} for name in self._coded}  # value -> code, first appearance
+        self._parts: dict[str, list[Any]] = {f.name: [] for f in self.schema}  # np.int32 codes or pa.Array per part
+        self._compact_rows = max(1, COMPACT_ROWS if compact_rows is None else compact_rows)
+        self._compacted = 0  # rows in _parts (they come before the rows in `columns`)
         self._rows = 0
 
     def __len__(self) -> int:
@@ -37,6 +51,8 @@ class TableBuilder:
                 value = value.value
             values.append(value)
         self._rows += 1
+        if self._rows - self._compacted >= self._compact_rows:
+            self._compact()
         return self._rows - 1
 
     def extend(self, columns: dict[str, Sequence[Any]]) -> None:
@@ -54,23 +70,69 @@ class TableBuilder:
             else:
                 values.extend(given)
         self._rows += n
+        if self._rows - self._compacted >= self._compact_rows:
+            self._compact()
+
+    def set(self, row: int, **values: Any) -> None:
+        """Overwrite some columns of one row already appended. A row compacted already costs its part rebuilt (a text
+        column the schema dictionary-encodes: the whole column renumbered, as the codes follow first appearance)."""
+        unknown = set(values) - self.columns.keys()
+        if unknown:
+            raise KeyError(f"table {self.name!r} has no columns {sorted(unknown)}")
+        if not 0 <= row < self._rows:
+            raise IndexError(f"row {row} outside table {self.name!r} of {self._rows} rows")
+        for name, value in values.items():
+            if isinstance(value, _ENUM_TYPES):
+                value = value.value
+            if row >= self._compacted:
+                self.columns[name][row - self._compacted] = value
+            elif name in self._coded:
+                inverse = list(self._index[name])
+                held = [None if c < 0 else inverse[c] for part in self._parts[name] for c in part.tolist()]
+                held[row] = value
+                self._index[name] = {}
+                self._parts[name] = [_codes(held, self._index[name])]
+            else:
+                parts, at, k = self._parts[name], row, 0
+                while at >= len(parts[k]):
+                    at, k = at - len(parts[k]), k + 1
+                held = parts[k].to_pylist()
+                held[at] = value
+                parts[k] = pa.array(held, self.schema.field(name).type)
+
+    def _compact(self) -> None:
+        """Turn the held rows into one part of arrays per column."""
+        for field in self.schema:
+            values = self.columns[field.name]
+            if field.name in self._coded:
+                self._parts[field.name].append(_codes(values, self._index[field.name]))
+            else:
+                self._parts[field.name].append(pa.array(values, field.type))
+            values.clear()
+        self._compacted = self._rows
 
     def build(self) -> pa.Table:
         arrays = []
         for field in self.schema:
-            values = self.columns[field.name]
-            if pa.types.is_dictionary(field.type):
-                arrays.append(_dictionary_encoded(values))
+            values, parts = self.columns[field.name], self._parts[field.name]
+            if field.name in self._coded:
+                index = dict(self._index[field.name])  # the held rows' new values numbered on a copy: build changes nothing
+                arrays.append(_from_codes(np.concatenate([*parts, _codes(values, index)]), index))
+            elif parts:
+                arrays.append(pa.concat_arrays([*parts, pa.array(values, field.type)]))
             else:
                 arrays.append(pa.array(values, field.type))
         return pa.Table.from_arrays(arrays, schema=self.schema)
 
 
-def _dictionary_encoded(values: list[Any]) -> pa.DictionaryArray:
-    """``pa.array(values, pa.string()).dictionary_encode()`` (values in order of first appearance, None: null)
-    without first making a string array of every row (a GPU trace's kernel names: ~100 bytes a row)."""
-    index: dict[Any, int] = {}
-    codes = np.fromiter((-1 if v is None else index.setdefault(v, len(index)) for v in values), dtype=np.int32, count=len(values))
+def _codes(values: list[Any], index: dict[Any, int]) -> np.ndarray:
+    """int32 codes of values into index (new values added in order of first appearance), -1 for None."""
+    return np.fromiter((-1 if v is None else index.setdefault(v, len(index)) for v in values), dtype=np.int32, count=len(values))
+
+
+def _from_codes(codes: np.ndarray, index: dict[Any, int]) -> pa.DictionaryArray:
+    """The dictionary array of codes (-1: null; changed in place) into index's values, in the index's order (as
+    ``pa.array(values, pa.string()).dictionary_encode()`` without a string array of every row)."""
     nulls = codes < 0
     codes[nulls] = 0
     return pa.DictionaryArray.from_arrays(pa.array(codes, mask=nulls if nulls.any() else None), pa.array(list(index), pa.string()))

@@ -99,7 +99,7 @@ def build_trace(regions: list[Region], run_info: RunInfo) -> Trace:
         attribution = decoder.attribution = attributions[library]
         events = [decoder.event(op_id + i, raw, t_base) for i, raw in enumerate(region.raw)]
         device = region.predictor.device if region.predictor is not None else region_device(events, region.device)
-        builder.regions.columns["device"][rid] = device
+        builder.regions.set(rid, device=device)
         for index, ev in enumerate(events):
             stack = region.raw[index][5]
             if stack is not None:
