@@ -42,8 +42,8 @@ NPU_TID_BASE = 10_000_000
 _NPU_ROW = re.compile(r"^NPU\s*(\d+)$")
 _NATIVE_NAME = re.compile(r"^npu:(\d+):([\d\-,]+)$")  # native traces: the device pseudo-process npu:<dev>:<pe-range>
 _NATIVE = re.compile(r'"npu:\d+:[\d\-,]+"')
-_ARGS = ("pe_index", "execution_index", "instruction_index", "operator_index", "bytes", "size", "begin_cycle", "end_cycle")
-_NUMBERS = ("pe_index", "execution_index", "bytes", "size", "begin_cycle", "end_cycle")  # kept per span as columns
+_ROWS = 1 << 16  # spans turned into rows at a time (Python objects per span live that long)
+_ARGS = ("pe_index", "execution_index", "bytes", "size", "begin_cycle", "end_cycle")  # the args read; ints as columns
 _REASON = {Direction.H2D.value: "Load", Direction.D2H.value: "Store"}
 _LANES = {"Execution": ("", EngineKind.STREAM, SliceKind.COMPUTE), "Load": (" load", EngineKind.DMA_H2D, SliceKind.TRANSFER),
           "Store": (" store", EngineKind.DMA_D2H, SliceKind.TRANSFER)}  # fmt: skip
@@ -67,7 +67,7 @@ def read_furiosa_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slice
     (`DiskRows`): nothing per span is held. sliced: give the engine slices, transfers and signals as slices,
     made as they are written (`Trace.slices`)."""
     path = Path(path)
-    ev = collect(path, caps=caps, keep_args=_ARGS, number_args=_NUMBERS)
+    ev = collect(path, caps=caps, keep_args=_ARGS, number_args=_ARGS)
     vals, codes = ev.values.values, ev.values.codes
     native = {pid: m for pid, label in ev.process_names.items() if (m := _NATIVE_NAME.match(label.strip()))}
     npu_threads = {key for key, label in ev.thread_names.items() if _NPU_ROW.match(label)}
@@ -99,8 +99,8 @@ def read_furiosa_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slice
     devices: set[str] = set()
     npu_row_names: set[str] = set()
     cycle_spans = total_cycles = total_ns = 0
-    numbers = [ev.numbers[k] for k in _NUMBERS]
-    for idx in start_order(ev):
+    numbers = [ev.numbers[k] for k in _ARGS]
+    for idx in (order[lo : lo + _ROWS] for order in start_order(ev) for lo in range(0, len(order), _ROWS)):
         rows = npu_rows(idx).tolist()
         start, dur = (ev.gather("start", idx) - t0).tolist(), ev.gather("dur", idx).tolist()
         name_c, cat_c, pid_c, tid_c, args_c = (ev.gather(c, idx).tolist() for c in ("name", "cat", "pid", "tid", "args"))

@@ -32,6 +32,7 @@ from ._source import DEFAULT_CAPS, SizeCaps
 from .chrome_generic import Lane, base_info, run_extent, sorted_lanes
 
 FORMAT = "mobilint-trace"
+_ROWS = 1 << 16  # spans turned into rows at a time (Python objects per span live that long)
 MAIN_SPANS = frozenset({"infer", "acquire output data", "convert to buffer", "convert from buffer", "reposition data"})
 WORKER_SPANS = frozenset({"lock core", "copy to npu", "write device", "init rmem", "copy npu binary", "run npu",
                           "wait core", "unlock core", "copy from npu", "read device"})  # fmt: skip
@@ -100,7 +101,7 @@ def read_mobilint_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slic
     signals = DiskRows("signals", numbers={"time_ns": "q"}, texts=("kind", "reason", "op_name"),
                        fixed={"region_id": rid, "count": 1, "bytes": 0})  # fmt: skip
     for part in range(-1, len(device_lanes)):  # the host spans on their threads' lanes, then each device lane's spans
-        for lo, hi in blocks(len(ev)):
+        for lo, hi in blocks(len(ev), _ROWS):
             idx = lo + np.flatnonzero(device_lane[ev.read("name", lo, hi)] == part)
             names = [text[c] for c in ev.gather("name", idx).tolist()]
             if part < 0:
@@ -111,7 +112,7 @@ def read_mobilint_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slic
                 kind = [_LANES[n].slice_kind.value for n in names]
             slices.add(len(idx), engine=engine, engine_kind=ekind, kind=kind, name=names,
                        start=ev.gather("start", idx) - t0, dur=ev.gather("dur", idx))  # fmt: skip
-    for lo, hi in blocks(len(ev)):
+    for lo, hi in blocks(len(ev), _ROWS):
         names = [text[c] for c in ev.read("name", lo, hi).tolist()]
         picked = [j for j, n in enumerate(names) if n in _TRANSFER_SPANS or n == "wait core"]
         when = (ev.read("start", lo, hi) - t0)[picked].tolist()
