@@ -202,7 +202,7 @@ class RowColumns:
         aside: (row in part, field) -> the value of a field whose raw value is -1 (CODED) or ASIDE (INT)."""
         first = len(self)
         for k, (column, values) in enumerate(zip(self._columns, part, strict=True)):
-            column.frombytes(np.ascontiguousarray(values, dtype=self._dtype(k)).tobytes())
+            column.frombytes(memoryview(np.ascontiguousarray(values, dtype=self._dtype(k))).cast("B"))
         for (j, k), value in (aside or {}).items():
             self._aside[(first + j, k)] = value
         if len(self._columns[0]) >= self.spill_rows:

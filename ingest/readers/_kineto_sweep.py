@@ -196,9 +196,9 @@ class Buckets:
     """Records distributed by a key (start time, correlation id): one array in memory when they fit in one bucket,
     else one temporary file a bucket, bounds at quantiles of a sample of the keys (~BUCKET_EVENTS records a bucket)."""
 
-    def __init__(self, total: int, samples: Callable[[], np.ndarray], dtype: np.dtype) -> None:
+    def __init__(self, total: int, samples: Callable[[], np.ndarray], dtype: np.dtype, per_bucket: int | None = None) -> None:
         self.dtype = dtype
-        self.count = max(1, -(-total // BUCKET_EVENTS))
+        self.count = max(1, -(-total // (per_bucket or BUCKET_EVENTS)))  # per_bucket: records a bucket, if not BUCKET_EVENTS
         self.bounds = np.zeros(0)
         if self.count > 1:
             self.bounds = np.unique(np.quantile(samples(), np.linspace(0, 1, self.count + 1)[1:-1], method="lower"))

@@ -191,7 +191,7 @@ def _device_slices(rows: _Rows, layout: NpuLayout, flow_link: DiskColumn | None)
     memcpy = rows.memcpy
     aside = rows.aside()
     out = device.sharing()
-    buckets = Buckets(rows.total, rows.samples, _ROW)
+    buckets = Buckets(rows.total, rows.samples, _ROW, max(1, sweep.BUCKET_EVENTS // 4))  # 1/4: 64-byte records
     by_launch = linked = sizeless = 0
     for rec in rows.chunks():
         on_npu = rows.npu_d[rec["dev"]]
