@@ -202,11 +202,27 @@ def release_memory() -> None:
         _LIBC.malloc_trim(0)
 
 
+MMAP_THRESHOLD = 128 * 1024  # bytes: a block this big or bigger is mapped on its own (glibc's M_MMAP_THRESHOLD)
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
+
+
+def map_large_blocks() -> bool:
+    """For a converting process (`portscope convert`): ask glibc to map every block of MMAP_THRESHOLD bytes or more on
+    its own, so an array freed after a batch goes back to the system at once instead of leaving a hole in the heap
+    that later, smaller blocks pin (glibc's default raises the threshold to the largest block freed, up to 32 MB:
+    a 1M-row column's arrays then come from the heap, and the peak grows with the number of batches). A no-op (False)
+    where the C library is not glibc, or where the user set MALLOC_MMAP_THRESHOLD_ (their setting stands)."""
+    if _LIBC is None or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return False
+    return bool(_LIBC.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+
+
 try:
     _LIBC: ctypes.CDLL | None = ctypes.CDLL(None)
     _LIBC.malloc_trim  # noqa: B018 (glibc only)
+    _LIBC.mallopt  # noqa: B018
 except (AttributeError, OSError):
     _LIBC = None
 
 
-__all__ = ["HOLD_ROWS", "WINDOW_ROWS", "DiskColumn", "release_memory"]
+__all__ = ["HOLD_ROWS", "MMAP_THRESHOLD", "WINDOW_ROWS", "DiskColumn", "map_large_blocks", "release_memory"]

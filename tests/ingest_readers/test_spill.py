@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -76,3 +81,32 @@ def test_put_overwrites_in_file_windows_and_in_memory() -> None:
     col.put(np.zeros(0, dtype=np.int64), 5)  # nothing to do
     with pytest.raises(IndexError):
         col.put(np.array([10]), 1)
+
+
+_MAPPED = """
+import ctypes, os, sys
+from portscope.ingest.readers import _spill
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+class Info(ctypes.Structure):  # glibc's struct mallinfo2
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                                               "uordblks", "fordblks", "keepcost")]
+libc.mallinfo2.restype = Info
+asked = _spill.map_large_blocks() if sys.argv[1] == "1" else None
+libc.free(libc.malloc(8 << 20))  # glibc's default then raises its threshold to 8 MB: smaller blocks come from the heap
+before = libc.mallinfo2().hblks
+block = libc.malloc(1 << 20)
+print(asked, libc.mallinfo2().hblks - before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not hasattr(ctypes.CDLL(None), "mallinfo2"), reason="glibc only")
+@pytest.mark.parametrize(("ask", "env", "expected"), [("1", {}, "True 1"), ("0", {}, "None 0"),
+                                                      ("1", {"MALLOC_MMAP_THRESHOLD_": "33554432"}, "False 0")])
+def test_map_large_blocks_maps_a_freed_size_again(ask: str, env: dict[str, str], expected: str) -> None:
+    """After map_large_blocks() a 1 MB block is mapped on its own although an 8 MB block was freed before (glibc's
+    default threshold would have risen to 8 MB and put it in the heap); a user's MALLOC_MMAP_THRESHOLD_ stands."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")} | env
+    done = subprocess.run([sys.executable, "-c", _MAPPED, ask], capture_output=True, text=True, env=environ, check=True)
+    assert done.stdout.split() == expected.split()
