@@ -161,7 +161,7 @@ def _runtime_calls(ev: KinetoEvents, rows: _Rows) -> tuple[RowColumns, int]:
     counts = ev.ops.code_counts()["thread"] if threads else np.zeros(0, dtype=np.int64)
     main = threads[int(np.argmax(counts))] if len(counts) else None
     op_threads = set(threads)
-    off_thread: dict[tuple[int, int], bool] = {}  # (pid code, tid code) -> no operator runs there
+    off_thread: dict[int, bool] = {}  # pid code << 32 | tid code -> no operator runs there
     aside = _by_row(runtime)
     kept = runtime.sharing()
     markers = 0
@@ -174,13 +174,16 @@ def _runtime_calls(ev: KinetoEvents, rows: _Rows) -> tuple[RowColumns, int]:
         launch = launches.read(lo, lo + len(part[0]))[keep]
         own = is_marker & (launch != NONE_INT)
         columns[_R_CORR][own] = launch[own]
-        for at in np.flatnonzero(is_marker).tolist() if main is not None else ():
-            pair = (int(columns[_R_PID][at]), int(columns[_R_TID][at]))
-            if pair not in off_thread:
-                values = runtime.values
-                off_thread[pair] = min(pair) < 0 or _not_in((values[pair[0]], values[pair[1]]), op_threads)
-            if off_thread[pair]:
-                columns[_R_PID][at], columns[_R_TID][at] = runtime.code(main[0]), runtime.code(main[1])
+        at = np.flatnonzero(is_marker) if main is not None else np.zeros(0, dtype=np.int64)
+        if len(at):  # markers where no operator runs move to the main thread
+            pairs = columns[_R_PID][at].astype(np.int64) << 32 | (columns[_R_TID][at].astype(np.int64) & 0xFFFFFFFF)
+            distinct, inverse = np.unique(pairs, return_inverse=True)
+            for pair in distinct.tolist():
+                if pair not in off_thread:
+                    pid, tid = pair >> 32, pair & 0xFFFFFFFF
+                    off_thread[pair] = pid < 0 or tid == 0xFFFFFFFF or _not_in((runtime.values[pid], runtime.values[tid]), op_threads)
+            move = at[np.array([off_thread[pair] for pair in distinct.tolist()], dtype=bool)[inverse.reshape(-1)]]
+            columns[_R_PID][move], columns[_R_TID][move] = runtime.code(main[0]), runtime.code(main[1])
         kept.extend_raw(columns, _aside_of(aside, lo + keep, columns, None))
     return kept, markers
 
