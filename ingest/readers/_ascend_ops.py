@@ -22,6 +22,7 @@ from ._chrome_slices import KINDS
 from ._spill import DiskColumn
 
 ROLES = ("other", "python", "cann", "hardware", "overlap")
+SWEEP_ROWS = 1 << 16  # operators of a sorted time bucket swept at a time (as Python objects)
 
 
 class Spans:
@@ -134,28 +135,31 @@ def nest(ev: ChromeEvents, ops: DiskColumn, launcher: DiskColumn) -> tuple[DiskC
         for c in columns:
             c.close()
         order = np.lexsort((-(end - start), start, thread))
-        thread, start, end, op, launches = (x[order].tolist() for x in (thread, start, end, op, launches))
-        parent = [-1] * len(op)
-        closed: list[int] = []
-        closed_launched: list[int] = []
-        for j in range(len(op)):
-            stack = stacks.get(thread[j])
-            if stack is None:
-                stack = stacks[thread[j]] = []
-            while stack and stack[-1][0] <= start[j]:
-                _, o, flag = stack.pop()
-                closed.append(o)
-                closed_launched.append(flag)
-            if stack:
-                parent[j] = stack[-1][1]
-            stack.append([end[j], op[j], 0])
-            if launches[j] > 0:
-                for entry in reversed(stack):  # it and the operators open around it
-                    if entry[2]:
-                        break
-                    entry[2] = 1
-        parents.put(np.array(op, dtype=np.int64), np.array(parent, dtype=np.int64))
-        launched.put(np.array(closed, dtype=np.int64), np.array(closed_launched, dtype=np.int8))
+        swept = [x[order] for x in (thread, start, end, op, launches)]
+        del thread, start, end, op, launches, order
+        for lo in range(0, len(swept[0]), SWEEP_ROWS):  # Python objects for SWEEP_ROWS operators at a time
+            thread, start, end, op, launches = (x[lo : lo + SWEEP_ROWS].tolist() for x in swept)
+            parent = [-1] * len(op)
+            closed: list[int] = []
+            closed_launched: list[int] = []
+            for j in range(len(op)):
+                stack = stacks.get(thread[j])
+                if stack is None:
+                    stack = stacks[thread[j]] = []
+                while stack and stack[-1][0] <= start[j]:
+                    _, o, flag = stack.pop()
+                    closed.append(o)
+                    closed_launched.append(flag)
+                if stack:
+                    parent[j] = stack[-1][1]
+                stack.append([end[j], op[j], 0])
+                if launches[j] > 0:
+                    for entry in reversed(stack):  # it and the operators open around it
+                        if entry[2]:
+                            break
+                        entry[2] = 1
+            parents.put(np.array(op, dtype=np.int64), np.array(parent, dtype=np.int64))
+            launched.put(np.array(closed, dtype=np.int64), np.array(closed_launched, dtype=np.int8))
     rest = [entry for stack in stacks.values() for entry in stack]
     launched.put(np.array([e[1] for e in rest], dtype=np.int64), np.array([e[2] for e in rest], dtype=np.int8))
     return parents.column(), launched.column()

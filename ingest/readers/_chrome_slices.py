@@ -21,7 +21,7 @@ from ..trace import TableSlices, Trace
 from . import _chrome_events
 from ._chrome_events import ChromeEvents
 from ._kineto_link import _Coder, _table
-from ._spill import DiskColumn
+from ._spill import DiskColumn, release_memory
 
 SLICE_ROWS = 1 << 20  # rows per record batch made (tests make it tiny)
 KINDS = [k.value for k in SliceKind]
@@ -178,6 +178,7 @@ class SliceRows:
             for part in self.parts:
                 src = ev.instants if part.instants else ev
                 for idx in part.chunks(src):
+                    release_memory()  # the previous slice's arrays are written and dropped: their pages go back
                     found, pos = part.lanes_of(src, idx)
                     idx = idx[found]
                     k = lane_kind[pos]

@@ -22,7 +22,7 @@ from ..schema import TABLES
 from ..trace import TableSlices
 from . import _chrome_slices
 from ._chrome_events import Values
-from ._spill import DiskColumn
+from ._spill import DiskColumn, release_memory
 
 SPILL_HOLD = 1 << 13  # values of a column held in memory before they go to its file
 _NONE = np.iinfo(np.int64).max
@@ -87,6 +87,7 @@ class DiskRows:
 
         def batches() -> Iterator[pa.RecordBatch]:
             for lo in range(0, n, rows):
+                release_memory()  # the previous slice's arrays are written and dropped: their pages go back
                 hi = min(lo + rows, n)
                 arrays = []
                 for field in self.schema:

@@ -55,7 +55,7 @@ from ._disk_rows import DiskRows
 from ._kineto_events import _tensor_args
 from ._kineto_link import _coded, _Coder, _table
 from ._source import DEFAULT_CAPS, SizeCaps
-from ._spill import DiskColumn
+from ._spill import DiskColumn, release_memory
 from .chrome_generic import (
     Lane,
     base_info,
@@ -226,6 +226,7 @@ def _op_slices(ev: ChromeEvents, ops: DiskColumn, launched: DiskColumn, t0: int,
 
     def batches() -> Iterator[pa.RecordBatch]:
         for lo in range(0, n, rows):
+            release_memory()  # the previous slice's arrays are written and dropped: their pages go back
             part = ops.read(lo, lo + rows)
             args = ev.gather("args", part) + 1
             where = launched.read(lo, lo + rows).astype(np.int32)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portscope.ingest.readers import _chrome_bind, _chrome_events, _chrome_slices
+from portscope.ingest.readers import _ascend_ops, _chrome_bind, _chrome_events, _chrome_slices
 from portscope.ingest.readers._chrome_bind import Scatter, bind_flows, bind_points
 from portscope.ingest.readers._chrome_events import collect
 from portscope.ingest.readers.ascend_trace import read_ascend_trace
@@ -71,6 +71,7 @@ def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_chrome_bind, "RANGE_ROWS", 3)
     monkeypatch.setattr(_chrome_bind, "SPILL_HOLD", 1)
     monkeypatch.setattr(_chrome_slices, "SLICE_ROWS", 2)
+    monkeypatch.setattr(_ascend_ops, "SWEEP_ROWS", 1)  # a sorted bucket's operators swept one at a time
 
 
 def _trace(tmp_path: Path) -> Path:
