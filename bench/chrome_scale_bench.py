@@ -7,7 +7,8 @@ prints the wall time, events/s and peak RSS. Inputs are written into --dir and r
 
     .venv/bin/python bench/chrome_scale_bench.py --kind chrome npu --sizes 0.5 1 2 --dir /tmp/scale
 
---string-ids gives the generic traces and trace views string flow ids (one distinct id per flow).
+--string-ids gives the generic traces and trace views string flow ids (one distinct id per flow). --kind mobilint
+furiosa repeat the Mobilint / Furiosa test fixtures to the size asked.
 
 --before DIR also converts each file with the portscope found in DIR (a folder holding ``portscope/``, e.g.
 links to an older tree's app/, ingest/, profiler/), right after the run of this tree, so both see the same load.
@@ -70,6 +71,39 @@ def make_chrome_trace(path: Path, megabytes: float, *, string_ids: bool = False)
     return events
 
 
+FIXTURES = Path(__file__).parent.parent / "tests" / "vendor" / "fixtures"
+
+
+def make_vendor_trace(path: Path, megabytes: float, kind: str) -> int:
+    """Write a Mobilint core trace or a Furiosa runtime trace of about `megabytes` MB by repeating the test fixture
+    (``mobilint_core_trace.json``, ``furiosa_runtime_trace.json``) with shifted times (and, for Furiosa, a new
+    execution index each repeat); returns the number of events written."""
+    if kind == "mobilint":
+        meta, events = [], json.loads((FIXTURES / "mobilint_core_trace.json").read_text())
+    else:
+        every = json.loads((FIXTURES / "furiosa_runtime_trace.json").read_text())["traceEvents"]
+        meta, events = [e for e in every if e["ph"] == "M"], [e for e in every if e["ph"] != "M"]
+    period = max(e["ts"] + e.get("dur", 0) for e in events) - min(e["ts"] for e in events) + 10
+    target, written, step, n = int(megabytes * 1e6), 0, 0, 0
+    with open(path, "w") as f:
+        f.write("[" + "".join(json.dumps(m) + ",\n" for m in meta))
+        while written < target:
+            parts = []
+            for _ in range(200):
+                for e in events:
+                    moved = {**e, "ts": e["ts"] + step * period}
+                    if "execution_index" in e.get("args", {}):
+                        moved["args"] = {**e["args"], "execution_index": step}
+                    parts.append(json.dumps(moved))
+                step += 1
+            text = ("" if not n else ",\n") + ",\n".join(parts)
+            n += len(parts)
+            f.write(text)
+            written += len(text)
+        f.write("]\n")
+    return n
+
+
 KERNEL_HEADER = ("Step Id,Model ID,Task ID,Stream ID,Name,Type,Accelerator Core,Start Time(us),Duration(us),Wait Time(us),"
                  "Block Dim,Mix Block Dim,Input Shapes,Input Data Types,Input Formats,Output Shapes,Output Data Types,"
                  "Output Formats\n")  # fmt: skip
@@ -113,7 +147,8 @@ def convert(path: Path, out: Path, env: dict[str, str] | None = None) -> dict[st
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--kind", nargs="+", choices=["chrome", "npu", "kernels"], default=["chrome", "npu", "kernels"])
+    parser.add_argument("--kind", nargs="+", choices=["chrome", "npu", "kernels", "mobilint", "furiosa"],
+                        default=["chrome", "npu", "kernels"])  # fmt: skip
     parser.add_argument("--sizes", nargs="+", type=float, default=[0.5, 1, 2], help="input sizes in GB")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/chrome_scale"))
     parser.add_argument("--keep", action="store_true", help="keep the inputs (reused when present)")
@@ -127,12 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     for kind in args.kind:
         for gb in args.sizes:
             names = f"_{args.kernel_names}names" if kind == "kernels" and args.kernel_names else ""
-            names += "_strids" if kind != "kernels" and args.string_ids else ""
+            names += "_strids" if kind in ("chrome", "npu") and args.string_ids else ""
             path = args.dir / f"{kind}_{gb:g}gb{names}.{'csv' if kind == 'kernels' else 'json'}"
             if not path.exists():
                 make = {"chrome": lambda p, mb: make_chrome_trace(p, mb, string_ids=args.string_ids),
                         "npu": lambda p, mb: make_npu_trace(p, mb, string_ids=args.string_ids),
-                        "kernels": lambda p, mb: make_kernel_details(p, mb, args.kernel_names)}[kind]  # fmt: skip
+                        "kernels": lambda p, mb: make_kernel_details(p, mb, args.kernel_names),
+                        "mobilint": lambda p, mb: make_vendor_trace(p, mb, "mobilint"),
+                        "furiosa": lambda p, mb: make_vendor_trace(p, mb, "furiosa")}[kind]  # fmt: skip
                 print(f"made {path} ({make(path, gb * 1000)} {'operators' if kind == 'npu' else 'events'})", flush=True)
             size = path.stat().st_size
             runs = [("", dict(os.environ))]
