@@ -23,7 +23,7 @@ from ..errors import TraceFormatError
 from ._kernel_order import sort_by_start
 from ._spill import DiskColumn, release_memory
 
-SWEEP_ROWS = 1 << 20  # entries read at a time once the table is read (tests make it tiny)
+SWEEP_ROWS = 1 << 18  # entries sorted, merged and swept at a time once the table is read (tests make it tiny)
 TEXT_WINDOW = 16 << 20  # bytes of the names' text read at a time when entries of one hash are compared
 _MAX_CODES = 2**31  # codes and entry numbers are int32
 
@@ -61,13 +61,14 @@ class NameCoder:
         entry = DiskColumn("q", self.hold)
         for lo in range(0, n, SWEEP_ROWS):
             entry.extend(np.arange(lo, min(lo + SWEEP_ROWS, n), dtype=np.int64))
-        by_hash = sort_by_start({"start": self.hashes, "entry": entry}, hold=self.hold)  # closes both
+        by_hash = sort_by_start({"start": self.hashes, "entry": entry}, hold=self.hold, run_rows=SWEEP_ROWS,
+                                merge_rows=SWEEP_ROWS)  # closes both; a few MB held (their text compared in Python)
         later, head, repeated = self._repeats(by_hash["start"], by_hash["entry"])
         by_hash["start"].close()
         by_hash["entry"].close()
         release_memory()
         if len(later):
-            moved = sort_by_start({"start": later, "head": head}, hold=self.hold)  # by entry
+            moved = sort_by_start({"start": later, "head": head}, hold=self.hold, run_rows=SWEEP_ROWS, merge_rows=SWEEP_ROWS)
             later, head = moved["start"], moved["head"]
         codes, words = self._codes(later, head, repeated)
         later.close()

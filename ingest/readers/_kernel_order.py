@@ -31,20 +31,23 @@ def _column(like: DiskColumn, hold: int) -> DiskColumn:
     return DiskColumn(like.held.typecode, hold=hold)
 
 
-def sort_by_start(columns: dict[str, DiskColumn], *, hold: int) -> dict[str, DiskColumn]:
+def sort_by_start(columns: dict[str, DiskColumn], *, hold: int, run_rows: int | None = None,
+                  merge_rows: int | None = None) -> dict[str, DiskColumn]:  # fmt: skip
     """The columns with their kernels in order of `columns["start"]`, kernels of one start in file order; the
-    columns given are closed. `hold`: values the new columns keep in memory."""
+    columns given are closed. `hold`: values the new columns keep in memory; `run_rows`, `merge_rows`: values
+    sorted at a time and held while merging (default `RUN_ROWS`, `MERGE_ROWS`)."""
     names = list(columns)
     n = len(columns["start"])
+    run_rows = run_rows or RUN_ROWS
     runs: list[dict[str, DiskColumn]] = []
-    for lo in range(0, n, max(1, RUN_ROWS)):
-        start = columns["start"].read(lo, lo + RUN_ROWS)
+    for lo in range(0, n, max(1, run_rows)):
+        start = columns["start"].read(lo, lo + run_rows)
         order = np.argsort(start, kind="stable")
         run = {c: _column(columns[c], 1) for c in names}  # hold 1: all on disk
         run["start"].extend(start[order])
         del start
         for c in [c for c in names if c != "start"]:
-            run[c].extend(columns[c].read(lo, lo + RUN_ROWS)[order])
+            run[c].extend(columns[c].read(lo, lo + run_rows)[order])
         run["row"] = DiskColumn("q", hold=1)
         run["row"].extend(order.astype(np.int64) + lo)
         runs.append(run)
@@ -53,23 +56,23 @@ def sort_by_start(columns: dict[str, DiskColumn], *, hold: int) -> dict[str, Dis
     out = {c: _column(runs[0][c], hold) for c in names} if runs else {c: _column(columns[c], hold) for c in names}
     if len(runs) == 1:  # one run: in order already
         for c in names:
-            for _, block in runs[0][c].blocks(MERGE_ROWS):
+            for _, block in runs[0][c].blocks(merge_rows or MERGE_ROWS):
                 out[c].extend(block)
     elif runs:
-        _merge(runs, out)
+        _merge(runs, out, merge_rows or MERGE_ROWS)
     for run in runs:
         for column in run.values():
             column.close()
     return out
 
 
-def _merge(runs: list[dict[str, DiskColumn]], out: dict[str, DiskColumn]) -> None:
-    """Runs sorted by (start, row) merged into `out`, each run read `MERGE_ROWS // len(runs)` kernels at a time.
+def _merge(runs: list[dict[str, DiskColumn]], out: dict[str, DiskColumn], merge_rows: int) -> None:
+    """Runs sorted by (start, row) merged into `out`, each run read `merge_rows // len(runs)` kernels at a time.
 
     Every kernel not yet read from a run comes after that run's last buffered one, so all buffered kernels up to
     the least of the runs' last buffered (start, row) can be written: they come before anything still on disk."""
     names = list(out)
-    per = max(1, MERGE_ROWS // len(runs))
+    per = max(1, merge_rows // len(runs))
     sizes = [len(run["start"]) for run in runs]
     read = [0] * len(runs)
     buffers: list[dict[str, np.ndarray]] = [{} for _ in runs]
