@@ -1,6 +1,6 @@
 """The device tables of a Kineto trace with NPU lanes, made slice by slice (the sliced path of ``npu_kineto``).
 
-`npu_slices` is ``_kineto_gpu.gpu_slices`` with `NpuDeviceWork` for the device slices (after `npu_kineto.link` set
+`npu_slices` is ``_kineto_gpu.gpu_slices`` with `NpuDeviceWork` for the device slices (after `link_launches` set
 their correlations): a slice on an NPU process goes to its lane (`NpuLayout.lane`: ``NPU <id> <thread name>``, its
 engine and slice kind from the category), a copy's ends are ``npu:<id>``, and every driver slice on an NPU lane is
 a sync signal after the copy signals, as `npu_kineto.finish` adds them to a whole signals table.

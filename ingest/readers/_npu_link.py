@@ -1,6 +1,6 @@
 """Launch links of a Kineto trace with NPU lanes (``npu_kineto``), made in bounded memory.
 
-What `npu_kineto.link` promises, event by event:
+What `link_launches` promises, event by event:
 
 * a launch marker (a runtime call named ``rbln_run``) with a ``launch_id`` of its own takes it as correlation; one
   on a thread where no operator runs (e.g. an NPU lane) moves to the main operator thread (most operators), where
@@ -144,7 +144,7 @@ class _Rows:
 
 
 def link_launches(ev: KinetoEvents, layout: NpuLayout) -> None:
-    """Rewrite ev.runtime and ev.device (RowColumns) as `npu_kineto.link` promises; count into layout."""
+    """Rewrite ev.runtime and ev.device (RowColumns) as `link_launches` promises; count into layout."""
     rows = _Rows(ev, layout)
     kept, layout.markers = _runtime_calls(ev, rows)
     flow_link = _flow_links(rows) if layout.collected.flows else None

@@ -39,6 +39,7 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
     from ._kineto_slices import op_slices
     from ._kineto_stream import collect_file
     from ._npu_lanes import npu_slices
+    from ._npu_link import link_launches
 
     path = Path(path)
     collecting = gc.isenabled()
@@ -47,7 +48,7 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
         events, lanes = collect_file(path, caps)
         progress.current().stage(progress.Stage.LINKING)
         if lanes is not None:
-            npu_kineto.link(events, lanes)  # launch ids as correlations, runtime work on NPU rows moved to the device
+            link_launches(events, lanes)  # launch ids as correlations, runtime work on NPU rows moved to the device
         slice_gpu = (gpu_slices if lanes is None else functools.partial(npu_slices, layout=lanes)) if sliced else None
         trace = build_trace(path, events, infer_fallback=infer_fallback, lanes=lanes, release=True,
                             slice_ops=op_slices if sliced else None, slice_gpu=slice_gpu)

@@ -16,9 +16,9 @@ The contract of torch-rbln's Kineto emitter (enabled by ``RBLN_PROFILER=1``):
   operator.
 
 The Kineto reader calls this module through its hooks: the collector keeps the metadata, launch ids and flows
-(``_npu_flows``) and :func:`npu_layout_of` says whether the trace has NPU rows; :func:`link` gives markers and
+(``_npu_flows``) and :func:`npu_layout_of` says whether the trace has NPU rows; :func:`_npu_link.link_launches` gives markers and
 device slices the launch id as correlation, moves runtime work on NPU rows to the device slices and markers that
-sit on an NPU lane onto the main operator thread (``_npu_link``: joined on disk, bounded memory);
+sit on an NPU lane onto the main operator thread (joined on disk, bounded memory);
 :meth:`NpuLayout.lane` is the engine lane of a device slice (the whole linker's hook; the sliced path's is
 ``_npu_lanes``), then :func:`finish` names the devices ``npu:<id>``, counts the driver syncs and says which
 figures the source lacked.
@@ -36,7 +36,6 @@ from ..builder import TableBuilder
 from ..catalog import Cause, cause_hint, copy_direction
 from ..schema import Direction, EngineKind, SignalKind, SliceKind
 from ..trace import Trace
-from ._kineto_events import KinetoEvents
 from ._npu_flows import NpuCollect
 
 LAUNCH_MARKERS = {"rbln_run"}
@@ -129,15 +128,6 @@ def npu_layout_of(collected: NpuCollect) -> NpuLayout | None:
     return NpuLayout(processes, lanes, collected)
 
 
-def link(ev: KinetoEvents, layout: NpuLayout) -> None:
-    """Give launch markers and device slices the launch id as correlation: the slice's own ``launch_id``, else the
-    launch its ``ac2g`` flow comes from; move runtime work on a device row to the device slices, markers on an NPU
-    lane to the main operator thread (`_npu_link`: joined on disk, the events' columns rewritten slice by slice)."""
-    from ._npu_link import link_launches
-
-    link_launches(ev, layout)
-
-
 def finish(trace: Trace, layout: NpuLayout) -> Trace:
     """Name the NPU devices, count driver slices as syncs (a whole signals table; sliced ones hold them already),
     and say which figures the source lacked."""
@@ -175,4 +165,4 @@ def _driver_syncs(trace: Trace) -> pa.Table | None:
     return b.build()
 
 
-__all__ = ["DeviceLane", "NpuLayout", "finish", "link", "may_hold_device_rows", "npu_layout_of"]
+__all__ = ["DeviceLane", "NpuLayout", "finish", "may_hold_device_rows", "npu_layout_of"]
