@@ -63,12 +63,17 @@ def _busy_ops(path: Path) -> int:
 def test_ctrl_c_inside_a_region_still_writes_the_trace(tmp_path: Path) -> None:
     proc = _record(tmp_path, "loop")
     assert proc.stdout is not None
-    end = time.time() + 90
-    while proc.stdout.readline().strip() != "ready":
-        assert time.time() < end and proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-    time.sleep(0.3)
-    os.kill(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    try:
+        end = time.time() + 90
+        while proc.stdout.readline().strip() != "ready":
+            assert time.time() < end and proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        time.sleep(0.3)
+        os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:  # a failure must not leave the endless loop running (it records ~1.5 GB a minute)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert "wrote" in err, err
     assert _busy_ops(tmp_path / "out.arrow") >= 50
 
