@@ -85,7 +85,7 @@ def main() -> None:
         (Path(tmp) / "empty").mkdir()
         server = subprocess.Popen([sys.executable, "-m", "portscope.app.cli", "view", str(Path(tmp) / "empty"),
                                    "--no-browser", "--port", str(args.port), "--store", str(Path(tmp) / "store"),
-                                   "--max-upload-mb", "1024"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                   "--max-upload-mb", str(max(1024, size // 2**20 + 1))], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             wait_for(args.port)
             t0 = time.perf_counter()
