@@ -6,8 +6,9 @@
   trace keeps none), NONE_INT for a row without;
 * ``ac2g`` flow starts and ends (only once a slice held a word of an NPU device row, see `Collector.npu_hint`;
   a flow seen before is counted, and the flows are read again when the trace proves to have NPU lanes): thread,
-  time and id as columns on disk. An id that is an int64 is kept as it is; another (a string, a float...) gets a
-  code into `other_ids` (``OTHER`` in the id's kind column).
+  time and id as columns on disk. An id that is an int64 is kept as it is; another (a string, a float...) is keyed by
+  a hash of its text (`_chrome_events.other_key`, as the Chrome readers key such ids: nothing held per distinct id;
+  ``OTHER`` in the id's kind column).
 
 Threads (pid, tid) are coded into `values` (a few distinct ones).
 """
@@ -18,10 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from ._chrome_events import other_key
 from ._kineto_rows import NONE_INT
 from ._spill import DiskColumn
 
-INT, OTHER = 0, 1  # the kinds of a flow id: an int64 kept as it is, another value coded into other_ids
+INT, OTHER = 0, 1  # the kinds of a flow id: an int64 kept as it is, another value keyed by other_key
 START, END = 0, 1
 
 
@@ -99,7 +101,6 @@ class NpuCollect:
         self.device_launch = RowLaunches()
         self.values: list[Any] = []  # distinct thread values (pid, tid) of the flows
         self._codes: dict[tuple[type, Any], int] = {}
-        self.other_ids: dict[tuple[type, Any], int] = {}
         self.flows = 0
         self.skipped = 0  # flows met before collecting them
         self.collecting = False
@@ -144,7 +145,7 @@ class NpuCollect:
         if type(flow_id) is int and NONE_INT + 1 < flow_id < 2**63:
             kind, value = INT, flow_id
         else:
-            kind, value = OTHER, self.other_ids.setdefault((type(flow_id), flow_id), len(self.other_ids))
+            kind, value = OTHER, other_key(flow_id)
         self._pending.append((START if ph == "s" else END, self.code(pid), self.code(tid), float(ts), kind, value))
         self.flows += 1
         if len(self._pending) >= RowLaunches._BATCH:
