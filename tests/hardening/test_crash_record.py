@@ -49,7 +49,10 @@ def _record(tmp_path: Path, mode: str) -> subprocess.Popen:
     script = tmp_path / "loop.py"
     script.write_text(_LOOP)
     cmd = [str(PORTSCOPE), "record", "-o", str(tmp_path / "out.arrow"), "--", sys.executable, str(script), mode]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    # SIGINT back to its default in the child: a shell starting this suite in the background (`cmd &`) ignores
+    # SIGINT for it, every child inherits that, and Python then installs no KeyboardInterrupt handler
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
 
 
 def _busy_ops(path: Path) -> int:
