@@ -199,6 +199,8 @@ def _site_lines(ops: pa.Table) -> _Sites | None:
 
 def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
     """(a code per row into the distinct values, -1 for null; the distinct values) of a string column."""
+    if not pa.types.is_dictionary(column.type):  # plain strings: coded by Arrow, not one Python string a row
+        column = pc.call("dictionary_encode", column)
     values = pd.Categorical(column.to_pandas())
     return values.codes.astype(np.int64), list(values.categories)
 

@@ -73,8 +73,12 @@ def range_summary(slices: pa.Table, lanes: Lanes, signals: pa.Table, x0: float, 
         "share": pa.array([b / span for b in busy], pa.float64()),
         "slices": pa.array(counts.tolist(), pa.int64()),
     }).filter(pa.array(counts > 0))
-    codes, names = _indices(slices.column("name"))
-    picked = codes[rows]
+    column = slices.column("name")
+    if pa.types.is_dictionary(column.type):
+        codes, names = _indices(column)
+        picked = codes[rows]
+    else:  # plain strings (names too many for a dictionary): the range's rows only are coded
+        picked, names = _codes(column.take(pa.array(rows, pa.int64())))
     count = np.bincount(picked, minlength=len(names))
     time = np.bincount(picked, weights=ce - cs, minlength=len(names))
     used = np.flatnonzero(count)

@@ -1,7 +1,8 @@
 """Find slices by name: the rows of a timeline's slices whose name contains a text, in time order.
 
 The match runs on the name column's dictionary (one test per distinct name, not per
-slice), so a search over millions of slices costs one `is_in` over the codes.
+slice), so a search over millions of slices costs one `is_in` over the codes; a plain string
+column (a kernel table of too many distinct names for one) is matched row by row, chunk by chunk.
 The matches become their own `Lanes` (a subset of the timeline's, same lane numbers), so
 the viewer reduces a highlight layer per viewport exactly as it reduces the bars.
 """
@@ -37,11 +38,15 @@ def find_slices(slices: pa.Table, text: str, full: Lanes) -> SliceMatches:
     groups, taken by position, so no second sort and no second nesting pass.
     """
     found = np.zeros(0, np.int64)  # rows of the slices table
-    if text.strip() and slices.num_rows:
-        codes, names = _codes(slices.column("name"))
+    column = slices.column("name") if slices.num_rows else None
+    if text.strip() and column is not None and pa.types.is_dictionary(column.type):
+        codes, names = _codes(column)
         hit = pc.match_substring(pa.array(names, pa.string()), text.strip(), ignore_case=True)
         wanted = np.flatnonzero(hit.fill_null(False).to_numpy(zero_copy_only=False))
         found = np.flatnonzero(np.isin(codes, wanted)).astype(np.int64)
+    elif text.strip() and column is not None:  # plain strings (names too many for a dictionary): matched row by row
+        hit = pc.match_substring(column, text.strip(), ignore_case=True).fill_null(False)
+        found = np.flatnonzero(np.concatenate([c.to_numpy(zero_copy_only=False) for c in hit.chunks])).astype(np.int64)
     full_row = np.asarray(full.row)
     position = np.empty(len(full_row), np.int64)
     position[full_row] = np.arange(len(full_row))

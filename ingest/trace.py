@@ -93,6 +93,10 @@ class TableSlices:
 
     num_rows: int
     batches: Callable[[], Iterator[pa.RecordBatch]]
+    schema: pa.Schema | None = None  # the batches' schema where not the format's (a plain string for a dictionary)
+
+    def table_schema(self, name: str) -> pa.Schema:
+        return self.schema or schema.TABLES[name]
 
 
 @dataclasses.dataclass
@@ -116,7 +120,7 @@ class Trace:
     def __getitem__(self, name: str) -> pa.Table:
         sliced = self.slices.pop(name, None)
         if sliced is not None:
-            self.tables[name] = pa.Table.from_batches(list(sliced.batches()), schema=schema.TABLES[name])
+            self.tables[name] = pa.Table.from_batches(list(sliced.batches()), schema=sliced.table_schema(name))
         return self.tables[name]
 
     def num_rows(self, name: str) -> int:
@@ -152,7 +156,7 @@ class Trace:
         return digest.run_id()
 
     def _schema(self, name: str) -> pa.Schema:
-        return schema.TABLES[name] if name in self.slices else self.tables[name].schema
+        return self.slices[name].table_schema(name) if name in self.slices else self.tables[name].schema
 
     def batches(self, name: str) -> Iterator[pa.RecordBatch]:
         """One table's record batches as they are (a sliced table's slices, anew), without gathering it."""
@@ -207,6 +211,7 @@ def _write(trace: Trace, path: Path, compression: str | None, digest: _RunDigest
     for name, table_schema in schema.TABLES.items():
         hashed = digest if digest is not None and (trace.num_rows(name) or name not in schema.ADDED_TABLES) else None
         if name in trace.slices:
+            table_schema = trace.slices[name].table_schema(name)
             batches = _checked_slices(name, trace.slices[name], checks)
         else:
             table = conform(trace.tables[name], table_schema)
@@ -239,7 +244,7 @@ def _checked_whole(name: str, table: pa.Table, checks: _SliceChecks) -> Iterator
 
 def _checked_slices(name: str, sliced: TableSlices, checks: _SliceChecks) -> Iterator[pa.RecordBatch]:
     """A sliced table's batches, each conformed and checked as it comes; then its row count."""
-    table_schema = schema.TABLES[name]
+    table_schema = sliced.table_schema(name)
     rows = 0
     for batch in sliced.batches():
         table = conform(pa.Table.from_batches([batch]), table_schema)

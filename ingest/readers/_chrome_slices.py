@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..schema import REFERENCES, TABLES, EngineKind, SliceKind
+from ..schema import REFERENCES, EngineKind, SliceKind
 from ..trace import TableSlices, Trace
 from . import _chrome_events
 from ._chrome_events import ChromeEvents
@@ -207,7 +207,7 @@ def finish(trace: Trace, tables: dict[str, TableSlices], *, sliced: bool) -> Tra
             trace.tables.pop(name, None)
             trace.slices[name] = rows
         else:
-            table = pa.Table.from_batches(list(rows.batches()), schema=TABLES[name])
+            table = pa.Table.from_batches(list(rows.batches()), schema=rows.table_schema(name))
             trace.tables[name] = table.combine_chunks()
     if sliced:  # a whole table whose rows point into a sliced one is given as slices too: checked once that one is written
         for (source, _), (target, _) in REFERENCES.items():

@@ -18,7 +18,7 @@ from pyarrow import csv as pa_csv
 
 from ..errors import TraceFormatError
 from ._chrome_stream import file_chunks, micros_to_ns
-from ._kernel_names import NameCoder
+from ._kernel_names import DiskNames, NameCoder
 from ._source import SizeCaps
 from ._spill import HOLD_ROWS, DiskColumn, release_memory
 
@@ -102,7 +102,7 @@ class _Kernels:
     start: DiskColumn  # int64
     dur: DiskColumn  # int64
     name: DiskColumn  # int32 codes into `names`, in order of first appearance in the file
-    names: pa.Array
+    names: pa.Array | DiskNames  # DiskNames: too many to hold (`_kernel_names.DICT_MAX_BYTES`), written as plain strings
     combo: DiskColumn  # int32
     combo_cells: dict[str, np.ndarray]
     cells: _Cells

@@ -8,6 +8,11 @@ equals an earlier entry's (compared by text: hashes may collide) point to the fi
 Heads numbered in entry order are the names' codes in order of first appearance in the file, as before; the
 kernels' entry numbers are mapped to them by windowed gathers, and the dictionary is the heads' text in order.
 What is resident: one chunk of entries, the (rare) text of one run of a hash, and the dictionary at the end.
+
+A dictionary of more than `DICT_MAX_BYTES` (4-byte offsets and text of the distinct names) is not built: the codes
+are made alike, and `DiskNames` keeps the names on disk (the entries' text file, each code's head entry), from which
+a column of plain strings is gathered batch by batch (`DiskNames.texts`): what is resident is one batch's names,
+whatever the number of distinct names.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +32,8 @@ from ._spill import DiskColumn, release_memory
 SWEEP_ROWS = 1 << 18  # entries sorted, merged and swept at a time once the table is read (tests make it tiny)
 TEXT_WINDOW = 16 << 20  # bytes of the names' text read at a time when entries of one hash are compared
 _MAX_CODES = 2**31  # codes and entry numbers are int32
+DICT_MAX_BYTES = 128 << 20  # a bigger dictionary of distinct names is not built: plain strings (`DiskNames`; tests make it tiny)
+GAP_BYTES = 64 << 10  # names' texts this close together on disk are read in one read (the bytes between skipped)
 
 
 class NameCoder:
@@ -54,9 +62,10 @@ class NameCoder:
         self.size += len(data)
         return (np.asarray(local, dtype=np.int64) + first).astype(np.int32)
 
-    def finish(self, name: DiskColumn) -> tuple[DiskColumn, pa.Array]:
+    def finish(self, name: DiskColumn) -> tuple[DiskColumn, pa.Array | DiskNames]:
         """(The kernels' name codes in order of first appearance, the dictionary of names in code order) from
-        `name`, the kernels' entry numbers (closed when new codes replace it). The coder is spent."""
+        `name`, the kernels' entry numbers (closed when new codes replace it). The coder is spent. A dictionary of
+        more than `DICT_MAX_BYTES` is given as `DiskNames` (the names on disk, by code) instead."""
         n = len(self.hashes)
         entry = DiskColumn("q", self.hold)
         for lo in range(0, n, SWEEP_ROWS):
@@ -70,7 +79,9 @@ class NameCoder:
         if len(later):
             moved = sort_by_start({"start": later, "head": head}, hold=self.hold, run_rows=SWEEP_ROWS, merge_rows=SWEEP_ROWS)
             later, head = moved["start"], moved["head"]
-        codes, words = self._codes(later, head, repeated)
+        count = n - len(later)
+        plain = 4 * (count + 1) + self.size - repeated > DICT_MAX_BYTES
+        codes, words, heads = self._codes(later, head, repeated, plain)
         later.close()
         head.close()
         if len(codes):  # some entries repeat a name: kernels' entries -> codes
@@ -80,6 +91,8 @@ class NameCoder:
             name.close()
             name = coded
         codes.close()
+        if words is None:  # the names stay on disk: the entries' text, each code's head entry
+            return name, DiskNames(self.ends, self.text, heads, count)
         self.ends.close()
         self.text.close()
         return name, words
@@ -145,20 +158,22 @@ class NameCoder:
             i = j
         return out
 
-    def _codes(self, later: DiskColumn, head: DiskColumn, repeated: int) -> tuple[DiskColumn, pa.Array]:
-        """(Per entry its code, empty when no entry repeats a name; the dictionary): heads numbered in entry order,
-        a later entry given its head's code; `later` in entry order."""
+    def _codes(self, later: DiskColumn, head: DiskColumn, repeated: int,
+               plain: bool) -> tuple[DiskColumn, pa.Array | None, DiskColumn | None]:  # fmt: skip
+        """(Per entry its code, empty when no entry repeats a name; the dictionary, None if `plain`; if `plain`, each
+        code's head entry, None when every entry is a head): heads numbered in entry order, a later entry given its
+        head's code; `later` in entry order."""
         n, count, size = len(self.ends), len(self.ends) - len(later), self.size - repeated
-        if size >= 2**31:
+        heads = DiskColumn("q", self.hold) if plain and len(later) else None
+        if size >= 2**31 and not plain:
             raise TraceFormatError(self.path, f"{size} bytes of distinct kernel names: more than a string column holds")
-        offsets = np.zeros(count + 1, dtype=np.int32)
-        data = np.empty(size, dtype=np.uint8)
+        offsets = np.zeros(0 if plain else count + 1, dtype=np.int32)
+        data = np.empty(0 if plain else size, dtype=np.uint8)
         codes = DiskColumn("i", self.hold)
         seen, filled, at = 0, 0, 0  # codes given, bytes copied, position in `later`
         text_at = 0
         for lo in range(0, n, SWEEP_ROWS):
             hi = min(lo + SWEEP_ROWS, n)
-            ends = self.ends.read(lo, hi)
             stop = at + int(np.searchsorted(later.read(at, at + (hi - lo)), hi, "left"))
             moved, to = later.read(at, stop), head.read(at, stop)
             at = stop
@@ -170,6 +185,12 @@ class NameCoder:
                 code[moved[inside] - lo] = code[to[inside] - lo]
                 code[moved[~inside] - lo] = codes.take(to[~inside])
                 codes.extend(code)
+            if plain:
+                if heads is not None:
+                    heads.extend(lo + np.flatnonzero(is_head))
+                seen += int(is_head.sum())
+                continue
+            ends = self.ends.read(lo, hi)
             lengths = np.diff(ends, prepend=text_at)
             chunk = np.empty(int(ends[-1]) - text_at, dtype=np.uint8)
             got = os.preadv(self.text.fileno(), [memoryview(chunk)], text_at)
@@ -182,8 +203,88 @@ class NameCoder:
             filled += len(kept)
             seen += new
             text_at = int(ends[-1])
+        if plain:
+            return codes, None, heads
         words = pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-        return codes, words
+        return codes, words, None
 
 
-__all__ = ["SWEEP_ROWS", "TEXT_WINDOW", "NameCoder"]
+class DiskNames:
+    """Distinct names kept on disk, by code (what `NameCoder.finish` gives for a dictionary too big to hold): each
+    code's head entry (`heads`; None: the code is the entry) and the entries' text (`ends` into `text`)."""
+
+    def __init__(self, ends: DiskColumn, text: BinaryIO, heads: DiskColumn | None, count: int) -> None:
+        self.ends, self.text, self.heads, self.count = ends, text, heads, count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def texts(self, codes: np.ndarray) -> pa.Array:
+        """The names of `codes` (any order, repeats allowed) as a plain string array: each distinct code's text read
+        from disk (`TEXT_WINDOW` bytes at a time at most, texts closer than `GAP_BYTES` in one read), then taken.
+        Held: the distinct texts, their bounds, one window when texts are not adjacent on disk, and the result."""
+        codes = np.asarray(codes, dtype=np.int64)
+        if len(codes) < 2 or bool(np.all(codes[1:] > codes[:-1])):  # increasing (names each its own): no sort
+            distinct, inverse = codes, None
+        else:
+            distinct, inverse = np.unique(codes, return_inverse=True)
+        entries = distinct if self.heads is None else self.heads.take(distinct)  # increasing, as the codes
+        begin, end = self._bounds(entries)
+        lengths = end - begin
+        total = int(lengths.sum())
+        if total >= 2**31:
+            raise OverflowError(f"{total} bytes of kernel names in one slice: more than a string column holds")
+        data = np.empty(total, dtype=np.uint8)
+        breaks = np.r_[np.flatnonzero(begin[1:] - end[:-1] > GAP_BYTES) + 1, len(entries)]
+        fd, i, at = self.text.fileno(), 0, 0
+        while i < len(entries):
+            j = max(i + 1, int(np.searchsorted(end, begin[i] + TEXT_WINDOW, "right")))
+            j = min(j, int(breaks[np.searchsorted(breaks, i, "right")]))
+            lo, hi = int(begin[i]), int(end[j - 1])
+            gaps = begin[i + 1 : j] - end[i : j - 1]
+            if not gaps.any():  # adjacent texts: read where they go
+                got = os.preadv(fd, [memoryview(data[at : at + hi - lo])], lo)
+                kept = hi - lo
+            else:  # read with the bytes between them, which are dropped
+                chunk = np.frombuffer(os.pread(fd, hi - lo, lo), dtype=np.uint8)
+                got = len(chunk)
+                parts = np.empty(2 * (j - i) - 1, dtype=np.int64)
+                parts[0::2], parts[1::2] = lengths[i:j], gaps
+                keep = np.zeros(len(parts), dtype=bool)
+                keep[0::2] = True
+                kept = int(lengths[i:j].sum())
+                data[at : at + kept] = chunk[np.repeat(keep, parts)]
+                del chunk
+            if got != hi - lo:
+                raise OSError("the temporary file of kernel names was cut short")
+            at += kept
+            i = j
+        offsets = np.zeros(len(entries) + 1, dtype=np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        words = pa.Array.from_buffers(pa.string(), len(entries), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+        if inverse is None:
+            return words
+        return words.take(pa.array(inverse.reshape(-1).astype(np.int32)))
+
+    def _bounds(self, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(Where each of `entries` (increasing) begins and ends in `text`): one read when they are consecutive."""
+        if not len(entries):
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        first, last = int(entries[0]), int(entries[-1])
+        if last - first + 1 == len(entries):
+            ends = self.ends.read(max(first - 1, 0), last + 1)
+            return (np.r_[np.zeros(1, dtype=np.int64), ends[:-1]], ends) if first == 0 else (ends[:-1], ends[1:])
+        end = self.ends.take(entries)
+        begin = np.zeros(len(entries), dtype=np.int64)
+        has = entries > 0
+        begin[has] = self.ends.take(entries[has] - 1)
+        return begin, end
+
+    def close(self) -> None:
+        self.ends.close()
+        self.text.close()
+        if self.heads is not None:
+            self.heads.close()
+
+
+__all__ = ["DICT_MAX_BYTES", "GAP_BYTES", "SWEEP_ROWS", "TEXT_WINDOW", "DiskNames", "NameCoder"]

@@ -30,12 +30,13 @@ import pyarrow as pa
 
 from ..builder import TraceBuilder
 from ..errors import TraceFormatError
-from ..schema import EngineKind, Mode, Placement, SignalKind, SliceKind, Source
+from ..schema import TABLES, EngineKind, Mode, Placement, SignalKind, SliceKind, Source
 from ..trace import RunInfo, TableSlices, Trace
 from . import _chrome_slices, _kernel_columns
 from ._chrome_slices import finish
 from ._chrome_stream import micros_to_ns
 from ._kernel_columns import _CORE, _KERNEL_NEEDS, _LIMIT, _MAX_PROBLEMS, _Cells, _clean, _Kernels
+from ._kernel_names import DiskNames
 from ._kernel_order import first_seen, in_order, sort_by_start
 from ._kineto_link import _Coder, _table
 from ._source import DEFAULT_CAPS, SizeCaps, decode_text, read_bytes
@@ -43,6 +44,8 @@ from ._spill import release_memory
 from .ascend_trace import AI_CPU, AI_CPU_NOTE
 
 KERNELS_FORMAT = "ascend-kernels"
+_SLICES = TABLES["engine_slices"]
+_PLAIN_SLICES = _SLICES.set(_SLICES.get_field_index("name"), _SLICES.field("name").with_type(pa.string()))  # many names
 STATISTIC_FORMAT = "ascend-op-statistic"
 _STAT_NEEDS = ("OP Type", "Core Type", "Count", "Total Time(us)")
 # Ascend (GE) data type names -> torch names
@@ -109,7 +112,9 @@ def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slic
     Read in blocks by pyarrow's CSV reader into columns on disk (24 bytes a kernel; names coded on disk,
     `_kernel_names`: only the dictionary of distinct names is held, once read), put in start order on disk if
     they are not (`_kernel_order`); the ops, engine slices and signals are made `SLICE_ROWS` kernels at a time as
-    they are written (sliced: `Trace.slices`) or gathered."""
+    they are written (sliced: `Trace.slices`) or gathered. Names too many for a dictionary of
+    `_kernel_names.DICT_MAX_BYTES` stay on disk and `engine_slices.name` is a plain string column, gathered slice by
+    slice."""
     path = Path(path)
     k = _kernel_columns._kernel_columns(path, caps)
     cells, clean = k.cells, k.cells.clean
@@ -119,9 +124,10 @@ def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slic
     if not in_order(k.start, rows):  # kernels by start (a stable sort: ties keep file order)
         cols = sort_by_start({"start": k.start, "dur": k.dur, "name": k.name, "combo": k.combo}, hold=_kernel_columns._HOLD)
         k.start, k.dur, k.name, k.combo = cols["start"], cols["dur"], cols["name"], cols["combo"]
-        renumber, order = first_seen(k.name, len(k.names), rows)  # the dictionary in order of first appearance (by start)
-        k.names = k.names.take(pa.array(order))
-        del order
+        if isinstance(k.names, pa.Array):  # plain strings (DiskNames) have no dictionary to put in order
+            renumber, order = first_seen(k.name, len(k.names), rows)  # the dictionary in order of first appearance (by start)
+            k.names = k.names.take(pa.array(order))
+            del order
     release_memory()
     none = np.full(n_combo, cells.code(None), dtype=np.int32)
     of = {c: k.combo_cells.get(c, none) for c in ("Device_id", "Step Id", "Stream ID", "Type")}  # per combo
@@ -211,12 +217,13 @@ class _OpNames:
     `named`, the sorted name codes of kernels without a Type)."""
 
     def __init__(self, clean: list[str | None], type_of: np.ndarray, typed: np.ndarray, named: np.ndarray,
-                 names: pa.Array) -> None:  # fmt: skip
+                 names: pa.Array | DiskNames) -> None:  # fmt: skip
         types = np.unique(type_of[typed])
         at = np.zeros(len(clean) or 1, dtype=np.int32)
         at[types] = np.arange(len(types), dtype=np.int32)
         self.of_combo, self.typed, self.named, self.first_named = at[type_of], typed, named, len(types)
-        self.words = pa.concat_arrays([pa.array([clean[c] for c in types.tolist()], pa.string()), names.take(pa.array(named))])
+        texts = names.take(pa.array(named)) if isinstance(names, pa.Array) else names.texts(named)
+        self.words = pa.concat_arrays([pa.array([clean[c] for c in types.tolist()], pa.string()), texts])
 
     def __call__(self, combo: np.ndarray, name: np.ndarray) -> pa.DictionaryArray:
         has_type = self.typed[combo]
@@ -284,6 +291,7 @@ def _kernel_tables(made: _KernelRows, cell: dict[str, np.ndarray], cells: _Cells
     slices = {"engine": _Coder(engines, np.ones(len(engines), dtype=bool)), "engine_kind": _Coder(ekinds, np.ones(len(ekinds), dtype=bool)),
               "kind": _Coder(kinds, np.ones(len(kinds), dtype=bool))}
     names = made.k.names
+    plain = None if isinstance(names, pa.Array) else _PLAIN_SLICES
 
     def op_batches() -> Iterator[pa.RecordBatch]:
         for lo, start, dur, of, name in made.blocks():
@@ -299,13 +307,17 @@ def _kernel_tables(made: _KernelRows, cell: dict[str, np.ndarray], cells: _Cells
     def slice_batches() -> Iterator[pa.RecordBatch]:
         for lo, start, dur, of, name in made.blocks():
             lane = lane_at[of]
-            yield from _table("engine_slices", {
+            table = _table("engine_slices", {
                 "region_id": region[of], "engine": slices["engine"](lane_engine[lane]),
                 "engine_kind": slices["engine_kind"](lane_ekind[lane]), "kind": slices["kind"](lane_kind[lane]),
-                "name": pa.DictionaryArray.from_arrays(pa.array(name), names), "start": start, "dur": dur,
-                "op_id": np.arange(lo, lo + len(lane), dtype=np.int64)}).to_batches()  # fmt: skip
+                "name": pa.DictionaryArray.from_arrays(pa.array(name), names) if plain is None else None,
+                "start": start, "dur": dur, "op_id": np.arange(lo, lo + len(lane), dtype=np.int64)})  # fmt: skip
+            if plain is not None:  # the names' text gathered from disk for this slice only
+                at = plain.get_field_index("name")
+                table = table.set_column(at, plain.field(at), names.texts(name))  # type: ignore[union-attr]
+            yield from table.to_batches()
 
-    return {"ops": TableSlices(n, op_batches), "engine_slices": TableSlices(n, slice_batches)}
+    return {"ops": TableSlices(n, op_batches), "engine_slices": TableSlices(n, slice_batches, plain)}
 
 
 def read_op_statistic(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Trace:
