@@ -9,6 +9,7 @@ received the upload. A thread of the server waits for the process and says so wh
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -18,6 +19,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,7 @@ class JobProgress(progress.ProgressState):
         self.status = status
         self.name = name
         self._written = 0.0
+        self._save_lock = threading.Lock()  # the reading thread and the heartbeat both save (not `_lock`: the base class has one)
 
     def file_read(self, done_bytes: int, total_bytes: int) -> None:
         super().file_read(done_bytes, total_bytes)
@@ -56,6 +59,10 @@ class JobProgress(progress.ProgressState):
 
     def save(self, *, force: bool = False, **extra: Any) -> None:
         """Write the status file (at most every 0.25 s unless forced)."""
+        with self._save_lock:
+            self._save(force, extra)
+
+    def _save(self, force: bool, extra: dict[str, Any]) -> None:
         now = time.monotonic()
         if not force and now - self._written < _INTERVAL_S:
             return
@@ -67,6 +74,9 @@ class JobProgress(progress.ProgressState):
         tmp = self.status.with_name(f".{self.status.name}.{uuid.uuid4().hex}")
         tmp.write_text(json.dumps(body), encoding="utf-8")
         os.replace(tmp, self.status)
+
+
+NICENESS = 10  # added to a background conversion's nice value: the server's requests are served first
 
 
 class UploadJobs:
@@ -107,11 +117,30 @@ class UploadJobs:
             return None
 
 
+@contextlib.contextmanager
+def _heartbeat(listener: JobProgress, every_s: float = 1.0) -> Iterator[None]:
+    """Save the status every `every_s` while the body runs, so stages that report nothing (writing) still show their
+    time going on; stopped and joined before the body's exit, so it never overwrites a final status."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every_s):
+            listener.save()
+
+    thread = threading.Thread(target=beat, name="portscope-job-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def convert_upload(runs_dir: Path, tmp: Path, name: str, status: Path) -> None:
     """Convert an uploaded file into `<runs_dir>/<run id>.arrow`, reporting to its status file (the job's process)."""
     listener = JobProgress(status, name)
     try:
-        with progress.reporting(listener):
+        with _heartbeat(listener), progress.reporting(listener):
             from portscope.ingest.convert import load_any
 
             try:
@@ -140,7 +169,16 @@ def convert_upload(runs_dir: Path, tmp: Path, name: str, status: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-__all__ = ["JobProgress", "UploadJobs", "convert_upload"]
+def main(argv: list[str]) -> None:
+    """The job's process: `RUNS_DIR UPLOADED_FILE NAME STATUS_FILE`, at a lower priority than the server."""
+    from portscope.ingest.readers._spill import map_large_blocks
+
+    map_large_blocks()  # as `portscope convert`: this process only; freed batches go back to the system (glibc)
+    os.nice(NICENESS)  # the viewer's own requests come first: a multi-GB conversion takes idle CPU, not theirs
+    convert_upload(Path(argv[0]), Path(argv[1]), argv[2], Path(argv[3]))
+
+
+__all__ = ["NICENESS", "JobProgress", "UploadJobs", "convert_upload", "main"]
 
 if __name__ == "__main__":
-    convert_upload(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]))
+    main(sys.argv[1:])

@@ -96,9 +96,11 @@
     var chain = Promise.resolve();
     files.forEach(function (file, i) {
       chain = chain.then(function () {
-        setProps("upload-status", {children: "uploading " + file.name + " (" + (i + 1) + " of " + files.length + ")"});
+        var which = "uploading " + file.name + " (" + (i + 1) + " of " + files.length + ")";
+        setProps("upload-status", {children: which});
         return uploadOne(file, function (loaded) {
           setProps("upload-progress", {value: String(Math.round(100 * (done + loaded) / Math.max(total, 1)))});
+          setProps("upload-status", {children: which + ": " + mb(loaded) + " of " + mb(file.size) + " sent"});
         }, function (status) {
           setProps("upload-status", {children: status.text});
           setProps("upload-progress", {value: String(Math.round(100 * (status.fraction || 0)))});

@@ -8,6 +8,13 @@ renders a run page on the server), a timeline zoom (the `relayoutData` callback,
 Patch), the JSON API, and an upload of a sample trace. Reports per round: requests served, p50/p95
 latency, errors (any non-2xx answer or failed connection; must be 0) and the RSS of the gunicorn
 master + workers at the end of the round (a second identical round must not grow it).
+
+    .venv/bin/python bench/load_bench.py --big-upload TRACE.json [--clients 16 --seconds 30]
+
+adds a last round run while one more client streams TRACE.json (a multi-GB Kineto trace) to
+/api/upload and follows its background conversion to the end: the same mix's latencies and errors
+then, against the rounds before (other users are served while a big upload converts), plus the
+upload's stream and conversion times and the conversion process's peak RSS.
 """
 
 from __future__ import annotations
@@ -136,7 +143,8 @@ def workload(port: int, run_ids: list[str], uploads: list[Path]) -> list[tuple[s
                 "..timeline-graph.figure...timeline-status.children..",
                 [{"id": "timeline-graph", "property": "figure"}, {"id": "timeline-status", "property": "children"}],
                 [{"id": "timeline-graph", "property": "relayoutData", "value": {"xaxis.range[0]": 0, "xaxis.range[1]": random.Random(rid).randint(10_000, 5_000_000)}}],
-                [{"id": "timeline-key", "property": "data", "value": {"run_ids": [rid]}}],
+                [{"id": "timeline-key", "property": "data", "value": {"run_ids": [rid]}},
+                 {"id": "timeline-match", "property": "data", "value": None}],
             ), JSON_HEADERS),
             ("GET /api/run/<id>", "GET", f"/api/run/{rid}", None, {}),
         ]
@@ -152,13 +160,16 @@ class Round:
     errors: int
     p50_ms: float
     p95_ms: float
+    max_ms: float
     seconds: float
     rss_mb: float
     error_examples: list[str]
     by_kind_p95_ms: dict[str, float]
 
 
-def run_round(server: Server, mix: list[tuple[str, str, str, bytes | None, dict[str, str]]], *, clients: int, seconds: float) -> Round:
+def run_round(server: Server, mix: list[tuple[str, str, str, bytes | None, dict[str, str]]], *, clients: int, seconds: float,
+              during: threading.Thread | None = None) -> Round:
+    """`clients` threads loop over `mix` for `seconds`, and for as long as `during` (started already) runs."""
     latencies: list[tuple[str, float]] = []
     errors: list[str] = []
     lock = threading.Lock()
@@ -166,7 +177,7 @@ def run_round(server: Server, mix: list[tuple[str, str, str, bytes | None, dict[
 
     def client(k: int) -> None:
         i = k  # clients start at different places in the mix
-        while time.time() < stop:
+        while time.time() < stop or (during is not None and during.is_alive()):
             label, method, path, body, headers = mix[i % len(mix)]
             i += 1
             t = time.perf_counter()
@@ -198,11 +209,59 @@ def run_round(server: Server, mix: list[tuple[str, str, str, bytes | None, dict[
         errors=len(errors),
         p50_ms=round(1000 * statistics.median(times), 1) if times else 0.0,
         p95_ms=round(1000 * times[int(0.95 * (len(times) - 1))], 1) if times else 0.0,
+        max_ms=round(1000 * times[-1], 1) if times else 0.0,
         seconds=round(elapsed, 1),
         rss_mb=round(server.rss_bytes() / 2**20, 1),
         error_examples=errors[:5],
         by_kind_p95_ms={k: round(1000 * sorted(v)[int(0.95 * (len(v) - 1))], 1) for k, v in sorted(by_kind.items())},
     )
+
+
+class BigUpload(threading.Thread):
+    """Stream a file to /api/upload in 1 MiB chunks, then follow its background conversion to the end."""
+
+    def __init__(self, server: Server, path: Path) -> None:
+        super().__init__(daemon=True)
+        self.server, self.path = server, path
+        self.result: dict[str, Any] = {}
+        self.child_peak = 0
+
+    def _sample(self) -> None:
+        for worker in psutil.Process(self.server.proc.pid).children(recursive=True):
+            try:
+                if "portscope.app.upload_jobs" in " ".join(worker.cmdline()):
+                    self.child_peak = max(self.child_peak, worker.memory_info().rss)
+            except psutil.Error:
+                pass
+
+    def run(self) -> None:
+        size = self.path.stat().st_size
+        t0 = time.perf_counter()
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=600)
+        conn.putrequest("POST", f"/api/upload?name={self.path.name}")
+        for key, value in {**UPLOAD_HEADERS, "Content-Length": str(size)}.items():
+            conn.putheader(key, value)
+        conn.endheaders()
+        with self.path.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                conn.send(chunk)
+        answer = conn.getresponse()
+        body = json.loads(answer.read())
+        conn.close()
+        streamed = time.perf_counter() - t0
+        if answer.status != 202:
+            self.result = {"error": f"HTTP {answer.status}: {body}"}
+            return
+        while True:
+            self._sample()
+            status, raw = request(self.server.port, "GET", f"/api/upload/{body['job']}")
+            done = json.loads(raw) if status == 200 else {"ok": False, "error": f"HTTP {status}"}
+            if "ok" in done:
+                break
+            time.sleep(0.2)
+        self.result = {"bytes": size, "stream_s": round(streamed, 1), "convert_s": round(time.perf_counter() - t0 - streamed, 1),
+                       "ok": done["ok"], "events": done.get("events"), "run_id": done.get("run_id"), "error": done.get("error"),
+                       "conversion_peak_rss_gb": round(self.child_peak / 1e9, 2)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -213,9 +272,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--traces", type=Path, default=REPO / "sample_traces", help="folder of traces to list and upload")
     p.add_argument("--json", type=Path, default=None, help="write the figures here too")
+    p.add_argument("--big-upload", type=Path, default=None, help="a last round while this file uploads and converts")
     args = p.parse_args(argv)
     traces = sorted(args.traces.glob("*.arrow"))
-    with tempfile.TemporaryDirectory(prefix="portscope-load-") as tmp, running(store=Path(tmp) / "store", traces=[args.traces], workers=args.workers) as server:
+    cap = args.big_upload.stat().st_size / 2**20 + 1 if args.big_upload else None
+    with tempfile.TemporaryDirectory(prefix="portscope-load-") as tmp, running(store=Path(tmp) / "store", traces=[args.traces], workers=args.workers, max_upload_mb=cap) as server:
         status, body = request(server.port, "GET", "/api/runs")
         run_ids = json.loads(body)["runs"]
         mix = workload(server.port, run_ids, traces[:2])
@@ -225,6 +286,12 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"warm-up {label} failed: HTTP {status} {answer[:300]!r}")
         rss_start = round(server.rss_bytes() / 2**20, 1)
         rounds = [run_round(server, mix, clients=args.clients, seconds=args.seconds) for _ in range(args.rounds)]
+        big = None
+        if args.big_upload:
+            big = BigUpload(server, args.big_upload)
+            big.start()
+            rounds.append(run_round(server, mix, clients=args.clients, seconds=args.seconds, during=big))
+            big.join()
     result = {
         "clients": args.clients,
         "workers": args.workers,
@@ -232,16 +299,21 @@ def main(argv: list[str] | None = None) -> int:
         "rss_after_warmup_mb": rss_start,
         "rounds": [dataclasses.asdict(r) for r in rounds],
         "rss_growth_last_round_mb": round(rounds[-1].rss_mb - rounds[0].rss_mb, 1) if len(rounds) > 1 else 0.0,
+        "big_upload": big.result if big else None,
     }
     for i, r in enumerate(rounds, 1):
-        print(f"round {i}: {r.requests} requests in {r.seconds} s ({r.requests / r.seconds:.0f}/s), p50 {r.p50_ms} ms, p95 {r.p95_ms} ms, errors {r.errors}, server RSS {r.rss_mb} MB")
+        during = " (during the big upload)" if big and i == len(rounds) else ""
+        print(f"round {i}{during}: {r.requests} requests in {r.seconds} s ({r.requests / r.seconds:.0f}/s), p50 {r.p50_ms} ms, "
+              f"p95 {r.p95_ms} ms, max {r.max_ms} ms, errors {r.errors}, server RSS {r.rss_mb} MB")
         for example in r.error_examples:
             print(f"  error: {example}")
     print(f"RSS after warm-up {rss_start} MB; growth from round 1 to round {len(rounds)}: {result['rss_growth_last_round_mb']} MB")
     print("p95 by request kind (last round):", json.dumps(rounds[-1].by_kind_p95_ms))
+    if big:
+        print("big upload:", json.dumps(big.result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
-    return 1 if any(r.errors for r in rounds) else 0
+    return 1 if any(r.errors for r in rounds) or (big and not big.result.get("ok")) else 0
 
 
 if __name__ == "__main__":

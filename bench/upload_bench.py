@@ -8,7 +8,8 @@ viewer on loopback, POSTs the file to /api/upload in 1 MiB chunks, then GETs the
 
 uploads a Kineto trace instead: it converts in the background (202 and a job), and while it
 does another client GETs /runs every 0.2 s; prints the conversion time and those answers'
-latencies (median, max): other users are served meanwhile.
+latencies (median, max): other users are served meanwhile; and the peak resident memory of the
+server and of the conversion's own process (sampled from /proc every 0.1 s).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -36,6 +38,40 @@ def wait_for(port: int, timeout: float = 60) -> None:
         except OSError:
             time.sleep(0.5)
     raise SystemExit("the viewer did not start")
+
+
+def _rss(pid: int) -> int:
+    """Resident bytes of a process (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as f:
+            return [int(c) for c in f.read().split()]
+    except OSError:
+        return []
+
+
+class PeakMemory(threading.Thread):
+    """Peak RSS of the server and, apart, of its children (the background conversion), sampled until stopped."""
+
+    def __init__(self, server: int) -> None:
+        super().__init__(daemon=True)
+        self.server, self.server_peak, self.child_peak = server, 0, 0
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(0.1):
+            self.server_peak = max(self.server_peak, _rss(self.server))
+            self.child_peak = max(self.child_peak, sum(_rss(c) for c in _children(self.server)))
 
 
 def _get(port: int, path: str) -> tuple[int, bytes, float]:
@@ -88,6 +124,8 @@ def main() -> None:
                                    "--max-upload-mb", str(max(1024, size // 2**20 + 1))], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             wait_for(args.port)
+            peaks = PeakMemory(server.pid)
+            peaks.start()
             t0 = time.perf_counter()
             conn = http.client.HTTPConnection("127.0.0.1", args.port, timeout=600)
             conn.putrequest("POST", f"/api/upload?name={trace.name}")
@@ -114,6 +152,9 @@ def main() -> None:
             stored = "streamed" if args.kineto else "validated and stored"
             print(f"uploaded {size / 1e6:.0f} MB in {t_upload:.1f} s ({size / 1e6 / t_upload:.0f} MB/s, {stored}); "
                   f"run page {page.status} in {t_open:.2f} s")
+            peaks.stopped.set()
+            peaks.join()
+            print(f"peak RSS: server {peaks.server_peak / 1e9:.2f} GB, conversion process {peaks.child_peak / 1e9:.2f} GB")
         finally:
             server.terminate()
             server.wait(timeout=30)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -39,6 +43,24 @@ def test_large_upload_converts_in_the_background_and_names_its_run(make_app, tmp
     assert list((tmp_path / "store" / "incoming").iterdir()) == []  # the job deleted the upload
 
 
+def test_the_job_process_converts_at_a_lower_priority_than_the_server(tmp_path: Path) -> None:
+    """The job's entry point (what `python -m portscope.app.upload_jobs` runs) lowers its own priority by 10 before
+    converting: the viewer's requests get the CPU first while a multi-GB upload converts."""
+    upload = tmp_path / "alexnet.json.gz"
+    upload.write_bytes(ALEXNET.read_bytes())
+    (tmp_path / "runs").mkdir()
+    status = tmp_path / "status.json"
+    code = ("import os, sys; from portscope.app.upload_jobs import main; "
+            "main(sys.argv[1:]); print(os.nice(0))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "runs"), str(upload), "alexnet.json.gz", str(status)],
+                         capture_output=True, text=True, check=True, timeout=120)  # fmt: skip
+    assert int(out.stdout.split()[-1]) == min(os.nice(0) + 10, 19)
+    done = json.loads(status.read_text())
+    assert done["ok"] and (tmp_path / "runs" / f"{done['run_id']}.arrow").is_file()
+    assert done["run_id"] == read_kineto(ALEXNET).content_hash()
+    assert not upload.exists()  # the job owns the upload and deletes it
+
+
 def test_small_upload_still_answers_with_the_run(make_app) -> None:
     client = make_app().server.test_client()  # 32 MiB threshold: converted in the request
     answer = client.post("/api/upload?name=alexnet.json.gz", data=ALEXNET.read_bytes(), headers=UPLOAD)
@@ -68,3 +90,29 @@ def test_page_follows_a_background_conversion_to_its_run(dash_duo, make_app, tmp
     dash_duo.find_element(f"#upload-messages a[href='/run/{rid}']").click()
     dash_duo.wait_for_contains_text("#regions-list", "benchmark_result", timeout=15)
     assert dash_duo.get_logs() == []
+
+
+def test_the_status_keeps_being_saved_while_a_stage_reports_nothing_and_stops_before_the_end(tmp_path: Path) -> None:
+    """While writing (no progress calls), the heartbeat saves the status so its elapsed time goes on; it is stopped
+    and joined when the conversion's body ends, so the final status written after it is the one that stays."""
+    from portscope.app.upload_jobs import JobProgress, _heartbeat
+    from portscope.ingest import progress
+
+    saves: list[str] = []
+
+    class Counted(JobProgress):
+        def save(self, *, force: bool = False, **extra) -> None:
+            saves.append("final" if "ok" in extra else "beat")
+            super().save(force=force, **extra)
+
+    status = tmp_path / "status.json"
+    listener = Counted(status, "big.json")
+    listener.stage(progress.Stage.WRITING)
+    saves.clear()
+    with _heartbeat(listener, every_s=0.05):
+        time.sleep(0.6)  # nothing reported meanwhile, as while the Arrow file is written
+    assert len(saves) >= 5 and set(saves) == {"beat"}
+    listener.save(force=True, ok=True, run_id="r")
+    time.sleep(0.2)
+    assert saves[-1] == "final"  # no beat after the end
+    assert json.loads(status.read_text())["ok"] is True
