@@ -43,19 +43,35 @@ def layout(config: ViewerConfig) -> html.Div:
     )
 
 
-def apply_upload_results(batch: dict[str, Any] | None, session_runs: list[str] | None) -> tuple[list[str], list[dict[str, Any]]]:
-    """Add the good uploads of a batch to this browser's run list; one message per file."""
-    runs = list(session_runs or [])
+_NAME_CHARS = 200  # an uploaded file's name as the run list shows it, at most
+
+
+def session_entries(session_runs: Any) -> list[tuple[str, str | None]]:
+    """(run id, uploaded file's name or None) of each entry of this browser's run list, in order. Entries are
+    `[run id, file name]`; a bare run id (what earlier versions stored) has no name; anything else (the list lives
+    in the browser's localStorage) is skipped."""
+    out = []
+    for entry in session_runs if isinstance(session_runs, list) else []:
+        if isinstance(entry, str):
+            out.append((entry, None))
+        elif isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str):
+            out.append((entry[0], entry[1][:_NAME_CHARS] if isinstance(entry[1], str) and entry[1] else None))
+    return out
+
+
+def apply_upload_results(batch: dict[str, Any] | None, session_runs: Any) -> tuple[list[list[str | None]], list[dict[str, Any]]]:
+    """Add the good uploads of a batch to this browser's run list (`[run id, file name]` each, a run once: named by
+    its latest upload); one message per file."""
+    runs = {run_id: name for run_id, name in session_entries(session_runs)}
     messages = []
     for result in (batch or {}).get("results", []):
         name = str(result.get("file", "upload"))
         if result.get("ok") and isinstance(result.get("run_id"), str):
-            if result["run_id"] not in runs:
-                runs.append(result["run_id"])
+            runs[result["run_id"]] = name
             messages.append({"ok": True, "file": name, "run_id": result["run_id"]})
         else:
             messages.append({"ok": False, "file": name, "error": str(result.get("error") or f"{name}: upload failed")})
-    return runs, messages
+    return [[run_id, name] for run_id, name in runs.items()], messages
 
 
 def render_messages(messages: list[dict[str, Any]]) -> list[Any]:
@@ -76,6 +92,6 @@ def register_callbacks(app: dash.Dash) -> None:
         State(ids.SESSION_RUNS, "data"),
         prevent_initial_call=True,
     )
-    def on_upload(batch: dict[str, Any] | None, session_runs: list[str] | None) -> tuple[list[str], list[Any]]:
+    def on_upload(batch: dict[str, Any] | None, session_runs: Any) -> tuple[list[list[str | None]], list[Any]]:
         runs, messages = apply_upload_results(batch, session_runs)
         return runs, render_messages(messages)

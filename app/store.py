@@ -238,8 +238,10 @@ class TraceStore:
         return value
 
     def run_row(self, run_id: str, file: str | None = None) -> RunRow:
-        raw = self.cached(f"row:{run_id}", lambda: run_row(self.trace(run_id), run_id, file or self.path(run_id).name).to_json())
-        return RunRow(**raw)
+        """A run's row in the run list, under `file` (default: its file's name; the cached row is shared by every
+        browser, the name each gives it is not)."""
+        raw = self.cached(f"row:{run_id}", lambda: run_row(self.trace(run_id), run_id, self.path(run_id).name).to_json())
+        return RunRow(**({**raw, "file": file} if file else raw))
 
     def report(self, run_id: str, region_id: int) -> dict[str, Any]:
         """`portscope report --json` data of one region (cached by run id and region id)."""

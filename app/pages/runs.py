@@ -12,6 +12,7 @@ from portscope.ingest.schema import TimeUnit
 from .. import ids, urls
 from ..components import fmt_bytes, fmt_int, page, problem, status_badge, text_table
 from ..context import store
+from ..shell import session_entries
 from ..time_axis import fmt_duration
 
 COLUMNS = [
@@ -39,17 +40,18 @@ def layout(**_query: str) -> html.Div:
     )
 
 
-def runs_rows(session_runs: list[str] | None) -> tuple[list[dict[str, Any]], list[str]]:
-    """Rows for the listed traces and this browser's uploads, and messages for files that are not traces."""
+def runs_rows(session_runs: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    """Rows for the listed traces and this browser's uploads (named by the file uploaded), and messages for files
+    that are not traces."""
     s = store()
     listed, problems = s.listed()
     rows, seen = [], set()
     for run_id, path in listed:
         rows.append({**s.run_row(run_id, path.name).to_json(), "uploaded": False})
         seen.add(run_id)
-    for run_id in session_runs or []:
+    for run_id, name in session_entries(session_runs):
         if run_id not in seen and s.exists(run_id):
-            rows.append({**s.run_row(run_id, f"upload {run_id}").to_json(), "uploaded": True})
+            rows.append({**s.run_row(run_id, name or f"upload {run_id}").to_json(), "uploaded": True})
             seen.add(run_id)
     return rows, problems
 
@@ -74,7 +76,7 @@ def register(app: dash.Dash) -> None:
     dash.register_page(f"{__name__}.home", path="/", order=0, name="Home", title="portscope: runs", layout=layout)
 
     @app.callback(Output(ids.RUNS_TABLE, "children"), Input(ids.SESSION_RUNS, "data"))
-    def show_runs(session_runs: list[str] | None) -> list[Any]:
+    def show_runs(session_runs: Any) -> list[Any]:
         rows, problems = runs_rows(session_runs)
         out: list[Any] = []
         if rows:
