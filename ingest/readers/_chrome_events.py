@@ -324,8 +324,12 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
                 pid_c(code(pid))
                 tid_c(code(tid))
                 args_append(-1 if lean else kept(cat, name, ev.get("args")))
+                if "bind_id" in ev:
+                    _bound_flow(out, ev, ts, code, pid, tid, cat, name)
             elif ph == "B":
                 open_b.setdefault((pid, tid), []).append((ts, code(name), code(cat), ev.get("args")))
+                if "bind_id" in ev:
+                    _bound_flow(out, ev, ts, code, pid, tid, cat, name)
             elif ph == "E":
                 stack = open_b.get((pid, tid))
                 if not stack:
@@ -361,6 +365,20 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
     if not index:
         raise TraceFormatError(path, "the trace holds no events: nothing to convert")
     return out
+
+
+def _bound_flow(out: ChromeEvents, ev: dict, ts: int, code: Any, pid: Any, tid: Any, cat: str, name: str) -> None:
+    """A flow point of a slice that names its flow itself (flow events v2, as Chrome writes them: ``"bind_id"`` with
+    ``"flow_out": true`` where the flow starts, ``"flow_in": true`` where it ends, both where it passes through):
+    a point at the slice's start, bound like a v1 point without ``"bp": "e"``: to the first slice of the thread
+    starting there, the longest of those first, which is this slice unless one that encloses it starts at the same
+    time (then that one). A ``bind_id`` without either flag, or one that is not a number or string, adds nothing."""
+    into, out_of = ev.get("flow_in") is True, ev.get("flow_out") is True
+    fid = ev["bind_id"]
+    if not (into or out_of) or fid is None or not _hashable(fid) or type(fid) is bool:
+        return
+    ph = "t" if into and out_of else ("f" if into else "s")
+    out.flows.append(ph, fid, ts, code(pid), code(tid), code(cat), code(name), False)
 
 
 def _skip(_: int) -> None:
