@@ -234,6 +234,15 @@ class BigUpload(threading.Thread):
             except psutil.Error:
                 pass
 
+    def settle(self, timeout_s: float = 60.0) -> None:
+        """Wait for the conversion's process to exit (it says "ok" before it ends), then note the server's RSS: the
+        round's figure may still count that process."""
+        end = time.time() + timeout_s
+        while time.time() < end and any("portscope.app.upload_jobs" in " ".join(p.cmdline())
+                                        for p in psutil.Process(self.server.proc.pid).children(recursive=True)):
+            time.sleep(0.2)
+        self.result["server_rss_after_mb"] = round(self.server.rss_bytes() / 2**20, 1)
+
     def run(self) -> None:
         size = self.path.stat().st_size
         t0 = time.perf_counter()
@@ -292,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
             big.start()
             rounds.append(run_round(server, mix, clients=args.clients, seconds=args.seconds, during=big))
             big.join()
+            big.settle()
     result = {
         "clients": args.clients,
         "workers": args.workers,
