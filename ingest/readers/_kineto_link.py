@@ -62,7 +62,8 @@ def build_trace(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, l
     gpu = bool(ev.device)
     devices = sorted({d[4] for d in ev.device}, key=str)
     multi_device = len(devices) > 1
-    b = TraceBuilder(_run_info(path, ev, t0, devices, infer_fallback))
+    gpus = [d for d in devices if not lanes or d not in lanes.processes]  # NPU rows: named by npu_kineto.finish
+    b = TraceBuilder(_run_info(path, ev, t0, gpus, infer_fallback))
     root_device = (lanes.device_name(devices[0]) if lanes else f"cuda:{devices[0]}") if gpu else "cpu"
     end_ns = ns(ev.t_max) if ev.t_max != float("-inf") else 0
     root = b.add_region(str(ev.metadata.get("traceName") or path.name), start_ns=0, dur_ns=max(end_ns, 0),

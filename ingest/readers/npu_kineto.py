@@ -132,7 +132,8 @@ def finish(trace: Trace, layout: NpuLayout) -> Trace:
     """Name the NPU devices, count driver slices as syncs (a whole signals table; sliced ones hold them already),
     and say which figures the source lacked."""
     info = trace.run_info
-    info.devices = ["cpu", *(f"npu:{i}" for i in sorted(set(layout.processes.values())))]
+    gpus = [d for d in info.devices if d != "cpu"]  # CUDA/ROCm rows beside the NPU rows keep their names
+    info.devices = ["cpu", *gpus, *(f"npu:{i}" for i in sorted(set(layout.processes.values())))]
     missing = [m.replace("GPU work", "NPU work") for m in info.missing_signals if not m.startswith("transfer bytes")]
     if layout.copies_without_bytes:
         missing.append(MISSING_COPY_BYTES)

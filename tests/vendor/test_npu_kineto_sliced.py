@@ -209,3 +209,22 @@ def test_gpu_rows_next_to_npu_rows_keep_their_cuda_lanes(tmp_path: Path, monkeyp
     assert rows["mm_kernel"] == ("NPU 3 compute", "stream", 0) and rows["Memcpy DtoH"] == ("NPU 3 dma", "dma_d2h", 2)
     transfers = got["transfers"].to_pydict()
     assert transfers["dst_device"] == ["cuda:7", "npu:3", "cpu"] and transfers["bytes"] == [32, 0, 64]
+
+
+@pytest.mark.parametrize("sliced", [False, True])
+def test_a_gpu_row_beside_npu_rows_keeps_its_device(tmp_path: Path, sliced: bool) -> None:
+    """A trace with an NPU row (torch-rbln, "rbln 0") and a GPU row (process_labels "GPU 2", a kernel on stream 7):
+    run_info lists both devices (the NPU naming used to replace the list with the npu:* ones only)."""
+    doc = json.loads((FIXTURES / "npu_kineto_eager.json").read_text())
+    doc["traceEvents"] += [
+        {"ph": "M", "name": "process_labels", "pid": 2, "tid": 0, "args": {"labels": "GPU 2"}},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 2, "tid": 7, "ts": 1001.0, "dur": 2,
+         "args": {"device": 2, "stream": 7, "correlation": 999}},
+    ]  # fmt: skip
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps(doc))
+    trace = read_kineto(path, sliced=sliced)
+    assert trace.run_info.devices == ["cpu", "cuda:2", "npu:0"]
+    engines = set(trace["engine_slices"].column("engine").to_pylist())
+    assert "cuda:2 stream 7" in engines and "NPU 0 compute" in engines
+    assert read_kineto(FIXTURES / "npu_kineto_eager.json", sliced=sliced).run_info.devices == ["cpu", "npu:0"]
