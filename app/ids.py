@@ -12,7 +12,7 @@ UPLOAD_PROGRESS = "upload-progress"
 UPLOAD_STATUS = "upload-status"
 UPLOAD_RESULT = "upload-result"  # written by assets/upload.js through dash_clientside.set_props
 UPLOAD_MESSAGES = "upload-messages"
-SESSION_RUNS = "session-runs"  # run ids this browser uploaded (localStorage)
+SESSION_RUNS = "session-runs"  # [run id, file name] of each run this browser uploaded (localStorage)
 URL = "url"
 
 # runs page
@@ -21,6 +21,8 @@ RUNS_COMPARE = "runs-compare"
 
 # run page
 RUN_REGIONS = "run-regions"
+RUN_FILE = "run-file"  # the subtitle: the run's file, or the name this browser uploaded it under
+RUN_PAGE_ID = "run-page-id"  # store: the run id of the page shown
 
 # region page
 SIGNAL_GRID = "signal-grid"

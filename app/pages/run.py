@@ -5,16 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 import dash
-from dash import dcc, html
+from dash import Input, Output, dcc, html
 
 from portscope.ingest.diff import pair_regions
 from portscope.ingest.plan_report import static_shapes_line
 from portscope.ingest.schedule_summary import cost_sources_text
 
-from .. import urls
+from .. import ids, urls
 from ..components import fmt_bytes, fmt_int, page, status_badge, text_table
 from ..data.runs import model_text, regions_frame
 from ..data.tables import numerics_frame
+from ..shell import session_entries
 from .common import load, region_rows
 
 REGION_COLUMNS = [
@@ -82,8 +83,22 @@ def layout(run_id: str = "", **_query: str) -> html.Div:
     numerics = numerics_frame(trace)
     if len(numerics):
         children += [html.H3("Numerics (validation)"), text_table(numerics, [("comparison", "Comparison", None), ("metric", "Metric", None), ("value", "Value", lambda v: "" if v is None or v != v else f"{v:.4g}"), ("text", "Text", None)])]
-    return page(f"Run {run_id}", *children, subtitle=trace.path and trace.path.rsplit("/", 1)[-1])
+    file = trace.path and trace.path.rsplit("/", 1)[-1]
+    children.append(dcc.Store(id=ids.RUN_PAGE_ID, data={"run_id": run_id, "file": file}))
+    return page(f"Run {run_id}", *children, subtitle=html.Span(file, id=ids.RUN_FILE))
+
+
+def file_text(page_run: dict[str, Any] | None, session_runs: Any) -> str:
+    """The run page's subtitle: the name this browser uploaded the run under, if it did, then the run's file."""
+    page_run = page_run if isinstance(page_run, dict) else {}
+    file = str(page_run.get("file") or "")
+    uploaded = next((name for rid, name in session_entries(session_runs) if rid == page_run.get("run_id") and name), None)
+    return f"uploaded as {uploaded} · {file}" if uploaded else file
 
 
 def register(app: dash.Dash) -> None:
     dash.register_page(__name__, path_template="/run/<run_id>", order=5, name="Run", title="portscope: run", layout=layout)
+
+    @app.callback(Output(ids.RUN_FILE, "children"), Input(ids.RUN_PAGE_ID, "data"), Input(ids.SESSION_RUNS, "data"))
+    def show_file(page_run: dict[str, Any] | None, session_runs: Any) -> str:
+        return file_text(page_run, session_runs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from portscope.app.pages.run import file_text
 from portscope.app.shell import apply_upload_results, session_entries
 
 UPLOAD = {"X-Portscope-Upload": "1"}
@@ -45,3 +46,11 @@ def test_the_run_list_shows_the_uploaded_file_name_to_its_browser_only(make_app,
         assert [(r["run_id"], r["file"]) for r in runs_rows([[rid, "alexnet.json.gz"]])[0]] == [(rid, "alexnet.json.gz")]
         assert [r["file"] for r in runs_rows([[rid, "mine.json.gz"]])[0]] == ["mine.json.gz"]  # cached row, another name
         assert [r["file"] for r in runs_rows([rid])[0]] == [f"upload {rid}"]  # an entry without a name
+
+
+def test_the_run_page_names_the_upload_in_the_browser_that_sent_it() -> None:
+    page = {"run_id": RID_A, "file": f"{RID_A}.arrow"}
+    assert file_text(page, [[RID_B, "other.json"], [RID_A, "step 3.json.gz"]]) == f"uploaded as step 3.json.gz · {RID_A}.arrow"
+    assert file_text(page, [[RID_B, "other.json"]]) == f"{RID_A}.arrow"  # another browser: the file only
+    assert file_text(page, [RID_A]) == f"{RID_A}.arrow"  # an entry of an earlier version: no name
+    assert file_text(None, None) == ""
