@@ -142,10 +142,7 @@ class NameCoder:
 
     def _texts(self, entries: np.ndarray) -> list[bytes]:
         """The UTF-8 text of each of `entries` (distinct), read `TEXT_WINDOW` bytes of the file at a time."""
-        end = self.ends.take(entries)
-        begin = np.zeros(len(entries), dtype=np.int64)
-        has = entries > 0
-        begin[has] = self.ends.take(entries[has] - 1)
+        begin, end = _bounds(self.ends, entries)
         order = np.argsort(begin, kind="stable")
         b, t = begin[order].tolist(), end[order]  # disjoint ranges: ends in order too
         out: list[bytes] = [b""] * len(entries)
@@ -209,6 +206,22 @@ class NameCoder:
         return codes, words, None
 
 
+def _bounds(ends: DiskColumn, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(Where each of `entries` (distinct, any order) begins and ends in the names' text, `ends` each entry's end):
+    one read of `ends` when the entries are consecutive and increasing, gathers otherwise."""
+    if not len(entries):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    first, last = int(entries[0]), int(entries[-1])
+    if last - first + 1 == len(entries) and bool(np.all(np.diff(entries) == 1)):
+        read = ends.read(max(first - 1, 0), last + 1)
+        return (np.r_[np.zeros(1, dtype=np.int64), read[:-1]], read) if first == 0 else (read[:-1], read[1:])
+    end = ends.take(entries)
+    begin = np.zeros(len(entries), dtype=np.int64)
+    has = entries > 0
+    begin[has] = ends.take(entries[has] - 1)
+    return begin, end
+
+
 class DiskNames:
     """Distinct names kept on disk, by code (what `NameCoder.finish` gives for a dictionary too big to hold): each
     code's head entry (`heads`; None: the code is the entry) and the entries' text (`ends` into `text`)."""
@@ -229,7 +242,7 @@ class DiskNames:
         else:
             distinct, inverse = np.unique(codes, return_inverse=True)
         entries = distinct if self.heads is None else self.heads.take(distinct)  # increasing, as the codes
-        begin, end = self._bounds(entries)
+        begin, end = _bounds(self.ends, entries)
         lengths = end - begin
         total = int(lengths.sum())
         if total >= 2**31:
@@ -265,20 +278,6 @@ class DiskNames:
         if inverse is None:
             return words
         return words.take(pa.array(inverse.reshape(-1).astype(np.int32)))
-
-    def _bounds(self, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(Where each of `entries` (increasing) begins and ends in `text`): one read when they are consecutive."""
-        if not len(entries):
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        first, last = int(entries[0]), int(entries[-1])
-        if last - first + 1 == len(entries):
-            ends = self.ends.read(max(first - 1, 0), last + 1)
-            return (np.r_[np.zeros(1, dtype=np.int64), ends[:-1]], ends) if first == 0 else (ends[:-1], ends[1:])
-        end = self.ends.take(entries)
-        begin = np.zeros(len(entries), dtype=np.int64)
-        has = entries > 0
-        begin[has] = self.ends.take(entries[has] - 1)
-        return begin, end
 
     def close(self) -> None:
         self.ends.close()
