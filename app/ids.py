@@ -22,7 +22,7 @@ RUNS_COMPARE = "runs-compare"
 # run page
 RUN_REGIONS = "run-regions"
 RUN_FILE = "run-file"  # the subtitle: the run's file, or the name this browser uploaded it under
-RUN_PAGE_ID = "run-page-id"  # store: the run id of the page shown
+RUN_PAGE_ID = "run-page-id"  # store: {"run_id", "file"} of the run page shown
 
 # region page
 SIGNAL_GRID = "signal-grid"

@@ -9,7 +9,7 @@ viewer on loopback, POSTs the file to /api/upload in 1 MiB chunks, then GETs the
 uploads a Kineto trace instead: it converts in the background (202 and a job), and while it
 does another client GETs /runs every 0.2 s; prints the conversion time and those answers'
 latencies (median, max): other users are served meanwhile; and the peak resident memory of the
-server and of the conversion's own process (sampled from /proc every 0.1 s).
+server and of the conversion's own process (sampled every 0.1 s).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+import psutil
 
 HERE = Path(__file__).resolve().parent
 
@@ -40,26 +42,6 @@ def wait_for(port: int, timeout: float = 60) -> None:
     raise SystemExit("the viewer did not start")
 
 
-def _rss(pid: int) -> int:
-    """Resident bytes of a process (0 once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as f:
-            return [int(c) for c in f.read().split()]
-    except OSError:
-        return []
-
-
 class PeakMemory(threading.Thread):
     """Peak RSS of the server and, apart, of its children (the background conversion), sampled until stopped."""
 
@@ -69,9 +51,13 @@ class PeakMemory(threading.Thread):
         self.stopped = threading.Event()
 
     def run(self) -> None:
+        server = psutil.Process(self.server)
         while not self.stopped.wait(0.1):
-            self.server_peak = max(self.server_peak, _rss(self.server))
-            self.child_peak = max(self.child_peak, sum(_rss(c) for c in _children(self.server)))
+            try:
+                self.server_peak = max(self.server_peak, server.memory_info().rss)
+                self.child_peak = max(self.child_peak, sum(c.memory_info().rss for c in server.children(recursive=True)))
+            except psutil.Error:  # a child gone between listing and reading
+                pass
 
 
 def _get(port: int, path: str) -> tuple[int, bytes, float]:
