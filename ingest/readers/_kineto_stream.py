@@ -32,7 +32,7 @@ from ._npu_flows import NpuCollect, launch_of
 from ._source import DEFAULT_CAPS, SizeCaps
 from .npu_kineto import NpuLayout, may_hold_device_rows, npu_layout_of
 
-_FLOW_PHASES = frozenset({"s", "f"})
+_FLOW_PHASES = ("s", "f")  # a tuple: membership by ==, so an unhashable "ph" from a stranger's file never raises
 
 MAX_PROBLEMS = 10
 # Distinct raw args kept to skip decoding repeats. Older Kineto writes a per-call "Profiler Event Index" among
