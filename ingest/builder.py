@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import schema
+from .errors import ColumnValueError
 from .trace import RunInfo, Trace
 
 Frame = tuple[str, int, str]  # (file, line, function)
@@ -98,7 +99,15 @@ class TableBuilder:
                     at, k = at - len(parts[k]), k + 1
                 held = parts[k].to_pylist()
                 held[at] = value
-                parts[k] = pa.array(held, self.schema.field(name).type)
+                parts[k] = self._array(held, name)
+
+    def _array(self, values: list[Any], column: str) -> pa.Array:
+        """One column's values as an Arrow array of its type; a value the type cannot hold (an integer past int64, a
+        string in a number column: a reader let through what a stranger's file held) raises ColumnValueError."""
+        try:
+            return pa.array(values, self.schema.field(column).type)
+        except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
+            raise ColumnValueError(self.name, column, str(exc)) from exc
 
     def _compact(self) -> None:
         """Turn the held rows into one part of arrays per column."""
@@ -107,7 +116,7 @@ class TableBuilder:
             if field.name in self._coded:
                 self._parts[field.name].append(_codes(values, self._index[field.name]))
             else:
-                self._parts[field.name].append(pa.array(values, field.type))
+                self._parts[field.name].append(self._array(values, field.name))
             values.clear()
         self._compacted = self._rows
 
@@ -117,11 +126,14 @@ class TableBuilder:
             values, parts = self.columns[field.name], self._parts[field.name]
             if field.name in self._coded:
                 index = dict(self._index[field.name])  # the held rows' new values numbered on a copy: build changes nothing
-                arrays.append(_from_codes(np.concatenate([*parts, _codes(values, index)]), index))
+                try:
+                    arrays.append(_from_codes(np.concatenate([*parts, _codes(values, index)]), index))
+                except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:  # a text column given a number
+                    raise ColumnValueError(self.name, field.name, str(exc)) from exc
             elif parts:
-                arrays.append(pa.concat_arrays([*parts, pa.array(values, field.type)]))
+                arrays.append(pa.concat_arrays([*parts, self._array(values, field.name)]))
             else:
-                arrays.append(pa.array(values, field.type))
+                arrays.append(self._array(values, field.name))
         return pa.Table.from_arrays(arrays, schema=self.schema)
 
 

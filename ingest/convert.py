@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .catalog import KINETO_DEVICE_CATEGORIES, KINETO_RUNTIME_CATEGORIES
-from .errors import TraceFormatError
+from .errors import ColumnValueError, TraceFormatError
 from .readers import chrome_generic, fallback_log, torch_trace
 from .readers._source import DEFAULT_CAPS, GZIP_MAGIC, SizeCaps, head, read_bytes
 from .readers.kineto import read_kineto
@@ -101,7 +101,10 @@ def load_any(path: str | Path, *, format: str | None = None, caps: SizeCaps = DE
     name = format or detect(path)
     if name not in FORMATS:
         raise TraceFormatError(path, f"unknown format {name!r} (known: {', '.join(FORMATS)})")
-    trace = FORMATS[name].read(path, caps, **options)
+    try:
+        trace = FORMATS[name].read(path, caps, **options)
+    except ColumnValueError as exc:
+        raise TraceFormatError(path, f"{exc} (a number out of range or of the wrong type in the file)") from exc
     if trace.path is None:
         trace.path = str(path)
     return trace

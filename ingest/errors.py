@@ -26,6 +26,15 @@ class TraceFormatError(PortscopeError, ValueError):
         super().__init__(message)
 
 
+class ColumnValueError(PortscopeError, ValueError):
+    """A value a table's column cannot hold reached the trace builder (a reader let it through). The reading
+    boundary (`convert.load_any`) turns it into a TraceFormatError naming the file."""
+
+    def __init__(self, table: str, column: str, reason: str) -> None:
+        self.table, self.column, self.reason = table, column, reason
+        super().__init__(f"a value that {table}.{column} cannot hold ({reason})")
+
+
 class TargetError(PortscopeError, ValueError):
     """A target file is invalid: names the file, the key and what is wrong."""
 

@@ -170,7 +170,7 @@ def _tensor_sizes(raw: Any, problems: list[str]) -> dict[int, int]:
     for n, t in enumerate(raw):
         index, size = (t.get("index"), t.get("size")) if isinstance(t, dict) else (None, None)
         if not _is_int(index) or not _is_int(size) or size < 0:
-            problems.append(f"tensors[{n}] needs an integer 'index' and a non-negative integer 'size' (bytes)")
+            problems.append(f"tensors[{n}] needs an integer 'index' and a non-negative integer 'size' (bytes), each at most 2**53")
             continue
         sizes[index] = size
     return sizes
@@ -187,7 +187,7 @@ def _instruction(n: int, raw: Any, sizes: dict[int, int], problems: list[str]) -
         bad.append("'index' (a number or a string)")
     begin, end = (life.get("begin"), life.get("end")) if isinstance(life, dict) else (None, None)
     if not (_is_int(begin) and _is_int(end) and 0 <= begin <= end):
-        bad.append("'lifetime' {begin, end} in cycles with 0 <= begin <= end")
+        bad.append("'lifetime' {begin, end} in cycles with 0 <= begin <= end <= 2**53")
     contexts = raw.get("contexts")
     if contexts is None:
         contexts = [str(raw.get("tpe") or "unknown")]
@@ -210,11 +210,15 @@ def _instruction(n: int, raw: Any, sizes: dict[int, int], problems: list[str]) -
     first = next((line.strip() for line in description.splitlines() if line.strip() and "-->" not in line), "")
     site = _LOCATION.search(description)
     written = sum(sizes.get(t, 0) for t in tensors["output_tensors"])
+    moved = written or sum(sizes.get(t, 0) for t in tensors["input_tensors"])
+    if moved > _MAX_INT:
+        problems.append(f"{where} (index {index!r}) moves tensors whose sizes add up past 2**53 bytes")
+        return None
     return {
         "index": index, "begin": begin, "end": end, "contexts": list(dict.fromkeys(contexts)),
         "name": first[:120] or f"{raw.get('tpe') or 'instruction'} {index}", "site": site.group(1) if site else None,
         "inputs": tensors["input_tensors"], "outputs": tensors["output_tensors"],
-        "bytes": written or sum(sizes.get(t, 0) for t in tensors["input_tensors"]),
+        "bytes": moved,
         "dma": any(engine_kind(c) is EngineKind.DMA_D2D for c in contexts),
     }  # fmt: skip
 
@@ -243,8 +247,12 @@ def _link(instructions: list[dict]) -> None:
             lane_end[context] = max(free, ins["end"])
 
 
+_MAX_INT = 2**53  # the largest integer a JSON reader anywhere keeps exact; cycles, sizes and indices stay below it
+
+
 def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    """An integer (not a bool) a 64-bit column holds with room for sums: |value| <= 2**53."""
+    return isinstance(value, int) and not isinstance(value, bool) and -_MAX_INT <= value <= _MAX_INT
 
 
 __all__ = ["FORMAT", "engine_kind", "read_furiosa_schedule", "sniff"]

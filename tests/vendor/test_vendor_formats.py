@@ -127,6 +127,24 @@ def test_bad_inputs_name_the_file(tmp_path: Path) -> None:
         load_any(no_npu, format="furiosa-trace")
 
 
+def test_schedule_numbers_past_2_53_are_refused_by_name(tmp_path: Path) -> None:
+    """Cycles or sizes no 64-bit column holds (a fuzzer's find: OverflowError from Arrow) are problems in the file."""
+    doc = json.loads((FIXTURES / "furiosa_schedule.json").read_text())
+    doc["instructions"][0]["lifetime"]["end"] = 2**63
+    late = tmp_path / "late.json"
+    late.write_text(json.dumps(doc))
+    with pytest.raises(TraceFormatError, match=r"late\.json: instructions\[0\] \(index 0\) lacks 'lifetime' .*<= 2\*\*53"):
+        load_any(late)
+    doc = json.loads((FIXTURES / "furiosa_schedule.json").read_text())
+    for t in doc["tensors"]:
+        t["size"] = 2**53  # each allowed; an instruction moving two of them adds up past the limit
+    doc["instructions"][0]["output_tensors"] = [t["index"] for t in doc["tensors"][:2]]
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps(doc))
+    with pytest.raises(TraceFormatError, match=r"big\.json: instructions\[0\] \(index 0\) moves tensors whose sizes add up past 2\*\*53"):
+        load_any(big)
+
+
 def test_unknown_extra_keys_never_fail(tmp_path: Path) -> None:
     doc = json.loads((FIXTURES / "furiosa_schedule.json").read_text())
     doc["brand_new"] = {"a": [1]}
