@@ -25,8 +25,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def fuzz_one(reader: str, seconds: float, bound_s: float) -> None:
-    """Run libFuzzer on one reader in this process (atheris can fuzz once per process)."""
+def fuzz_one(reader: str, seconds: float, bound_s: float, runs: int | None = None, random_seed: int | None = None) -> None:
+    """Run libFuzzer on one reader in this process (atheris can fuzz once per process). With `runs` and `random_seed`,
+    libFuzzer tries that many inputs from that random seed: the same inputs each time the code is the same."""
     import atheris
 
     import portscope.ingest.convert  # noqa: F401
@@ -69,6 +70,8 @@ def fuzz_one(reader: str, seconds: float, bound_s: float) -> None:
         "-rss_limit_mb=4096",
         "-max_len=262144",
         "-print_final_stats=1",
+        *([f"-runs={runs}"] if runs is not None else []),
+        *([f"-seed={random_seed}"] if random_seed is not None else []),
     ]
     atheris.Setup(libfuzzer_args, one_input)
     atheris.Fuzz()
@@ -82,18 +85,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--all", action="store_true", help="fuzz every reader in turn (one process each)")
     p.add_argument("--seconds", type=float, default=600.0, help="time per reader")
     p.add_argument("--bound", type=float, default=TIME_BOUND_S, help="per-input time bound (s)")
+    p.add_argument("--runs", type=int, help="stop after this many inputs (with --seconds as a cap)")
+    p.add_argument("--seed", type=int, help="libFuzzer's random seed (with --runs: a repeatable run, as CI's)")
     args = p.parse_args(argv)
     if args.all:
         failed = []
         for reader in sorted(READERS):
-            rc = subprocess.call([sys.executable, __file__, "--reader", reader, "--seconds", str(args.seconds), "--bound", str(args.bound)])
+            more = [*(["--runs", str(args.runs)] if args.runs is not None else []), *(["--seed", str(args.seed)] if args.seed is not None else [])]
+            rc = subprocess.call([sys.executable, __file__, "--reader", reader, "--seconds", str(args.seconds), "--bound", str(args.bound), *more])
             print(f"{reader}: {'ok' if rc == 0 else f'CRASHED (exit {rc})'}", flush=True)
             if rc:
                 failed.append(reader)
         return 1 if failed else 0
     if not args.reader:
         p.error("give --reader NAME or --all")
-    fuzz_one(args.reader, args.seconds, args.bound)
+    fuzz_one(args.reader, args.seconds, args.bound, args.runs, args.seed)
     return 0
 
 

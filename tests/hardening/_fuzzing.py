@@ -10,10 +10,12 @@ from hypothesis import strategies as st
 
 from .fuzz_targets import REGRESSIONS, feed
 
-# A short budget in CI; PORTSCOPE_FUZZ_EXAMPLES=5000 for a longer local run.
+# A short budget in CI; PORTSCOPE_FUZZ_EXAMPLES=5000 for a longer local run. CI's examples are the same each run
+# (derandomized: a landing fails on a change, never on luck); PORTSCOPE_FUZZ_RANDOM=1 draws new ones.
 EXAMPLES = int(os.environ.get("PORTSCOPE_FUZZ_EXAMPLES", "60"))
 FUZZ = settings(
     max_examples=EXAMPLES,
+    derandomize=not os.environ.get("PORTSCOPE_FUZZ_RANDOM"),
     deadline=None,  # fuzz_targets.time_bound enforces the per-input bound instead
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],

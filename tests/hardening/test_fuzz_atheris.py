@@ -1,4 +1,9 @@
-"""The coverage-guided run (bench/fuzz_long.py, atheris) on every reader, a few seconds each in CI."""
+"""The coverage-guided run (bench/fuzz_long.py, atheris) on every reader, a fixed number of inputs each in CI.
+
+CI's run is repeatable: libFuzzer starts from a fixed seed and stops after RUNS inputs, and Python's hashing is
+fixed, so a CI run on the same code tries the same inputs (a time-bounded run tried different ones each time, and
+failed a landing on a crash it met by chance). Open-ended exploration is bench/fuzz_long.py without --runs; what it
+finds goes to tests/fuzz_regressions/, which test_fuzz_regressions.py replays."""
 
 from __future__ import annotations
 
@@ -13,7 +18,9 @@ from .fuzz_targets import READERS, REGRESSIONS
 
 pytest.importorskip("atheris")
 FUZZ_LONG = Path(__file__).resolve().parents[2] / "bench" / "fuzz_long.py"
-SECONDS = int(os.environ.get("PORTSCOPE_ATHERIS_SECONDS", "3"))
+RUNS = int(os.environ.get("PORTSCOPE_ATHERIS_RUNS", "3000"))
+SEED = int(os.environ.get("PORTSCOPE_ATHERIS_SEED", "1"))
+CAP_S = 120  # a cap on each reader's run, far above what RUNS takes
 
 
 def test_coverage_guided_fuzzing_finds_no_crash_in_any_reader() -> None:
@@ -22,11 +29,12 @@ def test_coverage_guided_fuzzing_finds_no_crash_in_any_reader() -> None:
     outcomes: dict[str, tuple[int, str]] = {}
     for pair in (readers[i : i + 2] for i in range(0, len(readers), 2)):  # two at a time: CI has 2 cores
         procs = {
-            r: subprocess.Popen([sys.executable, str(FUZZ_LONG), "--reader", r, "--seconds", str(SECONDS)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            r: subprocess.Popen([sys.executable, str(FUZZ_LONG), "--reader", r, "--runs", str(RUNS), "--seed", str(SEED), "--seconds", str(CAP_S)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
             for r in pair
         }
         for r, proc in procs.items():
-            out, _ = proc.communicate(timeout=180)
+            out, _ = proc.communicate(timeout=CAP_S + 60)
             outcomes[r] = (proc.returncode, out)
     new = sorted(str(p) for p in set(REGRESSIONS.rglob("crash-*")) - before)
     failed = {r: out[-3000:] for r, (rc, out) in outcomes.items() if rc != 0}
