@@ -20,7 +20,8 @@ Public names (stable; other modules import them):
   :func:`never_falls_back`, :func:`dtype_agnostic`, :func:`is_index_arithmetic`, :func:`dtype_fallback_cause`;
   :class:`LoggedCauseRule`, :data:`LOGGED_CAUSE_RULES`, :func:`logged_cause` (reasons a backend logged).
 * Kineto vocabulary: :data:`KINETO_RUNTIME_CATEGORIES`, :data:`KINETO_DEVICE_CATEGORIES`,
-  :data:`SYNC_RUNTIME_CALLS`, :data:`ONLINE_COMPILE_CALLS`, :func:`copy_direction`.
+  :data:`KINETO_CATEGORY_ALIASES`, :data:`SYNC_RUNTIME_CALLS`, :data:`ONLINE_COMPILE_CALLS`,
+  :func:`copy_direction`.
 * What each source provides: :class:`Provider`, :data:`PROVIDES`.
 * The verdict: :class:`Status`, :class:`RegionFigures`, :class:`VerdictRule`, :data:`VERDICT_RULES`,
   :class:`Verdict`, :func:`verdict`, :func:`worst_status`; :func:`format_bytes` (the units verdicts print).
@@ -419,9 +420,15 @@ def logged_cause(text: str | None) -> Cause | None:
 
 # ---- Kineto vocabulary --------------------------------------------------------------------------
 
+# Host-side runtime and driver calls (CUDA/ROCm, Intel XPU, Meta MTIA, PrivateUse1 backends): Kineto's
+# ActivityType names (libkineto/include/ActivityType.h).
 KINETO_RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "runtime", "driver", "privateuse1_runtime",
-                                       "privateuse1_driver"})
+                                       "privateuse1_driver", "xpu_runtime", "xpu_driver", "mtia_runtime"})
 KINETO_DEVICE_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+# Older Kineto (PyTorch 1.8-1.10 and builds of that code into 2022) named its categories differently: read them as
+# today's. "Operator" was the CPU operator until mid-2021; "Runtime", "Kernel", "Memcpy", "Memset" until late 2021.
+KINETO_CATEGORY_ALIASES: dict[str, str] = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel",
+                                           "Memcpy": "gpu_memcpy", "Memset": "gpu_memset"}
 SYNC_RUNTIME_CALLS = frozenset({
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "hipDeviceSynchronize",
     "hipStreamSynchronize", "hipEventSynchronize", "aclrtSynchronizeStream", "aclrtSynchronizeDevice",

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
-from .catalog import KINETO_DEVICE_CATEGORIES, KINETO_RUNTIME_CATEGORIES
+from .catalog import KINETO_CATEGORY_ALIASES, KINETO_DEVICE_CATEGORIES, KINETO_RUNTIME_CATEGORIES
 from .errors import ColumnValueError, TraceFormatError
 from .readers import chrome_generic, fallback_log, torch_trace
 from .readers._source import DEFAULT_CAPS, GZIP_MAGIC, SizeCaps, head, read_bytes
@@ -44,6 +44,13 @@ FORMATS: dict[str, InputFormat] = {
 # Words only a PyTorch profiler (Kineto) export holds: without them a Chrome trace is read as generic lanes.
 _KINETO_WORDS = tuple(f'"{w}"' for w in (*KINETO_RUNTIME_CATEGORIES, *KINETO_DEVICE_CATEGORIES, "cpu_op", "user_annotation",
                                          "python_function", "schemaVersion", "baseTimeNanoseconds", "deviceProperties"))
+# An older Kineto's category names ("Kernel", "Runtime"...) are plain words another tool may use: they count with a
+# CUDA correlation id beside them (every old Kineto runtime call and device event holds one).
+_OLD_KINETO_WORDS = tuple(f'"{w}"' for w in KINETO_CATEGORY_ALIASES)
+
+
+def _looks_kineto(text: str) -> bool:
+    return any(w in text for w in _KINETO_WORDS) or (('"correlation"' in text or '"External id"' in text) and any(w in text for w in _OLD_KINETO_WORDS))
 
 
 def detect(path: str | Path) -> str:
@@ -84,7 +91,7 @@ def _sniff_text(start: bytes) -> str | None:
     if vendor:
         return vendor
     if stripped[:1] in ("{", "[") and ('"traceEvents"' in text or '"ph"' in text):
-        kineto = any(w in text for w in _KINETO_WORDS) or '"ph"' not in text  # no event seen yet: Kineto, as before
+        kineto = _looks_kineto(text) or '"ph"' not in text  # no event seen yet: Kineto, as before
         return "kineto" if kineto or not chrome_generic.sniff(text) else chrome_generic.FORMAT
     # the last line of the sniffed bytes may be cut short: drop it
     lines = text if len(start) < _SNIFF_BYTES else text[: text.rfind("\n") + 1]

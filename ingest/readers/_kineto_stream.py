@@ -24,7 +24,7 @@ import msgspec
 import orjson
 
 from .. import progress
-from ..catalog import KINETO_DEVICE_CATEGORIES, KINETO_RUNTIME_CATEGORIES
+from ..catalog import KINETO_CATEGORY_ALIASES, KINETO_DEVICE_CATEGORIES, KINETO_RUNTIME_CATEGORIES
 from ..errors import TraceFormatError
 from ._chrome_stream import event_batches
 from ._kineto_events import KinetoEvents, _int, _tensor_args
@@ -32,6 +32,7 @@ from ._npu_flows import NpuCollect, launch_of
 from ._source import DEFAULT_CAPS, SizeCaps
 from .npu_kineto import NpuLayout, may_hold_device_rows, npu_layout_of
 
+_ALIAS = KINETO_CATEGORY_ALIASES.get
 _FLOW_PHASES = ("s", "f")  # a tuple: membership by ==, so an unhashable "ph" from a stranger's file never raises
 
 MAX_PROBLEMS = 10
@@ -129,9 +130,10 @@ class Collector:
                 if len(problems) < MAX_PROBLEMS:
                     problems.append(f"event {index - 1} ({name!r:.60}): 'cat' is {type(cat).__name__}, expected a string")
                 continue
-            categories[cat] = categories.get(cat, 0) + 1
+            categories[cat] = categories.get(cat, 0) + 1  # as the file names it
             if cat == "Trace" or cat is None:
                 continue
+            cat = _ALIAS(cat, cat)
             args = ev.get("args")
             if type(args) is not dict:
                 args = {}
@@ -193,15 +195,17 @@ class Collector:
         ts, dur, names, cats = (list(map(get, xs)) for get in (_TS, _DUR, _NAME, _CAT))
         if None in ts or None in dur or None in names or (dur and min(dur) < 0):
             raise _Redo()
-        categories = Counter(cats)
+        categories = Counter(cats)  # as the file names them
         if "Trace" in categories or None in categories:
             keep = [c != "Trace" and c is not None for c in cats]
             xs, ts, dur, names, cats = (list(compress(column, keep)) for column in (xs, ts, dur, names, cats))
+        if not KINETO_CATEGORY_ALIASES.keys().isdisjoint(categories):  # an older Kineto's names: read as today's
+            cats = [_ALIAS(c, c) for c in cats]
         ts_live, dur_live = ts, dur
-        others: list[tuple[_Event, dict]] = []  # runtime, device work, annotations, Python frames: added last
-        if categories.get("cpu_op", 0) != len(xs):
+        others: list[tuple[_Event, str, dict]] = []  # runtime, device work, annotations, Python frames: added last
+        if cats.count("cpu_op") != len(xs):
             is_op = [c == "cpu_op" for c in cats]
-            others = [(ev, _args(bytes(ev.args))) for ev, op in zip(xs, is_op, strict=True) if not op]
+            others = [(ev, cat, _args(bytes(ev.args))) for ev, cat, op in zip(xs, cats, is_op, strict=True) if not op]
             xs, ts, dur, names = (list(compress(column, is_op)) for column in (xs, ts, dur, names))
         raws = list(map(bytes, map(_ARGS, xs)))
         keys = list(map(_signature_key, raws))
@@ -230,8 +234,8 @@ class Collector:
         if ts_live:
             out.t_min = min(out.t_min, min(ts_live))
             out.t_max = max(out.t_max, max(map(operator.add, ts_live, dur_live)))
-        for ev, args in others:
-            self._other(ev.cat, ev.ts, ev.dur, ev.name, ev.pid, ev.tid, args)
+        for ev, cat, args in others:
+            self._other(cat, ev.ts, ev.dur, ev.name, ev.pid, ev.tid, args)
         ops.extend(ts, dur, name_c, thread_c, sig_c)
         for cat, n in categories.items():
             out.categories[cat] = out.categories.get(cat, 0) + n

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import json
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -19,6 +20,7 @@ from .conftest import FIXTURES, shared
 
 ALEXNET = FIXTURES / "kineto" / "cuda_alexnet_small.json.gz"
 ROCM = FIXTURES / "kineto" / "rocm_mi250_small.json.gz"
+OLD_CATEGORIES = FIXTURES / "kineto" / "cuda_old_categories.json.gz"
 
 
 def _col(trace, table: str, column: str) -> list:
@@ -114,6 +116,50 @@ def test_rocm_relative_timestamps_and_runtime_sizes() -> None:
     assert _col(trace, "transfers", "bytes") == [2560, 2560]
     assert trace["ops"].num_rows == len(plain.complete(ROCM, "cpu_op"))
     assert _signals(trace, SignalKind.SYNC) == 1  # hipDeviceSynchronize
+
+
+@pytest.mark.parametrize("sliced", [False, True])
+def test_older_kineto_category_names_read_as_todays(sliced: bool) -> None:
+    """An older Kineto build writes "Runtime" and "Kernel": the file (read by hand) holds 4 Kernel events on pid 0
+    tid 7 (thread "stream 7") at ts 1665536373729077 / ..730531 / ..730669 / ..730701 us lasting 4 / 6 / 15 / 5 us,
+    correlations 538860 / 538873 / 538885 / 538890, and 8 Runtime calls (4 cudaLaunchKernel, 4 occupancy queries);
+    the first event in time is the cudaLaunchKernel at ..729065. Detected as Kineto, not as a generic Chrome trace."""
+    assert detect(OLD_CATEGORIES) == "kineto"
+    trace = load_any(OLD_CATEGORIES, sliced=sliced)
+    assert _col(trace, "engine_slices", "engine") == ["stream 7"] * 4
+    assert _col(trace, "engine_slices", "engine_kind") == [EngineKind.STREAM.value] * 4
+    assert _col(trace, "engine_slices", "start") == [12_000, 1_466_000, 1_604_000, 1_636_000]
+    assert _col(trace, "engine_slices", "dur") == [4_000, 6_000, 15_000, 5_000]
+    assert _col(trace, "engine_slices", "correlation") == [538860, 538873, 538885, 538890]
+    assert trace["runtime_calls"].num_rows == 8
+    assert trace.run_info.devices == ["cpu", "cuda:0"]
+    assert trace.run_info.extra["categories"] == {"Kernel": 4, "Runtime": 8, "Trace": 1}  # as the file names them
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_older_operator_and_memcpy_names_give_ops_and_transfers(tmp_path: Path, broken: bool) -> None:
+    """The oldest Kineto form ("Operator", "Memcpy", "Memset"), with and without an event that sends its slice
+    through the per-event path (an operator without "dur"): one aten::copy_ whose cudaMemcpyAsync moved 4096 bytes
+    host to device; the memset is device work on stream 7; operators are drawn on the host lane."""
+    events = [
+        {"ph": "X", "cat": "Operator", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 100, "dur": 50, "args": {"External id": 3}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": 110, "dur": 20,
+         "args": {"correlation": 9, "external id": 3}},
+        {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7, "ts": 140, "dur": 8,
+         "args": {"device": 0, "stream": 7, "correlation": 9, "external id": 3, "bytes": 4096}},
+        {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": 7, "ts": 150, "dur": 1,
+         "args": {"device": 0, "stream": 7, "correlation": 10, "bytes": 64}},
+    ]  # fmt: skip
+    if broken:
+        events.append({"ph": "X", "cat": "Operator", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 200})  # no "dur"
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert detect(path) == "kineto"
+    trace = load_any(path)
+    assert _col(trace, "ops", "name") == ["aten::copy_", "aten::empty"] if broken else ["aten::copy_"]
+    assert _col(trace, "transfers", "direction") == [Direction.H2D.value]
+    assert _col(trace, "transfers", "bytes") == [4096]
+    assert collections.Counter(_col(trace, "engine_slices", "engine")) == {"DMA h2d": 1, "stream 7": 1, "host": 2 if broken else 1}
 
 
 @pytest.mark.parametrize("sliced", [False, True])
