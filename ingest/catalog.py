@@ -20,7 +20,7 @@ Public names (stable; other modules import them):
   :func:`never_falls_back`, :func:`dtype_agnostic`, :func:`is_index_arithmetic`, :func:`dtype_fallback_cause`;
   :class:`LoggedCauseRule`, :data:`LOGGED_CAUSE_RULES`, :func:`logged_cause` (reasons a backend logged).
 * Kineto vocabulary: :data:`KINETO_RUNTIME_CATEGORIES`, :data:`KINETO_DEVICE_CATEGORIES`,
-  :data:`KINETO_CATEGORY_ALIASES`, :data:`SYNC_RUNTIME_CALLS`, :data:`ONLINE_COMPILE_CALLS`,
+  :data:`KINETO_CATEGORY_ALIASES`, :data:`KINETO_READ_CATEGORIES`, :data:`SYNC_RUNTIME_CALLS`, :data:`ONLINE_COMPILE_CALLS`,
   :func:`copy_direction`.
 * What each source provides: :class:`Provider`, :data:`PROVIDES`.
 * The verdict: :class:`Status`, :class:`RegionFigures`, :class:`VerdictRule`, :data:`VERDICT_RULES`,
@@ -429,6 +429,11 @@ KINETO_DEVICE_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 # today's. "Operator" was the CPU operator until mid-2021; "Runtime", "Kernel", "Memcpy", "Memset" until late 2021.
 KINETO_CATEGORY_ALIASES: dict[str, str] = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel",
                                            "Memcpy": "gpu_memcpy", "Memset": "gpu_memset"}
+# Span categories the Kineto reader reads (operators, annotations, Python frames, runtime calls, device work); the
+# others a trace holds (gpu_user_annotation, cuda_sync, mtia_ccp_events...) are counted and named in the run's
+# missing signals, never dropped unsaid.
+KINETO_READ_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function", "Trace", *KINETO_RUNTIME_CATEGORIES,
+                                    *KINETO_DEVICE_CATEGORIES, *KINETO_CATEGORY_ALIASES})
 SYNC_RUNTIME_CALLS = frozenset({
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "hipDeviceSynchronize",
     "hipStreamSynchronize", "hipEventSynchronize", "aclrtSynchronizeStream", "aclrtSynchronizeDevice",

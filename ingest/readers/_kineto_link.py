@@ -18,6 +18,7 @@ from ..builder import TraceBuilder
 from ..callsites import relative_frames, site_of_frames
 from ..catalog import (
     BOOL_INDEX_OPS,
+    KINETO_READ_CATEGORIES,
     NO_WORK_OPS,
     SYNC_OPS,
     SYNC_RUNTIME_CALLS,
@@ -485,13 +486,18 @@ def _run_info(path: Path, ev: KinetoEvents, t0: float, devices: list, infer_fall
         missing.append("call sites (recorded without with_stack=True)")
     if not any(s[0] for s in ev.ops.signatures):
         missing.append("shapes and dtypes (recorded without record_shapes=True)")
+    unread = {k: n for k, n in ev.categories.items() if k not in KINETO_READ_CATEGORIES}
     if not ev.device:
-        missing.append("transfers, syncs and cpu_fallback (CPU-only trace: no device activity)")
+        missing.append("transfers, syncs and cpu_fallback " + ("(no device activity in the categories read)" if unread
+                                                               else "(CPU-only trace: no device activity)"))
     else:
         missing.append("dispatch/cpu_fallback " + ("inferred from operators that launched no GPU work" if infer_fallback
                        else "(Kineto records no tensor devices; operators that launched no GPU work are placed on the host)"))
         if any(d[2] == "gpu_memcpy" and d[7] is None for d in ev.device) and not any(r[7] for r in ev.runtime):
             missing.append("transfer bytes (memcpy events carry no size)")
+    if unread:
+        listed = sorted(unread.items(), key=lambda kv: (-kv[1], str(kv[0])))
+        missing.append("events of categories this reader does not read: " + ", ".join(f"{k} ({n:,})" for k, n in listed))
     return RunInfo(
         source=Source.CONVERTED,
         devices=["cpu", *(f"cuda:{d}" for d in devices)],

@@ -163,6 +163,30 @@ def test_older_operator_and_memcpy_names_give_ops_and_transfers(tmp_path: Path, 
 
 
 @pytest.mark.parametrize("sliced", [False, True])
+def test_categories_not_read_are_named_with_their_counts(tmp_path: Path, sliced: bool) -> None:
+    """Spans of categories the reader does not interpret (MTIA's on-device events, CUDA sync records) are listed in
+    the run's missing signals with their counts, and a trace whose only device spans are such is not called
+    CPU-only."""
+    ccp = {"ph": "X", "cat": "mtia_ccp_events", "name": "pe_exe", "pid": 17, "tid": 3910, "dur": 5, "args": {"stream": 112}}
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 50, "args": {}},
+        *({**ccp, "ts": 10 + i} for i in range(3)),
+        {"ph": "X", "cat": "cuda_sync", "name": "Event Sync", "pid": 0, "tid": 7, "ts": 20, "dur": 1, "args": {}},
+    ]
+    path = tmp_path / "mtia.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    missing = load_any(path, sliced=sliced).run_info.missing_signals
+    assert "events of categories this reader does not read: mtia_ccp_events (3), cuda_sync (1)" in missing
+    assert "transfers, syncs and cpu_fallback (no device activity in the categories read)" in missing
+    assert not [m for m in missing if "CPU-only" in m]
+    plain_cpu = tmp_path / "cpu.json"
+    plain_cpu.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events[:1]}))
+    missing = load_any(plain_cpu, sliced=sliced).run_info.missing_signals
+    assert "transfers, syncs and cpu_fallback (CPU-only trace: no device activity)" in missing
+    assert not [m for m in missing if "does not read" in m]
+
+
+@pytest.mark.parametrize("sliced", [False, True])
 def test_rocm_gpu_rows_are_not_npu_lanes(sliced: bool) -> None:
     """Newer Kineto gives a ROCm/CUDA device row the sort index 5000000 + id, as torch-rbln's NPU rows have;
     its process_labels "GPU 2" says it is a GPU: device cuda:2, a stream lane and a DMA lane, no NPU lanes."""
