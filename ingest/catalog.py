@@ -20,7 +20,7 @@ Public names (stable; other modules import them):
   :func:`never_falls_back`, :func:`dtype_agnostic`, :func:`is_index_arithmetic`, :func:`dtype_fallback_cause`;
   :class:`LoggedCauseRule`, :data:`LOGGED_CAUSE_RULES`, :func:`logged_cause` (reasons a backend logged).
 * Kineto vocabulary: :data:`KINETO_RUNTIME_CATEGORIES`, :data:`KINETO_DEVICE_CATEGORIES`,
-  :data:`KINETO_CATEGORY_ALIASES`, :data:`KINETO_READ_CATEGORIES`, :data:`SYNC_RUNTIME_CALLS`, :data:`ONLINE_COMPILE_CALLS`,
+  :data:`KINETO_CATEGORY_ALIASES`, :data:`KINETO_MTIA_DEVICE_CATEGORY`, :data:`KINETO_READ_CATEGORIES`, :data:`SYNC_RUNTIME_CALLS`, :data:`ONLINE_COMPILE_CALLS`,
   :func:`copy_direction`.
 * What each source provides: :class:`Provider`, :data:`PROVIDES`.
 * The verdict: :class:`Status`, :class:`RegionFigures`, :class:`VerdictRule`, :data:`VERDICT_RULES`,
@@ -425,15 +425,18 @@ def logged_cause(text: str | None) -> Cause | None:
 KINETO_RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "runtime", "driver", "privateuse1_runtime",
                                        "privateuse1_driver", "xpu_runtime", "xpu_driver", "mtia_runtime"})
 KINETO_DEVICE_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+# Meta MTIA's on-device events: kernels, and DMA requests ("dma_request", args "direction" and "size") on the same
+# threads; the reader sorts them into device work and copies.
+KINETO_MTIA_DEVICE_CATEGORY = "mtia_ccp_events"
 # Older Kineto (PyTorch 1.8-1.10 and builds of that code into 2022) named its categories differently: read them as
 # today's. "Operator" was the CPU operator until mid-2021; "Runtime", "Kernel", "Memcpy", "Memset" until late 2021.
 KINETO_CATEGORY_ALIASES: dict[str, str] = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel",
                                            "Memcpy": "gpu_memcpy", "Memset": "gpu_memset"}
 # Span categories the Kineto reader reads (operators, annotations, Python frames, runtime calls, device work); the
-# others a trace holds (gpu_user_annotation, cuda_sync, mtia_ccp_events...) are counted and named in the run's
+# others a trace holds (gpu_user_annotation, cuda_sync, mtia_insight...) are counted and named in the run's
 # missing signals, never dropped unsaid.
 KINETO_READ_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function", "Trace", *KINETO_RUNTIME_CATEGORIES,
-                                    *KINETO_DEVICE_CATEGORIES, *KINETO_CATEGORY_ALIASES})
+                                    *KINETO_DEVICE_CATEGORIES, *KINETO_CATEGORY_ALIASES, KINETO_MTIA_DEVICE_CATEGORY})
 SYNC_RUNTIME_CALLS = frozenset({
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "hipDeviceSynchronize",
     "hipStreamSynchronize", "hipEventSynchronize", "aclrtSynchronizeStream", "aclrtSynchronizeDevice",

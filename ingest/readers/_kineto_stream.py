@@ -24,7 +24,12 @@ import msgspec
 import orjson
 
 from .. import progress
-from ..catalog import KINETO_CATEGORY_ALIASES, KINETO_DEVICE_CATEGORIES, KINETO_RUNTIME_CATEGORIES
+from ..catalog import (
+    KINETO_CATEGORY_ALIASES,
+    KINETO_DEVICE_CATEGORIES,
+    KINETO_MTIA_DEVICE_CATEGORY,
+    KINETO_RUNTIME_CATEGORIES,
+)
 from ..errors import TraceFormatError
 from ._chrome_stream import event_batches
 from ._kineto_events import KinetoEvents, _int, _tensor_args
@@ -173,6 +178,12 @@ class Collector:
             out.device.append((ts, dur, cat, name, dev, stream, args.get("correlation"), _int(args.get("bytes"))))
             if "launch_id" in args and (launch := launch_of(args)) is not None:
                 self.lanes.device_launch.set(len(out.device) - 1, launch)
+        elif cat == KINETO_MTIA_DEVICE_CATEGORY:  # lanes are the device row's threads; a DMA request is a copy
+            direction = args.get("direction")
+            if name == "dma_request" and type(direction) is str:
+                out.device.append((ts, dur, "gpu_memcpy", f"dma_request {direction}", pid, tid, None, _int(args.get("size"))))
+            else:
+                out.device.append((ts, dur, "kernel", name, pid, tid, None, None))
 
     # -- the typed path ------------------------------------------------------------------------------
     def add_typed(self, batch: _Typed) -> None:

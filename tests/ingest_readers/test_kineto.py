@@ -21,6 +21,7 @@ from .conftest import FIXTURES, shared
 ALEXNET = FIXTURES / "kineto" / "cuda_alexnet_small.json.gz"
 ROCM = FIXTURES / "kineto" / "rocm_mi250_small.json.gz"
 OLD_CATEGORIES = FIXTURES / "kineto" / "cuda_old_categories.json.gz"
+MTIA = FIXTURES / "kineto" / "mtia_inference.json.gz"
 
 
 def _col(trace, table: str, column: str) -> list:
@@ -163,11 +164,32 @@ def test_older_operator_and_memcpy_names_give_ops_and_transfers(tmp_path: Path, 
 
 
 @pytest.mark.parametrize("sliced", [False, True])
+def test_mtia_device_events_become_lanes_and_dma_transfers(sliced: bool) -> None:
+    """Meta MTIA (read by hand from the file): 877 mtia_ccp_events "dma_request" -- 427 HOST_TO_DEVICE of
+    788,439,608 bytes and 450 DEVICE_TO_HOST of 460,800 bytes -- and 436 other device events (291 event_record,
+    48 event_wait, ...), on the threads of process "MTIA 17"; thread 3570 ("Stream 102") holds 72 of the others."""
+    trace = load_any(MTIA, sliced=sliced)
+    transfers = collections.Counter(_col(trace, "transfers", "direction"))
+    assert transfers == {Direction.H2D.value: 427, Direction.D2H.value: 450}
+    by_direction = collections.defaultdict(int)
+    for d, n in zip(_col(trace, "transfers", "direction"), _col(trace, "transfers", "bytes"), strict=True):
+        by_direction[d] += n
+    assert by_direction == {Direction.H2D.value: 788_439_608, Direction.D2H.value: 460_800}
+    assert _signals(trace, SignalKind.TRANSFER_H2D) == 427 and _signals(trace, SignalKind.TRANSFER_D2H) == 450
+    kinds = collections.Counter(zip(_col(trace, "engine_slices", "engine"), _col(trace, "engine_slices", "kind"), strict=True))
+    device_work = {e: n for (e, k), n in kinds.items() if k == "compute" and not e.startswith("host")}
+    assert sum(device_work.values()) == 436
+    assert [n for e, n in device_work.items() if e.endswith("Stream 102")] == [72]
+    assert [d for d in trace.run_info.devices if d != "cpu"] == ["npu:17"]
+    assert not [m for m in trace.run_info.missing_signals if "mtia_ccp_events" in m]
+
+
+@pytest.mark.parametrize("sliced", [False, True])
 def test_categories_not_read_are_named_with_their_counts(tmp_path: Path, sliced: bool) -> None:
-    """Spans of categories the reader does not interpret (MTIA's on-device events, CUDA sync records) are listed in
+    """Spans of categories the reader does not interpret (MTIA Insight events, CUDA sync records) are listed in
     the run's missing signals with their counts, and a trace whose only device spans are such is not called
     CPU-only."""
-    ccp = {"ph": "X", "cat": "mtia_ccp_events", "name": "pe_exe", "pid": 17, "tid": 3910, "dur": 5, "args": {"stream": 112}}
+    ccp = {"ph": "X", "cat": "mtia_insight", "name": "insight", "pid": 17, "tid": 3910, "dur": 5, "args": {}}
     events = [
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 50, "args": {}},
         *({**ccp, "ts": 10 + i} for i in range(3)),
@@ -176,7 +198,7 @@ def test_categories_not_read_are_named_with_their_counts(tmp_path: Path, sliced:
     path = tmp_path / "mtia.json"
     path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
     missing = load_any(path, sliced=sliced).run_info.missing_signals
-    assert "events of categories this reader does not read: mtia_ccp_events (3), cuda_sync (1)" in missing
+    assert "events of categories this reader does not read: mtia_insight (3), cuda_sync (1)" in missing
     assert "transfers, syncs and cpu_fallback (no device activity in the categories read)" in missing
     assert not [m for m in missing if "CPU-only" in m]
     plain_cpu = tmp_path / "cpu.json"
