@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -158,6 +159,17 @@ def panel_annotations(bands: list[list[tuple[float, float, str]]], titles: list[
     return out
 
 
+LANE_CHAR_PX = 7.0  # width of a character of the 12 px lane-name font (DejaVu Sans: 6.2-7.0)
+MARGIN_PX = (110, 420)  # the left margin: at least room for "host thread 1234", at most a third of a narrow plot
+
+
+def lane_margin_px(labels: list[str]) -> int:
+    """The left margin that shows the longest lane (or memory tier) name whole, within MARGIN_PX (longer names
+    are cut by the browser, as before)."""
+    longest = max((len(str(label)) for label in labels), default=0)
+    return int(min(max(MARGIN_PX[0], math.ceil(longest * LANE_CHAR_PX) + 16), MARGIN_PX[1]))
+
+
 def _label_rows(bands: list[tuple[float, float, str]]) -> int:
     """Rows of band labels a panel may need (room kept above its lanes)."""
     return min(max(len(bands), 1), MAX_LABEL_ROWS)
@@ -257,7 +269,8 @@ def timeline_figure(panels: list[Panel], *, drag: str = "zoom") -> dict[str, Any
     layout.update(
         {
             "height": total + 90,
-            "margin": {"l": 110, "r": 20, "t": 60, "b": 50},
+            "margin": {"l": lane_margin_px([t for key, axis in layout.items() if key.startswith("yaxis") for t in axis.get("ticktext", [])]),
+                       "r": 20, "t": 60, "b": 50},
             "hovermode": "closest",
             "spikedistance": 20,
             "hoverdistance": 20,

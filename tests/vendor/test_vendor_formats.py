@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -177,6 +178,18 @@ def test_cycle_schedule_has_engine_lanes_in_cycles(tmp_path: Path) -> None:
     assert summary.critical_path == 600 and summary.critical_by_engine["MainContext"] == 250
 
 
+def test_left_margin_fits_the_longest_lane_name() -> None:
+    """Lane names decide the timeline's left margin (an MTIA row's "NPU 17 Stream 102 Submission Queue" was cut to
+    "2 Submission Queue" in a fixed 110 px): 7 px a character plus 16, at least 110 px and at most 420 px."""
+    pytest.importorskip("plotly")
+    from portscope.app.figures import lane_margin_px
+
+    assert lane_margin_px(["NPU 17 Stream 102 Submission Queue"]) == 254  # 34 characters: 238 + 16
+    assert lane_margin_px(["host", "stream 7"]) == 110
+    assert lane_margin_px(["x" * 100]) == 420
+    assert lane_margin_px([]) == 110
+
+
 def test_cycle_axis_is_labelled_cycles_and_never_matched_with_ns() -> None:
     pytest.importorskip("plotly")
     from portscope.app.data.tables import region_bands, timeline_slices
@@ -192,6 +205,8 @@ def test_cycle_axis_is_labelled_cycles_and_never_matched_with_ns() -> None:
     ns = load_any(FIXTURES / "furiosa_runtime_trace.json")
     one = timeline_figure([panel(cycles)])["layout"]
     assert one["xaxis"]["title"]["text"] == "cycles"  # ticks are cycle counts; a time axis says "time"
+    longest = max(len(t) for t in one["yaxis"]["ticktext"])
+    assert one["margin"]["l"] == max(110, min(420, math.ceil(7 * longest) + 16))
     both = timeline_figure([panel(ns), panel(cycles)])["layout"]
     assert both["xaxis"]["title"]["text"] == "time" and both["xaxis2"]["title"]["text"] == "cycles"
     assert "matches" not in both["xaxis2"]
