@@ -184,6 +184,7 @@ class ChromeEvents(_Columns):
     process_sort: dict[Any, int] = dataclasses.field(default_factory=dict)
     events: int = 0
     unmatched_begins: int = 0
+    unmatched_async_ends: int = 0  # async ends whose begin the file does not hold (a window cut short)
 
     def __len__(self) -> int:
         return len(self.start)
@@ -252,6 +253,9 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
     problems: list[str] = []
     bad = 0
     open_b: dict[tuple[Any, Any], list[tuple[int, int, int, dict | None]]] = {}
+    # async spans ("b"/"e" nestable, "S"/"F" legacy) open by (kind, pid, cat, id[, name]); they close out of order
+    open_async: dict[tuple[Any, ...], list[tuple[int, int, int, dict | None]]] = {}
+    async_ends_unmatched = 0
     index = 0
     number_appends: list[tuple[str, Callable[[int], None]]] = []
 
@@ -300,12 +304,12 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
             name = ev.get("name", "")
             cat = ev.get("cat", "")
             if type(name) is not str or type(cat) is not str:
-                if ph in ("X", "B", "E", "i", "I", "s", "t", "f"):
+                if ph in _SPAN_PHASES:
                     problem(f"event {index - 1}: 'name' and 'cat' must be strings")
                 continue
             ts = micros_to_ns(ev.get("ts"))
             if ts is None or abs(ts) >= 2**61:
-                if ph in ("X", "B", "E", "i", "I", "s", "t", "f"):
+                if ph in _SPAN_PHASES:
                     problem(f"event {index - 1} ({name!r:.60}): 'ts' {ev.get('ts')!r:.40} is not a number of microseconds")
                 continue
             pid, tid = ev.get("pid"), ev.get("tid")
@@ -346,6 +350,29 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
                 pid_c(code(pid))
                 tid_c(code(tid))
                 args_append(-1 if lean else kept(values.values[b_cat], values.values[b_name], b_args))
+            elif ph in _ASYNC_PHASES:
+                key = _async_key(ev, ph, pid, cat, name)
+                if key is None:
+                    problem(f"event {index - 1} ({name!r:.60}): an async event needs an 'id' (or 'id2')")
+                    continue
+                if ph in ("b", "S"):
+                    open_async.setdefault(key, []).append((ts, code(name), code(cat), ev.get("args")))
+                    continue
+                stack = open_async.get(key)
+                if not stack or ts < stack[-1][0]:  # the begin fell outside the recorded window: nothing to draw
+                    async_ends_unmatched += 1
+                    continue
+                b_ts, b_name, b_cat, b_args = stack.pop()
+                if not stack:
+                    del open_async[key]
+                b_text = values.values[b_name]
+                start(b_ts)
+                dur(ts - b_ts)
+                name_c(b_name)
+                cat_append(b_cat)
+                pid_c(code(pid))
+                tid_c(code(f"async {b_text}" if b_text else "async"))  # Chrome's async tracks: one per name in a process
+                args_append(-1 if lean else kept(values.values[b_cat], b_text, b_args))
             elif ph in ("i", "I", "n"):
                 out.instants.append(ts, code(name), code(cat), code(pid), code(tid))
             elif ph in ("s", "t", "f"):
@@ -358,13 +385,32 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
                 out.flows.append(ph, fid, ts, code(pid), code(tid), code(cat), code(name), ph != "f" or ev.get("bp") == "e")
     out.settle()
     out.events = index
-    out.unmatched_begins = sum(len(s) for s in open_b.values())
+    out.unmatched_begins = sum(len(s) for s in open_b.values()) + sum(len(s) for s in open_async.values())
+    out.unmatched_async_ends = async_ends_unmatched
     if bad:
         more = f" (and {bad - len(problems)} more)" if bad > len(problems) else ""
         raise TraceFormatError(path, [f"{bad} of {index} events are malformed{more}", *problems])
     if not index:
         raise TraceFormatError(path, "the trace holds no events: nothing to convert")
     return out
+
+
+_SPAN_PHASES = ("X", "B", "E", "i", "I", "s", "t", "f", "b", "e", "S", "F")
+_ASYNC_PHASES = ("b", "e", "S", "F")
+
+
+def _async_key(ev: dict, ph: str, pid: Any, cat: str, name: str) -> tuple[Any, ...] | None:
+    """What pairs an async begin with its end: nestable ("b"/"e") by process, category, scope and id (an end may
+    omit its name); legacy ("S"/"F") by the name too. None when the event has no usable id."""
+    fid = ev.get("id")
+    if fid is None and type(ev.get("id2")) is dict:
+        fid = _id2(ev["id2"], pid)
+    scope = ev.get("scope")
+    if fid is None or not _hashable(fid) or not _hashable(scope):
+        return None
+    if ph in ("b", "e"):
+        return ("b", pid, cat, scope, fid)
+    return ("S", pid, cat, scope, fid, name)
 
 
 def _bound_flow(out: ChromeEvents, ev: dict, ts: int, code: Any, pid: Any, tid: Any, cat: str, name: str) -> None:

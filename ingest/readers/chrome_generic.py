@@ -47,8 +47,13 @@ def sniff(text: str) -> bool:
 def lane_label(ev: ChromeEvents, pid: Any, tid: Any) -> str:
     """``<process name> / <thread name>`` of a thread (``pid N`` / ``tid N`` where the trace names none)."""
     process = ev.process_names.get(pid) or f"pid {pid}"
-    thread = ev.thread_names.get((pid, tid)) or f"tid {tid}"
+    thread = ev.thread_names.get((pid, tid)) or (tid if _is_async_lane(tid) else f"tid {tid}")
     return f"{process} / {thread}"
+
+
+def _is_async_lane(tid: Any) -> bool:
+    """A lane the collector made for a process's async spans of one name (``async <name>``)."""
+    return type(tid) is str and (tid == "async" or tid.startswith("async "))
 
 
 def flow_links(ev: ChromeEvents, bound: DiskColumn | None = None, *,
@@ -100,6 +105,7 @@ def base_info(ev: ChromeEvents, fmt: str, missing: list[str], **extra: Any) -> R
     """The run info every Chrome-based converter shares."""
     return RunInfo(source=Source.CONVERTED, producer="portscope convert", converted_from=fmt, missing_signals=missing,
                    extra={"events": ev.events, "flows": len(ev.flows), "unmatched_begins": ev.unmatched_begins,
+                          "unmatched_async_ends": ev.unmatched_async_ends,
                           "processes": {str(k): v for k, v in ev.process_names.items()}, **extra})  # fmt: skip
 
 

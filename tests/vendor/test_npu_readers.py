@@ -244,6 +244,37 @@ def test_generic_chrome_bare_array(tmp_path: Path) -> None:
     assert load_any(path)["engine_slices"].num_rows == 6
 
 
+@pytest.mark.parametrize("sliced", [False, True])
+def test_generic_chrome_async_spans_pair_begin_and_end(tmp_path: Path, sliced: bool) -> None:
+    """Async spans (nestable "b"/"e" paired by category and id, nested ones innermost first, "id2" local ids;
+    legacy "S"/"F" by id and name) become slices on one lane per name in their process; an end whose begin is
+    not in the file is counted, not drawn (catapult's async_begin_end test data has one)."""
+    events = [
+        {"ph": "X", "name": "step", "cat": "c", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        {"ph": "b", "name": "load", "cat": "io", "id": 5, "pid": 1, "tid": 1, "ts": 10},
+        {"ph": "b", "name": "decode", "cat": "io", "id": 5, "pid": 1, "tid": 2, "ts": 20},
+        {"ph": "e", "cat": "io", "id": 5, "pid": 1, "tid": 2, "ts": 30},  # closes "decode" (innermost), no name
+        {"ph": "e", "name": "load", "cat": "io", "id": 5, "pid": 1, "tid": 1, "ts": 50},
+        {"ph": "b", "name": "rpc", "cat": "net", "id2": {"local": "0x1"}, "pid": 2, "tid": 9, "ts": 40},
+        {"ph": "e", "name": "rpc", "cat": "net", "id2": {"local": "0x1"}, "pid": 2, "tid": 9, "ts": 70},
+        {"ph": "S", "name": "frame", "cat": "gfx", "id": "f1", "pid": 1, "tid": 1, "ts": 5},
+        {"ph": "F", "name": "frame", "cat": "gfx", "id": "f1", "pid": 1, "tid": 1, "ts": 95},
+        {"ph": "F", "name": "orphan", "cat": "gfx", "id": "f9", "pid": 1, "tid": 1, "ts": 60},
+    ]
+    path = tmp_path / "async.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    trace = load_any(path, sliced=sliced)
+    rows = sorted((s["engine"], s["name"], s["start"], s["dur"]) for s in trace["engine_slices"].to_pylist())
+    assert rows == [
+        ("pid 1 / async decode", "decode", 20_000, 10_000),
+        ("pid 1 / async frame", "frame", 5_000, 90_000),
+        ("pid 1 / async load", "load", 10_000, 40_000),
+        ("pid 1 / tid 1", "step", 0, 100_000),
+        ("pid 2 / async rpc", "rpc", 40_000, 30_000),
+    ]
+    assert trace.run_info.extra["unmatched_async_ends"] == 1 and trace.run_info.extra["unmatched_begins"] == 0
+
+
 # ---- memory lanes -------------------------------------------------------------------------------------------
 
 
