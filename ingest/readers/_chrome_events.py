@@ -286,6 +286,18 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
             return -1
         return code(sub, ("args", key))
 
+    def close(opened: tuple[int, int, int, dict | None], end: int, pid: Any, tid: Any) -> None:
+        """A 'B'-'E' or async span from its begin (time, name code, category code, args) to `end`, on lane (pid, tid)."""
+        b_ts, b_name, b_cat, b_args = opened
+        out.start.held.append(b_ts)
+        out.dur.held.append(end - b_ts)
+        out.name.held.append(b_name)
+        out.pid.held.append(code(pid))
+        out.tid.held.append(code(tid))
+        if not lean:
+            out.cat.held.append(b_cat)
+            out.args.held.append(kept(values.values[b_cat], values.values[b_name], b_args))
+
     for batch in batches:
         out.settle()  # held values past HOLD_ROWS to the columns' files; the arrays appended to below are new then
         start, dur, name_c, pid_c, tid_c = (out.start.held.append, out.dur.held.append, out.name.held.append,
@@ -339,17 +351,11 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
                 if not stack:
                     problem(f"event {index - 1} ({name!r:.60}): an 'E' without a matching 'B' on its thread")
                     continue
-                b_ts, b_name, b_cat, b_args = stack.pop()
-                if ts < b_ts:
+                opened = stack.pop()
+                if ts < opened[0]:
                     problem(f"event {index - 1} ({name!r:.60}): ends before its 'B' began")
                     continue
-                start(b_ts)
-                dur(ts - b_ts)
-                name_c(b_name)
-                cat_append(b_cat)
-                pid_c(code(pid))
-                tid_c(code(tid))
-                args_append(-1 if lean else kept(values.values[b_cat], values.values[b_name], b_args))
+                close(opened, ts, pid, tid)
             elif ph in _ASYNC_PHASES:
                 key = _async_key(ev, ph, pid, cat, name)
                 if key is None:
@@ -362,17 +368,11 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
                 if not stack or ts < stack[-1][0]:  # the begin fell outside the recorded window: nothing to draw
                     async_ends_unmatched += 1
                     continue
-                b_ts, b_name, b_cat, b_args = stack.pop()
+                opened = stack.pop()
                 if not stack:
                     del open_async[key]
-                b_text = values.values[b_name]
-                start(b_ts)
-                dur(ts - b_ts)
-                name_c(b_name)
-                cat_append(b_cat)
-                pid_c(code(pid))
-                tid_c(code(f"async {b_text}" if b_text else "async"))  # Chrome's async tracks: one per name in a process
-                args_append(-1 if lean else kept(values.values[b_cat], b_text, b_args))
+                text = values.values[opened[1]]
+                close(opened, ts, pid, f"async {text}" if text else "async")  # Chrome's async tracks: one per name in a process
             elif ph in ("i", "I", "n"):
                 out.instants.append(ts, code(name), code(cat), code(pid), code(tid))
             elif ph in ("s", "t", "f"):
