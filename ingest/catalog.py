@@ -2,7 +2,8 @@
 
 Every producer of signals (the measured recorder, the predictor, the scheduler, the Kineto and NPU
 readers) and every consumer (report, check, diff, the viewer) reads its definitions from here;
-nothing else lists operators. Torch-free: operators are named as PyTorch names them
+nothing else lists operators. The names profiler traces give categories, runtime calls and copies are in
+`kineto_vocabulary`. Torch-free: operators are named as PyTorch names them
 (``aten::add`` or ``aten::add.Tensor``; an overload matches its packet).
 
 Public names (stable; other modules import them):
@@ -19,9 +20,6 @@ Public names (stable; other modules import them):
   :class:`OpRule`, :class:`RuleSet`, :data:`SYNC_RULES`, :func:`sync_cause`, :func:`copy_ends`,
   :func:`never_falls_back`, :func:`dtype_agnostic`, :func:`is_index_arithmetic`, :func:`dtype_fallback_cause`;
   :class:`LoggedCauseRule`, :data:`LOGGED_CAUSE_RULES`, :func:`logged_cause` (reasons a backend logged).
-* Kineto vocabulary: :data:`KINETO_RUNTIME_CATEGORIES`, :data:`KINETO_DEVICE_CATEGORIES`,
-  :data:`KINETO_CATEGORY_ALIASES`, :data:`KINETO_MTIA_DEVICE_CATEGORY`, :data:`KINETO_READ_CATEGORIES`, :data:`SYNC_RUNTIME_CALLS`, :data:`ONLINE_COMPILE_CALLS`,
-  :func:`copy_direction`.
 * What each source provides: :class:`Provider`, :data:`PROVIDES`.
 * The verdict: :class:`Status`, :class:`RegionFigures`, :class:`VerdictRule`, :data:`VERDICT_RULES`,
   :class:`Verdict`, :func:`verdict`, :func:`worst_status`; :func:`format_bytes` (the units verdicts print).
@@ -34,7 +32,7 @@ import enum
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Generic, Protocol, TypeVar
 
-from .schema import Direction, Phase, SignalKind, Source
+from .schema import Phase, SignalKind, Source
 
 # ---- signals ------------------------------------------------------------------------------------
 
@@ -416,51 +414,6 @@ def logged_cause(text: str | None) -> Cause | None:
     if not text:
         return None
     return next((rule.cause for rule in LOGGED_CAUSE_RULES if rule.match(text)), Cause.OTHER)
-
-
-# ---- Kineto vocabulary --------------------------------------------------------------------------
-
-# Host-side runtime and driver calls (CUDA/ROCm, Intel XPU, Meta MTIA, PrivateUse1 backends): Kineto's
-# ActivityType names (libkineto/include/ActivityType.h).
-KINETO_RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "runtime", "driver", "privateuse1_runtime",
-                                       "privateuse1_driver", "xpu_runtime", "xpu_driver", "mtia_runtime"})
-KINETO_DEVICE_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
-# Meta MTIA's on-device events: kernels, and DMA requests ("dma_request", args "direction" and "size") on the same
-# threads; the reader sorts them into device work and copies.
-KINETO_MTIA_DEVICE_CATEGORY = "mtia_ccp_events"
-# Older Kineto (PyTorch 1.8-1.10 and builds of that code into 2022) named its categories differently: read them as
-# today's. "Operator" was the CPU operator until mid-2021; "Runtime", "Kernel", "Memcpy", "Memset" until late 2021.
-KINETO_CATEGORY_ALIASES: dict[str, str] = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel",
-                                           "Memcpy": "gpu_memcpy", "Memset": "gpu_memset"}
-# Span categories the Kineto reader reads (operators, annotations, Python frames, runtime calls, device work); the
-# others a trace holds (gpu_user_annotation, cuda_sync, mtia_insight...) are counted and named in the run's
-# missing signals, never dropped unsaid.
-KINETO_READ_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function", "Trace", *KINETO_RUNTIME_CATEGORIES,
-                                    *KINETO_DEVICE_CATEGORIES, *KINETO_CATEGORY_ALIASES, KINETO_MTIA_DEVICE_CATEGORY})
-SYNC_RUNTIME_CALLS = frozenset({
-    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "hipDeviceSynchronize",
-    "hipStreamSynchronize", "hipEventSynchronize", "aclrtSynchronizeStream", "aclrtSynchronizeDevice",
-    "aclrtSynchronizeStreamWithTimeout", "aclrtSynchronizeEvent",
-})  # fmt: skip  (cudaStreamWaitEvent makes a stream wait, not the host)
-
-# Runtime calls that compile an operator online, on the host, while the step waits (torch_npu's CANN lane).
-ONLINE_COMPILE_CALLS = frozenset({"opCompile", "aclopCompileAndExecute"})
-
-_COPY_WORDS: tuple[tuple[tuple[str, ...], Direction], ...] = (
-    (("htod", "h2d", "h2v", "host_to_device"), Direction.H2D),
-    (("dtoh", "d2h", "v2h", "device_to_host"), Direction.D2H),
-    (("dtod", "d2d", "v2v", "ptop"), Direction.D2D),
-)
-
-
-def copy_direction(name: str) -> Direction | None:
-    """Direction of a device copy from its event name (``Memcpy HtoD (Pageable -> Device)``,
-    ``rbln_copy_h2d``, ``v2h``...); None when the name does not say."""
-    low = name.lower()
-    for words, direction in _COPY_WORDS:
-        if any(w in low for w in words):
-            return direction
-    return None
 
 
 # ---- where a target's cost figures come from --------------------------------------------------------

@@ -6,8 +6,8 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
-from .catalog import KINETO_CATEGORY_ALIASES, KINETO_DEVICE_CATEGORIES, KINETO_RUNTIME_CATEGORIES
 from .errors import ColumnValueError, TraceFormatError
+from .kineto_vocabulary import KINETO_CATEGORY_ALIASES, KINETO_DEVICE_CATEGORIES, KINETO_RUNTIME_CATEGORIES
 from .readers import chrome_generic, fallback_log, torch_trace
 from .readers._source import DEFAULT_CAPS, GZIP_MAGIC, SizeCaps, head, read_bytes
 from .readers.kineto import read_kineto

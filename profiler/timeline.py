@@ -20,7 +20,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from portscope.ingest.catalog import KINETO_DEVICE_CATEGORIES, KINETO_RUNTIME_CATEGORIES, copy_direction
+from portscope.ingest.kineto_vocabulary import (
+    KINETO_DEVICE_CATEGORIES,
+    KINETO_RUNTIME_CATEGORIES,
+    copy_direction,
+)
 from portscope.ingest.schema import Direction, EngineKind, SliceKind
 
 from .events import OpEvent

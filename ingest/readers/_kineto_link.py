@@ -16,19 +16,9 @@ import pyarrow as pa
 from .. import schema
 from ..builder import TraceBuilder
 from ..callsites import relative_frames, site_of_frames
-from ..catalog import (
-    BOOL_INDEX_OPS,
-    KINETO_READ_CATEGORIES,
-    NO_WORK_OPS,
-    SYNC_OPS,
-    SYNC_RUNTIME_CALLS,
-    Cause,
-    OpCall,
-    cause_hint,
-    copy_direction,
-    sync_cause,
-)
+from ..catalog import BOOL_INDEX_OPS, NO_WORK_OPS, SYNC_OPS, Cause, OpCall, cause_hint, sync_cause
 from ..errors import TraceFormatError
+from ..kineto_vocabulary import KINETO_READ_CATEGORIES, SYNC_RUNTIME_CALLS, copy_direction
 from ..schema import Direction, EngineKind, Mode, Placement, SignalKind, SliceKind, Source
 from ..trace import RunInfo, TableSlices, Trace
 from ._kineto_events import FORMAT, KinetoEvents

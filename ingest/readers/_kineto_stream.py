@@ -24,13 +24,13 @@ import msgspec
 import orjson
 
 from .. import progress
-from ..catalog import (
+from ..errors import TraceFormatError
+from ..kineto_vocabulary import (
     KINETO_CATEGORY_ALIASES,
     KINETO_DEVICE_CATEGORIES,
     KINETO_MTIA_DEVICE_CATEGORY,
     KINETO_RUNTIME_CATEGORIES,
 )
-from ..errors import TraceFormatError
 from ._chrome_stream import event_batches
 from ._kineto_events import KinetoEvents, _int, _tensor_args
 from ._npu_flows import NpuCollect, launch_of

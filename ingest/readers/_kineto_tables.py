@@ -18,16 +18,8 @@ import pyarrow as pa
 
 from .. import schema
 from ..builder import TableBuilder
-from ..catalog import (
-    BOOL_INDEX_OPS,
-    SYNC_OPS,
-    SYNC_RUNTIME_CALLS,
-    Cause,
-    OpCall,
-    cause_hint,
-    copy_direction,
-    sync_cause,
-)
+from ..catalog import BOOL_INDEX_OPS, SYNC_OPS, Cause, OpCall, cause_hint, sync_cause
+from ..kineto_vocabulary import SYNC_RUNTIME_CALLS, copy_direction
 from ..schema import Direction, EngineKind, Placement, SignalKind, SliceKind
 from ..trace import TableSlices
 from . import _kineto_sweep as sweep

@@ -34,16 +34,9 @@ import numpy as np
 import pyarrow as pa
 
 from ..builder import TraceBuilder
-from ..catalog import (
-    ONLINE_COMPILE_CALLS,
-    SYNC_OPS,
-    SYNC_RUNTIME_CALLS,
-    Cause,
-    OpCall,
-    cause_hint,
-    sync_cause,
-)
+from ..catalog import SYNC_OPS, Cause, OpCall, cause_hint, sync_cause
 from ..errors import TraceFormatError
+from ..kineto_vocabulary import ONLINE_COMPILE_CALLS, SYNC_RUNTIME_CALLS
 from ..schema import CompileKind, EngineKind, Mode, Placement, SignalKind, SliceKind
 from ..trace import TableSlices, Trace
 from . import _chrome_events, _chrome_slices

@@ -33,7 +33,8 @@ from typing import Any
 import pyarrow as pa
 
 from ..builder import TableBuilder
-from ..catalog import Cause, cause_hint, copy_direction
+from ..catalog import Cause, cause_hint
+from ..kineto_vocabulary import copy_direction
 from ..schema import Direction, EngineKind, SignalKind, SliceKind
 from ..trace import Trace
 from ._npu_flows import NpuCollect

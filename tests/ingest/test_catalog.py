@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from portscope.ingest import catalog
+from portscope.ingest import catalog, kineto_vocabulary
 from portscope.ingest.catalog import Cause, OpCall, RegionFigures, Status
 from portscope.ingest.schema import Direction, Phase, SignalKind
 
@@ -79,7 +79,7 @@ def test_index_arithmetic_gets_its_own_cause_and_hint() -> None:
     ],
 )
 def test_copy_direction(name: str, direction: Direction | None) -> None:
-    assert catalog.copy_direction(name) is direction
+    assert kineto_vocabulary.copy_direction(name) is direction
 
 
 def test_rule_registry_rejects_duplicates() -> None:

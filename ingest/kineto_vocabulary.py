@@ -1,0 +1,53 @@
+"""Kineto vocabulary: the category names, runtime calls and copy names profiler traces (Kineto JSON, torch_npu
+trace views, the predicted timeline) use, and which of them the readers read.
+
+Public names: :data:`KINETO_RUNTIME_CATEGORIES`, :data:`KINETO_DEVICE_CATEGORIES`, :data:`KINETO_MTIA_DEVICE_CATEGORY`,
+:data:`KINETO_CATEGORY_ALIASES`, :data:`KINETO_READ_CATEGORIES`, :data:`SYNC_RUNTIME_CALLS`,
+:data:`ONLINE_COMPILE_CALLS`, :func:`copy_direction`. What the signals mean is the catalogue's (`catalog`).
+"""
+
+from __future__ import annotations
+
+from .schema import Direction
+
+# Host-side runtime and driver calls (CUDA/ROCm, Intel XPU, Meta MTIA, PrivateUse1 backends): Kineto's
+# ActivityType names (libkineto/include/ActivityType.h).
+KINETO_RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "runtime", "driver", "privateuse1_runtime",
+                                       "privateuse1_driver", "xpu_runtime", "xpu_driver", "mtia_runtime"})
+KINETO_DEVICE_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+# Meta MTIA's on-device events: kernels, and DMA requests ("dma_request", args "direction" and "size") on the same
+# threads; the reader sorts them into device work and copies.
+KINETO_MTIA_DEVICE_CATEGORY = "mtia_ccp_events"
+# Older Kineto (PyTorch 1.8-1.10 and builds of that code into 2022) named its categories differently: read them as
+# today's. "Operator" was the CPU operator until mid-2021; "Runtime", "Kernel", "Memcpy", "Memset" until late 2021.
+KINETO_CATEGORY_ALIASES: dict[str, str] = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel",
+                                           "Memcpy": "gpu_memcpy", "Memset": "gpu_memset"}
+# Span categories the Kineto reader reads (operators, annotations, Python frames, runtime calls, device work); the
+# others a trace holds (gpu_user_annotation, cuda_sync, mtia_insight...) are counted and named in the run's
+# missing signals, never dropped unsaid.
+KINETO_READ_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function", "Trace", *KINETO_RUNTIME_CATEGORIES,
+                                    *KINETO_DEVICE_CATEGORIES, *KINETO_CATEGORY_ALIASES, KINETO_MTIA_DEVICE_CATEGORY})
+SYNC_RUNTIME_CALLS = frozenset({
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "hipDeviceSynchronize",
+    "hipStreamSynchronize", "hipEventSynchronize", "aclrtSynchronizeStream", "aclrtSynchronizeDevice",
+    "aclrtSynchronizeStreamWithTimeout", "aclrtSynchronizeEvent",
+})  # fmt: skip  (cudaStreamWaitEvent makes a stream wait, not the host)
+
+# Runtime calls that compile an operator online, on the host, while the step waits (torch_npu's CANN lane).
+ONLINE_COMPILE_CALLS = frozenset({"opCompile", "aclopCompileAndExecute"})
+
+_COPY_WORDS: tuple[tuple[tuple[str, ...], Direction], ...] = (
+    (("htod", "h2d", "h2v", "host_to_device"), Direction.H2D),
+    (("dtoh", "d2h", "v2h", "device_to_host"), Direction.D2H),
+    (("dtod", "d2d", "v2v", "ptop"), Direction.D2D),
+)
+
+
+def copy_direction(name: str) -> Direction | None:
+    """Direction of a device copy from its event name (``Memcpy HtoD (Pageable -> Device)``,
+    ``rbln_copy_h2d``, ``v2h``...); None when the name does not say."""
+    low = name.lower()
+    for words, direction in _COPY_WORDS:
+        if any(w in low for w in words):
+            return direction
+    return None
