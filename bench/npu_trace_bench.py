@@ -5,7 +5,7 @@ operator a Python ``cpu_op`` span with recorded shapes, an ``AscendCL@`` call on
 a kernel on an ``Ascend Hardware`` stream (every 50th on the AI CPU), a ``torch_to_npu`` flow pair with
 ids beyond 2^53, and now and then an ``aclrtSynchronizeStream``; ``ts`` are quoted decimals with a ns
 fraction. Then converts it in a fresh interpreter and prints the wall time and peak RSS next to the
-file size; the cap is the Kineto reader's (README, Performance): peak RSS at most 3x the file.
+file size; the cap is the Kineto reader's (docs/performance.md, Converting): peak RSS at most 3x the file.
 
     .venv/bin/python bench/npu_trace_bench.py --mb 500
 """

@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def markdown_table(rows: list[dict]) -> str:
-    """The figures of every size as one Markdown table (the README's scale table)."""
+    """The figures of every size as one Markdown table (docs/huge-traces.md, Kineto CPU traces)."""
     lines = ["| Kineto file | events | portscope convert | events/s | peak RSS | HTA load | HTA peak RSS | viewer: first page, "
              "viewport full / 10 % / 1 % (ms, KB), memory over the Arrow file | region op table page: plain, sorted first / next |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
