@@ -83,6 +83,8 @@ SIGNALS: Mapping[SignalKind, SignalSpec] = _specs(
                "try: keep results on the device until the end", "device-to-host copies"),
     SignalSpec(SignalKind.TRANSFER_H2D, "bytes copied from the host to the device", "try: create tensors on the device"),
     SignalSpec(SignalKind.TRANSFER_D2D, "bytes copied between devices", "try: avoid copies between devices"),
+    SignalSpec(SignalKind.TRANSFER_UNKNOWN, "a copy the trace records without its direction (a runtime copy call "
+               "with no direction argument)", "try: record device activity to see each copy's direction"),
     SignalSpec(SignalKind.SYNC, "the host waited for the device",
                "try: avoid .item()/.tolist() and data-dependent shapes in the step", "host waited for the device"),
     SignalSpec(SignalKind.COPY_DTYPE, "a copy that changes dtype", "try: cast once, outside the step"),
@@ -452,7 +454,8 @@ class Provider(enum.Enum):
 
 
 _COMPILE_KINDS = frozenset({SignalKind.COMPILE_GRAPH, SignalKind.COMPILE_GRAPH_BREAK, SignalKind.COMPILE_RECOMPILE})
-_TRANSFERS = frozenset({SignalKind.TRANSFER_D2H, SignalKind.TRANSFER_H2D, SignalKind.TRANSFER_D2D})
+_TRANSFERS = frozenset({SignalKind.TRANSFER_D2H, SignalKind.TRANSFER_H2D, SignalKind.TRANSFER_D2D,
+                        SignalKind.TRANSFER_UNKNOWN})
 PROVIDES: Mapping[Provider, frozenset[SignalKind]] = {
     Provider.MEASURED: _COMPILE_KINDS | _TRANSFERS | {SignalKind.CPU_FALLBACK, SignalKind.SYNC, SignalKind.COPY_DTYPE,
                                                       SignalKind.COPY_NONCONTIGUOUS},

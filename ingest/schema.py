@@ -26,6 +26,7 @@ class SignalKind(enum.Enum):
     TRANSFER_D2H = "transfer/d2h"
     TRANSFER_H2D = "transfer/h2d"
     TRANSFER_D2D = "transfer/d2d"
+    TRANSFER_UNKNOWN = "transfer/unknown"  # a copy whose direction the trace does not say
     SYNC = "sync"
     COPY_DTYPE = "copy/dtype_cast"
     COPY_NONCONTIGUOUS = "copy/noncontiguous"
@@ -59,6 +60,7 @@ _SHORT = {
     SignalKind.TRANSFER_D2H: "d2h",
     SignalKind.TRANSFER_H2D: "h2d",
     SignalKind.TRANSFER_D2D: "d2d",
+    SignalKind.TRANSFER_UNKNOWN: "copy_unknown",
     SignalKind.SYNC: "sync",
     SignalKind.COPY_DTYPE: "copy_dtype",
     SignalKind.COPY_NONCONTIGUOUS: "copy_noncontiguous",
@@ -76,6 +78,7 @@ class Direction(enum.Enum):
     H2D = "h2d"
     D2H = "d2h"
     D2D = "d2d"
+    UNKNOWN = "unknown"  # a copy the trace records without its direction
 
     @property
     def signal(self) -> SignalKind:
@@ -83,6 +86,7 @@ class Direction(enum.Enum):
             Direction.H2D: SignalKind.TRANSFER_H2D,
             Direction.D2H: SignalKind.TRANSFER_D2H,
             Direction.D2D: SignalKind.TRANSFER_D2D,
+            Direction.UNKNOWN: SignalKind.TRANSFER_UNKNOWN,
         }[self]
 
 

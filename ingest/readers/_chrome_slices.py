@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ..columns import Coder, table_of
 from ..schema import REFERENCES, EngineKind, SliceKind
 from ..trace import TableSlices, Trace
 from . import _chrome_events
 from ._chrome_events import ChromeEvents
-from ._kineto_link import _Coder, _table
 from ._spill import DiskColumn, release_memory
 
 SLICE_ROWS = 1 << 20  # rows per record batch made (tests make it tiny)
@@ -156,14 +156,14 @@ class SliceRows:
             src = ev.instants if part.instants else ev
             for idx in part.chunks(src):
                 used[src.gather("name", idx[part.lanes_of(src, idx)[0]] if part.index is None else idx)] = True
-        name = _Coder([v if used[c] else None for c, v in enumerate(vals)], used)
-        engine = _Coder(sorted({lane.engine for lane in self.lanes}), np.ones(len({lane.engine for lane in self.lanes}), dtype=bool))
+        name = Coder([v if used[c] else None for c, v in enumerate(vals)], used)
+        engine = Coder(sorted({lane.engine for lane in self.lanes}), np.ones(len({lane.engine for lane in self.lanes}), dtype=bool))
         engines = {w: n for n, w in enumerate(engine.words.to_pylist())}
         lane_engine = np.array([engines[lane.engine] for lane in self.lanes] or [0], dtype=np.int32)
         ekinds = sorted({lane.engine_kind.value for lane in self.lanes})
-        ekind = _Coder(ekinds, np.ones(len(ekinds), dtype=bool))
+        ekind = Coder(ekinds, np.ones(len(ekinds), dtype=bool))
         lane_ekind = np.array([ekinds.index(lane.engine_kind.value) for lane in self.lanes] or [0], dtype=np.int32)
-        kind = _Coder(KINDS, np.ones(len(KINDS), dtype=bool))
+        kind = Coder(KINDS, np.ones(len(KINDS), dtype=bool))
         lane_kind = np.array([KINDS.index(lane.slice_kind.value) for lane in self.lanes] or [0], dtype=np.int8)
         rid, t0 = self.rid, self.t0
 
@@ -186,7 +186,7 @@ class SliceRows:
                         own = values_of(part.kinds, idx)
                         k = np.where(own >= 0, own, k)
                     n = len(idx)
-                    table = _table("engine_slices", {
+                    table = table_of("engine_slices", {
                         "region_id": np.full(n, rid, dtype=np.int32), "engine": engine(lane_engine[pos]),
                         "engine_kind": ekind(lane_ekind[pos]), "kind": kind(k.astype(np.int32)),
                         "name": name(src.gather("name", idx)), "start": src.gather("ts" if part.instants else "start", idx) - t0,

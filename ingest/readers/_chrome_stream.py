@@ -175,14 +175,14 @@ def _object_head(first: bytes, chunks: Iterator[bytes]) -> tuple[dict[str, Any],
 
 
 def _document_batches(path: Path, doc: ChromeDocument) -> Iterator[list[Any]]:
-    from .chrome_json import _SplitFailed, whole
+    from .chrome_json import SplitFailed, whole
 
     given = 0
     try:
         for batch in doc.batches():
             given += len(batch)
             yield batch
-    except _SplitFailed:  # a batch did not parse on its own: the rest comes from the whole document
+    except SplitFailed:  # a batch did not parse on its own: the rest comes from the whole document
         for batch in whole(doc).batches():
             yield batch[given:]
             given = 0

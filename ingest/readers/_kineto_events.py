@@ -1,7 +1,7 @@
 """The collected events of one Kineto trace and the decoding of a cpu_op's tensor arguments.
 
-A leaf module: the Kineto reader (kineto.py), its fast path (_kineto_fast.py), its linker
-(_kineto_link.py) and the NPU hooks (npu_kineto.py) all import it, and it imports none of them.
+A leaf module: the Kineto reader (kineto.py), its collector (_kineto_stream.py) and the NPU hooks (npu_kineto.py)
+import it, and it imports none of them.
 """
 
 from __future__ import annotations
@@ -58,6 +58,8 @@ class KinetoEvents:
     python: RowColumns | list[tuple] = dataclasses.field(default_factory=lambda: RowColumns(PYTHON_FIELDS))
     # (ts, dur, name, pid, tid, correlation, ext_id, size), kept as columns (NPU lanes rewrite them: _npu_link)
     runtime: RowColumns | list[tuple] = dataclasses.field(default_factory=lambda: RowColumns(RUNTIME_FIELDS))
+    # (ts, pid, tid, bytes, total allocated, total reserved, device type, device id): [memory] instants
+    memory: list[tuple] = dataclasses.field(default_factory=list)
     # (ts, dur, cat, name, device, stream, correlation, bytes), kept as columns likewise
     device: RowColumns | list[tuple] = dataclasses.field(default_factory=lambda: RowColumns(DEVICE_FIELDS))
     t_min: float = float("inf")

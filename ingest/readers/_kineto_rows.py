@@ -263,7 +263,8 @@ class CorrelationIndex:
         return found
 
 
-RUNTIME_FIELDS = (Field.TIME, Field.TIME, Field.CODED, Field.CODED, Field.CODED, Field.INT, Field.INT, Field.INT)
+# (ts, dur, name, pid, tid, correlation, External id, bytes, copy kind)
+RUNTIME_FIELDS = (Field.TIME, Field.TIME, Field.CODED, Field.CODED, Field.CODED, Field.INT, Field.INT, Field.INT, Field.INT)
 """(ts, dur, name, pid, tid, correlation, External id, size)"""
 PYTHON_FIELDS = (Field.TIME, Field.TIME, Field.CODED, Field.CODED, Field.CODED)
 """(ts, dur, name, pid, tid) of a Python frame (``python_function``)"""

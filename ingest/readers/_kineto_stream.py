@@ -41,6 +41,8 @@ _ALIAS = KINETO_CATEGORY_ALIASES.get
 _FLOW_PHASES = ("s", "f")  # a tuple: membership by ==, so an unhashable "ph" from a stranger's file never raises
 
 MAX_PROBLEMS = 10
+MEMORY_EVENT = "[memory]"  # Kineto's allocator instants (profile_memory=True)
+MEMORY_ARGS = ("Bytes", "Total Allocated", "Total Reserved", "Device Type", "Device Id")
 # Distinct raw args kept to skip decoding repeats. Older Kineto writes a per-call "Profiler Event Index" among
 # the tensor fields, so its keys never repeat: unbounded, the cache held ~200 bytes an operator.
 _SIGNATURE_KEYS = 1 << 16
@@ -120,6 +122,8 @@ class Collector:
                     self.lanes.metadata(ev.get("name"), ev.get("pid"), ev.get("tid"), ev.get("args"))
                 elif ph in _FLOW_PHASES and ev.get("cat") == "ac2g":
                     self.lanes.flow(ph, ev.get("pid"), ev.get("tid"), ev.get("ts"), ev.get("id"))
+                elif ph == "i" and ev.get("name") == MEMORY_EVENT:
+                    self._memory(ev.get("ts"), ev.get("pid"), ev.get("tid"), ev.get("args"))
                 continue
             cat = ev.get("cat")
             ts = ev.get("ts")
@@ -156,6 +160,12 @@ class Collector:
                 self._other(cat, ts, dur, name, pid, tid, args)
         out.t_min, out.t_max, self.index = t_min, t_max, index
 
+    def _memory(self, ts: Any, pid: Any, tid: Any, args: Any) -> None:
+        """A ``[memory]`` instant: (ts, pid, tid, bytes, total allocated, total reserved, device type, device id)."""
+        if type(ts) not in (float, int) or type(args) is not dict or not (_hashable(pid) and _hashable(tid)):
+            return
+        self.out.memory.append((ts, pid, tid, *(_signed(args.get(k)) for k in MEMORY_ARGS)))
+
     def _other(self, cat: str, ts: float, dur: float, name: str, pid: Any, tid: Any, args: dict) -> None:
         out = self.out
         if cat == "user_annotation":
@@ -164,7 +174,8 @@ class Collector:
             out.python.append((ts, dur, name, pid, tid))
         elif cat in KINETO_RUNTIME_CATEGORIES:
             size = args.get("bytes", args.get("size"))
-            out.runtime.append((ts, dur, name, pid, tid, args.get("correlation"), args.get("External id"), _int(size)))
+            out.runtime.append((ts, dur, name, pid, tid, args.get("correlation"), args.get("External id"), _int(size),
+                                _int(args.get("kind"))))
             if "launch_id" in args or cat == "privateuse1_driver":  # NPU lanes (npu_kineto)
                 launch = launch_of(args)
                 if launch is not None:
@@ -240,6 +251,8 @@ class Collector:
         for ph, ev, value in rest:
             if ph == "M":
                 self.lanes.metadata(ev.name, ev.pid, ev.tid, value)
+            elif ph == "i":
+                self._memory(ev.ts, ev.pid, ev.tid, value)
             else:
                 self.lanes.flow(ph, ev.pid, ev.tid, ev.ts, value)
         if ts_live:
@@ -259,6 +272,8 @@ class Collector:
         for ev in [ev for ev in events if ev.ph != "X"]:
             if ev.ph == "M":
                 rest.append(("M", ev, _args(bytes(ev.args))))
+            elif ev.ph == "i" and ev.name == MEMORY_EVENT:
+                rest.append(("i", ev, _args(bytes(ev.args))))
             elif ev.ph in _FLOW_PHASES and ev.cat == "ac2g":
                 if not self.lanes.collecting:
                     self.lanes.skipped += 1  # (a flag: a slice read again may count its flows twice)
@@ -303,9 +318,9 @@ class Collector:
             raise TraceFormatError(self.path, [f"{bad} of {index} events are malformed{more}", *problems])
         if not index:
             raise TraceFormatError(self.path, "'traceEvents' is empty: nothing to convert")
-        if not (out.ops or out.device or out.annotations):
-            raise TraceFormatError(self.path, f"no cpu_op, user_annotation or GPU events among {index} events: "
-                                              "not a PyTorch profiler trace")  # fmt: skip
+        if not (out.ops or out.device or out.annotations or out.runtime or out.memory):
+            raise TraceFormatError(self.path, f"no cpu_op, user_annotation, runtime, memory or GPU events among {index} "
+                                              "events: not a PyTorch profiler trace")  # fmt: skip
         return out
 
 
@@ -364,6 +379,13 @@ def _why_bad(ts: Any, dur: Any, name: Any) -> str:
     if type(dur) not in (float, int):
         return f"'dur' is {type(dur).__name__}, expected a number"
     return f"'dur' is negative ({dur})"
+
+
+def _signed(value: Any) -> int | None:
+    """An int64 from an int or a digit string (negative too: a free's bytes); None for anything else."""
+    if type(value) is str and value.lstrip("-").isdigit():
+        value = int(value)
+    return value if type(value) is int and -(2**63) < value < 2**63 else None
 
 
 def _hashable(value: Any) -> bool:

@@ -20,20 +20,24 @@ held is a bucket, a chunk, and what grows with distinct values (names, threads, 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
-from . import _kineto_sweep as sweep
 from ._kineto_events import KinetoEvents
 from ._kineto_rows import ASIDE, NONE_INT, RowColumns
-from ._kineto_sweep import Buckets
 from ._npu_flows import END, INT, START, NpuCollect
 from ._spill import DiskColumn
 
 if TYPE_CHECKING:
     from .npu_kineto import NpuLayout
+
+BUCKET_EVENTS = 1 << 20  # records joined at a time
+CHUNK_ROWS = 1 << 18  # runtime calls or device slices rewritten at a time
+HOLD_ROWS = 1 << 20  # values of a per-row link held in memory before it spills
+WINDOW_ROWS = 1 << 21  # values of a spilled column read at a time by a gather or a scatter
 
 LINKED_NO_ID = NONE_INT + 1  # the launch of a flow whose id is no int64: linked, without a correlation
 _R_NAME, _R_PID, _R_TID, _R_CORR, _R_SIZE = 2, 3, 4, 5, 7
@@ -73,12 +77,12 @@ class _Rows:
         return ~self.marker_name[part[_R_NAME]] & self.npu_r[part[_R_PID]]
 
     def moved_count(self) -> int:
-        return sum(int(self.moved(part).sum()) for _, part in self.runtime.chunks(sweep.CHUNK_ROWS))
+        return sum(int(self.moved(part).sum()) for _, part in self.runtime.chunks(CHUNK_ROWS))
 
     def chunks(self) -> Iterator[np.ndarray]:
         """The rows as _ROW records (launch: the row's own launch id), a chunk at a time, src in order."""
         collected = self.collected
-        for lo, part in self.device.chunks(sweep.CHUNK_ROWS):
+        for lo, part in self.device.chunks(CHUNK_ROWS):
             rec = np.empty(len(part[0]), dtype=_ROW)
             for name, column in zip(_FIELDS, part, strict=True):
                 rec[name] = column
@@ -86,7 +90,7 @@ class _Rows:
             rec["launch"] = collected.device_launch.read(lo, lo + len(rec))
             yield rec
         first = self.n_dev
-        for lo, part in self.runtime.chunks(sweep.CHUNK_ROWS):
+        for lo, part in self.runtime.chunks(CHUNK_ROWS):
             at = np.flatnonzero(self.moved(part))
             if not len(at):
                 continue
@@ -122,7 +126,7 @@ class _Rows:
 
     def samples(self) -> np.ndarray:
         step = max(1, self.total // (1 << 16))
-        parts = [part[0][::step] for rows in (self.device, self.runtime) for _, part in rows.chunks(sweep.CHUNK_ROWS)]
+        parts = [part[0][::step] for rows in (self.device, self.runtime) for _, part in rows.chunks(CHUNK_ROWS)]
         return np.concatenate(parts) if parts else np.zeros(1)
 
     def aside(self) -> dict[int, list[tuple[int, Any]]]:
@@ -133,7 +137,7 @@ class _Rows:
         r_aside = _by_row(self.runtime)
         if r_aside:
             first = self.n_dev
-            for lo, part in self.runtime.chunks(sweep.CHUNK_ROWS):
+            for lo, part in self.runtime.chunks(CHUNK_ROWS):
                 at = np.flatnonzero(self.moved(part))
                 for j, row in enumerate((lo + at).tolist()):
                     for k, value in r_aside.get(row, ()):
@@ -165,7 +169,7 @@ def _runtime_calls(ev: KinetoEvents, rows: _Rows) -> tuple[RowColumns, int]:
     aside = _by_row(runtime)
     kept = runtime.sharing()
     markers = 0
-    for lo, part in runtime.chunks(sweep.CHUNK_ROWS):
+    for lo, part in runtime.chunks(CHUNK_ROWS):
         marker = rows.marker_name[part[_R_NAME]]
         markers += int(marker.sum())
         keep = np.flatnonzero(~rows.moved(part))
@@ -194,7 +198,7 @@ def _device_slices(rows: _Rows, layout: NpuLayout, flow_link: DiskColumn | None)
     memcpy = rows.memcpy
     aside = rows.aside()
     out = device.sharing()
-    buckets = Buckets(rows.total, rows.samples, _ROW, max(1, sweep.BUCKET_EVENTS // 4))  # 1/4: 64-byte records
+    buckets = Buckets(rows.total, rows.samples, _ROW, max(1, BUCKET_EVENTS // 4))  # 1/4: 64-byte records
     by_launch = linked = sizeless = 0
     for rec in rows.chunks():
         on_npu = rows.npu_d[rec["dev"]]
@@ -202,7 +206,7 @@ def _device_slices(rows: _Rows, layout: NpuLayout, flow_link: DiskColumn | None)
         by_launch += int(own.sum())
         if flow_link is not None:
             want = np.flatnonzero(rows.queries(rec))
-            found = flow_link.take(rec["src"][want], sweep.WINDOW_ROWS) if len(want) else np.zeros(0, dtype=np.int64)
+            found = flow_link.take(rec["src"][want], WINDOW_ROWS) if len(want) else np.zeros(0, dtype=np.int64)
             hit = found != NONE_INT
             linked += int(hit.sum())
             rec["corr"][want[hit]] = np.where(found[hit] == LINKED_NO_ID, NONE_INT, found[hit])
@@ -234,7 +238,9 @@ def _flow_links(rows: _Rows) -> DiskColumn | None:
         queries.add(q, q["ts"])
     for e in ends:
         queries.add(e, e["ts"])
-    link = sweep.filled("q", rows.total, NONE_INT)
+    link = DiskColumn("q", HOLD_ROWS)
+    for lo in range(0, rows.total, HOLD_ROWS):
+        link.extend(np.full(min(HOLD_ROWS, rows.total - lo), NONE_INT, dtype=np.int64))
     carried = np.zeros(0, dtype=_QUERY)
     for k, rec in enumerate(queries):
         rec = np.concatenate([carried, rec])
@@ -251,7 +257,7 @@ def _flow_links(rows: _Rows) -> DiskColumn | None:
         same[found] = rec["lane"][nxt[found]] == rec["lane"][q[found]]
         answer = q[same]
         ok = rec["ts"][nxt[same]] <= rec["end"][answer]
-        link.put(rec["row"][answer[ok]], rec["launch"][nxt[same][ok]], sweep.WINDOW_ROWS)
+        link.put(rec["row"][answer[ok]], rec["launch"][nxt[same][ok]], WINDOW_ROWS)
         bound = queries.bounds[k] if k < len(queries.bounds) else None
         open_q = q[~same]
         carried = rec[open_q[rec["end"][open_q] >= bound]] if bound is not None else np.zeros(0, dtype=_QUERY)
@@ -264,7 +270,7 @@ def _end_launches(rows: _Rows) -> list[np.ndarray]:
     collected = rows.collected
     markers = Buckets(collected.flows + len(rows.runtime), lambda: _flow_ts(collected), _MARK)
     runtime, launches = rows.runtime, collected.runtime_launch
-    for lo, part in runtime.chunks(sweep.CHUNK_ROWS):
+    for lo, part in runtime.chunks(CHUNK_ROWS):
         launch = launches.read(lo, lo + len(part[0]))
         at = np.flatnonzero(rows.marker_name[part[_R_NAME]] & (launch != NONE_INT))
         m = np.zeros(len(at), dtype=_MARK)
@@ -320,7 +326,7 @@ def _runtime_lanes(rows: _Rows, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
 def _flow_blocks(collected: NpuCollect) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
     """(first flow, its columns: side, lane, ts, kind, id) a block at a time."""
     side, pid, tid, ts, kind, ids = collected.flow_columns()
-    for lo, s in side.blocks(sweep.CHUNK_ROWS):
+    for lo, s in side.blocks(CHUNK_ROWS):
         hi = lo + len(s)
         lane = pid.read(lo, hi).astype(np.int64) << 32 | tid.read(lo, hi).astype(np.int64)
         yield lo, {"side": s, "lane": lane, "ts": ts.read(lo, hi), "kind": kind.read(lo, hi), "id": ids.read(lo, hi)}
@@ -328,13 +334,13 @@ def _flow_blocks(collected: NpuCollect) -> Iterator[tuple[int, dict[str, np.ndar
 
 def _flow_ts(collected: NpuCollect) -> np.ndarray:
     step = max(1, collected.flows // (1 << 16))
-    parts = [ts[::step] for _, ts in collected.flow_columns()[3].blocks(sweep.CHUNK_ROWS)]
+    parts = [ts[::step] for _, ts in collected.flow_columns()[3].blocks(CHUNK_ROWS)]
     return np.concatenate(parts) if parts else np.zeros(1)
 
 
 def _flow_ids(collected: NpuCollect) -> np.ndarray:
     step = max(1, collected.flows // (1 << 16))
-    parts = [ids[::step] for _, ids in collected.flow_columns()[5].blocks(sweep.CHUNK_ROWS)]
+    parts = [ids[::step] for _, ids in collected.flow_columns()[5].blocks(CHUNK_ROWS)]
     return np.concatenate(parts) if parts else np.zeros(1, dtype=np.int64)
 
 
@@ -374,5 +380,47 @@ def _aside_of(aside: dict[int, list[tuple[int, Any]]], src: np.ndarray, columns:
                 out[(j, t)] = value
     return out
 
+
+
+class Buckets:
+    """Records distributed by a key (start time, correlation id): one array in memory when they fit in one bucket,
+    else one temporary file a bucket, bounds at quantiles of a sample of the keys (~BUCKET_EVENTS records a bucket)."""
+
+    def __init__(self, total: int, samples: Callable[[], np.ndarray], dtype: np.dtype, per_bucket: int | None = None) -> None:
+        self.dtype = dtype
+        self.count = max(1, -(-total // (per_bucket or BUCKET_EVENTS)))  # per_bucket: records a bucket, if not BUCKET_EVENTS
+        self.bounds = np.zeros(0)
+        if self.count > 1:
+            self.bounds = np.unique(np.quantile(samples(), np.linspace(0, 1, self.count + 1)[1:-1], method="lower"))
+        self.count = len(self.bounds) + 1
+        self._held: list[np.ndarray] = []
+        self._files: list[BinaryIO] = []
+        if self.count > 1:
+            self._files = [tempfile.TemporaryFile(prefix="portscope-sweep-") for _ in range(self.count)]  # noqa: SIM115
+
+    def add(self, rec: np.ndarray, key: np.ndarray) -> None:
+        """Add records (of the buckets' dtype), each to the bucket of its key."""
+        if not self._files:
+            self._held.append(rec)
+            return
+        which = np.searchsorted(self.bounds, key, side="right")
+        order = np.argsort(which, kind="stable")
+        cuts = np.searchsorted(which[order], np.arange(self.count + 1))
+        for k in range(self.count):
+            if cuts[k] < cuts[k + 1]:
+                rec[order[cuts[k] : cuts[k + 1]]].tofile(self._files[k])
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        """Each bucket's records in the order they were added, bucket by bucket in key order (each read once)."""
+        if not self._files:
+            yield np.concatenate(self._held) if self._held else np.zeros(0, dtype=self.dtype)
+            self._held = []
+            return
+        for f in self._files:
+            f.seek(0)
+            rec = np.fromfile(f, dtype=self.dtype)
+            f.close()
+            yield rec
+        self._files = []
 
 __all__ = ["LINKED_NO_ID", "link_launches"]

@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..builder import TraceBuilder
+from ..columns import Coder, table_of
 from ..errors import TraceFormatError
 from ..schema import TABLES, EngineKind, Mode, Placement, SignalKind, SliceKind, Source
 from ..trace import RunInfo, TableSlices, Trace
@@ -38,7 +39,6 @@ from ._chrome_stream import micros_to_ns
 from ._kernel_columns import _CORE, _KERNEL_NEEDS, _LIMIT, _MAX_PROBLEMS, _Cells, _clean, _Kernels
 from ._kernel_names import DiskNames
 from ._kernel_order import first_seen, in_order, sort_by_start
-from ._kineto_link import _Coder, _table
 from ._source import DEFAULT_CAPS, SizeCaps, decode_text, read_bytes
 from ._spill import release_memory
 from .ascend_trace import AI_CPU, AI_CPU_NOTE
@@ -257,7 +257,7 @@ class _KernelRows:
             def constant(word: str, m: int = m) -> pa.DictionaryArray:
                 return pa.DictionaryArray.from_arrays(pa.array(np.zeros(m, dtype=np.int32)), pa.array([word]))
 
-            yield from _table("signals", {
+            yield from table_of("signals", {
                 "region_id": self.region[combo[which]], "op_id": which.astype(np.int64) + lo,
                 "kind": constant(SignalKind.CPU_FALLBACK.value), "reason": constant("ai-cpu"),
                 "op_name": self.op_name(combo[which], name[which]), "count": np.ones(m, dtype=np.int64),
@@ -272,31 +272,31 @@ def _kernel_tables(made: _KernelRows, cell: dict[str, np.ndarray], cells: _Cells
     n = len(made.k.start)
     region = made.region
 
-    def coder(values: list, codes: np.ndarray) -> _Coder:
+    def coder(values: list, codes: np.ndarray) -> Coder:
         used = np.zeros(len(values), dtype=bool)
         used[codes] = True
-        return _Coder(values, used)
+        return Coder(values, used)
 
     shapes, dtypes = [_shapes(v) for v in clean], [_dtypes(v) for v in clean]
     ops = {"device": coder([f"npu:{d}" for d in dev_of], cell["Device_id"]),
            "input_shapes": coder(shapes, cell["Input Shapes"]), "input_dtypes": coder(dtypes, cell["Input Data Types"]),
            "output_shapes": coder(shapes, cell["Output Shapes"]), "output_dtypes": coder(dtypes, cell["Output Data Types"])}  # fmt: skip
-    placement = _Coder([Placement.DEVICE.value], np.ones(1, dtype=bool))
+    placement = Coder([Placement.DEVICE.value], np.ones(1, dtype=bool))
     engines = sorted({e for e, _, _ in lanes})
     lane_engine = np.array([engines.index(e) for e, _, _ in lanes], dtype=np.int32)
     ekinds = sorted({k.value for _, k, _ in lanes})
     lane_ekind = np.array([ekinds.index(k.value) for _, k, _ in lanes], dtype=np.int32)
     kinds = sorted({k.value for _, _, k in lanes})
     lane_kind = np.array([kinds.index(k.value) for _, _, k in lanes], dtype=np.int32)
-    slices = {"engine": _Coder(engines, np.ones(len(engines), dtype=bool)), "engine_kind": _Coder(ekinds, np.ones(len(ekinds), dtype=bool)),
-              "kind": _Coder(kinds, np.ones(len(kinds), dtype=bool))}
+    slices = {"engine": Coder(engines, np.ones(len(engines), dtype=bool)), "engine_kind": Coder(ekinds, np.ones(len(ekinds), dtype=bool)),
+              "kind": Coder(kinds, np.ones(len(kinds), dtype=bool))}
     names = made.k.names
     plain = None if isinstance(names, pa.Array) else _PLAIN_SLICES
 
     def op_batches() -> Iterator[pa.RecordBatch]:
         for lo, start, dur, of, name in made.blocks():
             m = len(of)
-            yield from _table("ops", {
+            yield from table_of("ops", {
                 "op_id": np.arange(lo, lo + m, dtype=np.int64), "region_id": region[of], "name": made.op_name(of, name),
                 "start_ns": start, "dur_ns": dur, "placement": placement(np.zeros(m, dtype=np.int32)),
                 "device": ops["device"](cell["Device_id"][of]),
@@ -307,7 +307,7 @@ def _kernel_tables(made: _KernelRows, cell: dict[str, np.ndarray], cells: _Cells
     def slice_batches() -> Iterator[pa.RecordBatch]:
         for lo, start, dur, of, name in made.blocks():
             lane = lane_at[of]
-            table = _table("engine_slices", {
+            table = table_of("engine_slices", {
                 "region_id": region[of], "engine": slices["engine"](lane_engine[lane]),
                 "engine_kind": slices["engine_kind"](lane_ekind[lane]), "kind": slices["kind"](lane_kind[lane]),
                 "name": pa.DictionaryArray.from_arrays(pa.array(name), names) if plain is None else None,

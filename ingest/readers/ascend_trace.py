@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from ..builder import TraceBuilder
 from ..catalog import SYNC_OPS, Cause, OpCall, cause_hint, sync_cause
+from ..columns import Coder, coded_column, table_of
 from ..errors import TraceFormatError
 from ..kineto_vocabulary import ONLINE_COMPILE_CALLS, SYNC_RUNTIME_CALLS
 from ..schema import CompileKind, EngineKind, Mode, Placement, SignalKind, SliceKind
@@ -46,7 +47,6 @@ from ._chrome_events import ChromeEvents, blocks, collect
 from ._chrome_slices import SliceRows, finish
 from ._disk_rows import DiskRows
 from ._kineto_events import _tensor_args
-from ._kineto_link import _coded, _Coder, _table
 from ._source import DEFAULT_CAPS, SizeCaps
 from ._spill import DiskColumn, release_memory
 from .chrome_generic import (
@@ -209,13 +209,13 @@ def _op_slices(ev: ChromeEvents, ops: DiskColumn, launched: DiskColumn, t0: int,
         args_used[ev.gather("args", part) + 1] = True
         tid_used[ev.gather("tid", part)] = True
     sigs = {c: _tensor_args(vals[c - 1]) if c > 0 else (None, None, None, 0) for c in np.flatnonzero(args_used).tolist()}
-    signature = [_Coder([sigs[c][k] if c in sigs else None for c in range(len(vals) + 1)], args_used) for k in range(3)]
+    signature = [Coder([sigs[c][k] if c in sigs else None for c in range(len(vals) + 1)], args_used) for k in range(3)]
     bytes_in = np.zeros(len(vals) + 1, dtype=np.int64)
     bytes_in[list(sigs)] = [sig[3] for sig in sigs.values()]
-    name = _Coder([v if name_used[c] else None for c, v in enumerate(vals)], name_used)
+    name = Coder([v if name_used[c] else None for c, v in enumerate(vals)], name_used)
     thread = [vals[c] if tid_used[c] and type(vals[c]) is int and -(2**31) <= vals[c] < 2**31 else None for c in range(len(vals))]
-    placement = _Coder([Placement.HOST.value, Placement.DEVICE.value], np.ones(2, dtype=bool))
-    on = _Coder(["cpu", device], np.ones(2, dtype=bool))
+    placement = Coder([Placement.HOST.value, Placement.DEVICE.value], np.ones(2, dtype=bool))
+    on = Coder(["cpu", device], np.ones(2, dtype=bool))
 
     def batches() -> Iterator[pa.RecordBatch]:
         for lo in range(0, n, rows):
@@ -223,13 +223,13 @@ def _op_slices(ev: ChromeEvents, ops: DiskColumn, launched: DiskColumn, t0: int,
             part = ops.read(lo, lo + rows)
             args = ev.gather("args", part) + 1
             where = launched.read(lo, lo + rows).astype(np.int32)
-            table = _table("ops", {
+            table = table_of("ops", {
                 "op_id": np.arange(lo, lo + len(part), dtype=np.int64), "region_id": np.full(len(part), rid, dtype=np.int32),
                 "name": name(ev.gather("name", part)), "start_ns": ev.gather("start", part) - t0, "dur_ns": ev.gather("dur", part),
                 "placement": placement(where), "device": on(where), "input_shapes": signature[0](args),
                 "input_strides": signature[1](args), "input_dtypes": signature[2](args), "bytes_in": bytes_in[args],
                 "bytes_out": np.zeros(len(part), dtype=np.int64),
-                "thread": _coded(thread, ev.gather("tid", part), dictionary=False)})  # fmt: skip
+                "thread": coded_column(thread, ev.gather("tid", part), dictionary=False)})  # fmt: skip
             yield from table.to_batches()
 
     return TableSlices(n, batches)

@@ -24,7 +24,7 @@ _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]]', re.DOTALL)
 _WS = b" \t\r\n"
 
 
-class _SplitFailed(Exception):
+class SplitFailed(Exception):
     """The layout is not one the batch splitter handles; parse the whole document."""
 
 
@@ -40,7 +40,7 @@ class ChromeDocument:
         self.separator: bytes | None = None  # what starts each event in that layout (b"\\n  {")
         try:
             self._plan = self._split_plan()
-        except _SplitFailed:
+        except SplitFailed:
             self._plan = None
         if self._plan is None:
             self._whole = self._parse_whole()
@@ -69,7 +69,7 @@ class ChromeDocument:
         try:
             return orjson.loads(text)
         except orjson.JSONDecodeError:
-            raise _SplitFailed() from None
+            raise SplitFailed() from None
 
     def _split_plan(self) -> tuple[int, int, bytes] | None:
         raw = self.raw
@@ -104,11 +104,11 @@ class ChromeDocument:
         while close < len(raw) and raw[close] in _WS:
             close += 1
         if raw[close : close + 1] != b"]":
-            raise _SplitFailed()
+            raise SplitFailed()
         skeleton = raw[: bracket + 1] + raw[close:]
         self.metadata = self._loads(skeleton)
         if not isinstance(self.metadata, dict):
-            raise _SplitFailed()
+            raise SplitFailed()
         self.metadata.pop("traceEvents", None)
         self.span = (newline, end)
         self.separator = sep
@@ -143,7 +143,7 @@ def _value_end(raw: bytes, start: int) -> int:
             depth -= 1
             if depth == 0:
                 return m.end()
-    raise _SplitFailed()
+    raise SplitFailed()
 
 
 def whole(doc: ChromeDocument) -> ChromeDocument:

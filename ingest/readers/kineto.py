@@ -1,57 +1,60 @@
-"""PyTorch profiler / Kineto Chrome JSON -> Trace.
+"""PyTorch profiler / Kineto Chrome JSON -> events (`events.EventColumns`) -> Trace.
 
-One streaming pass (``_kineto_stream``) decodes the events in bounded batches and keeps
-what the converter needs: operators as compact columns, the other categories as tuples;
-``_kineto_link`` then nests them per thread (ops in ops, Python frames, runtime calls),
-links device work to the operator that launched it (correlation -> runtime call ->
-innermost enclosing cpu_op) and builds the tables.
+One streaming pass (``_kineto_stream``) decodes the events in bounded batches and keeps what the converter needs
+as compact columns; `translate` turns them into the one event model (times in ns from the first event, operators,
+runtime calls with their copy kind and size, device work, Python frames, annotations, allocator instants), and
+`assemble` links them and applies the rules. Nothing here decides what a signal is.
 """
 
 from __future__ import annotations
 
-import functools
+import datetime
 import gc
+import math
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from .. import progress
-from ..trace import Trace
+import numpy as np
+
+from ..assemble import assemble
+from ..errors import TraceFormatError
+from ..events import KIND_CODES, NONE, EventColumns, EventKind, Translated
+from ..kineto_vocabulary import KINETO_READ_CATEGORIES
+from ..schema import EngineKind, Source
+from ..trace import RunInfo, Trace
 from ._kineto_events import FORMAT, KinetoEvents
+from ._kineto_rows import ASIDE, RowColumns
 from ._source import DEFAULT_CAPS, SizeCaps
-from .chrome_json import ChromeDocument, _SplitFailed, whole
+from .chrome_json import ChromeDocument, SplitFailed, whole
 
-__all__ = ["FORMAT", "KinetoEvents", "collect", "read_kineto"]
+__all__ = ["FORMAT", "KinetoEvents", "collect", "read_kineto", "translate"]
+
+_DEVICE_KIND = {"kernel": EventKind.KERNEL, "gpu_memcpy": EventKind.COPY, "gpu_memset": EventKind.MEMSET,
+                "privateuse1_driver": EventKind.WAIT, "cuda_sync": EventKind.WAIT}  # fmt: skip
+_HOST_DEVICE_TYPE = 0  # c10::DeviceType::CPU in a [memory] event's "Device Type"
 
 
-def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallback: bool = False, sliced: bool = False) -> Trace:
+def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallback: bool = False,
+                sliced: bool = False) -> Trace:
     """Convert a PyTorch profiler Chrome trace (.json or .json.gz) into a Trace, streaming the input.
 
-    infer_fallback: mark leaf operators of a GPU trace that launched no GPU work as cpu_fallback
-    (Kineto records no tensor devices, so this is a guess: host-side bookkeeping ops count too).
-    sliced: give the big tables (ops, host and device lanes, transfers, signals, runtime calls) as `Trace.slices`,
-    made as `write_trace` writes them: converting in bounded memory, the events' columns spilled to temporary
-    files past one slice (``_kineto_slices`` for operators only, ``_kineto_gpu`` for the rest, ``_npu_lanes`` with
-    NPU lanes, linked on disk by ``_npu_link``).
-    """
-    from . import npu_kineto  # hook: NPU lanes (e.g. RBLN's Kineto plugin); None for other traces
-    from ._kineto_gpu import gpu_slices
-    from ._kineto_link import build_trace
-    from ._kineto_slices import op_slices
+    infer_fallback: mark leaf operators of a GPU trace that launched no GPU work as cpu_fallback (Kineto records no
+    tensor devices, so this is a guess: host-side bookkeeping ops count too). sliced: accepted for callers of the
+    earlier two-path reader; there is one path."""
+    from . import npu_kineto
     from ._kineto_stream import collect_file
-    from ._npu_lanes import npu_slices
     from ._npu_link import link_launches
 
+    del sliced
     path = Path(path)
     collecting = gc.isenabled()
     gc.disable()  # many small tuples, no cycles: the collector would only rescan them
     try:
         events, lanes = collect_file(path, caps)
-        progress.current().stage(progress.Stage.LINKING)
         if lanes is not None:
             link_launches(events, lanes)  # launch ids as correlations, runtime work on NPU rows moved to the device
-        slice_gpu = (gpu_slices if lanes is None else functools.partial(npu_slices, layout=lanes)) if sliced else None
-        trace = build_trace(path, events, infer_fallback=infer_fallback, lanes=lanes, release=True,
-                            slice_ops=op_slices if sliced else None, slice_gpu=slice_gpu)
+        trace = assemble(translate(path, events, infer_fallback=infer_fallback, lanes=lanes))
         return npu_kineto.finish(trace, lanes) if lanes is not None else trace
     finally:
         if collecting:
@@ -71,5 +74,185 @@ def collect(path: Path, doc: ChromeDocument) -> KinetoEvents:
 
     try:
         return read(doc.batches())
-    except _SplitFailed:
+    except SplitFailed:
         return read(whole(doc).batches())
+
+
+class _Ids:
+    """Correlation ids as int64: an int64 as it is, any other hashable value a code of its own (both sides share it)."""
+
+    def __init__(self) -> None:
+        self.codes: dict[tuple[type, Any], int] = {}
+
+    def column(self, rows: RowColumns | list[tuple], k: int) -> np.ndarray:
+        raw = rows.int_column(k) if isinstance(rows, RowColumns) else None
+        if raw is not None:
+            return raw
+        out = np.full(len(rows), NONE, dtype=np.int64)
+        for i, row in enumerate(rows):
+            v = row[k]
+            if type(v) is int and -(2**62) <= v < 2**62:
+                out[i] = v
+            elif type(v) in (str, float, bool, int):
+                out[i] = self.codes.setdefault((type(v), v), 2**62 + len(self.codes))
+        return out
+
+
+def _ns(ts: np.ndarray, t0: float) -> np.ndarray:
+    out = np.asarray(ts, dtype=np.float64) - t0
+    out *= 1000.0
+    np.rint(out, out=out)
+    return out.astype(np.int64)
+
+
+def _span(ts: np.ndarray, dur: np.ndarray, t0: float) -> tuple[np.ndarray, np.ndarray]:
+    start = _ns(ts, t0)
+    return start, _ns(np.asarray(ts, dtype=np.float64) + dur, t0) - start
+
+
+def _coded(rows: RowColumns | list[tuple], k: int) -> tuple[list, np.ndarray]:
+    """(values, codes) of column k: a RowColumns' own coding, or one made from tuples."""
+    if isinstance(rows, RowColumns) and not rows.kept_aside():
+        return rows.values, rows.numpy(k).astype(np.int64)
+    values: dict[tuple[type, Any], int] = {}
+    codes = np.fromiter((values.setdefault((type(r[k]), r[k]), len(values)) for r in rows), dtype=np.int64, count=len(rows))
+    return [v for _, v in values], codes
+
+
+def _times(rows: RowColumns | list[tuple], t0: float, ts_k: int = 0, dur_k: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(rows, RowColumns):
+        return _span(rows.numpy(ts_k), rows.numpy(dur_k), t0)
+    return _span(np.array([r[ts_k] for r in rows], dtype=np.float64), np.array([r[dur_k] for r in rows], dtype=np.float64), t0)
+
+
+def _ints(rows: RowColumns | list[tuple], k: int) -> np.ndarray:
+    if isinstance(rows, RowColumns):
+        raw = rows.numpy(k).astype(np.int64)
+        return np.where(raw == ASIDE, NONE, raw)
+    return np.array([v if type(v) is int and NONE < v < 2**63 else NONE for v in (r[k] for r in rows)], dtype=np.int64)
+
+
+def translate(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lanes: Any = None) -> Translated:
+    """The events of one collected Kineto trace in the one event model (`lanes`: an ``npu_kineto.NpuLayout``)."""
+    t0 = ev.t_min if ev.t_min != float("inf") else min((m[0] for m in ev.memory), default=0.0)
+    t_max = ev.t_max if ev.t_max != float("-inf") else max((m[0] for m in ev.memory), default=t0)
+    if not (math.isfinite(t0) and math.isfinite(t_max)) or (t_max - t0) * 1000.0 >= 2**62:
+        raise TraceFormatError(path, f"timestamps span {t_max - t0:g} us: not a profile (ts/dur out of range)")
+    out = EventColumns()
+    ids = _Ids()
+    ops = ev.ops
+    if len(ops):
+        start, dur = _span(ops.numpy("ts"), ops.numpy("dur"), t0)
+        sig = ops.numpy("signature").astype(np.int64)
+        thread = ops.numpy("thread").astype(np.int64)
+        sigs = ops.signatures
+        out.extend(EventKind.OP, len(ops), start_ns=start, dur_ns=dur,
+                   bytes_in=np.array([s[3] for s in sigs] or [0], dtype=np.int64)[sig],
+                   texts={"name": (ops.names, ops.numpy("name").astype(np.int64)),
+                          "shapes": ([s[0] for s in sigs], sig), "strides": ([s[1] for s in sigs], sig),
+                          "dtypes": ([s[2] for s in sigs], sig)},
+                   lanes={"pid": ([t[0] for t in ops.threads], thread), "tid": ([t[1] for t in ops.threads], thread)})  # fmt: skip
+    if len(ev.python):
+        start, dur = _times(ev.python, t0)
+        names = _coded(ev.python, 2)
+        out.extend(EventKind.PYTHON, len(ev.python), start_ns=start, dur_ns=dur, texts={"name": names},
+                   lanes={"pid": _coded(ev.python, 3), "tid": _coded(ev.python, 4)})
+    if len(ev.runtime):
+        start, dur = _times(ev.runtime, t0)
+        out.extend(EventKind.RUNTIME, len(ev.runtime), start_ns=start, dur_ns=dur, correlation=ids.column(ev.runtime, 5),
+                   bytes=_ints(ev.runtime, 7), copy_kind=_ints(ev.runtime, 8), texts={"name": _coded(ev.runtime, 2)},
+                   lanes={"pid": _coded(ev.runtime, 3), "tid": _coded(ev.runtime, 4)})  # fmt: skip
+    for a in ev.annotations:
+        s = int(round((a[0] - t0) * 1000.0))
+        out.add(EventKind.ANNOTATION, a[2], a[3], a[4], s, int(round((a[0] + a[1] - t0) * 1000.0)) - s)
+    devices = _device_work(out, ev, t0, ids, lanes)
+    for ts, pid, tid, nbytes, total, reserved, device_type, device_id in ev.memory:
+        on_host = device_type in (None, _HOST_DEVICE_TYPE) or device_id is None or device_id < 0
+        out.add(EventKind.MEMORY, "[memory]", pid, tid, int(round((ts - t0) * 1000.0)), bytes=nbytes,
+                total_allocated=total, total_reserved=reserved, device=-1 if on_host else device_id)  # fmt: skip
+    gpus = [d for d in devices if not lanes or d not in lanes.processes]
+    root_device = ((lanes.device_name(devices[0]) if lanes else f"cuda:{devices[0]}") if devices else "cpu")
+    info = _run_info(path, ev, t0, gpus, infer_fallback)
+    names = {d: lanes.device_name(d) for d in devices} if lanes else {}
+    return Translated(out, info, root_name=path.name, root_device=root_device, infer_fallback=infer_fallback,
+                      device_names=names)  # fmt: skip
+
+
+def _device_work(out: EventColumns, ev: KinetoEvents, t0: float, ids: _Ids, lanes: Any) -> list:
+    """Add the device work (kernels, copies, memsets, driver waits); the sorted distinct devices."""
+    device = ev.device
+    if not len(device):
+        return []
+    start, dur = _times(device, t0)
+    cats, cat_codes = _coded(device, 2)
+    kinds = np.array([KIND_CODES[_DEVICE_KIND.get(c, EventKind.KERNEL)] for c in cats] or [0], dtype=np.int8)
+    dev_values, dev_codes = _coded(device, 4)
+    stream_values, stream_codes = _coded(device, 5)
+    names = _coded(device, 3)
+    dev_int = np.array([v if type(v) is int and -(2**62) < v < 2**62 else -1 for v in dev_values] or [0], dtype=np.int64)
+    stream_int = np.array([v if type(v) is int and -(2**62) < v < 2**62 else NONE for v in stream_values] or [0], dtype=np.int64)
+    texts = {"name": names}
+    if lanes is not None:  # NPU rows: the plugin's lane names and kinds
+        lane_of = [lanes.lane(cats[c], names[0][n], dev_values[d], stream_values[s]) for c, n, d, s in
+                   zip(cat_codes.tolist(), names[1].tolist(), dev_codes.tolist(), stream_codes.tolist(), strict=True)]
+        texts["lane"] = ([None, *(lane.engine if lane else None for lane in lane_of)], np.arange(1, len(lane_of) + 1))
+        texts["engine_kind"] = ([None, *(_engine_kind(lane) for lane in lane_of)], np.arange(1, len(lane_of) + 1))
+        for i, lane in enumerate(lane_of):
+            if lane is not None and lane.slice_kind.value == "dispatch":
+                cat_codes[i] = len(cats)
+        kinds = np.r_[kinds, KIND_CODES[EventKind.SPAN]].astype(np.int8)  # runtime work drawn on a device lane
+    out.extend(kinds[cat_codes], len(device), start_ns=start, dur_ns=dur, correlation=ids.column(device, 6),
+               bytes=_ints(device, 7), device=dev_int[dev_codes], stream=stream_int[stream_codes], texts=texts,
+               lanes={"pid": (dev_values, dev_codes), "tid": (stream_values, stream_codes)})  # fmt: skip
+    return sorted({dev_values[c] for c in np.unique(dev_codes).tolist()}, key=str)
+
+
+def _engine_kind(lane: Any) -> str | None:
+    if lane is None:
+        return None
+    return lane.engine_kind.value if lane.engine_kind is not EngineKind.STREAM or lane.slice_kind.value != "compute" else None
+
+
+def _run_info(path: Path, ev: KinetoEvents, t0: float, devices: list, infer_fallback: bool) -> RunInfo:
+    meta = ev.metadata
+    base = meta.get("baseTimeNanoseconds")
+    start_ns = int(base) + int(t0 * 1000) if isinstance(base, int) else int(t0 * 1000)
+    start_time = None
+    if 10**17 < start_ns < 10**19:  # plausibly epoch nanoseconds
+        start_time = datetime.datetime.fromtimestamp(start_ns / 1e9, datetime.UTC).isoformat()
+    missing = ["dispatch/recompile (not in profiler traces)", "host_bounce/* (Kineto records no tensor devices)"]
+    if not len(ev.python):
+        missing.append("call sites (recorded without with_stack=True)")
+    if not any(s[0] for s in ev.ops.signatures):
+        missing.append("shapes and dtypes (recorded without record_shapes=True)")
+    unread = {k: n for k, n in ev.categories.items() if k not in KINETO_READ_CATEGORIES}
+    if not len(ev.device):
+        if len(ev.runtime):
+            missing.append("device work (no device activity recorded: transfers and syncs from runtime calls only)")
+        else:
+            missing.append("transfers, syncs and cpu_fallback " + ("(no device activity in the categories read)" if unread
+                                                                   else "(CPU-only trace: no device activity)"))
+    else:
+        missing.append("dispatch/cpu_fallback " + ("inferred from operators that launched no GPU work" if infer_fallback
+                       else "(Kineto records no tensor devices; operators that launched no GPU work are placed on the host)"))
+        if any(d[2] == "gpu_memcpy" and d[7] is None for d in ev.device) and not any(r[7] for r in ev.runtime):
+            missing.append("transfer bytes (memcpy events carry no size)")
+    if not ev.memory:
+        missing.append("memory (recorded without profile_memory=True)")
+    if unread:
+        listed = sorted(unread.items(), key=lambda kv: (-kv[1], str(kv[0])))
+        missing.append("events of categories this reader does not read: " + ", ".join(f"{k} ({n:,})" for k, n in listed))
+    return RunInfo(
+        source=Source.CONVERTED,
+        devices=["cpu", *(f"cuda:{d}" for d in devices)],
+        start_time=start_time,
+        producer="portscope convert",
+        converted_from=FORMAT,
+        missing_signals=missing,
+        extra={
+            "trace_name": meta.get("traceName"),
+            "events": ev.events,
+            "categories": {str(k): v for k, v in sorted(ev.categories.items(), key=lambda kv: str(kv[0]))},
+            "base_time_ns": base if isinstance(base, int) else None,
+        },
+    )

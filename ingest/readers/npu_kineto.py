@@ -19,9 +19,8 @@ The Kineto reader calls this module through its hooks: the collector keeps the m
 (``_npu_flows``) and :func:`npu_layout_of` says whether the trace has NPU rows; :func:`_npu_link.link_launches` gives markers and
 device slices the launch id as correlation, moves runtime work on NPU rows to the device slices and markers that
 sit on an NPU lane onto the main operator thread (joined on disk, bounded memory);
-:meth:`NpuLayout.lane` is the engine lane of a device slice (the whole linker's hook; the sliced path's is
-``_npu_lanes``), then :func:`finish` names the devices ``npu:<id>``, counts the driver syncs and says which
-figures the source lacked.
+:meth:`NpuLayout.lane` is the engine lane of a device slice, then :func:`finish` names the devices ``npu:<id>`` and
+says which figures the source lacked.
 """
 
 from __future__ import annotations
@@ -30,12 +29,8 @@ import dataclasses
 import re
 from typing import Any
 
-import pyarrow as pa
-
-from ..builder import TableBuilder
-from ..catalog import Cause, cause_hint
 from ..kineto_vocabulary import copy_direction
-from ..schema import Direction, EngineKind, SignalKind, SliceKind
+from ..schema import Direction, EngineKind, SliceKind
 from ..trace import Trace
 from ._npu_flows import NpuCollect
 
@@ -130,8 +125,8 @@ def npu_layout_of(collected: NpuCollect) -> NpuLayout | None:
 
 
 def finish(trace: Trace, layout: NpuLayout) -> Trace:
-    """Name the NPU devices, count driver slices as syncs (a whole signals table; sliced ones hold them already),
-    and say which figures the source lacked."""
+    """Name the NPU devices and say which figures the source lacked (driver slices are device waits: the rule
+    layer's syncs)."""
     info = trace.run_info
     gpus = [d for d in info.devices if d != "cpu"]  # CUDA/ROCm rows beside the NPU rows keep their names
     info.devices = ["cpu", *gpus, *(f"npu:{i}" for i in sorted(set(layout.processes.values())))]
@@ -139,32 +134,12 @@ def finish(trace: Trace, layout: NpuLayout) -> Trace:
     if layout.copies_without_bytes:
         missing.append(MISSING_COPY_BYTES)
     info.missing_signals = missing
-    syncs = _driver_syncs(trace) if not trace.slices else None  # sliced: no device slices, or syncs made with them
-    if syncs is not None:
-        signals = pa.concat_tables([trace.tables["signals"], syncs.cast(trace.tables["signals"].schema)])
-        trace.tables["signals"] = signals.unify_dictionaries().combine_chunks()
     info.extra["npu"] = {"processes": {str(k): f"NPU {v}" for k, v in layout.processes.items()},
                          "lanes": sorted(set(layout.lanes.values())), "launch_markers": layout.markers,
                          "device_slices_linked_by_launch_id": layout.by_launch_id,
                          "device_slices_linked_by_flow": layout.linked}  # fmt: skip
     layout.collected.close()
     return trace
-
-
-def _driver_syncs(trace: Trace) -> pa.Table | None:
-    """One sync signal per driver (synchronisation) slice on a device row, charged to its launching operator."""
-    slices = trace.tables["engine_slices"]
-    rows = [r for r in slices.select(["region_id", "engine", "kind", "name", "start", "op_id"]).to_pylist()
-            if r["kind"] == SliceKind.SYNC.value and r["engine"].startswith("NPU ")]  # fmt: skip
-    if not rows:
-        return None
-    names = trace.tables["ops"].column("name").to_pylist()
-    b = TableBuilder("signals")
-    for r in rows:
-        b.append(region_id=r["region_id"] if r["region_id"] is not None else 0, op_id=r["op_id"], kind=SignalKind.SYNC,
-                 reason=Cause.SYNC_CALL.value, op_name=names[r["op_id"]] if r["op_id"] is not None else r["name"],
-                 count=1, bytes=0, note=f"{r['name']}: " + cause_hint(Cause.SYNC_CALL), time_ns=r["start"])  # fmt: skip
-    return b.build()
 
 
 __all__ = ["DeviceLane", "NpuLayout", "finish", "may_hold_device_rows", "npu_layout_of"]

@@ -36,14 +36,14 @@ EVENTS = [
 def test_rows_read_back_as_the_tuples_appended() -> None:
     rows = RowColumns(RUNTIME_FIELDS)
     appended = [
-        (2.0, 1.0, "cudaLaunchKernel", 1, 1, 7, 3, None),
-        (21.5, 0.25, "cudaLaunchKernel", "p", 1, None, 2**63 - 1, 64),
-        (40.0, 1.0, "x", 1, True, "c7", -(2**63), [1]),  # values no column holds as is: kept aside
+        (2.0, 1.0, "cudaLaunchKernel", 1, 1, 7, 3, None, None),
+        (21.5, 0.25, "cudaLaunchKernel", "p", 1, None, 2**63 - 1, 64, 1),
+        (40.0, 1.0, "x", 1, True, "c7", -(2**63), [1], None),  # values no column holds as is: kept aside
     ]
     for row in appended:
         rows.append(row)
     assert len(rows) == 3 and rows == appended and list(rows) == appended
-    assert rows[1] == (21.5, 0.25, "cudaLaunchKernel", "p", 1, None, 2**63 - 1, 64)
+    assert rows[1] == (21.5, 0.25, "cudaLaunchKernel", "p", 1, None, 2**63 - 1, 64, 1)
     assert rows[-1][4] is True and rows[-1][5] == "c7" and rows[-1][6] == -(2**63) and rows[-1][7] == [1]
     with pytest.raises(IndexError):
         rows[3]
@@ -59,9 +59,9 @@ def test_a_gpu_trace_is_collected_as_columns(tmp_path: Path) -> None:
     events, lanes = collect_file(source)
     assert lanes is None and isinstance(events.runtime, RowColumns) and isinstance(events.device, RowColumns)
     assert list(events.runtime) == [
-        (2.0, 1.0, "cudaLaunchKernel", 1, 1, 7, 3, None),
-        (21.0, 1.0, "cudaMemcpyAsync", 1, 1, 8, 4, None),
-        (40.0, 1.0, "cudaMemsetAsync", 1, 1, 9, None, None),
+        (2.0, 1.0, "cudaLaunchKernel", 1, 1, 7, 3, None, None),
+        (21.0, 1.0, "cudaMemcpyAsync", 1, 1, 8, 4, None, None),
+        (40.0, 1.0, "cudaMemsetAsync", 1, 1, 9, None, None, None),
     ]
     assert list(events.device) == [
         (5.0, 4.0, "kernel", "gemm", 0, 7, 7, None),
@@ -137,7 +137,7 @@ def test_builder_encodes_text_columns_in_order_of_first_appearance() -> None:
 
 
 def test_rows_spill_past_a_slice_and_read_back_in_order() -> None:
-    rows = RowColumns(RUNTIME_FIELDS, spill_rows=2)
+    rows = RowColumns(RUNTIME_FIELDS[:8], spill_rows=2)
     appended = [
         (1.0, 2.0, "cudaLaunchKernel", 1, 1, 10, 3, None),
         (3.5, 1.0, "cudaMemcpyAsync", 1, 2, 11, None, 64),
@@ -159,7 +159,7 @@ def test_raw_rows_appended_to_a_sharing_copy_keep_codes_and_values_aside() -> No
     """`sharing` + `extend_raw` (how NPU lanes rewrite the events): raw columns of one RowColumns appended to
     another that shares its codes read back as the same tuples, spilled past 2 rows; a value kept aside travels
     with its row (given by the caller), a new value coded in either is coded in both."""
-    rows = RowColumns(RUNTIME_FIELDS, spill_rows=2)
+    rows = RowColumns(RUNTIME_FIELDS[:8], spill_rows=2)
     rows.append((1.0, 2.0, "launch", 1, 1, 7, None, 16))
     rows.append((3.0, 1.0, "sync", 1, 2, [9], None, None))  # a correlation of another JSON type: aside
     rows.append((5.0, 1.0, "launch", 1, 1, 8, None, None))

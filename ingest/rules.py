@@ -1,0 +1,340 @@
+"""The rule layer: every signal a converted trace holds is a declared rule over the linked events, written once.
+
+A rule has a name, what it detects, the signal kinds it gives and `find(linked) -> Findings`; `RULES` is the
+registry (`catalog.RuleSet`: no two of one name). Every reader's events go through the same rules, so a rule fixed
+here is fixed for every format. The rules:
+
+* **sync** needs device evidence: a runtime call that waits (`SYNC_RUNTIME_CALLS`), a synchronous device->host copy
+  call, or a device-side wait event, inside the operator. The outermost operator of a sync kind around the evidence
+  (``aten::item`` around ``aten::_local_scalar_dense``; ``aten::index`` around ``aten::nonzero`` is boolean
+  indexing) gives the reason; an operator's name alone never makes a sync.
+* **transfer**: a copy's direction comes from its runtime call's kind argument when the trace has it, else from the
+  copy's label; a runtime copy call that launched no device work the trace shows is a transfer of its own (its
+  direction from its kind argument or name, else unknown).
+* **online compile**: a compile call nested in another compile call counts once.
+* **ai-cpu**: a kernel the device ran on its AI CPU is a device-side fallback.
+* **inferred fallback** (asked for): a leaf operator on a launching thread that launched no device work.
+Memory (`memory_peaks`) gives each region the maximum of the allocator's total within it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+
+from .catalog import BOOL_INDEX_OPS, NO_WORK_OPS, SYNC_OPS, Cause, OpCall, RuleSet, cause_hint, sync_cause
+from .events import KIND_CODES, NONE, EventKind
+from .kineto_vocabulary import ONLINE_COMPILE_CALLS, SYNC_RUNTIME_CALLS, copy_direction
+from .link import Links
+from .schema import Direction, SignalKind
+
+AI_CPU = "AI_CPU"
+AI_CPU_NOTE = "the device ran this kernel on its AI CPU (no AI Core kernel for its dtype or shape): try another dtype or shape"
+COMPILE_NOTE = ("an operator compiled online (no pre-built binary for its shapes): try static shapes or binary kernels "
+                "(torch_npu.npu.set_compile_mode(jit_compile=False))")
+# cudaMemcpyKind, hipMemcpyKind and aclrtMemcpyKind share their numbering (4: default / unified: not a direction)
+COPY_KINDS = {1: Direction.H2D, 2: Direction.D2H, 3: Direction.D2D}
+HOST_TO_HOST = 0
+COPY_CALL_PREFIXES = ("cudaMemcpy", "hipMemcpy", "aclrtMemcpy", "cuMemcpy", "hipMemcpyDtoH", "hipMemcpyHtoD")
+
+
+def is_copy_call(name: str) -> bool:
+    """A runtime call that copies (``cudaMemcpyAsync``, ``hipMemcpyWithStream``, ``aclrtMemcpy``...)."""
+    return name.startswith(COPY_CALL_PREFIXES)
+
+
+def is_sync_copy_call(name: str) -> bool:
+    """A copy call that returns only once the copy is done (no ``Async`` in its name)."""
+    return is_copy_call(name) and "Async" not in name
+
+
+@dataclasses.dataclass
+class Linked:
+    """The events of one run (`events.EventColumns.arrays`), their texts and their links: what rules read."""
+
+    a: dict[str, np.ndarray]
+    texts: list[str | None]
+    links: Links
+    infer_fallback: bool = False
+
+    def __post_init__(self) -> None:
+        self.kind = self.a["kind"]
+
+    def rows(self, kind: EventKind) -> np.ndarray:
+        return np.flatnonzero(self.kind == KIND_CODES[kind])
+
+    def name(self, row: int) -> str:
+        return self.texts[self.a["name"][row]] or ""
+
+    def names_where(self, test: Callable[[str], bool]) -> np.ndarray:
+        """A flag per text code: whether `test` holds for that text."""
+        return np.array([t is not None and test(t) for t in self.texts], dtype=bool)
+
+    def op_parent(self, op: int) -> int:
+        return int(self.links.op[op])
+
+
+@dataclasses.dataclass
+class Findings:
+    """What rules found: signal rows and transfer rows, columns of equal length each."""
+
+    sig_event: list[int] = dataclasses.field(default_factory=list)  # the event the signal is about
+    sig_op: list[int] = dataclasses.field(default_factory=list)  # its operator (-1: none)
+    sig_kind: list[SignalKind] = dataclasses.field(default_factory=list)
+    sig_reason: list[str] = dataclasses.field(default_factory=list)
+    sig_op_name: list[str] = dataclasses.field(default_factory=list)
+    sig_note: list[str | None] = dataclasses.field(default_factory=list)
+    sig_bytes: list[int] = dataclasses.field(default_factory=list)
+    transfer_event: list[int] = dataclasses.field(default_factory=list)
+    transfer_direction: list[Direction] = dataclasses.field(default_factory=list)
+    transfer_bytes: list[int] = dataclasses.field(default_factory=list)
+    compile_event: list[int] = dataclasses.field(default_factory=list)  # online compiles (compiles table rows)
+
+    def signal(self, event: int, op: int, kind: SignalKind, reason: str, op_name: str, note: str | None,
+               nbytes: int = 0) -> None:
+        self.sig_event.append(event)
+        self.sig_op.append(op)
+        self.sig_kind.append(kind)
+        self.sig_reason.append(reason)
+        self.sig_op_name.append(op_name)
+        self.sig_note.append(note)
+        self.sig_bytes.append(nbytes)
+
+
+@dataclasses.dataclass(frozen=True)
+class EventRule:
+    """A declared rule over linked events."""
+
+    name: str
+    description: str
+    kinds: tuple[SignalKind, ...]
+    find: Callable[[Linked, Findings], None]
+
+
+def copy_directions(linked: Linked) -> tuple[np.ndarray, np.ndarray]:
+    """(COPY rows, their `Direction` index into list(Direction)): the launching call's kind argument, else the
+    copy's own kind argument, else its label; a label that says nothing reads as d2d (what a device-side copy is)."""
+    a = linked.a
+    rows = linked.rows(EventKind.COPY)
+    directions = list(Direction)
+    by_label = np.array([directions.index(copy_direction(t) or Direction.D2D) if t else directions.index(Direction.D2D)
+                         for t in linked.texts], dtype=np.int64)  # fmt: skip
+    out = by_label[a["name"][rows]]
+    launcher = linked.links.launcher[rows]
+    for source in (np.where(launcher >= 0, a["copy_kind"][np.maximum(launcher, 0)], NONE), a["copy_kind"][rows]):
+        for code, direction in COPY_KINDS.items():
+            out = np.where(source == code, directions.index(direction), out)
+    return rows, out
+
+
+def _transfers(linked: Linked, out: Findings) -> None:
+    a, links = linked.a, linked.links
+    directions = list(Direction)
+    rows, where = copy_directions(linked)
+    launcher = links.launcher[rows]
+    nbytes = np.where(a["bytes"][rows] != NONE, a["bytes"][rows],
+                      np.where(launcher >= 0, a["bytes"][np.maximum(launcher, 0)], NONE))  # fmt: skip
+    nbytes = np.where(nbytes == NONE, 0, np.maximum(nbytes, 0))
+    host_only = np.zeros(len(rows), dtype=bool)
+    for code in (HOST_TO_HOST,):  # a host-to-host copy crosses no device boundary
+        host_only |= np.where(launcher >= 0, a["copy_kind"][np.maximum(launcher, 0)], a["copy_kind"][rows]) == code
+    for row, d, b in zip(rows[~host_only].tolist(), where[~host_only].tolist(), nbytes[~host_only].tolist(), strict=True):
+        out.transfer_event.append(row)
+        out.transfer_direction.append(directions[d])
+        out.transfer_bytes.append(b)
+    # runtime copy calls that launched nothing the trace shows (no device activity recorded, or Ascend's aclrtMemcpy)
+    calls = linked.rows(EventKind.RUNTIME)
+    copy_call = linked.names_where(is_copy_call)[a["name"][calls]]
+    launched = np.zeros(len(a["kind"]), dtype=bool)
+    launched[links.launcher[links.launcher >= 0]] = True
+    for row in calls[copy_call & ~launched[calls]].tolist():
+        kind = int(a["copy_kind"][row])
+        if kind == HOST_TO_HOST:
+            continue
+        direction = COPY_KINDS.get(kind) or _name_direction(linked.name(row)) or Direction.UNKNOWN
+        out.transfer_event.append(row)
+        out.transfer_direction.append(direction)
+        out.transfer_bytes.append(max(int(a["bytes"][row]), 0))
+
+
+def _name_direction(name: str) -> Direction | None:
+    """A copy call's direction from its name (``cuMemcpyDtoH``, ``aclrtMemcpyD2H``); None when it does not say."""
+    return copy_direction(name)
+
+
+def _syncs(linked: Linked, out: Findings) -> None:
+    a, links = linked.a, linked.links
+    evidence: list[int] = []
+    calls = linked.rows(EventKind.RUNTIME)
+    waits = linked.names_where(lambda t: t in SYNC_RUNTIME_CALLS)[a["name"][calls]]
+    evidence += calls[waits].tolist()
+    sync_copies = calls[linked.names_where(is_sync_copy_call)[a["name"][calls]]]
+    if len(sync_copies):
+        d2h = set(sync_copies[_call_directions(linked, sync_copies) == Direction.D2H].tolist())
+        evidence += [r for r in sync_copies.tolist() if r in d2h]
+    device_waits = linked.rows(EventKind.WAIT)
+    waited_calls = set(evidence)
+    evidence += [r for r in device_waits.tolist() if int(links.launcher[r]) not in waited_calls]
+    sync_op = linked.names_where(lambda t: t in SYNC_OPS)
+    bool_index = linked.names_where(lambda t: t in BOOL_INDEX_OPS)
+    seen: set[int] = set()
+    for row in sorted(evidence, key=lambda r: (int(a["start_ns"][r]), r)):
+        op = int(links.op[row])
+        at = -1  # the outermost sync operator around the evidence
+        o = op
+        while o >= 0:
+            if sync_op[a["name"][o]]:
+                at = o
+            o = int(links.op[o])
+        if at >= 0:
+            parent = int(links.op[at])
+            index = parent >= 0 and bool(bool_index[a["name"][parent]])
+            subject = parent if index else at
+            if subject in seen:
+                continue
+            seen.add(subject)
+            rule = sync_cause(OpCall(linked.name(subject), bool_index=index))
+            if rule is not None:
+                out.signal(subject, subject, SignalKind.SYNC, rule.cause.value, linked.name(subject), rule.hint)
+                continue
+        if op >= 0 and op in seen:
+            continue
+        if op >= 0:
+            seen.add(op)
+        call = linked.name(row)
+        out.signal(row, op, SignalKind.SYNC, call, linked.name(op) if op >= 0 else call,
+                   f"{call}: " + cause_hint(Cause.SYNC_CALL))  # fmt: skip
+
+
+def _call_directions(linked: Linked, calls: np.ndarray) -> np.ndarray:
+    """Per copy call: its `Direction` (kind argument, else the device copy it launched, else its name), as objects."""
+    a, links = linked.a, linked.links
+    launched: dict[int, Direction] = {}
+    rows, where = copy_directions(linked)
+    directions = list(Direction)
+    for row, d in zip(rows.tolist(), where.tolist(), strict=True):
+        if links.launcher[row] >= 0:
+            launched[int(links.launcher[row])] = directions[d]
+    out = []
+    for row in calls.tolist():
+        kind = int(a["copy_kind"][row])
+        out.append(COPY_KINDS.get(kind) or launched.get(row) or _name_direction(linked.name(row)) or Direction.UNKNOWN)
+    return np.array(out, dtype=object)
+
+
+def _online_compiles(linked: Linked, out: Findings) -> None:
+    a, links = linked.a, linked.links
+    calls = linked.rows(EventKind.RUNTIME)
+    compile_name = linked.names_where(lambda t: t in ONLINE_COMPILE_CALLS)
+    for row in calls[compile_name[a["name"][calls]]].tolist():
+        outer = int(links.call_parent[row])
+        nested = False
+        while outer >= 0:
+            if compile_name[a["name"][outer]]:
+                nested = True
+                break
+            outer = int(links.call_parent[outer])
+        if nested:
+            continue  # one compile, recorded by the call around it
+        op = int(links.op[row])
+        call = linked.name(row)
+        out.signal(row, op, SignalKind.RECOMPILE, f"online-{call}", linked.name(op) if op >= 0 else call, COMPILE_NOTE)
+        out.compile_event.append(row)
+
+
+def _ai_cpu(linked: Linked, out: Findings) -> None:
+    a, links = linked.a, linked.links
+    kernels = linked.rows(EventKind.KERNEL)
+    ai_cpu = linked.names_where(lambda t: t == AI_CPU)[a["unit"][kernels]]
+    for row in kernels[ai_cpu].tolist():
+        op = int(links.op[row])
+        out.signal(row, op, SignalKind.CPU_FALLBACK, "ai-cpu", linked.name(op if op >= 0 else row), AI_CPU_NOTE)
+
+
+def _inferred_fallbacks(linked: Linked, out: Findings) -> None:
+    if not linked.infer_fallback:
+        return
+    for op in inferred_fallback_ops(linked).tolist():
+        out.signal(op, op, SignalKind.CPU_FALLBACK, Cause.NO_DEVICE_WORK.value, linked.name(op),
+                   cause_hint(Cause.NO_DEVICE_WORK), int(max(linked.a["bytes_in"][op], 0)))  # fmt: skip
+
+
+def inferred_fallback_ops(linked: Linked) -> np.ndarray:
+    """Leaf operators that launched no device work, on a thread whose operators launch some, that take tensors and
+    are not of a kind that never computes (a guess: Kineto records no tensor devices)."""
+    a, links = linked.a, linked.links
+    ops = linked.rows(EventKind.OP)
+    if not len(ops):
+        return ops
+    has_child = np.zeros(len(a["kind"]), dtype=bool)
+    parents = links.op[ops]
+    has_child[parents[parents >= 0]] = True
+    launching = launched_ops(linked)
+    threads = {(int(a["pid"][r]), int(a["tid"][r])) for r in linked.rows(EventKind.RUNTIME).tolist() if links.op[r] >= 0}
+    on_thread = np.array([(p, t) in threads for p, t in zip(a["pid"][ops].tolist(), a["tid"][ops].tolist(), strict=True)],
+                         dtype=bool)  # fmt: skip
+    computes = linked.names_where(lambda t: t not in NO_WORK_OPS)[a["name"][ops]]
+    typed = linked.names_where(lambda t: any(t.split(";")))[a["dtypes"][ops]]
+    return ops[~has_child[ops] & ~launching[ops] & on_thread & computes & typed]
+
+
+def launched_ops(linked: Linked) -> np.ndarray:
+    """A flag per event row: an operator that launched device work itself or through an operator inside it."""
+    links = linked.links
+    flag = np.zeros(len(linked.kind), dtype=bool)
+    device = np.isin(linked.kind, [KIND_CODES[k] for k in (EventKind.KERNEL, EventKind.COPY, EventKind.MEMSET)])
+    start = np.unique(links.op[device & (links.op >= 0)])
+    while len(start):
+        start = start[~flag[start]]
+        flag[start] = True
+        start = links.op[start]
+        start = np.unique(start[start >= 0])
+    return flag
+
+
+RULES: RuleSet[EventRule] = RuleSet([
+    EventRule("transfer", "device copies, direction from the launching call's kind argument, else the label; runtime "
+              "copy calls without device work", (SignalKind.TRANSFER_H2D, SignalKind.TRANSFER_D2H,
+                                                 SignalKind.TRANSFER_D2D, SignalKind.TRANSFER_UNKNOWN), _transfers),
+    EventRule("sync", "the host waited for the device: a waiting runtime call, a synchronous d2h copy or a device "
+              "wait, inside the operator that caused it", (SignalKind.SYNC,), _syncs),
+    EventRule("online-compile", "an operator compiled online by the runtime; nested compile calls count once",
+              (SignalKind.RECOMPILE,), _online_compiles),
+    EventRule("ai-cpu", "a kernel the device ran on its AI CPU", (SignalKind.CPU_FALLBACK,), _ai_cpu),
+    EventRule("inferred-fallback", "a leaf operator that launched no device work (asked for: a guess)",
+              (SignalKind.CPU_FALLBACK,), _inferred_fallbacks),
+])  # fmt: skip
+
+
+def apply_rules(linked: Linked) -> Findings:
+    """Every rule of `RULES` over the linked events."""
+    out = Findings()
+    for rule in RULES:
+        rule.find(linked, out)
+    return out
+
+
+def memory_peaks(linked: Linked, spans: list[tuple[int, int]], device_only: bool) -> list[int | None]:
+    """Per (start_ns, end_ns) span: the maximum allocator total of the memory events inside it (None: none);
+    `device_only`: events of devices only (a device run's peak is its device's), else every event."""
+    a = linked.a
+    rows = linked.rows(EventKind.MEMORY)
+    rows = rows[a["total_allocated"][rows] != NONE]
+    if device_only:
+        rows = rows[a["device"][rows] >= 0]
+    if not len(rows):
+        return [None] * len(spans)
+    order = np.argsort(a["start_ns"][rows], kind="stable")
+    times, totals = a["start_ns"][rows][order], a["total_allocated"][rows][order]
+    out: list[int | None] = []
+    for start, end in spans:
+        lo, hi = np.searchsorted(times, start, "left"), np.searchsorted(times, end, "right")
+        out.append(int(totals[lo:hi].max()) if hi > lo else None)
+    return out
+
+
+__all__ = ["AI_CPU", "AI_CPU_NOTE", "COMPILE_NOTE", "COPY_KINDS", "RULES", "EventRule", "Findings", "Linked",
+           "apply_rules", "copy_directions", "inferred_fallback_ops", "is_copy_call", "is_sync_copy_call",
+           "launched_ops", "memory_peaks"]
