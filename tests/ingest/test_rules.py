@@ -1,0 +1,165 @@
+"""The rule layer on tiny hand-written traces: each expected figure is counted by hand from the events below."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from portscope.ingest.assemble import assemble
+from portscope.ingest.convert import load_any
+from portscope.ingest.events import EventColumns, EventKind, Translated
+from portscope.ingest.rules import RULES
+from portscope.ingest.trace import RunInfo
+
+
+def _kineto(tmp_path: Path, events: list[dict], name: str = "run.json", **top: object) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps({"schemaVersion": 1, "traceName": "/tmp/tmpab12cd/recorder.json", **top,
+                                "traceEvents": events}))  # fmt: skip
+    return path
+
+
+def _op(name: str, ts: float, dur: float, tid: int = 1) -> dict:
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": {}}
+
+
+def _rt(name: str, ts: float, dur: float, corr: int | None = None, **args: object) -> dict:
+    a = {"correlation": corr, **args} if corr is not None else dict(args)
+    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": a}
+
+
+def _dev(cat: str, name: str, ts: float, dur: float, corr: int, **args: object) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+            "args": {"device": 0, "stream": 7, "correlation": corr, **args}}  # fmt: skip
+
+
+def _signals(trace) -> list[tuple[str, str, str]]:  # noqa: ANN001
+    s = trace["signals"].to_pydict()
+    return sorted(zip(s["kind"], s["reason"], s["op_name"], strict=True))
+
+
+def test_rules_are_registered_once_each() -> None:
+    assert [r.name for r in RULES] == ["transfer", "sync", "online-compile", "ai-cpu", "inferred-fallback"]
+
+
+def test_an_item_on_a_host_tensor_is_no_sync(tmp_path: Path) -> None:
+    # A GPU trace (one kernel) where aten::item [0, 10) reads a CPU tensor: no runtime call inside it, no sync.
+    # aten::item [20, 30) waits: cudaStreamSynchronize [22, 26) inside its aten::_local_scalar_dense [21, 29).
+    # aten::nonzero [40, 50) on a CPU tensor: nothing inside, no sync.
+    path = _kineto(tmp_path, [
+        _op("aten::item", 0, 10), _op("aten::_local_scalar_dense", 1, 8),
+        _op("aten::item", 20, 10), _op("aten::_local_scalar_dense", 21, 8), _rt("cudaStreamSynchronize", 22, 4),
+        _op("aten::nonzero", 40, 10),
+        _op("aten::mm", 60, 10), _rt("cudaLaunchKernel", 61, 2, corr=5), _dev("kernel", "gemm", 63, 5, 5),
+    ])  # fmt: skip
+    trace = load_any(path)
+    assert _signals(trace) == [("sync", "item", "aten::item")]
+    assert trace["signals"].to_pydict()["op_id"] == [2]  # the second aten::item (ops in file order: 0..5)
+
+
+def test_a_synchronous_device_to_host_copy_call_is_a_sync(tmp_path: Path) -> None:
+    # ROCm's .item(): hipMemcpyWithStream (kind 2, device->host) inside aten::_local_scalar_dense, copy labelled DtoD
+    path = _kineto(tmp_path, [
+        _op("aten::item", 0, 20), _op("aten::_local_scalar_dense", 1, 18),
+        _rt("hipMemcpyWithStream", 2, 10, corr=9, kind="2", bytes="4"),
+        _dev("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 4, 2, 9, bytes=4),
+    ])  # fmt: skip
+    trace = load_any(path)
+    assert _signals(trace) == [("sync", "item", "aten::item"), ("transfer/d2h", "Memcpy DtoD (Device -> Device)", "aten::_local_scalar_dense")]
+    t = trace["transfers"].to_pydict()
+    assert t["direction"] == ["d2h"] and t["bytes"] == [4] and t["src_device"] == ["cuda:0"] and t["dst_device"] == ["cpu"]
+
+
+def test_rocm_copy_direction_comes_from_the_runtime_calls_kind(tmp_path: Path) -> None:
+    # roctracer labels all three "Memcpy DtoD"; the hipMemcpy calls say 1 (HtoD), 1 (HtoD) and 3 (DtoD).
+    path = _kineto(tmp_path, [
+        _op("aten::copy_", 0, 10), _rt("hipMemcpyWithStream", 1, 5, corr=1, kind=1, size=2560),
+        _dev("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 2, 1, 1),
+        _op("aten::copy_", 20, 10), _rt("hipMemcpyAsync", 21, 5, corr=2, kind="1", size=64),
+        _dev("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 22, 1, 2),
+        _op("aten::clone", 40, 10), _rt("hipMemcpyAsync", 41, 5, corr=3, kind=3, size=8),
+        _dev("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 42, 1, 3),
+    ])  # fmt: skip
+    t = load_any(path)["transfers"].to_pydict()
+    assert t["direction"] == ["h2d", "h2d", "d2d"] and t["bytes"] == [2560, 64, 8]
+
+
+def test_a_trace_without_device_activity_converts(tmp_path: Path) -> None:
+    # runtime calls and operators only (a profiler run without CUDA activities): a synchronize inside aten::item is a
+    # sync; a cudaMemcpy with kind 2 (no device event recorded) is a device->host transfer of 16 bytes
+    path = _kineto(tmp_path, [
+        _op("aten::item", 0, 20), _rt("cudaStreamSynchronize", 5, 5),
+        _op("aten::to", 30, 20), _rt("cudaMemcpy", 31, 10, corr=3, kind=2, bytes=16),
+    ])  # fmt: skip
+    trace = load_any(path)
+    assert sorted(trace["signals"].to_pydict()["kind"]) == ["sync", "sync", "transfer/d2h"]
+    assert trace["transfers"].to_pydict()["bytes"] == [16]
+    assert any("no device activity recorded" in m for m in trace.run_info.missing_signals)
+
+
+def test_memory_instants_give_each_region_its_peak(tmp_path: Path) -> None:
+    # ProfilerStep#1 [0, 100) holds allocations to 1,000 then 3,000 then a free to 2,000 bytes on cuda:0, and a host
+    # allocation (Device Type 0) of 9,999 that a device run's peak does not count; ProfilerStep#2 [100, 200): 2,500.
+    def mem(ts: float, nbytes: int, total: int, device_type: int = 1, device_id: int = 0) -> dict:
+        return {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
+                "args": {"Bytes": nbytes, "Total Allocated": total, "Total Reserved": 4096, "Addr": 1,
+                         "Device Type": device_type, "Device Id": device_id}}  # fmt: skip
+
+    ann = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1, "ts": 100 * (i - 1),
+            "dur": 100, "args": {}} for i in (1, 2)]  # fmt: skip
+    path = _kineto(tmp_path, [
+        *ann, _op("aten::mm", 1, 2), _rt("cudaLaunchKernel", 1.5, 1, corr=1), _dev("kernel", "gemm", 3, 1, 1),
+        mem(10, 1000, 1000), mem(20, 2000, 3000), mem(30, -1000, 2000), mem(40, 9999, 9999, 0, -1),
+        mem(150, 500, 2500),
+    ])  # fmt: skip
+    regions = load_any(path)["regions"].to_pydict()
+    peaks = dict(zip(regions["name"], regions["peak_memory_bytes"], strict=True))
+    assert peaks == {"run.json": 3000, "ProfilerStep#1": 3000, "ProfilerStep#2": 2500}
+    slices = load_any(path)["engine_slices"].to_pydict()
+    lane = [b for e, b in zip(slices["engine"], slices["bytes"], strict=True) if e == "memory cuda:0"]
+    assert lane == [1000, 3000, 2000, 2500]
+
+
+def test_the_root_region_is_named_after_the_file_given(tmp_path: Path) -> None:
+    path = _kineto(tmp_path, [_op("aten::add", 0, 1)], name="my_run.json")
+    assert load_any(path)["regions"].to_pydict()["name"][0] == "my_run.json"
+
+
+def _translated(events: EventColumns) -> Translated:
+    return Translated(events, RunInfo(), root_name="t", root_device="npu:0", device_names={0: "npu:0"})
+
+
+def test_a_compile_nested_in_a_compile_call_counts_once() -> None:
+    ev = EventColumns()
+    ev.add(EventKind.OP, "aten::add", 1, 1, 0, 100)
+    ev.add(EventKind.RUNTIME, "aclopCompileAndExecute", 1, 1, 10, 50)
+    ev.add(EventKind.RUNTIME, "opCompile", 1, 1, 12, 30)  # inside the call above: the same compile
+    ev.add(EventKind.RUNTIME, "opCompile", 1, 1, 70, 10)  # on its own: a second compile
+    trace = assemble(_translated(ev))
+    assert _signals(trace) == [("dispatch/recompile", "online-aclopCompileAndExecute", "aten::add"),
+                               ("dispatch/recompile", "online-opCompile", "aten::add")]  # fmt: skip
+    assert trace["compiles"].to_pydict()["compile_ns"] == [50, 10]
+
+
+def test_ascend_runtime_copies_are_transfers() -> None:
+    # aclrtMemcpy calls with no device event: kind 1 (host->device, 128 B), no kind but a name that says d2h, and
+    # no kind at all (direction unknown, still counted)
+    ev = EventColumns()
+    ev.add(EventKind.OP, "aten::copy_", 1, 1, 0, 100)
+    ev.add(EventKind.RUNTIME, "aclrtMemcpy", 1, 1, 10, 5, copy_kind=1, bytes=128)
+    ev.add(EventKind.RUNTIME, "aclrtMemcpyAsync", 1, 1, 20, 5)
+    ev.add(EventKind.RUNTIME, "cuMemcpyDtoH", 1, 1, 30, 5, bytes=8)
+    trace = assemble(_translated(ev))
+    t = trace["transfers"].to_pydict()
+    assert t["direction"] == ["h2d", "unknown", "d2h"] and t["bytes"] == [128, 0, 8]
+    assert t["dst_device"] == ["npu:0", "npu:0", "cpu"]
+
+
+def test_a_device_wait_syncs_at_its_launching_operator() -> None:
+    # a driver wait on the device (a plugin's sync slice) linked to aten::to's runtime call by correlation 4
+    ev = EventColumns()
+    ev.add(EventKind.OP, "aten::to", 1, 1, 0, 100)
+    ev.add(EventKind.RUNTIME, "rbln_run", 1, 1, 10, 5, correlation=4)
+    ev.add(EventKind.WAIT, "rbln_sync", 0, 3, 20, 30, correlation=4, device=0)
+    trace = assemble(_translated(ev))
+    assert _signals(trace) == [("sync", "rbln_sync", "aten::to")]
