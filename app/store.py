@@ -64,15 +64,6 @@ class RunNotFound(PortscopeError, KeyError):
         return f"no run {self.args[0]!r} here (uploads are kept per store; open the URL on the viewer that received it)"
 
 
-def _load_any() -> Callable[[Path], Trace] | None:
-    """portscope.ingest.convert.load_any when that converter is installed."""
-    try:
-        from portscope.ingest.convert import load_any  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    return load_any
-
-
 class _Lru(collections.OrderedDict):
     """A tiny bounded mapping for per-process handles (memory-mapped traces, lane arrays)."""
 
@@ -155,7 +146,7 @@ class TraceStore:
         return entry
 
     def _read(self, path: Path, name: str | None = None) -> Trace:
-        """Read a portscope trace (validated), or convert another format when a converter is installed."""
+        """Read a portscope trace (validated), or convert another format."""
         return self._open(path, name)[0]
 
     def _open(self, path: Path, name: str | None = None) -> tuple[Trace, str | None, str | None]:
@@ -176,9 +167,8 @@ class TraceStore:
             if run_ids.file_key(path) == before:
                 return trace, run_id, before
             return (read_trace(path) if run_id is not None else trace), None, None  # changed meanwhile: validated
-        load_any = _load_any()
-        if load_any is None:
-            raise TraceFormatError(path, "not a portscope trace (.arrow); converting other formats needs portscope.ingest.convert, which this installation lacks")
+        from portscope.ingest.convert import load_any  # the readers load on the first file of another format
+
         return load_any(path), None, None
 
     # opening -----------------------------------------------------------------

@@ -181,7 +181,6 @@ def test_cycle_schedule_has_engine_lanes_in_cycles(tmp_path: Path) -> None:
 def test_left_margin_fits_the_longest_lane_name() -> None:
     """Lane names decide the timeline's left margin (an MTIA row's "NPU 17 Stream 102 Submission Queue" was cut to
     "2 Submission Queue" in a fixed 110 px): 7 px a character plus 16, at least 110 px and at most 420 px."""
-    pytest.importorskip("plotly")
     from portscope.app.figures import lane_margin_px
 
     assert lane_margin_px(["NPU 17 Stream 102 Submission Queue"]) == 254  # 34 characters: 238 + 16
@@ -191,7 +190,6 @@ def test_left_margin_fits_the_longest_lane_name() -> None:
 
 
 def test_cycle_axis_is_labelled_cycles_and_never_matched_with_ns() -> None:
-    pytest.importorskip("plotly")
     from portscope.app.data.tables import region_bands, timeline_slices
     from portscope.app.figures import Panel, timeline_figure
     from portscope.ingest.viewport import build_lanes, reduce_viewport
