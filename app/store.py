@@ -32,7 +32,7 @@ from portscope.ingest.trace import Trace, read_trace, write_trace
 from portscope.ingest.viewport import Lanes, build_lanes
 
 from .config import private_dir
-from .data.runs import RunRow, run_row
+from .data.runs import RunRow, file_model, run_row
 from .data.tables import timeline_slices
 
 RUN_ID = re.compile(r"^[0-9a-f]{16}$")
@@ -86,7 +86,7 @@ class _Lru(collections.OrderedDict):
 
 
 # Part of every derived-data cache key: bump when report or run-row data change shape (a disk cache outlives the process).
-_DERIVED_VERSION = "d5"
+_DERIVED_VERSION = "d6"
 
 
 class TraceStore:
@@ -169,7 +169,7 @@ class TraceStore:
             return (read_trace(path) if run_id is not None else trace), None, None  # changed meanwhile: validated
         from portscope.ingest.convert import load_any  # the readers load on the first file of another format
 
-        return load_any(path), None, None
+        return load_any(path, name=name), None, None
 
     # opening -----------------------------------------------------------------
 
@@ -231,7 +231,9 @@ class TraceStore:
         """A run's row in the run list, under `file` (default: its file's name; the cached row is shared by every
         browser, the name each gives it is not)."""
         raw = self.cached(f"row:{run_id}", lambda: run_row(self.trace(run_id), run_id, self.path(run_id).name).to_json())
-        return RunRow(**({**raw, "file": file} if file else raw))
+        if not file:
+            return RunRow(**raw)
+        return RunRow(**{**raw, "file": file, **({"model": file_model(file)} if raw["model_from_file"] else {})})
 
     def report(self, run_id: str, region_id: int) -> dict[str, Any]:
         """`portscope report --json` data of one region (cached by run id and region id)."""

@@ -144,7 +144,7 @@ def convert_upload(runs_dir: Path, tmp: Path, name: str, status: Path) -> None:
             from portscope.ingest.convert import load_any
 
             try:
-                trace = load_any(tmp, sliced=True)  # a Kineto CPU trace: its big tables made as written
+                trace = load_any(tmp, sliced=True, name=name)  # a Kineto CPU trace: its big tables made as written
             except TraceFormatError as exc:
                 raise TraceFormatError(name, exc.problems) from None  # the user's file name, not the temporary path
             listener.stage(progress.Stage.WRITING)

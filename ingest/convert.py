@@ -6,6 +6,8 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
+
 from .errors import ColumnValueError, TraceFormatError
 from .kineto_vocabulary import KINETO_CATEGORY_ALIASES, KINETO_DEVICE_CATEGORIES, KINETO_RUNTIME_CATEGORIES
 from .readers import chrome_generic, fallback_log, torch_trace
@@ -102,8 +104,11 @@ def _sniff_text(start: bytes) -> str | None:
     return None
 
 
-def load_any(path: str | Path, *, format: str | None = None, caps: SizeCaps = DEFAULT_CAPS, **options: object) -> Trace:
-    """Load any supported file as a Trace; `format` skips detection. Options go to the reader (kineto: infer_fallback)."""
+def load_any(path: str | Path, *, format: str | None = None, caps: SizeCaps = DEFAULT_CAPS, name: str | None = None,
+             **options: object) -> Trace:
+    """Load any supported file as a Trace; `format` skips detection. Options go to the reader (kineto: infer_fallback).
+
+    name: the file's name as the user gave it where `path` is a copy (an upload): the run's top region takes it."""
     path = Path(path)
     name = format or detect(path)
     if name not in FORMATS:
@@ -114,7 +119,18 @@ def load_any(path: str | Path, *, format: str | None = None, caps: SizeCaps = DE
         raise TraceFormatError(path, f"{exc} (a number out of range or of the wrong type in the file)") from exc
     if trace.path is None:
         trace.path = str(path)
+    if name and name != path.name and "regions" in trace.tables:
+        trace.tables["regions"] = _renamed_root(trace.tables["regions"], path.name, name)
     return trace
+
+
+def _renamed_root(regions: pa.Table, old: str, new: str) -> pa.Table:
+    """The regions with each top region named `old` (a reader names the run after the file it read) named `new`."""
+    names = regions.column("name").to_pylist()
+    parents = regions.column("parent_id").to_pylist()
+    renamed = [new if n == old and p is None else n for n, p in zip(names, parents, strict=True)]
+    at = regions.schema.get_field_index("name")
+    return regions.set_column(at, regions.schema.field(at), pa.array(renamed, regions.schema.field(at).type))
 
 
 __all__ = ["FORMATS", "InputFormat", "SizeCaps", "detect", "load_any"]

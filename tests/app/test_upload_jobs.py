@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from portscope.ingest.readers import read_kineto
+from portscope.ingest.convert import load_any
 
 UPLOAD = {"X-Portscope-Upload": "1"}
 ALEXNET = Path(__file__).parents[1] / "fixtures" / "kineto" / "cuda_alexnet_small.json.gz"  # 24,808 bytes, 1,408 events
@@ -37,7 +37,7 @@ def test_large_upload_converts_in_the_background_and_names_its_run(make_app, tmp
     seen = _wait(client, answer.json["job"])
     done = seen[-1]
     assert done["ok"] and done["stage"] == "done"
-    assert done["run_id"] == read_kineto(ALEXNET).content_hash()
+    assert done["run_id"] == load_any(ALEXNET, name="alexnet.json.gz").content_hash()  # the run named as uploaded
     assert (done["done_bytes"], done["total_bytes"], done["events"]) == (24_808, 24_808, 1_408)
     assert client.get(f"/api/run/{done['run_id']}").json["source"] == "converted"
     assert list((tmp_path / "store" / "incoming").iterdir()) == []  # the job deleted the upload
@@ -57,14 +57,14 @@ def test_the_job_process_converts_at_a_lower_priority_than_the_server(tmp_path: 
     assert int(out.stdout.split()[-1]) == min(os.nice(0) + 10, 19)
     done = json.loads(status.read_text())
     assert done["ok"] and (tmp_path / "runs" / f"{done['run_id']}.arrow").is_file()
-    assert done["run_id"] == read_kineto(ALEXNET).content_hash()
+    assert done["run_id"] == load_any(ALEXNET, name="alexnet.json.gz").content_hash()  # the run named as uploaded
     assert not upload.exists()  # the job owns the upload and deletes it
 
 
 def test_small_upload_still_answers_with_the_run(make_app) -> None:
     client = make_app().server.test_client()  # 32 MiB threshold: converted in the request
     answer = client.post("/api/upload?name=alexnet.json.gz", data=ALEXNET.read_bytes(), headers=UPLOAD)
-    assert answer.status_code == 200 and answer.json["run_id"] == read_kineto(ALEXNET).content_hash()
+    assert answer.status_code == 200 and answer.json["run_id"] == load_any(ALEXNET, name="alexnet.json.gz").content_hash()
 
 
 def test_background_failure_names_the_file_and_unknown_jobs_are_404(make_app) -> None:
@@ -84,7 +84,7 @@ def test_page_follows_a_background_conversion_to_its_run(dash_duo, make_app, tmp
     dash_duo.start_server(make_app(trace_paths=(), background_convert_bytes=10_000))
     dash_duo.wait_for_contains_text("#runs-table", "No traces yet", timeout=15)
     dash_duo.driver.find_element(By.ID, "upload-file-input").send_keys(str(ALEXNET))
-    rid = read_kineto(ALEXNET).content_hash()
+    rid = load_any(ALEXNET).content_hash()
     dash_duo.wait_for_contains_text("#upload-messages", "Loaded cuda_alexnet_small.json.gz", timeout=30)
     dash_duo.wait_for_contains_text("#upload-status", "1 loaded", timeout=10)
     dash_duo.wait_for_contains_text("#runs-table", "cuda_alexnet_small.json.gz", timeout=10)  # named by its file
