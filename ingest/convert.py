@@ -110,11 +110,11 @@ def load_any(path: str | Path, *, format: str | None = None, caps: SizeCaps = DE
 
     name: the file's name as the user gave it where `path` is a copy (an upload): the run's top region takes it."""
     path = Path(path)
-    name = format or detect(path)
-    if name not in FORMATS:
-        raise TraceFormatError(path, f"unknown format {name!r} (known: {', '.join(FORMATS)})")
+    fmt = format or detect(path)
+    if fmt not in FORMATS:
+        raise TraceFormatError(path, f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")
     try:
-        trace = FORMATS[name].read(path, caps, **options)
+        trace = FORMATS[fmt].read(path, caps, **options)
     except ColumnValueError as exc:
         raise TraceFormatError(path, f"{exc} (a number out of range or of the wrong type in the file)") from exc
     if trace.path is None:

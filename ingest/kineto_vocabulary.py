@@ -31,6 +31,7 @@ SYNC_RUNTIME_CALLS = frozenset({
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "hipDeviceSynchronize",
     "hipStreamSynchronize", "hipEventSynchronize", "aclrtSynchronizeStream", "aclrtSynchronizeDevice",
     "aclrtSynchronizeStreamWithTimeout", "aclrtSynchronizeEvent",
+    "synchronizeStream",  # Meta MTIA's host call (mtia_runtime); its device-side twin "synchronize" is not the host
 })  # fmt: skip  (cudaStreamWaitEvent makes a stream wait, not the host)
 
 # Runtime calls that compile an operator online, on the host, while the step waits (torch_npu's CANN lane).

@@ -178,6 +178,7 @@ def _syncs(linked: Linked, out: Findings) -> None:
     waited_calls = set(evidence)
     evidence += [r for r in device_waits.tolist() if int(links.launcher[r]) not in waited_calls]
     sync_op = linked.names_where(lambda t: t in SYNC_OPS)
+    evidence += _reads_back(linked, sync_op)
     bool_index = linked.names_where(lambda t: t in BOOL_INDEX_OPS)
     seen: set[int] = set()
     for row in sorted(evidence, key=lambda r: (int(a["start_ns"][r]), r)):
@@ -206,6 +207,22 @@ def _syncs(linked: Linked, out: Findings) -> None:
         call = linked.name(row)
         out.signal(row, op, SignalKind.SYNC, call, linked.name(op) if op >= 0 else call,
                    f"{call}: " + cause_hint(Cause.SYNC_CALL))  # fmt: skip
+
+
+def _reads_back(linked: Linked, sync_op: np.ndarray) -> list[int]:
+    """Device->host copies inside an operator of a sync kind (``.item()`` copies the scalar back and returns it: the
+    host waits for that copy even where the trace holds no synchronize call)."""
+    a, links = linked.a, linked.links
+    rows, where = copy_directions(linked)
+    d2h = rows[where == list(Direction).index(Direction.D2H)]
+    out = []
+    for row in d2h.tolist():
+        o = int(links.op[row])
+        while o >= 0 and not sync_op[a["name"][o]]:
+            o = int(links.op[o])
+        if o >= 0:
+            out.append(row)
+    return out
 
 
 def _call_directions(linked: Linked, calls: np.ndarray) -> np.ndarray:

@@ -122,7 +122,8 @@ def test_memory_instants_give_each_region_its_peak(tmp_path: Path) -> None:
 
 def test_the_root_region_is_named_after_the_file_given(tmp_path: Path) -> None:
     path = _kineto(tmp_path, [_op("aten::add", 0, 1)], name="my_run.json")
-    assert load_any(path)["regions"].to_pydict()["name"][0] == "my_run.json"
+    assert load_any(path)["regions"].to_pydict()["name"] == ["my_run.json"]  # not traceName's temporary path
+    assert load_any(path, name="uploaded.json")["regions"].to_pydict()["name"] == ["uploaded.json"]  # an upload's copy
 
 
 def _translated(events: EventColumns) -> Translated:
@@ -163,3 +164,17 @@ def test_a_device_wait_syncs_at_its_launching_operator() -> None:
     ev.add(EventKind.WAIT, "rbln_sync", 0, 3, 20, 30, correlation=4, device=0)
     trace = assemble(_translated(ev))
     assert _signals(trace) == [("sync", "rbln_sync", "aten::to")]
+
+
+def test_an_item_that_copies_its_scalar_back_syncs_without_a_synchronize_call(tmp_path: Path) -> None:
+    # CUPTI recorded the copy but no cudaStreamSynchronize: the d2h copy inside aten::_local_scalar_dense is the
+    # evidence (the host returns the copied value); a d2h copy inside aten::copy_ alone is a transfer, not a sync
+    path = _kineto(tmp_path, [
+        _op("aten::item", 0, 20), _op("aten::_local_scalar_dense", 1, 18), _rt("cudaMemcpyAsync", 2, 3, corr=1),
+        _dev("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 4, 2, 1, bytes=8),
+        _op("aten::copy_", 30, 20), _rt("cudaMemcpyAsync", 31, 3, corr=2),
+        _dev("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 33, 2, 2, bytes=64),
+    ])  # fmt: skip
+    trace = load_any(path)
+    assert sorted(trace["signals"].to_pydict()["kind"]) == ["sync", "transfer/d2h", "transfer/d2h"]
+    assert trace["transfers"].to_pydict()["bytes"] == [8, 64]
