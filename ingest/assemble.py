@@ -71,7 +71,8 @@ class _Assembly:
     def __init__(self, t: Translated) -> None:
         self.t = t
         ev = t.events
-        self.a = ev.arrays()
+        self.n_events = len(ev)
+        self.a = ev.arrays(release=True)
         self.texts = ev.texts
         self.lanes = ev.lanes
         progress.current().stage(progress.Stage.LINKING)
@@ -203,8 +204,8 @@ class _Assembly:
         parts = []
         # host lanes: the operators no other encloses, a lane per thread (the busiest: "host")
         rows = self.op_rows[links.op[self.op_rows] < 0]
-        thread = a["pid"][rows] * max(len(self.lanes), 1) + a["tid"][rows]
-        all_threads = a["pid"][self.op_rows] * max(len(self.lanes), 1) + a["tid"][self.op_rows]
+        thread = a["pid"][rows].astype(np.int64) * max(len(self.lanes), 1) + a["tid"][rows]
+        all_threads = a["pid"][self.op_rows].astype(np.int64) * max(len(self.lanes), 1) + a["tid"][self.op_rows]
         if len(rows):
             values, counts = np.unique(all_threads, return_counts=True)
             main = values[np.argmax(counts)]
@@ -357,8 +358,9 @@ class _Assembly:
 
 def assemble(translated: Translated) -> Trace:
     """The Trace of one reader's events: linked, the rules applied, every table written."""
-    trace = _Assembly(translated).build()
-    trace.run_info.extra.setdefault("events", len(translated.events))
+    made = _Assembly(translated)
+    trace = made.build()
+    trace.run_info.extra.setdefault("events", made.n_events)
     return trace
 
 

@@ -135,19 +135,40 @@ class EventColumns:
                 part[c] = remap[codes] if len(codes) else np.zeros(0, dtype=np.int32)
             else:
                 part[c] = np.zeros(n, dtype=np.int32)
-        for c in ("start_ns", "dur_ns", *INT_COLUMNS):
+        part["start_ns"] = columns["start_ns"].astype(np.int64)
+        part["dur_ns"] = np.maximum(columns.get("dur_ns", np.zeros(n, dtype=np.int64)).astype(np.int64), 0)
+        for c in INT_COLUMNS:  # a column no event of the part has is not stored
             given = columns.get(c)
-            part[c] = np.full(n, NONE if c in INT_COLUMNS else 0, dtype=np.int64) if given is None else given.astype(np.int64)
-        np.maximum(part["dur_ns"], 0, out=part["dur_ns"])
+            if given is not None and (given != NONE).any():
+                part[c] = given.astype(np.int64)
         self._parts.append(part)
 
-    def arrays(self) -> dict[str, np.ndarray]:
+    def arrays(self, *, release: bool = False) -> dict[str, np.ndarray]:
         """Every column as a numpy array: kinds as `KIND_CODES`, pid/tid as codes into `lanes`, texts as int32 codes
-        into `texts` (0: none), integers as int64 with `NONE` where not given."""
+        into `texts` (0: none), integers as int64 with `NONE` where not given (a column no event has: one read-only
+        constant, no memory). release: give each part's memory back as its column is joined (this object is then
+        empty: call once)."""
         rows = {c: np.asarray(v, dtype=np.int32 if c in TEXT_COLUMNS else np.int64) for c, v in self._rows.items()}
         rows["kind"] = rows["kind"].astype(np.int8)
         parts = [rows, *self._parts]
-        return {c: np.concatenate([p[c] for p in parts]) for c in COLUMNS}
+        if release:
+            self._rows = {c: [] for c in COLUMNS}
+            self._parts = []
+        sizes = [len(p["kind"]) for p in parts]
+        n = sum(sizes)
+        out: dict[str, np.ndarray] = {}
+        for c in COLUMNS:
+            if c in INT_COLUMNS and not any(c in p and (p[c] != NONE).any() for p in parts):
+                out[c] = np.broadcast_to(np.int64(NONE), (n,))
+            else:
+                pieces = [p[c] if c in p else np.full(size, NONE, dtype=np.int64) for p, size in zip(parts, sizes, strict=True)]
+                out[c] = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+            if release:
+                for p in parts:
+                    p.pop(c, None)
+        for c in ("pid", "tid"):
+            out[c] = out[c].astype(np.int32, copy=False)
+        return out
 
     def table(self) -> pa.Table:
         """The events as an Arrow table of `EVENTS` (what SQL and the architecture document show)."""

@@ -94,7 +94,7 @@ def link(a: dict[str, np.ndarray], n_lanes: int) -> Links:
     kind = a["kind"]
     n = len(kind)
     start, dur = a["start_ns"], a["dur_ns"]
-    group = a["pid"] * max(n_lanes, 1) + a["tid"]
+    group = a["pid"].astype(np.int64) * max(n_lanes, 1) + a["tid"]
     rank = np.full(n, 3, dtype=np.int8)
     is_ = {k: kind == KIND_CODES[k] for k in EventKind}
     for k, r in _RANK.items():

@@ -26,6 +26,7 @@ from ..trace import RunInfo, Trace
 from ._kineto_events import FORMAT, KinetoEvents
 from ._kineto_rows import ASIDE, RowColumns
 from ._source import DEFAULT_CAPS, SizeCaps
+from ._spill import release_memory
 from .chrome_json import ChromeDocument, SplitFailed, whole
 
 __all__ = ["FORMAT", "KinetoEvents", "collect", "read_kineto", "translate"]
@@ -54,7 +55,10 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
         events, lanes = collect_file(path, caps)
         if lanes is not None:
             link_launches(events, lanes)  # launch ids as correlations, runtime work on NPU rows moved to the device
-        trace = assemble(translate(path, events, infer_fallback=infer_fallback, lanes=lanes))
+        translated = translate(path, events, infer_fallback=infer_fallback, lanes=lanes)
+        del events  # the collector's columns: the events hold what they said
+        release_memory()
+        trace = assemble(translated)
         return npu_kineto.finish(trace, lanes) if lanes is not None else trace
     finally:
         if collecting:
