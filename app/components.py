@@ -13,12 +13,14 @@ from dash.development.base_component import Component
 
 from portscope.ingest.summary import format_bytes
 
+from .data.seen import NOT_RECORDED
+
 Column = tuple[str, str, Callable[[Any], str] | None]  # (key, header, formatter)
 
 STATUS_TEXT = {
     "clean": "clean",
     "compiles": "compiles only",
-    "not-clean": "host work",
+    "not-clean": "not clean",  # shown only when nothing names what was seen (app/data/seen.py names it)
     "error": "error",
 }
 
@@ -67,8 +69,16 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
 
-def status_badge(status: str) -> html.Span:
-    return html.Span(STATUS_TEXT.get(status, status), className=f"badge badge-{status}")
+def status_badge(status: str, seen: str = "") -> html.Span:
+    """A verdict at a glance. A not-clean one names what was seen ("60 d2h copies · 67 syncs"): those are facts to
+    read, not all of them faults (a converted CUDA run's ordinary copies, an Ascend run's AI-CPU kernels)."""
+    text = seen if status == "not-clean" and seen else STATUS_TEXT.get(status, status)
+    return html.Span(text, className=f"badge badge-{status}", title=STATUS_TEXT.get(status, status))
+
+
+def not_recorded(why: str) -> html.Span:
+    """A count the run's source cannot record: not a 0. `why`: the source's own words (run_info.missing_signals)."""
+    return html.Span(NOT_RECORDED, className="muted not-recorded", title=f"this source could not provide: {why}")
 
 
 def problem(message: str) -> html.Div:

@@ -22,7 +22,8 @@ RUNS_COMPARE = "runs-compare"
 # run page
 RUN_REGIONS = "run-regions"
 RUN_FILE = "run-file"  # the subtitle: the run's file, or the name this browser uploaded it under
-RUN_PAGE_ID = "run-page-id"  # store: {"run_id", "file"} of the run page shown
+RUN_PAGE_ID = "run-page-id"  # store: {"run_id", "file", "model_from_file"} of the run page shown
+RUN_MODEL = "run-model"  # the model the run is about (its file's name when nothing names one)
 
 # region page
 SIGNAL_GRID = "signal-grid"

@@ -16,7 +16,8 @@ def layout(config: ViewerConfig) -> html.Div:
     zone = html.Div(
         [
             html.Div("Drop traces here, or click to choose (.arrow, PyTorch profiler / Chrome JSON, NPU traces and tables, fallback and compile logs)", className="upload-hint"),
-            html.Progress(id=ids.UPLOAD_PROGRESS, value="0", max="100", className="upload-progress"),
+            # hidden until a file is sent (assets/upload.js shows it): an empty bar before any upload reads as one stuck
+            html.Progress(id=ids.UPLOAD_PROGRESS, value="0", max="100", className="upload-progress", hidden=True),
             html.Span(id=ids.UPLOAD_STATUS, className="upload-status"),
         ],
         id=ids.UPLOAD_ZONE,

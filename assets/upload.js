@@ -1,6 +1,7 @@
 /* portscope uploads: drag and drop anywhere (or click the upload zone), several files at once.
  * Each file is POSTed raw to /api/upload (streamed to disk by the server, not base64 in memory);
- * progress goes to the <progress> bar, results to the upload-result store via set_props.
+ * progress goes to the <progress> bar (hidden until the first upload), results to the upload-result store via
+ * set_props.
  * A large file of another format is converted in the background: the server answers with a job,
  * polled at GET /api/upload/<job> until it names the run (its progress shown meanwhile). */
 (function () {
@@ -92,7 +93,7 @@
     if (!files.length) { return; }
     var total = 0, done = 0, results = [];
     files.forEach(function (f) { total += f.size; });
-    setProps("upload-progress", {value: "0"});
+    setProps("upload-progress", {value: "0", hidden: false});
     var chain = Promise.resolve();
     files.forEach(function (file, i) {
       chain = chain.then(function () {

@@ -15,6 +15,7 @@ from portscope.ingest.trace import Trace
 from ..components import problem
 from ..context import store
 from ..data.runs import regions_frame
+from ..data.seen import report_seen
 from ..data.tables import predicted_spans
 from ..time_axis import fmt_duration
 
@@ -68,6 +69,7 @@ def region_rows(run_id: str, trace: Trace) -> list[dict[str, Any]]:
                 "depth": report["depth"],
                 "clean": report["verdict"]["clean"],
                 "status": report["verdict"]["status"],
+                "seen": report_seen(report),
                 **counts,
             }
         )

@@ -1,10 +1,12 @@
 """Compare page, schedules section: region A's engine schedule against region B's (ingest/schedule_diff.py).
 
-The tables say per engine how busy time, idle time and time on the critical path
-moved, and what on the critical path changed; below them the two schedules are
-drawn one above the other on one relative time axis (each region from 0, one
-scale), their critical paths marked by a dark core, so a user sees where B got
-shorter. Zooms are answered on the server as on the timeline page.
+A region's schedule is every engine slice inside it, its nested regions' too: what
+the timeline below draws over it. The tables say per engine how busy time, idle
+time and time on the critical path moved, and what on the critical path changed;
+below them the two schedules are drawn one above the other on one relative time
+axis (each region from 0, one scale), their critical paths marked by a dark core,
+so a user sees where B got shorter. Zooms are answered on the server as on the
+timeline page.
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ from typing import Any
 
 import dash
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from dash import Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
 from portscope.ingest.errors import UsageError
+from portscope.ingest.region_tree import descendants
 from portscope.ingest.schedule_diff import (
     ScheduleDiff,
     aligned_slices,
@@ -28,6 +33,7 @@ from portscope.ingest.schedule_diff import (
 from portscope.ingest.schema import TimeUnit
 from portscope.ingest.slice_depth import nest_slices
 from portscope.ingest.slice_search import lanes_of_rows
+from portscope.ingest.trace import Trace
 from portscope.ingest.viewport import KINDS, Lanes, build_lanes, reduce_viewport, slice_at
 
 from .. import ids
@@ -90,15 +96,35 @@ def tables(diff: ScheduleDiff) -> list[Any]:
     ]
 
 
+def with_nested(trace: Trace, region_id: int) -> Trace:
+    """The run with the engine slices of the regions nested in `region_id` counted as its own: the slices the timeline
+    below draws over the region (a converted trace puts a step's kernels in the innermost annotation around them, so
+    a region's own slices alone would show its streams idle there). Row order is kept: a row is the trace's row."""
+    nested = descendants(trace, region_id)
+    if len(nested) == 1:
+        return trace
+    slices = trace["engine_slices"]
+    column = slices.column("region_id")
+    inside = pc.fill_null(pc.is_in(column, value_set=pa.array(nested, column.type)), False)
+    regions = pc.if_else(inside, pa.scalar(region_id, column.type), column)
+    tables = {**trace.gather().tables, "engine_slices": slices.set_column(slices.column_names.index("region_id"), "region_id", regions)}
+    return Trace(run_info=trace.run_info, tables=tables, path=trace.path)
+
+
+def schedule_trace(run_id: str, region_id: int) -> Trace:
+    """`with_nested` of a stored run (kept per process)."""
+    return store().memo(f"schedule-trace:{run_id}:{region_id}", lambda: with_nested(store().trace(run_id), region_id))
+
+
 def aligned_lanes(run_id: str, region_id: int) -> Lanes:
     """Timeline arrays of one region's schedule, counted from its first slice (kept per process)."""
     return store().memo(f"aligned-lanes:{run_id}:{region_id}",
-                        lambda: build_lanes(nest_slices(aligned_slices(store().trace(run_id), region_id))))
+                        lambda: build_lanes(nest_slices(aligned_slices(schedule_trace(run_id, region_id), region_id))))
 
 
 def _diff(a: str, region_a: int, b: str, region_b: int) -> ScheduleDiff:
     return store().memo(f"schedule-diff:{a}:{region_a}:{b}:{region_b}",
-                        lambda: diff_schedules(store().trace(a), region_a, store().trace(b), region_b))
+                        lambda: diff_schedules(schedule_trace(a, region_a), region_a, schedule_trace(b, region_b), region_b))
 
 
 def _bands(key: dict[str, Any]) -> list[list[tuple[float, float, str]]]:
@@ -140,7 +166,7 @@ def section(a: str, b: str, region_a: int | None, region_b: int | None) -> list[
     """The schedules section for a region pair: nothing unless both regions carry engine slices."""
     if region_a is None or region_b is None:
         return []
-    trace_a, trace_b = store().trace(a), store().trace(b)
+    trace_a, trace_b = schedule_trace(a, region_a), schedule_trace(b, region_b)
     if not (has_schedule(trace_a, region_a) and has_schedule(trace_b, region_b)):
         return []
     head = html.H3("Schedules: A against B, engine by engine")
@@ -179,7 +205,7 @@ def clicked(key: dict[str, Any], click: dict[str, Any] | None, relayout: dict[st
     row = slice_at(lanes, int(round(float(point["y"]))), float(point["x"]), 3 * (x1 - x0) / VIEW_PX)
     if row is None:
         return html.Div(NO_SLICE, className="muted")
-    trace_row = int(store().memo(f"region-rows:{run_id}:{rid}", lambda: region_slice_rows(store().trace(run_id), rid))[row])
+    trace_row = int(store().memo(f"region-rows:{run_id}:{rid}", lambda: region_slice_rows(schedule_trace(run_id, rid), rid))[row])
     facts = slice_view(run_id, trace_row)
     facts.id = ids.COMPARE_SCHEDULE_SLICE  # the page's other timeline has its own slice facts
     offset = float(lanes.start[int(np.flatnonzero(np.asarray(lanes.row) == row)[0])])

@@ -102,7 +102,7 @@ def layout(run_id: str = "", region: str = "", n: str = "0", **_query: str) -> h
     verdict = report["verdict"]
     subtitle = html.Div(
         [
-            status_badge(verdict["status"]),
+            status_badge(verdict["status"], me["seen"]),
             html.Span(f"  {time_text(me, trace)} · {report['ops']:,} ops · mode {report['mode']} · phase {report['phase']} · device {report['device'] or '?'} · d2h {fmt_bytes(report['d2h_bytes'])}"),
             html.Ul([html.Li(reason) for reason in verdict["reasons"]], className="verdict-reasons"),
         ]

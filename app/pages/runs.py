@@ -10,7 +10,7 @@ from dash import Input, Output, dcc, html
 from portscope.ingest.schema import TimeUnit
 
 from .. import ids, urls
-from ..components import fmt_bytes, fmt_int, page, problem, status_badge, text_table
+from ..components import fmt_bytes, fmt_int, not_recorded, page, problem, status_badge, text_table
 from ..context import store
 from ..shell import session_entries
 from ..time_axis import fmt_duration
@@ -58,12 +58,14 @@ def runs_rows(session_runs: Any) -> tuple[list[dict[str, Any]], list[str]]:
 
 def _decorate(row: dict[str, Any]) -> dict[str, Any]:
     source = row["source"] + (f" ({row['target']})" if row.get("target") else "")
+    unrecorded = {column: not_recorded(why) for column, why in row["not_recorded"].items() if not row[column]}
     return {
         **row,
+        **unrecorded,
         "pick": dcc.Checklist(id=ids.run_pick(row["run_id"]), options=[{"label": "", "value": row["run_id"]}], value=[], className="pick"),
         "open": html.Div([dcc.Link(row["file"], href=urls.run(row["run_id"])), html.Div(row["run_id"], className="muted")]),
         "source": source + (" · uploaded" if row.get("uploaded") else ""),
-        "badge": status_badge(row["status"]),
+        "badge": status_badge(row["status"], row["seen"]),
         "time": html.Span(fmt_duration(row["time"], TimeUnit(row["time_unit"]))
                           + ((" predicted (assumed)" if row.get("assumed_time") else " predicted") if row["predicted_time"] else " wall"),
                           title="predicted device time on the target (the CPU's wall while recording is on the run page)"
