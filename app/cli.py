@@ -49,7 +49,7 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-class _Subcommands:
+class Subcommands:
     """The sub-parsers action as the command modules see it: summaries come from `COMMANDS`."""
 
     def __init__(self, action: argparse._SubParsersAction) -> None:
@@ -75,7 +75,7 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
         modules = list(dict.fromkeys(c.module for c in COMMANDS.values()))
     else:
         modules = [COMMANDS[chosen].module] if chosen in COMMANDS else []
-    sub = _Subcommands(action)
+    sub = Subcommands(action)
     for module in modules:
         importlib.import_module(module).register(sub)
     for name, command in COMMANDS.items():  # the rest: listed by name, arguments not loaded

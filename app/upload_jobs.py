@@ -118,7 +118,7 @@ class UploadJobs:
 
 
 @contextlib.contextmanager
-def _heartbeat(listener: JobProgress, every_s: float = 1.0) -> Iterator[None]:
+def heartbeat(listener: JobProgress, every_s: float = 1.0) -> Iterator[None]:
     """Save the status every `every_s` while the body runs, so stages that report nothing (writing) still show their
     time going on; stopped and joined before the body's exit, so it never overwrites a final status."""
     stop = threading.Event()
@@ -140,7 +140,7 @@ def convert_upload(runs_dir: Path, tmp: Path, name: str, status: Path) -> None:
     """Convert an uploaded file into `<runs_dir>/<run id>.arrow`, reporting to its status file (the job's process)."""
     listener = JobProgress(status, name)
     try:
-        with _heartbeat(listener), progress.reporting(listener):
+        with heartbeat(listener), progress.reporting(listener):
             from portscope.ingest.convert import load_any
 
             try:
@@ -171,14 +171,14 @@ def convert_upload(runs_dir: Path, tmp: Path, name: str, status: Path) -> None:
 
 def main(argv: list[str]) -> None:
     """The job's process: `RUNS_DIR UPLOADED_FILE NAME STATUS_FILE`, at a lower priority than the server."""
-    from portscope.ingest.readers._spill import map_large_blocks
+    from portscope.ingest.readers import map_large_blocks
 
     map_large_blocks()  # as `portscope convert`: this process only; freed batches go back to the system (glibc)
     os.nice(NICENESS)  # the viewer's own requests come first: a multi-GB conversion takes idle CPU, not theirs
     convert_upload(Path(argv[0]), Path(argv[1]), argv[2], Path(argv[3]))
 
 
-__all__ = ["NICENESS", "JobProgress", "UploadJobs", "convert_upload", "main"]
+__all__ = ["NICENESS", "JobProgress", "UploadJobs", "convert_upload", "heartbeat", "main"]
 
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -1,6 +1,6 @@
-"""RSS stage by stage of `portscope convert` on one Kineto file, in one process: after reading, after linking, after
-each record batch written (the tables' release_memory calls), with the peak since the previous mark (VmHWM, reset at
-each mark), glibc's heap and mapped blocks (mallinfo2), Arrow's pool and Python's allocated blocks.
+"""RSS stage by stage of `portscope convert` on one Kineto file, in one process: after reading, after translating,
+after assembling (linking, rules, tables), after each table written, with the peak since the previous mark (VmHWM,
+reset at each mark), glibc's heap and mapped blocks (mallinfo2), Arrow's pool and Python's allocated blocks.
 
     .venv/bin/python bench/kineto_stages.py /tmp/gpu_4.json /tmp/out.arrow
 """
@@ -16,7 +16,8 @@ from typing import Any
 import pyarrow as pa
 
 from portscope.ingest import convert_cli
-from portscope.ingest.readers import _kineto_link, _kineto_stream, _kineto_tables, _spill
+from portscope.ingest import trace as trace_module
+from portscope.ingest.readers import _kineto_stream, kineto
 
 
 class _MallInfo2(ctypes.Structure):
@@ -59,18 +60,21 @@ def main() -> None:
     parser.add_argument("output")
     args = parser.parse_args()
     _after(_kineto_stream, "collect_file", "read")
-    _after(_kineto_link, "build_trace", "linked")
-    batches = iter(range(1, 1 << 30))
-    release = _spill.release_memory
+    _after(kineto, "translate", "translated")
+    _after(kineto, "assemble", "assembled (linked, rules, tables)")
+    tables = iter(range(1, 1 << 30))
+    fixed_batches = trace_module.fixed_batches
 
-    def released() -> None:
-        release()
-        mark(f"batch {next(batches)} written")
+    def written(batches: Any) -> Any:  # one call per table, as its member of the file is written
+        yield from fixed_batches(batches)
+        mark(f"table {next(tables)} written")
 
-    _kineto_tables.release_memory = released
+    trace_module.fixed_batches = written
     mark("start (imports)")
-    convert_cli._convert(argparse.Namespace(input=args.input, output=args.output, format=None, infer_fallback=False,
-                                            compression=None))  # fmt: skip
+    cli = argparse.ArgumentParser()
+    convert_cli.register(cli.add_subparsers())
+    command = cli.parse_args(["convert", args.input, "-o", args.output])
+    command.func(command)
     mark("written")
 
 

@@ -1,7 +1,7 @@
 """Record batches as the trace file holds them, and the run's content hash fed with them.
 
 `fixed_batches` cuts any table's rows into compact batches of exactly `_BATCH_ROWS` rows with nothing under
-their nulls, so equal rows serialise to equal bytes however they arrived; `_RunDigest` hashes tables streamed
+their nulls, so equal rows serialise to equal bytes however they arrived; `RunDigest` hashes tables streamed
 as Arrow IPC in those batches (`Trace.content_hash`, `write_run`). Split from ingest/trace.py.
 """
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 _BATCH_ROWS = 1 << 20  # rows per record batch written (and hashed)
 
 
-class _RunDigest:
+class RunDigest:
     """The content hash, fed table by table (by `Trace.content_hash`, or by `write_trace` as it writes)."""
 
     def __init__(self, run_info: RunInfo) -> None:

@@ -87,7 +87,7 @@ def read_members(path: str | Path) -> tuple[dict[str, pa.Buffer], list[str]]:
         with zipfile.ZipFile(pa.BufferReader(whole)) as zf:
             infos = zf.infolist()
     except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:  # NotImplementedError: an unknown ZIP version
-        raise _NotAContainer(str(exc)) from None
+        raise NotAContainer(str(exc)) from None
     size = whole.size
     for info in infos:
         if info.compress_type != zipfile.ZIP_STORED:
@@ -115,5 +115,5 @@ def read_members(path: str | Path) -> tuple[dict[str, pa.Buffer], list[str]]:
     return members, problems
 
 
-class _NotAContainer(Exception):
+class NotAContainer(Exception):
     """Raised by read_members when the file is not a ZIP container at all."""

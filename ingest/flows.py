@@ -15,8 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .schedule_summary import _RELEASED_BY
-from .viewport import _codes
+from .schedule_summary import RELEASED_BY
+from .viewport import dictionary_codes
 
 MAX_FLOWS = 50
 
@@ -45,9 +45,9 @@ def slice_flows(slices: pa.Table, row: int) -> list[Flow]:
             chain = same[lo:lo + MAX_FLOWS + 1]
             out += [Flow(int(a), int(b), "same operator") for a, b in zip(chain[:-1], chain[1:], strict=True)]
     waited = slices.column("waited_on")[row].as_py() if "waited_on" in slices.column_names else None
-    kinds = _RELEASED_BY.get(str(waited)) if waited else None
+    kinds = RELEASED_BY.get(str(waited)) if waited else None
     if kinds:
-        codes, names = _codes(slices.column("engine_kind"))  # one test per engine kind, not per slice
+        codes, names = dictionary_codes(slices.column("engine_kind"))  # one test per engine kind, not per slice
         candidate = np.isin(codes, [i for i, name in enumerate(names) if name in kinds])
         candidate &= end <= start[row]
         candidate[row] = False

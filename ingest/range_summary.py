@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .viewport import Lanes, _codes, group_window
+from .viewport import Lanes, dictionary_codes, group_window
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +78,7 @@ def range_summary(slices: pa.Table, lanes: Lanes, signals: pa.Table, x0: float, 
         codes, names = _indices(column)
         picked = codes[rows]
     else:  # plain strings (names too many for a dictionary): the range's rows only are coded
-        picked, names = _codes(column.take(pa.array(rows, pa.int64())))
+        picked, names = dictionary_codes(column.take(pa.array(rows, pa.int64())))
     count = np.bincount(picked, minlength=len(names))
     time = np.bincount(picked, weights=ce - cs, minlength=len(names))
     used = np.flatnonzero(count)
@@ -97,7 +97,7 @@ def _indices(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
         column = column.unify_dictionaries()  # one dictionary for every chunk: their codes concatenate
         codes = [chunk.indices.to_numpy() for chunk in column.chunks]
         return (codes[0] if len(codes) == 1 else np.concatenate(codes)), column.chunk(0).dictionary.to_pylist()
-    return _codes(column)
+    return dictionary_codes(column)
 
 
 def _ids(column: pa.ChunkedArray) -> np.ndarray:

@@ -27,7 +27,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import UsageError
-from .schedule_summary import _KIND_ORDER, ScheduleSummary, _strings, _time, region_slices, schedule_summary
+from .schedule_summary import (
+    ENGINE_KIND_ORDER,
+    ScheduleSummary,
+    format_time,
+    region_slices,
+    schedule_summary,
+    string_values,
+)
 from .trace import Trace
 
 IDLE = "idle"  # the critical path's time not on any slice (what schedule_summary calls it)
@@ -185,7 +192,7 @@ def _path_parts(summary: ScheduleSummary, slices: pa.Table, rename: dict[str, st
         return out
     rows = pa.array(summary.critical_rows, pa.int64())
     taken = slices.select(["engine", "name", "dur"]).take(rows)
-    for engine, name, dur in zip(_strings(taken, "engine"), _strings(taken, "name"), taken.column("dur").to_pylist(),
+    for engine, name, dur in zip(string_values(taken, "engine"), string_values(taken, "name"), taken.column("dur").to_pylist(),
                                  strict=True):
         engine = (rename or {}).get(engine, engine)
         time, count = out.get((engine, name), (0, 0))
@@ -207,7 +214,7 @@ def diff_summaries(a: ScheduleSummary, b: ScheduleSummary, slices_a: pa.Table, s
     use_b = {rename.get(e.engine, e.engine): e for e in b.engines}
     critical_b = {rename.get(k, k): v for k, v in b.critical_by_engine.items()}
     kinds = {e.engine: e.engine_kind for e in a.engines} | {rename.get(e.engine, e.engine): e.engine_kind for e in b.engines}
-    order = sorted(kinds, key=lambda name: (_KIND_ORDER.get(kinds[name], 99), name))  # as each summary orders them
+    order = sorted(kinds, key=lambda name: (ENGINE_KIND_ORDER.get(kinds[name], 99), name))  # as each summary orders them
     engines = []
     for name in order:
         ea, eb = use_a.get(name), use_b.get(name)
@@ -277,7 +284,7 @@ def region_slice_rows(trace: Trace, region_id: int) -> np.ndarray:
 
 
 def _signed(value: float, unit: str) -> str:
-    return ("+" if value > 0 else "-" if value < 0 else "") + _time(abs(value), unit)
+    return ("+" if value > 0 else "-" if value < 0 else "") + format_time(abs(value), unit)
 
 
 def _pct(value: float | None) -> str:
@@ -289,7 +296,7 @@ def verdict(diff: ScheduleDiff) -> str:
     u = diff.unit
     parts = []
     for what, (a, b) in diff.headline().items():
-        parts.append(f"{what} {_time(a, u)} -> {_time(b, u)} ({_signed(b - a, u)}, {_pct(percent(a, b))})")
+        parts.append(f"{what} {format_time(a, u)} -> {format_time(b, u)} ({_signed(b - a, u)}, {_pct(percent(a, b))})")
     by_engine: dict[str, int] = {}
     for p in diff.critical_path:
         by_engine[p.engine] = by_engine.get(p.engine, 0) + p.delta
@@ -309,15 +316,15 @@ def format_schedule_diff(diff: ScheduleDiff, *, top: int = 10) -> str:
     for e in diff.engines:
         if e.engine_b:
             lines.append(f"  {e.engine} is {e.engine_b} in B (the only {e.engine_kind} engine on each side that the other lacks)")
-        lines.append(f"  {e.engine:<16} {e.engine_kind:<10} {_time(e.busy_a, u):>10} {_time(e.busy_b, u):>10} "
-                     f"{_signed(e.delta, u):>11} {_pct(e.percent):>8} {_time(e.idle_a, u):>10} {_time(e.idle_b, u):>10} "
-                     f"{_time(e.critical_a, u):>10} {_time(e.critical_b, u):>10}")
+        lines.append(f"  {e.engine:<16} {e.engine_kind:<10} {format_time(e.busy_a, u):>10} {format_time(e.busy_b, u):>10} "
+                     f"{_signed(e.delta, u):>11} {_pct(e.percent):>8} {format_time(e.idle_a, u):>10} {format_time(e.idle_b, u):>10} "
+                     f"{format_time(e.critical_a, u):>10} {format_time(e.critical_b, u):>10}")
     changed = [p for p in diff.critical_path if p.change is not Change.SAME]
     lines += ["", f"critical path: what changed on it ({len(changed)}, top {top}):"]
-    lines += [f"  {p.change.value:<8} {p.engine:<16} {p.name[:40]:<40} {_time(p.time_a, u):>10} -> {_time(p.time_b, u):<10} "
+    lines += [f"  {p.change.value:<8} {p.engine:<16} {p.name[:40]:<40} {format_time(p.time_a, u):>10} -> {format_time(p.time_b, u):<10} "
               f"{_signed(p.delta, u)}" for p in changed[:top]]
     lines += ["", "idle (device engines waiting), by cause:"]
-    lines += [f"  {c.cause:<16} {_time(c.idle_a, u):>10} -> {_time(c.idle_b, u):<10} {_signed(c.delta, u)}" for c in diff.idle]
+    lines += [f"  {c.cause:<16} {format_time(c.idle_a, u):>10} -> {format_time(c.idle_b, u):<10} {_signed(c.delta, u)}" for c in diff.idle]
     return "\n".join(lines) + "\n"
 
 

@@ -28,7 +28,7 @@ from .trace import Trace
 
 UNKNOWN = "unknown"
 # what a slice waited on -> the engine kinds that release it
-_RELEASED_BY = {
+RELEASED_BY = {
     "dispatch": ("dispatch", "host"),
     "compile": ("compiler",),
     "fallback": ("host",),
@@ -91,7 +91,7 @@ class ScheduleSummary:
         return pa.table(cols)
 
 
-def _strings(table: pa.Table, name: str) -> list:
+def string_values(table: pa.Table, name: str) -> list:
     col = table.column(name)
     if pa.types.is_dictionary(col.type):
         col = col.cast(pa.string())
@@ -117,9 +117,9 @@ def summarize_slices(table: pa.Table, *, origin: int | None = None, name: str = 
     dur = table.column("dur").to_numpy().astype(np.int64)
     stop = start + dur
     engine_code, engine_names = _codes(table, "engine")
-    kinds = _strings(table, "engine_kind")
+    kinds = string_values(table, "engine_kind")
     has_waited = "waited_on" in table.column_names
-    waited = _strings(table, "waited_on") if has_waited else [None] * table.num_rows
+    waited = string_values(table, "waited_on") if has_waited else [None] * table.num_rows
     waited_code, waited_names = _codes(table, "waited_on") if has_waited else (np.full(table.num_rows, -1, np.int64), [])
     t0 = int(start.min()) if origin is None else min(int(origin), int(start.min()))
     t1 = int(stop.max())
@@ -137,7 +137,7 @@ def summarize_slices(table: pa.Table, *, origin: int | None = None, name: str = 
         gaps = np.maximum(s - prev_end, 0)
         idle = _idle_by_cause(gaps, waited_code[idx], waited_names)
         engines.append(EngineUse(eng, kinds[int(first_row[k])], len(idx), busy, busy / span, idle))
-    engines.sort(key=lambda u: (_KIND_ORDER.get(u.engine_kind, 99), u.engine))
+    engines.sort(key=lambda u: (ENGINE_KIND_ORDER.get(u.engine_kind, 99), u.engine))
     engine = np.asarray(names, dtype=object)[lane].tolist()
     length, by_engine, path = _critical_path(start, stop, engine, kinds, waited, t0)
     return ScheduleSummary(region_id, name, t0, t1, engines, length, by_engine, critical_rows=path)
@@ -159,7 +159,7 @@ def _idle_by_cause(gaps: np.ndarray, cause_code: np.ndarray, cause_names: list) 
     return idle
 
 
-_KIND_ORDER = {k: i for i, k in enumerate(
+ENGINE_KIND_ORDER = {k: i for i, k in enumerate(
     ["host", "dispatch", "compiler", "dma_h2d", "dma_d2h", "dma_d2d", "matrix", "vector", "stream", "collective", "other"])}
 
 
@@ -200,7 +200,7 @@ def _pick(candidates: list[int], eng: str, kinds: list[str], cause: str | None, 
         same = [c for c in candidates if engine[c] == eng]
         if same:
             return same[-1]
-    wanted = _RELEASED_BY.get(cause or "", ())
+    wanted = RELEASED_BY.get(cause or "", ())
     for c in reversed(candidates):
         if kinds[c] in wanted and engine[c] != eng:
             return c
@@ -285,7 +285,7 @@ def schedule_summaries(trace: Trace, region: str | None = None) -> list[Schedule
     return out
 
 
-def _time(value: float, unit: str) -> str:
+def format_time(value: float, unit: str) -> str:
     if unit != "ns":
         return f"{value:,.0f} {unit}"
     for scale, suffix in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
@@ -301,7 +301,7 @@ def format_schedule(summaries: list[ScheduleSummary], *, unit: str = "ns", modes
     """
     lines: list[str] = []
     for s in summaries:
-        lines.append(f"region {s.name!r}: schedule {_time(s.total, unit)}, critical path {_time(s.critical_path, unit)}"
+        lines.append(f"region {s.name!r}: schedule {format_time(s.total, unit)}, critical path {format_time(s.critical_path, unit)}"
                      + (" (assumed)" if s.assumed else ""))
         if s.assumed:
             lines.append("  assumed, not measured nor from a datasheet, on the critical path: " + ", ".join(s.assumed))
@@ -310,8 +310,8 @@ def format_schedule(summaries: list[ScheduleSummary], *, unit: str = "ns", modes
             lines.append("  critical path: " + ", ".join(f"{e} {100 * ns / s.critical_path:.1f}%" for e, ns in parts if ns))
         lines.append(f"  {'engine':<16} {'kind':<10} {'slices':>8} {'busy':>10} {'util':>7}  idle waiting on")
         for e in s.engines:
-            idle = ", ".join(f"{c} {_time(ns, unit)}" for c, ns in sorted(e.idle_by_cause.items(), key=lambda kv: -kv[1]))
-            lines.append(f"  {e.engine:<16} {e.engine_kind:<10} {e.slices:>8} {_time(e.busy, unit):>10} "
+            idle = ", ".join(f"{c} {format_time(ns, unit)}" for c, ns in sorted(e.idle_by_cause.items(), key=lambda kv: -kv[1]))
+            lines.append(f"  {e.engine:<16} {e.engine_kind:<10} {e.slices:>8} {format_time(e.busy, unit):>10} "
                          f"{100 * e.utilisation:>6.1f}%  {idle or '-'}")
         lines.append("")
     if modes:
@@ -323,9 +323,10 @@ def format_schedule(summaries: list[ScheduleSummary], *, unit: str = "ns", modes
             if "eager" in pair and "compiled" in pair and pair["compiled"].total:
                 e, c = pair["eager"], pair["compiled"]
                 lines.append(f"eager/compiled ({phase}): {e.total / c.total:.2f}x "
-                             f"({e.name!r} {_time(e.total, unit)} vs {c.name!r} {_time(c.total, unit)})")
+                             f"({e.name!r} {format_time(e.total, unit)} vs {c.name!r} {format_time(c.total, unit)})")
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["EngineUse", "ScheduleSummary", "assumed_by_region", "assumed_on_critical_path", "cost_sources_text", "format_schedule", "region_slices", "schedule_summaries",
-           "schedule_summary", "summarize_slices"]
+__all__ = ["ENGINE_KIND_ORDER", "RELEASED_BY", "EngineUse", "ScheduleSummary", "assumed_by_region", "assumed_on_critical_path",
+           "cost_sources_text", "format_schedule", "format_time", "region_slices", "schedule_summaries", "schedule_summary",
+           "string_values", "summarize_slices"]

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .viewport import _codes
+from .viewport import dictionary_codes
 
 DEPTH_MARK = " · "
 
@@ -67,7 +67,7 @@ def nest_slices(slices: pa.Table) -> pa.Table:
     """The slices with the engine of every nested slice renamed "ENGINE · DEPTH" (the table unchanged when none nest)."""
     if slices.num_rows < 2:
         return slices
-    codes, names = _codes(slices.column("engine"))
+    codes, names = dictionary_codes(slices.column("engine"))
     start = slices.column("start").to_numpy().astype(np.float64)
     end = start + slices.column("dur").to_numpy().astype(np.float64)
     depth = slice_depths(codes, start, end)

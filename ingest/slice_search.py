@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .viewport import Lanes, _codes
+from .viewport import Lanes, dictionary_codes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +40,7 @@ def find_slices(slices: pa.Table, text: str, full: Lanes) -> SliceMatches:
     found = np.zeros(0, np.int64)  # rows of the slices table
     column = slices.column("name") if slices.num_rows else None
     if text.strip() and column is not None and pa.types.is_dictionary(column.type):
-        codes, names = _codes(column)
+        codes, names = dictionary_codes(column)
         hit = pc.match_substring(pa.array(names, pa.string()), text.strip(), ignore_case=True)
         wanted = np.flatnonzero(hit.fill_null(False).to_numpy(zero_copy_only=False))
         found = np.flatnonzero(np.isin(codes, wanted)).astype(np.int64)

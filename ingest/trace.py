@@ -14,8 +14,8 @@ import pyarrow as pa
 
 from . import _compute as pc
 from . import run_ids, schema
-from .batches import _RunDigest, fixed_batches
-from .container import _NotAContainer, read_members, write_members
+from .batches import RunDigest, fixed_batches
+from .container import NotAContainer, read_members, write_members
 from .errors import TraceFormatError
 
 MANIFEST = "manifest.json"
@@ -149,7 +149,7 @@ class Trace:
         tables hash equal. No copy of the run is made (at most one batch is gathered from pieces).
         Changing what is hashed changes every run id: bump `run_ids.VERSION` with it.
         """
-        digest = _RunDigest(self.run_info)
+        digest = RunDigest(self.run_info)
         for name in schema.TABLES:
             if self.num_rows(name) or name not in schema.ADDED_TABLES:
                 digest.table(name, self._schema(name), self.batches(name))
@@ -183,7 +183,7 @@ def write_run(trace: Trace, path: str | Path, *, compression: str | None = None,
     remembers it for the file (`run_ids`; not when the file is to be renamed: that changes its ctime), so
     a viewer opening the file need not hash it again."""
     path = Path(path)
-    digest = _RunDigest(trace.run_info)
+    digest = RunDigest(trace.run_info)
     written = _write(trace, path, compression, digest)
     run_id = digest.run_id()
     now = path.stat()
@@ -192,7 +192,7 @@ def write_run(trace: Trace, path: str | Path, *, compression: str | None = None,
     return run_id
 
 
-def _write(trace: Trace, path: Path, compression: str | None, digest: _RunDigest | None) -> os.stat_result:
+def _write(trace: Trace, path: Path, compression: str | None, digest: RunDigest | None) -> os.stat_result:
     problems = validate_tables(trace.tables, check_missing=False)
     problems += [f"table {name!r} is missing" for name in schema.TABLES if name not in trace.tables and name not in trace.slices]
     if problems:
@@ -221,7 +221,7 @@ def _write(trace: Trace, path: Path, compression: str | None, digest: _RunDigest
 
 
 def _member_writer(name: str, table_schema: pa.Schema, batches: Iterator[pa.RecordBatch], options: pa.ipc.IpcWriteOptions,
-                   digest: _RunDigest | None) -> Callable[[BinaryIO], None]:
+                   digest: RunDigest | None) -> Callable[[BinaryIO], None]:
     def write(member: BinaryIO) -> None:
         with contextlib.ExitStack() as stack:
             writer = stack.enter_context(pa.ipc.new_file(pa.PythonFile(member, mode="w"), table_schema, options=options))
@@ -340,7 +340,7 @@ def read_trace(path: str | Path, *, validate: bool = True) -> Trace:
         if path.stat().st_size == 0:
             raise TraceFormatError(path, "the file is empty (0 bytes)")
         members, problems = read_members(path)
-    except _NotAContainer as exc:
+    except NotAContainer as exc:
         with open(path, "rb") as f:
             head = f.read(4)
         if head == b"PK\x03\x04":

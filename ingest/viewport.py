@@ -76,7 +76,7 @@ def _unescape(s: str) -> str:
     return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), s)
 
 
-def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
+def dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
     """Dictionary codes and values of a string column (dictionary-encoded or plain)."""
     array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     if not pa.types.is_dictionary(array.type):
@@ -90,9 +90,9 @@ def build_lanes(slices: pa.Table) -> Lanes:
     if n == 0:
         empty = np.zeros(0)
         return Lanes([], [], empty, empty, empty, np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
-    engine_codes, engine_names = _codes(slices.column("engine"))
-    ekind_codes, ekind_names = _codes(slices.column("engine_kind"))
-    kind_codes, kind_names = _codes(slices.column("kind"))
+    engine_codes, engine_names = dictionary_codes(slices.column("engine"))
+    ekind_codes, ekind_names = dictionary_codes(slices.column("engine_kind"))
+    kind_codes, kind_names = dictionary_codes(slices.column("kind"))
     # engine -> its engine kind (the first one seen)
     first = np.full(len(engine_names), -1, np.int64)
     seen = np.unique(engine_codes, return_index=True)

@@ -62,7 +62,7 @@ def _graph_break(payload: str) -> tuple[str | None, str]:
     return site, reason or (payload.strip().splitlines()[0] if payload.strip() else "unknown")
 
 
-def _graph_break_record(record: logging.LogRecord) -> tuple[str | None, str]:
+def graph_break_record(record: logging.LogRecord) -> tuple[str | None, str]:
     """(user source line, reason) from a `graph_breaks` log record: the structured payload's text (newer
     torch), or a formatted user stack with the cause as exc_info (torch 2.5)."""
     message = record.getMessage()
@@ -109,7 +109,7 @@ class _GraphBreakLog(logging.Handler):
         if threading.get_ident() != self.watcher._thread or not self.watcher.session.regions:
             return
         try:
-            site, reason = _graph_break_record(record)
+            site, reason = graph_break_record(record)
             if site is not None:  # without a source line it cannot be told apart from the structured event
                 self.watcher.graph_break(None, site, reason, structured=False)
         except Exception:  # noqa: BLE001 - never break the user's compile

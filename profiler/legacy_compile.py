@@ -51,7 +51,7 @@ def _step_back(wrapper_frame: Any) -> None:
             s.mode.__enter__()
 
 
-def _bridge(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def bridge(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
     def set_callback(callback: Any) -> Any:
         caller = sys._getframe(1)
         if callback is not None:  # False is Dynamo's run-only mode: guards are still checked
@@ -76,5 +76,5 @@ def install() -> bool:
     if not callable(original):
         return False
     if not getattr(original, _MARK, False):
-        eval_frame._maybe_set_eval_frame = _bridge(original)
+        eval_frame._maybe_set_eval_frame = bridge(original)
     return True

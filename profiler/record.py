@@ -10,7 +10,7 @@ from pathlib import Path
 
 from portscope.ingest.errors import UsageError
 
-from .region import RecordRun, Region, _record_run, explain, save
+from .region import RecordRun, Region, explain, recording_run, save
 
 _PYTHONS = {"python", "python3", os.path.basename(sys.executable)}
 
@@ -42,7 +42,7 @@ def record(command: list[str], output: str | Path, *, target: str | None = None,
     """
     kind, name, argv = split_command(command)
     run = RecordRun(target=target, with_stack=with_stack, library=tuple(library or ()))
-    token = _record_run.set(run)
+    token = recording_run.set(run)
     old_argv = sys.argv
     failure: BaseException | None = None
     outer: Region = explain("script", with_stack=with_stack, target=target, library=library)
@@ -60,7 +60,7 @@ def record(command: list[str], output: str | Path, *, target: str | None = None,
         failure = exc
     finally:
         sys.argv = old_argv
-        _record_run.reset(token)
+        recording_run.reset(token)
     inner = list(outer.children)
     regions = inner or [outer]
     for r in inner:

@@ -35,7 +35,7 @@ class RecordRun:
     regions: list[Region] = dataclasses.field(default_factory=list)
 
 
-_record_run: contextvars.ContextVar[RecordRun | None] = contextvars.ContextVar("portscope_record_run", default=None)
+recording_run: contextvars.ContextVar[RecordRun | None] = contextvars.ContextVar("portscope_record_run", default=None)
 
 
 class Region:
@@ -96,7 +96,7 @@ class Region:
             if self.library is None:
                 self.library = self.parent.library
         else:
-            run = _record_run.get()
+            run = recording_run.get()
             if run is not None:
                 run.regions.append(self)
         if self._target is not None:
@@ -221,7 +221,7 @@ def explain(
     device: the device the region works on (default: the most used non-host device).
     timeline: also record a torch.profiler (Kineto) timeline: engine slices per host thread, CUDA stream, copy direction.
     """
-    run = _record_run.get()
+    run = recording_run.get()
     if run is not None:
         target = target if target is not None else run.target
         with_stack = with_stack or run.with_stack

@@ -72,7 +72,7 @@ class TimelineRecorder:
         return from_kineto_results(self._prof.profiler.kineto_results.events(), offset)
 
 
-def _activity(event: Any) -> str:
+def activity_of(event: Any) -> str:
     """Kineto's activity category; torch < 2.6 events have no `activity_type`, so it is inferred."""
     if hasattr(event, "activity_type"):
         return str(event.activity_type())
@@ -92,7 +92,7 @@ def from_kineto_results(events: Any, offset_ns: int) -> MeasuredTimeline:
     tl = MeasuredTimeline()
     counts: dict[Any, int] = {}
     for e in events:
-        cat = _activity(e)
+        cat = activity_of(e)
         start, dur = e.start_ns() + offset_ns, max(e.duration_ns(), 0)
         if cat == "cpu_op":
             thread = e.device_resource_id()
@@ -109,10 +109,10 @@ def from_kineto_results(events: Any, offset_ns: int) -> MeasuredTimeline:
 
 def from_kineto_file(path: str | Path) -> MeasuredTimeline:
     """A recorded Kineto Chrome trace (.json / .json.gz), times in ns from its first event."""
-    from portscope.ingest.readers._kineto_stream import collect_file
+    from portscope.ingest.readers import collect_kineto_file
 
     path = Path(path)
-    ev, _lanes = collect_file(path)
+    ev, _lanes = collect_kineto_file(path)
     t0 = ev.t_min if ev.t_min != float("inf") else 0.0
 
     def ns(ts: float) -> int:
@@ -123,7 +123,7 @@ def from_kineto_file(path: str | Path) -> MeasuredTimeline:
     for ts, dur, name, _pid, tid, *_ in ev.ops:
         tl.ops.append((ns(ts), max(ns(ts + dur) - ns(ts), 0), name, tid))
         counts[tid] = counts.get(tid, 0) + 1
-    for ts, dur, name, _pid, tid, corr, _ext, _size in ev.runtime:
+    for ts, dur, name, _pid, tid, corr, *_ in ev.runtime:  # then external id, bytes, copy kind
         tl.runtime.append((ns(ts), max(ns(ts + dur) - ns(ts), 0), name, tid, corr))
     for ts, dur, cat, name, dev, stream, corr, nbytes in ev.device:
         tl.device.append((ns(ts), max(ns(ts + dur) - ns(ts), 0), cat, name, dev, stream, corr, nbytes))
@@ -257,5 +257,5 @@ def add_timeline(builder: Any, region: Any, decoded: dict[int, tuple[int, list[O
     builder.engine_slices.extend(timeline_columns(shifted, regions))
 
 
-__all__ = ["MeasuredTimeline", "TimelineRecorder", "add_timeline", "from_kineto_file", "from_kineto_results",
+__all__ = ["MeasuredTimeline", "TimelineRecorder", "activity_of", "add_timeline", "from_kineto_file", "from_kineto_results",
            "timeline_columns"]

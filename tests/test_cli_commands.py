@@ -17,7 +17,7 @@ def test_every_listed_command_is_registered_by_its_module() -> None:
     registered: dict[str, str] = {}
     for module in dict.fromkeys(c.module for c in cli.COMMANDS.values()):
         action = argparse.ArgumentParser().add_subparsers()
-        importlib.import_module(module).register(cli._Subcommands(action))
+        importlib.import_module(module).register(cli.Subcommands(action))
         registered.update(dict.fromkeys(action.choices, module))
     assert registered == {name: c.module for name, c in cli.COMMANDS.items()}
 

@@ -122,7 +122,7 @@ def region_ops_page(
     lo, hi = min(max(start, 0), total), min(max(end, start, 0), total)
     keys = [(s["colId"], "descending" if s.get("sort") == "desc" else "ascending") for s in sort or [] if s.get("colId") in OPS_COLUMNS]
     if keys:
-        picked = _page_by_partition(_sort_values(ops, rows, keys), lo, hi)
+        picked = page_by_partition(sort_key_values(ops, rows, keys), lo, hi)
         if picked is None:  # several keys, or nulls: one full sort, remembered
 
             def make_order() -> np.ndarray:
@@ -178,7 +178,7 @@ def _take(table: pa.Table, rows: np.ndarray) -> pa.Table:
 SortValues = tuple[list[np.ndarray], Callable[[np.ndarray], np.ndarray]]
 
 
-def _sort_values(ops: pa.Table, rows: np.ndarray | None, keys: list[tuple[str, str]]) -> SortValues | None:
+def sort_key_values(ops: pa.Table, rows: np.ndarray | None, keys: list[tuple[str, str]]) -> SortValues | None:
     """The region's sort keys as (parts, key): key(part) gives one int64 per row whose ascending order is the sort's
     order, part by part in row order (None: several keys or nulls).
 
@@ -214,7 +214,7 @@ def _as_is(values: np.ndarray) -> np.ndarray:
     return values
 
 
-def _page_by_partition(values: SortValues | None, start: int, end: int) -> np.ndarray | None:
+def page_by_partition(values: SortValues | None, start: int, end: int) -> np.ndarray | None:
     """Positions start:end of a stable ascending sort of the keys, without sorting everything (O(n) per page)."""
     if values is None:
         return None
@@ -223,9 +223,9 @@ def _page_by_partition(values: SortValues | None, start: int, end: int) -> np.nd
     lo, hi = min(start, n), min(max(end, start), n)
     if lo >= hi:
         return np.zeros(0, np.int64)
-    if isinstance(key, _Ranks) and n > _SMALL:
+    if isinstance(key, _Ranks) and n > SORT_OUTRIGHT_ROWS:
         return _select_codes(parts, key.rank, lo, hi)
-    if n <= _SMALL or len(parts) == 1:
+    if n <= SORT_OUTRIGHT_ROWS or len(parts) == 1:
         return _select(np.concatenate([key(part) for part in parts]), lo, hi)
     return _select_parts(parts, key, lo, hi)
 
@@ -263,7 +263,7 @@ def _select_codes(parts: list[np.ndarray], rank: np.ndarray, lo: int, hi: int) -
     return np.concatenate(rows)[_select(np.concatenate(values), lo - before, hi - before)]
 
 
-_SMALL = 1 << 16  # rows sorted outright; also the buckets of one counting pass
+SORT_OUTRIGHT_ROWS = 1 << 16  # rows sorted outright; also the buckets of one counting pass
 
 
 def _nth_rows(parts: list[np.ndarray], code: int, lo: int, hi: int) -> np.ndarray:
@@ -289,9 +289,9 @@ def _select_parts(parts: list[np.ndarray], key: Callable[[np.ndarray], np.ndarra
         return np.arange(lo, hi, dtype=np.int64)
     if largest - smallest < 2**62:
         shift = max(0, (largest - smallest).bit_length() - 16)
-        at = np.zeros(_SMALL, dtype=np.int64)
+        at = np.zeros(SORT_OUTRIGHT_ROWS, dtype=np.int64)
         for part in parts:
-            at += np.bincount((key(part) - smallest) >> shift, minlength=_SMALL)
+            at += np.bincount((key(part) - smallest) >> shift, minlength=SORT_OUTRIGHT_ROWS)
         np.cumsum(at, out=at)  # rows up to each bucket
         first, last = np.searchsorted(at, [lo, hi - 1], side="right")
         before = int(at[first - 1]) if first else 0
@@ -318,7 +318,7 @@ def _select(values: np.ndarray, lo: int, hi: int) -> np.ndarray:
     the order of the values (a partition is slow on sorted or reversed columns such as start times).
     """
     n = len(values)
-    if n <= _SMALL:
+    if n <= SORT_OUTRIGHT_ROWS:
         return np.argsort(values, kind="stable")[lo:hi]
     smallest, largest = int(values.min()), int(values.max())
     if smallest == largest:

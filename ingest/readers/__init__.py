@@ -1,8 +1,29 @@
 """Readers of traces other tools write: PyTorch profiler (Kineto) JSON, fallback logs, TORCH_TRACE logs."""
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from ._source import SizeCaps
 from .fallback_log import read_fallback_log
 from .kineto import read_kineto
 from .torch_trace import read_torch_trace
 
-__all__ = ["SizeCaps", "read_fallback_log", "read_kineto", "read_torch_trace"]
+if TYPE_CHECKING:
+    from ._kineto_stream import collect_file as collect_kineto_file
+    from ._spill import map_large_blocks
+
+_LAZY = {  # public name -> (private module, its name there): imported on first use (msgspec, ctypes)
+    "collect_kineto_file": ("_kineto_stream", "collect_file"),
+    "map_large_blocks": ("_spill", "map_large_blocks"),
+}
+
+__all__ = ["SizeCaps", "collect_kineto_file", "map_large_blocks", "read_fallback_log", "read_kineto", "read_torch_trace"]
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from ._chrome_events import _OTHER_ID, ChromeEvents, blocks, lane_keys
+from ._chrome_events import OTHER_ID, ChromeEvents, blocks, lane_keys
 from ._spill import DiskColumn
 
 BUCKET_ROWS = 1 << 20  # spans of the points' threads per time bucket, about (tests make it tiny)
@@ -265,7 +265,7 @@ def flow_ids(ev: ChromeEvents, bound: DiskColumn, keep: Callable[[np.ndarray], n
     for lo, hi in blocks(len(bound)):
         span = bound.read(lo, hi)
         key = ev.flows.read("key", lo, hi)
-        key = np.where(key < 0, key - _OTHER_ID + 2**62, key)  # not int64, or negative: numbered apart
+        key = np.where(key < 0, key - OTHER_ID + 2**62, key)  # not int64, or negative: numbered apart
         ok = span >= 0
         if keep is not None:
             ok[ok] = keep(span[ok])

@@ -49,7 +49,7 @@ class Values:
 
 
 PHASES = ("s", "t", "f")
-_OTHER_ID = -(2**62)  # flow ids that are not int64 (strings, ints past 2^63) get keys from here up to 0 (a hash)
+OTHER_ID = -(2**62)  # flow ids that are not int64 (strings, ints past 2^63) get keys from here up to 0 (a hash)
 NO_NUMBER = -(2**63)  # a span without an int64 under a key of `collect(number_args=...)`
 _RECENT_IDS = 1 << 16  # hashed flow ids remembered (a flow's endpoints come close together), then forgotten
 HOLD_ROWS = _spill.HOLD_ROWS  # values of a column kept in memory before they go to its temporary file (tests make it tiny)
@@ -90,7 +90,7 @@ def _column(typecode: str) -> Callable[[], DiskColumn]:
 
 
 def other_key(fid: Any) -> int:
-    """The key of a flow id that is not an int64 (a string, an int past 2^63, a float): _OTHER_ID plus 62 bits of
+    """The key of a flow id that is not an int64 (a string, an int past 2^63, a float): OTHER_ID plus 62 bits of
     BLAKE2b over the id's text, the same in every process. Ids Python holds equal (1.0 and True) share a key; a
     string never shares one with a number. Two distinct ids share a key with probability about n^2 / 2^63 for n
     distinct ids (1e-5 at 10M, 1e-3 at 100M): their flows would then be joined."""
@@ -100,7 +100,7 @@ def other_key(fid: Any) -> int:
         text = b"f" + repr(fid).encode()
     else:  # int, bool, integral float
         text = b"i" + str(int(fid)).encode()
-    return _OTHER_ID + (int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little") >> 2)
+    return OTHER_ID + (int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little") >> 2)
 
 
 @dataclasses.dataclass(eq=False)
@@ -458,4 +458,4 @@ def _metadata(out: ChromeEvents, ev: dict) -> None:
         out.process_sort[pid] = args["sort_index"]
 
 
-__all__ = ["HOLD_ROWS", "NO_NUMBER", "PHASES", "ChromeEvents", "Flows", "Instants", "Values", "blocks", "collect", "lane_keys", "other_key"]
+__all__ = ["HOLD_ROWS", "NO_NUMBER", "OTHER_ID", "PHASES", "ChromeEvents", "Flows", "Instants", "Values", "blocks", "collect", "lane_keys", "other_key"]

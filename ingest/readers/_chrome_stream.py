@@ -37,7 +37,7 @@ import orjson
 from .. import progress
 from ..errors import TraceFormatError
 from ._source import DEFAULT_CAPS, GZIP_MAGIC, SizeCaps, open_checked, read_bytes
-from .chrome_json import _TOKEN, ChromeDocument
+from .chrome_json import JSON_TOKEN, ChromeDocument
 
 CHUNK_BYTES = 8 << 20
 HEAD_LIMIT = 64 << 20  # an object's keys before its events are read this far at most
@@ -289,7 +289,7 @@ def _exact_separator(buf: bytes) -> int | None:
     """Index of the start of the last complete top-level event of buf, found by a token scan."""
     depth = 0
     last = None
-    for m in _TOKEN.finditer(buf):
+    for m in JSON_TOKEN.finditer(buf):
         tok = m.group()
         if tok in (b"{", b"["):
             if depth == 0 and tok == b"{":

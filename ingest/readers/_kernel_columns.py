@@ -22,23 +22,23 @@ from ._kernel_names import DiskNames, NameCoder
 from ._source import SizeCaps
 from ._spill import HOLD_ROWS, DiskColumn, release_memory
 
-_CORE = ("Accelerator Core", "Task Type")  # older exports name the core column "Task Type"
-_KERNEL_NEEDS = ("Name", "Start Time(us)", "Duration(us)")
-_MAX_PROBLEMS = 12
-_LIMIT = 2**61  # ns and counts beyond this are not a profile (and would overflow int64 columns)
+CORE_COLUMNS = ("Accelerator Core", "Task Type")  # older exports name the core column "Task Type"
+KERNEL_NEEDS = ("Name", "Start Time(us)", "Duration(us)")
+MAX_PROBLEMS = 12
+LIMIT = 2**61  # ns and counts beyond this are not a profile (and would overflow int64 columns)
 _BLOCK_BYTES = 4 << 20  # CSV read this much at a time
 _HOLD = HOLD_ROWS  # kernels' column values kept in memory before they go to a temporary file (tests make it tiny)
 
 
-def _clean(value: str | None) -> str | None:
+def clean_cell(value: str | None) -> str | None:
     if not isinstance(value, str):
         return None
     value = value.strip().strip('"').strip()
     return None if value in ("", "N/A", "NA", "-") else value
 
 
-class _Cells:
-    """Distinct cells, each once: a code per cell as cleaned (`_clean`; None for empty or N/A), so cells that differ
+class Cells:
+    """Distinct cells, each once: a code per cell as cleaned (`clean_cell`; None for empty or N/A), so cells that differ
     only in quotes or spaces share one; `clean[code]` is the cleaned cell."""
 
     def __init__(self) -> None:
@@ -49,7 +49,7 @@ class _Cells:
     def code(self, raw: str | None) -> int:
         c = self.codes.get(raw)
         if c is None:
-            value = _clean(raw)
+            value = clean_cell(raw)
             c = self.by_clean.get(value)
             if c is None:
                 c = self.by_clean[value] = len(self.clean)
@@ -92,7 +92,7 @@ _KERNEL_CELLS = ("Name", "Type", "Start Time(us)", "Duration(us)", "Device_id", 
 
 
 @dataclasses.dataclass
-class _Kernels:
+class Kernels:
     """A kernel_details.csv as columns on disk, in file order: per kernel its start and duration (int64 ns), name
     code and combo; each combo a distinct tuple of the other cells (a code into `cells` per column of
     `combo_cells`)."""
@@ -105,10 +105,10 @@ class _Kernels:
     names: pa.Array | DiskNames  # DiskNames: too many to hold (`_kernel_names.DICT_MAX_BYTES`), written as plain strings
     combo: DiskColumn  # int32
     combo_cells: dict[str, np.ndarray]
-    cells: _Cells
+    cells: Cells
 
 
-def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
+def read_kernel_columns(path: Path, caps: SizeCaps) -> Kernels:
     """The columns of a kernel_details.csv read in blocks by pyarrow's CSV reader: times as int64 ns (exact
     decimals), names coded block by block, every other cell as a code into `cells`, a kernel's cells as one combo
     (24 bytes a kernel in all, written to temporary files as they are read)."""
@@ -122,12 +122,12 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
     except csv.Error as exc:  # e.g. a bare carriage return inside the header line
         raise TraceFormatError(path, f"the header line is not CSV ({exc})") from None
     header = [c.strip() for c in raw_header]
-    missing = [c for c in _KERNEL_NEEDS if c not in header]
+    missing = [c for c in KERNEL_NEEDS if c not in header]
     if missing:
         raise TraceFormatError(path, f"the header lacks the columns {missing} (has {header[:12]})")
-    core_col = next((c for c in _CORE if c in header), None)
+    core_col = next((c for c in CORE_COLUMNS if c in header), None)
     if core_col is None:
-        raise TraceFormatError(path, f"the header has neither of {list(_CORE)}")
+        raise TraceFormatError(path, f"the header has neither of {list(CORE_COLUMNS)}")
     wanted = [c for c in (*_KERNEL_CELLS, core_col) if c in header]
     raw_of = {c: raw_header[header.index(c)] for c in wanted}
     names = [f"c{i}" for i in range(len(raw_header))]  # positions: header cells may repeat or differ in spaces
@@ -137,7 +137,7 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
         ragged.append(f"line {row.number or '?'}: {row.actual_columns} cells, the header has {row.expected_columns}")
         return "skip"
 
-    cells = _Cells()
+    cells = Cells()
     code = cells.code
     coded = [c for c in wanted if c not in ("Start Time(us)", "Duration(us)", "Name")]
     combos: dict[tuple[int, ...], int] = {}
@@ -164,11 +164,11 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
             dur: list[int] = []
             good = np.zeros(batch.num_rows, dtype=bool)
             for n, (s_raw, d_raw, name_raw) in enumerate(zip(got["Start Time(us)"], got["Duration(us)"], got["Name"], strict=True)):
-                s, d = micros_to_ns(_clean(s_raw)), micros_to_ns(_clean(d_raw))
-                name = _clean(name_raw)
-                if s is None or d is None or not (abs(s) < _LIMIT and 0 <= d < _LIMIT) or name is None:
+                s, d = micros_to_ns(clean_cell(s_raw)), micros_to_ns(clean_cell(d_raw))
+                name = clean_cell(name_raw)
+                if s is None or d is None or not (abs(s) < LIMIT and 0 <= d < LIMIT) or name is None:
                     bad += 1
-                    if len(problems) < _MAX_PROBLEMS:
+                    if len(problems) < MAX_PROBLEMS:
                         problems.append(f"line {rows + n + 2} ({name!r:.40}): needs a Name, a Start Time(us) and a "
                                         "non-negative Duration(us)")  # fmt: skip
                     continue
@@ -202,12 +202,12 @@ def _kernel_columns(path: Path, caps: SizeCaps) -> _Kernels:
         raise TraceFormatError(path, f"{what}: {exc}") from None
     if bad or ragged:
         raise TraceFormatError(path, [f"{bad + len(ragged)} of {rows + len(ragged)} rows are malformed",
-                                      *[*ragged, *problems][:_MAX_PROBLEMS]])  # fmt: skip
+                                      *[*ragged, *problems][:MAX_PROBLEMS]])  # fmt: skip
     if not len(spill["start"]):
         raise TraceFormatError(path, "the table has a header but no rows: nothing to convert")
     table = np.array(list(combos), dtype=np.int32).reshape(len(combos), len(coded))
     spill["name"], words = coder.finish(spill["name"])
     del coder
     release_memory()
-    return _Kernels(header, core_col, spill["start"], spill["dur"], spill["name"], words, spill["combo"],
-                    {c: table[:, j] for j, c in enumerate(coded)}, cells)  # fmt: skip
+    return Kernels(header, core_col, spill["start"], spill["dur"], spill["name"], words, spill["combo"],
+                   {c: table[:, j] for j, c in enumerate(coded)}, cells)  # fmt: skip

@@ -230,7 +230,7 @@ class Collector:
             others = [(ev, cat, _args(bytes(ev.args))) for ev, cat, op in zip(xs, cats, is_op, strict=True) if not op]
             xs, ts, dur, names = (list(compress(column, is_op)) for column in (xs, ts, dur, names))
         raws = list(map(bytes, map(_ARGS, xs)))
-        keys = list(map(_signature_key, raws))
+        keys = list(map(signature_key, raws))
         sig_c = list(map(self._signatures.get, keys))
         if None in sig_c:
             if len(self._signatures) > _SIGNATURE_KEYS:  # keys that carry a per-call number never repeat: start afresh
@@ -353,7 +353,7 @@ def collect_file(path: Path, caps: SizeCaps = DEFAULT_CAPS) -> tuple[KinetoEvent
     return events, lanes
 
 
-def _signature_key(raw: bytes) -> bytes:
+def signature_key(raw: bytes) -> bytes:
     """Kineto's cpu_op args ``{"External id": N, ...tensor fields..., "Ev Idx": M}`` without the two numbered
     fields (equal keys: equal tensor fields, since what is cut is only those numbers); other args as they are."""
     head, _, rest = raw.partition(b",")
@@ -392,4 +392,4 @@ def _hashable(value: Any) -> bool:
     return value is None or type(value) in (int, str, float, bool)
 
 
-__all__ = ["Collector", "collect_file"]
+__all__ = ["Collector", "collect_file", "signature_key"]

@@ -33,10 +33,19 @@ from ..columns import Coder, table_of
 from ..errors import TraceFormatError
 from ..schema import TABLES, EngineKind, Mode, Placement, SignalKind, SliceKind, Source
 from ..trace import RunInfo, TableSlices, Trace
-from . import _chrome_slices, _kernel_columns
+from . import _chrome_slices
 from ._chrome_slices import finish
 from ._chrome_stream import micros_to_ns
-from ._kernel_columns import _CORE, _KERNEL_NEEDS, _LIMIT, _MAX_PROBLEMS, _Cells, _clean, _Kernels
+from ._kernel_columns import (
+    CORE_COLUMNS,
+    KERNEL_NEEDS,
+    LIMIT,
+    MAX_PROBLEMS,
+    Cells,
+    Kernels,
+    clean_cell,
+    read_kernel_columns,
+)
 from ._kernel_names import DiskNames
 from ._kernel_order import first_seen, in_order, sort_by_start
 from ._source import DEFAULT_CAPS, SizeCaps, decode_text, read_bytes
@@ -61,7 +70,7 @@ def _header(text: str) -> list[str]:
 def sniff_kernels(text: str) -> bool:
     """True when the first line is a kernel_details.csv header."""
     head = _header(text)
-    return all(c in head for c in _KERNEL_NEEDS) and any(c in head for c in _CORE)
+    return all(c in head for c in KERNEL_NEEDS) and any(c in head for c in CORE_COLUMNS)
 
 
 def sniff_statistic(text: str) -> bool:
@@ -89,7 +98,7 @@ def _rows(path: Path, caps: SizeCaps, needs: tuple[str, ...]) -> tuple[list[str]
 
 def _field(row: dict[str, str], key: str) -> str | None:
     """A cell without surrounding quotes, tabs and spaces; None for empty or N/A."""
-    return _clean(row.get(key))
+    return clean_cell(row.get(key))
 
 
 def _shapes(text: str | None) -> str | None:
@@ -116,13 +125,13 @@ def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slic
     `_kernel_names.DICT_MAX_BYTES` stay on disk and `engine_slices.name` is a plain string column, gathered slice by
     slice."""
     path = Path(path)
-    k = _kernel_columns._kernel_columns(path, caps)
+    k = read_kernel_columns(path, caps)
     cells, clean = k.cells, k.cells.clean
     n, n_combo = len(k.start), len(k.combo_cells[k.core_col])
     rows = _chrome_slices.SLICE_ROWS
     renumber = None  # codes given in order of first appearance already when the kernels come in start order
     if not in_order(k.start, rows):  # kernels by start (a stable sort: ties keep file order)
-        cols = sort_by_start({"start": k.start, "dur": k.dur, "name": k.name, "combo": k.combo}, hold=_kernel_columns._HOLD)
+        cols = sort_by_start({"start": k.start, "dur": k.dur, "name": k.name, "combo": k.combo}, hold=k.start.hold)
         k.start, k.dur, k.name, k.combo = cols["start"], cols["dur"], cols["name"], cols["combo"]
         if isinstance(k.names, pa.Array):  # plain strings (DiskNames) have no dictionary to put in order
             renumber, order = first_seen(k.name, len(k.names), rows)  # the dictionary in order of first appearance (by start)
@@ -202,7 +211,7 @@ def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slic
     return finish(trace, tables, sliced=sliced)
 
 
-def _blocks(k: _Kernels, renumber: np.ndarray | None, t0: int,
+def _blocks(k: Kernels, renumber: np.ndarray | None, t0: int,
             rows: int) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:  # fmt: skip
     """(first kernel, start - t0, dur, combo, name code) of `rows` kernels at a time, read from disk."""
     for lo in range(0, len(k.start), max(1, rows)):
@@ -236,7 +245,7 @@ class _OpNames:
 class _KernelRows:
     """What the tables' slices are made of: the kernels on disk and per-combo lookups."""
 
-    k: _Kernels
+    k: Kernels
     renumber: np.ndarray | None
     t0: int
     region: np.ndarray  # per combo
@@ -264,7 +273,7 @@ class _KernelRows:
                 "bytes": np.zeros(m, dtype=np.int64), "note": constant(AI_CPU_NOTE), "time_ns": start[which]}).to_batches()  # fmt: skip
 
 
-def _kernel_tables(made: _KernelRows, cell: dict[str, np.ndarray], cells: _Cells, lanes: list[tuple[str, EngineKind, SliceKind]],
+def _kernel_tables(made: _KernelRows, cell: dict[str, np.ndarray], cells: Cells, lanes: list[tuple[str, EngineKind, SliceKind]],
                    lane_at: np.ndarray, dev_of: list[str]) -> dict[str, TableSlices]:  # fmt: skip
     """The ops (one per kernel, placement device) and engine slices, made slice by slice with shared dictionaries;
     `cell`, `made.region` and `lane_at` are per combo."""
@@ -328,14 +337,14 @@ def read_op_statistic(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Tra
     for n, row in enumerate(rows):
         count, total = _field(row, "Count"), micros_to_ns(_field(row, "Total Time(us)"))
         op_type, core = _field(row, "OP Type"), _field(row, "Core Type") or "unknown"
-        if (op_type is None or count is None or not count.isdigit() or int(count) >= _LIMIT or total is None
-                or not 0 <= total < _LIMIT):  # fmt: skip
+        if (op_type is None or count is None or not count.isdigit() or int(count) >= LIMIT or total is None
+                or not 0 <= total < LIMIT):  # fmt: skip
             problems.append(f"line {n + 2} ({op_type!r:.40}): needs an OP Type, an integer Count and a Total Time(us)")
             continue
         table.append({"device": _field(row, "Device_id"), "op_type": op_type, "core_type": core, "count": int(count),
                       "total_ns": total})  # fmt: skip
     if problems:
-        raise TraceFormatError(path, [f"{len(problems)} of {len(rows)} rows are malformed", *problems[:_MAX_PROBLEMS]])
+        raise TraceFormatError(path, [f"{len(problems)} of {len(rows)} rows are malformed", *problems[:MAX_PROBLEMS]])
     devices = sorted({t["device"] or "0" for t in table}, key=lambda d: (len(d), d))
     info = RunInfo(source=Source.CONVERTED, producer="portscope convert", converted_from=STATISTIC_FORMAT,
                    devices=["cpu", *(f"npu:{d}" for d in devices)],
@@ -343,7 +352,7 @@ def read_op_statistic(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Tra
                                     "host operators, syncs, transfers and compiles (device totals only)"],
                    extra={"op_statistic": table, "columns": header})  # fmt: skip
     b = TraceBuilder(info)
-    total = min(sum(t["total_ns"] for t in table), _LIMIT)
+    total = min(sum(t["total_ns"] for t in table), LIMIT)
     rid = b.add_region(path.name.split(".")[0], dur_ns=total, mode=Mode.UNKNOWN, device=f"npu:{devices[0]}",
                        tags=json.dumps({"note": "dur_ns is the sum of device time over operator types"}))  # fmt: skip
     for t in table:

@@ -20,7 +20,7 @@ import orjson
 from ..errors import TraceFormatError
 
 BATCH_BYTES = 4 << 20
-_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]]', re.DOTALL)
+JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]]', re.DOTALL)
 _WS = b" \t\r\n"
 
 
@@ -135,7 +135,7 @@ class ChromeDocument:
 def _value_end(raw: bytes, start: int) -> int:
     """Index just past the JSON object or array that starts at raw[start]."""
     depth = 0
-    for m in _TOKEN.finditer(raw, start):
+    for m in JSON_TOKEN.finditer(raw, start):
         tok = m.group()
         if tok in (b"{", b"["):
             depth += 1

@@ -120,7 +120,7 @@ def test_sorted_pages_by_partition_equal_a_stable_sort() -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from portscope.app.data.tables import _SMALL, _page_by_partition, _sort_values
+    from portscope.app.data.tables import SORT_OUTRIGHT_ROWS, page_by_partition, sort_key_values
 
     rng = np.random.default_rng(0)
     small = rng.integers(0, 50, 1003)  # under 2^16 rows: sorted outright
@@ -135,20 +135,20 @@ def test_sorted_pages_by_partition_equal_a_stable_sort() -> None:
         assert table.column("dur_ns").num_chunks == 3  # a mapped trace's column: parts taken one at a time
         for direction in ("ascending", "descending"):
             full = pc.sort_indices(table, sort_keys=[("dur_ns", direction)]).to_numpy()
-            values = _sort_values(table, None, [("dur_ns", direction)])
-            starts = range(0, size, 100) if size < _SMALL else (0, 100, size // 3 - 50, size // 2, size - 30)
+            values = sort_key_values(table, None, [("dur_ns", direction)])
+            starts = range(0, size, 100) if size < SORT_OUTRIGHT_ROWS else (0, 100, size // 3 - 50, size // 2, size - 30)
             for a in starts:
-                assert (_page_by_partition(values, a, a + 100) == full[a : a + 100]).all(), (size, direction, a)
-    assert _sort_values(table, None, [("dur_ns", "ascending"), ("dur_ns", "descending")]) is None
+                assert (page_by_partition(values, a, a + 100) == full[a : a + 100]).all(), (size, direction, a)
+    assert sort_key_values(table, None, [("dur_ns", "ascending"), ("dur_ns", "descending")]) is None
     names = pa.array([f"aten::op{i}" for i in rng.integers(0, 40, n)]).dictionary_encode()  # 40 names, many ties
     text = pa.Table.from_batches(pa.table({"name": names}).to_batches(max_chunksize=n // 3 + 1))
     for direction in ("ascending", "descending"):
         full = pc.sort_indices(pa.table({"name": names.cast(pa.string())}), sort_keys=[("name", direction)]).to_numpy()
-        values = _sort_values(text, None, [("name", direction)])
+        values = sort_key_values(text, None, [("name", direction)])
         for a in (0, 100, n // 3 - 50, n // 2, n - 30, 4950):  # 0, 100: within one name (~5,000 rows each); 4950: across two
-            assert (_page_by_partition(values, a, a + 100) == full[a : a + 100]).all(), (direction, a)
+            assert (page_by_partition(values, a, a + 100) == full[a : a + 100]).all(), (direction, a)
     one_name = pa.Table.from_batches(pa.table({"name": pa.array(["host"] * n).dictionary_encode()}).to_batches(max_chunksize=n // 3 + 1))
-    assert _page_by_partition(_sort_values(one_name, None, [("name", "descending")]), n // 2, n // 2 + 5).tolist() == list(
+    assert page_by_partition(sort_key_values(one_name, None, [("name", "descending")]), n // 2, n // 2 + 5).tolist() == list(
         range(n // 2, n // 2 + 5))  # one value everywhere: rows in row order
 
 

@@ -97,7 +97,7 @@ def test_page_follows_a_background_conversion_to_its_run(dash_duo, make_app, tmp
 def test_the_status_keeps_being_saved_while_a_stage_reports_nothing_and_stops_before_the_end(tmp_path: Path) -> None:
     """While writing (no progress calls), the heartbeat saves the status so its elapsed time goes on; it is stopped
     and joined when the conversion's body ends, so the final status written after it is the one that stays."""
-    from portscope.app.upload_jobs import JobProgress, _heartbeat
+    from portscope.app.upload_jobs import JobProgress, heartbeat
     from portscope.ingest import progress
 
     saves: list[str] = []
@@ -111,7 +111,7 @@ def test_the_status_keeps_being_saved_while_a_stage_reports_nothing_and_stops_be
     listener = Counted(status, "big.json")
     listener.stage(progress.Stage.WRITING)
     saves.clear()
-    with _heartbeat(listener, every_s=0.05):
+    with heartbeat(listener, every_s=0.05):
         time.sleep(0.6)  # nothing reported meanwhile, as while the Arrow file is written
     assert len(saves) >= 5 and set(saves) == {"beat"}
     listener.save(force=True, ok=True, run_id="r")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from portscope.ingest.errors import TraceFormatError
-from portscope.ingest.readers._kineto_stream import _signature_key, collect_file
+from portscope.ingest.readers._kineto_stream import collect_file, signature_key
 from portscope.ingest.readers._source import read_bytes
 from portscope.ingest.readers.chrome_json import ChromeDocument
 from portscope.ingest.readers.kineto import collect
@@ -18,11 +18,11 @@ KINETO_ARGS = (b'{\n      "External id": 2,"Record function id": 0, "Input type"
 
 
 def test_signature_key_cuts_only_the_numbered_fields() -> None:
-    assert _signature_key(KINETO_ARGS) == b'"Record function id": 0, "Input type": ["float"], "Input Dims": [[2, 3]]'
-    assert _signature_key(KINETO_ARGS.replace(b": 2,", b": 77,").replace(b": 1\n", b": 9\n")) == _signature_key(KINETO_ARGS)
-    assert _signature_key(b'{"External id": 3, "Input Dims": [[1]]}') == b' "Input Dims": [[1]]}'  # other spacing, no Ev Idx
-    assert _signature_key(b'{"a": 1, "External id": 3}') == b'{"a": 1, "External id": 3}'  # not first: kept whole
-    assert _signature_key(b'{"External id": "x", "Input Dims": [[1]]}').startswith(b'{"External id": "x"')
+    assert signature_key(KINETO_ARGS) == b'"Record function id": 0, "Input type": ["float"], "Input Dims": [[2, 3]]'
+    assert signature_key(KINETO_ARGS.replace(b": 2,", b": 77,").replace(b": 1\n", b": 9\n")) == signature_key(KINETO_ARGS)
+    assert signature_key(b'{"External id": 3, "Input Dims": [[1]]}') == b' "Input Dims": [[1]]}'  # other spacing, no Ev Idx
+    assert signature_key(b'{"a": 1, "External id": 3}') == b'{"a": 1, "External id": 3}'  # not first: kept whole
+    assert signature_key(b'{"External id": "x", "Input Dims": [[1]]}').startswith(b'{"External id": "x"')
 
 
 def _write(path: Path, events: list) -> Path:

@@ -14,7 +14,7 @@ from typing import Any
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from portscope.profiler import explain, legacy_compile, recorder
-from portscope.profiler.compiled import _graph_break_record
+from portscope.profiler.compiled import graph_break_record
 
 CALLBACK = object()
 
@@ -22,7 +22,7 @@ CALLBACK = object()
 class FakeDynamo:
     def __init__(self) -> None:
         self.current: Any = None
-        self.setter = legacy_compile._bridge(self._set)
+        self.setter = legacy_compile.bridge(self._set)
 
     def _set(self, callback: Any) -> Any:
         prior, self.current = self.current, callback
@@ -124,17 +124,17 @@ def test_graph_break_log_record_of_torch_2_5() -> None:
              '  File "/work/block.py", line 27, in f\n    print("a graph break")\n')
     record = _record("Graph break: from user code at:\n%s", (stack,),
                      Unsupported("builtin: print [<class 'ConstantVariable'>] False\nmore detail"))
-    assert _graph_break_record(record) == ("/work/block.py:27", "builtin: print [<class 'ConstantVariable'>] False")
+    assert graph_break_record(record) == ("/work/block.py:27", "builtin: print [<class 'ConstantVariable'>] False")
 
 
 def test_graph_break_log_record_in_the_structured_wording() -> None:
     text = ("Graph break in user code at /work/block.py:11\nGraph Break Reason: Failed to trace builtin operator\n"
             "  Explanation: Dynamo does not know how to trace builtin operator `print`\n  Hint: Avoid calling it\n")
-    site, reason = _graph_break_record(_record(text))
+    site, reason = graph_break_record(_record(text))
     # the wording TORCH_TRACE logs get too (portscope.ingest.graph_breaks): reason, then the explanation
     assert (site, reason) == ("/work/block.py:11",
                               "Failed to trace builtin operator: Dynamo does not know how to trace builtin operator `print`")
 
 
 def test_graph_break_log_record_without_a_location() -> None:
-    assert _graph_break_record(_record("Graph break (details suppressed)")) == (None, "graph break")
+    assert graph_break_record(_record("Graph break (details suppressed)")) == (None, "graph break")

@@ -106,7 +106,7 @@ class _OldKinetoEvent:
 
 
 def test_activity_is_inferred_on_torch_without_activity_type() -> None:
-    from portscope.profiler.timeline import _activity
+    from portscope.profiler.timeline import activity_of
 
     cases = {
         ("aten::mm", "CPU", 0, False): "cpu_op",
@@ -117,4 +117,4 @@ def test_activity_is_inferred_on_torch_without_activity_type() -> None:
         ("Memset (Device)", "CUDA", 9, False): "gpu_memset",
         ("void gemm_kernel<float>", "CUDA", 7, False): "kernel",
     }
-    assert {key: _activity(_OldKinetoEvent(*key)) for key in cases} == cases
+    assert {key: activity_of(_OldKinetoEvent(*key)) for key in cases} == cases
