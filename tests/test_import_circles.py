@@ -1,4 +1,5 @@
-"""No import circle inside ingest/ or profiler/ (lazy imports inside functions count; TYPE_CHECKING ones do not)."""
+"""No import circle inside or between ingest/, profiler/ and app/ (lazy imports inside functions count;
+TYPE_CHECKING ones do not)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = {"ingest": "portscope.ingest", "profiler": "portscope.profiler"}
+PACKAGES = {"ingest": "portscope.ingest", "profiler": "portscope.profiler", "app": "portscope.app"}
 
 
 def _modules() -> dict[str, Path]:
@@ -94,5 +95,11 @@ def test_the_circle_finder_finds_a_circle() -> None:
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_no_import_circles_in_ingest_or_profiler() -> None:
+def test_every_package_is_scanned() -> None:
+    modules = _modules()
+    assert {m.split(".")[1] for m in modules} == {"ingest", "profiler", "app"}
+    assert "portscope.app.pages.region" in modules and "portscope.ingest.readers.kineto" in modules
+
+
+def test_no_import_circles_in_ingest_profiler_or_app() -> None:
     assert _circles(_edges(_modules())) == []

@@ -15,7 +15,7 @@ from portscope.ingest.viewport import KINDS, Viewport, reduce_viewport, slice_at
 from .. import ids, urls
 from ..components import fmt_bytes, page
 from ..context import store
-from ..data.tables import region_bands, slice_detail
+from ..data.tables import slice_detail
 from ..figures import (
     VIEW_PX,
     Panel,
@@ -32,24 +32,7 @@ from ..figures import (
 from ..time_axis import fmt_duration, parse_clock
 from . import timeline_tools
 from .common import load, run_label
-
-
-def bands(run_id: str) -> list[tuple[float, float, str]]:
-    """A run's region bands, computed once (every zoom lays their labels out again)."""
-    return [tuple(b) for b in store().cached(f"bands:{run_id}", lambda: region_bands(store().trace(run_id)))]
-
-
-def extent(run_ids: list[str]) -> tuple[float, float]:
-    """The span of every run's slices and region bands (what "reset zoom" shows)."""
-    spans = [store().lanes(r).extent for r in run_ids]
-    spans += [(b[0], b[1]) for r in run_ids for b in bands(r)]
-    return (min(s[0] for s in spans), max(s[1] for s in spans))
-
-
-def run_unit(run_id: str) -> str:
-    """The unit of a run's timeline axis: its engine slices' unit, ns when the slices are derived from ops."""
-    trace = store().trace(run_id)
-    return trace.run_info.time_unit.value if trace["engine_slices"].num_rows else "ns"
+from .timeline_runs import bands, extent, run_unit
 
 
 def panels(run_ids: list[str], titles: list[str], window: tuple[float, float] | None = None, *,

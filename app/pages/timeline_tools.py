@@ -23,6 +23,7 @@ from ..context import store
 from ..data.tables import timeline_slices
 from ..figures import VIEW_PX, highlight_bars
 from ..time_axis import fmt_duration, fmt_span
+from .timeline_runs import extent, run_unit
 
 MAX_HIGHLIGHTS = 4000  # highlight bars per view (merged coarser beyond): keeps a zoom's answer under 1 MB with the bars
 MIN_MATCH_SHARE = 1 / 50  # stepping to a match zooms in until it is at least this share of the view
@@ -64,8 +65,6 @@ def match_text(run_id: str, found: SliceMatches, k: int) -> str:
     row = int(found.rows[k])
     lanes = store().lanes(run_id)
     lane = lanes.lanes[lane_of_row(found.lanes, row)]
-    from .timeline import run_unit
-
     unit = TimeUnit(run_unit(run_id))
     name = timeline_slices(store().trace(run_id))[0].column("name")[row].as_py()
     return (f"match {k + 1:,} of {len(found):,}: {name} on {lane} at {fmt_duration(found.start[k], unit)}"
@@ -105,8 +104,6 @@ def range_tables(run_id: str, window: tuple[float, float] | None, tools: ids.Tim
         return html.Div("Drag over the timeline to sum up a time range here.", className="muted")
     trace = store().trace(run_id)
     summary = range_summary(timeline_slices(trace)[0], store().lanes(run_id), trace["signals"], *window)
-    from .timeline import run_unit
-
     unit = TimeUnit(run_unit(run_id))
 
     def duration(v: Any) -> str:
@@ -187,7 +184,6 @@ def search_update(key: dict[str, Any], text: str, trigger: Any, relayout: dict[s
     Returns (figure patch, relayoutData, status, state, details).
     """
     from ..figures import viewport_from_relayout
-    from .timeline import extent
 
     run_ids = key["run_ids"]
     window = viewport_from_relayout(relayout, extent(run_ids)) or extent(run_ids)
