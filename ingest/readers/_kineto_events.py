@@ -77,7 +77,7 @@ def _int(value: Any) -> int | None:
     return value if type(value) is int and 0 <= value < 2**63 else None
 
 
-def _tensor_args(args: dict) -> tuple[str | None, str | None, str | None, int]:
+def tensor_args(args: dict) -> tuple[str | None, str | None, str | None, int]:
     """(shapes, strides, dtypes, bytes_in) in the trace format's notation from a cpu_op's args."""
     dims = args.get("Input Dims")
     if type(dims) is not list:

@@ -32,7 +32,7 @@ from ..kineto_vocabulary import (
     KINETO_RUNTIME_CATEGORIES,
 )
 from ._chrome_stream import event_batches
-from ._kineto_events import KinetoEvents, _int, _tensor_args
+from ._kineto_events import KinetoEvents, _int, tensor_args
 from ._npu_flows import NpuCollect, launch_of
 from ._source import DEFAULT_CAPS, SizeCaps
 from .npu_kineto import NpuLayout, may_hold_device_rows, npu_layout_of
@@ -155,7 +155,7 @@ class Collector:
                     problems.append(f"event {index - 1} ({name!r:.60}): 'pid' or 'tid' is not a number or a string")
                 continue
             if cat == "cpu_op":
-                ops.append(ts, dur, name, pid, tid, _tensor_args(args))
+                ops.append(ts, dur, name, pid, tid, tensor_args(args))
             else:
                 self._other(cat, ts, dur, name, pid, tid, args)
         out.t_min, out.t_max, self.index = t_min, t_max, index
@@ -238,7 +238,7 @@ class Collector:
             for i in [i for i, c in enumerate(sig_c) if c is None]:
                 code = self._signatures.get(keys[i])
                 if code is None:
-                    code = self._signatures[keys[i]] = ops.signature_code(_tensor_args(_args(raws[i])))
+                    code = self._signatures[keys[i]] = ops.signature_code(tensor_args(_args(raws[i])))
                 sig_c[i] = code
         name_c = list(map(ops._name_codes.get, names))
         if None in name_c:

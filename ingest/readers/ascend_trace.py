@@ -1,4 +1,4 @@
-"""torch_npu (Ascend) profiler ``ASCEND_PROFILER_OUTPUT/trace_view.json`` -> Trace.
+"""torch_npu (Ascend) profiler ``ASCEND_PROFILER_OUTPUT/trace_view.json`` -> events (`events.EventColumns`) -> Trace.
 
 What torch_npu writes (its profiler's trace view): a bare JSON array of Chrome
 events; ``ts`` is a quoted decimal of microseconds with a nanosecond fraction
@@ -7,67 +7,56 @@ beyond 2^53 or strings. Processes (``process_name`` metadata):
 
 * ``Python`` — host operators (cat ``cpu_op``, ``aten::*``, args ``Input Dims``/``Input type``
   when shapes were recorded), task-queue spans ``Enqueue`` / ``Dequeue@<op>``;
-* ``CANN`` (pid = host pid x 100 + 2) — ``AscendCL@...`` runtime calls: ``aclrtSynchronize*``
-  are the host waiting for the device (sync), ``AscendCL@opCompile`` and
-  ``AscendCL@aclopCompileAndExecute`` compile an operator online (dispatch/recompile);
+* ``CANN`` (pid = host pid x 100 + 2) — ``AscendCL@...`` runtime calls on the host thread that made them (the
+  same tid as the Python thread);
 * ``Ascend Hardware`` — threads ``Stream N``, one span per kernel (``aclnnMm_MatMulCommon_MatMulV2``),
-  args ``Task Type`` (``AI_CORE``, ``AI_VECTOR_CORE``, ``MIX_AIC``, ``AI_CPU``...), ``Stream Id``,
-  ``Task Id``. ``AI_CPU`` kernels ran on the device's AI CPU, not its AI Cores: a device-side
-  fallback, counted as ``dispatch/cpu_fallback`` with reason ``ai-cpu`` (not a host fallback);
+  args ``Task Type`` (``AI_CORE``, ``AI_VECTOR_CORE``, ``MIX_AIC``, ``AI_CPU``...), ``Stream Id``, ``Task Id``;
 * ``Overlap Analysis`` — threads Computing / Communication / Communication(Not Overlapped) / Free.
 
-Flows (``s``/``f``): cat ``async_npu`` name ``torch_to_npu`` (host operator -> kernel: the kernel's
-``op_id``, and the operator is placed on the device), ``HostToDevice`` (CANN call -> kernel),
-``async_task_queue`` (``enqueue_to_dequeue``) and ``fwdbwd`` (counted only). Lanes: ``host``
-(top-level operators of the main thread), ``host thread N``, ``host queue`` (Enqueue/Dequeue),
-``CANN``, ``NPU <stream>`` (kernels), ``overlap <thread>``; any other process as generic lanes.
+Flows (``s``/``f``): cat ``async_npu`` name ``torch_to_npu`` (host operator -> kernel), ``HostToDevice`` (CANN
+call -> kernel), ``async_task_queue`` (``enqueue_to_dequeue``) and ``fwdbwd`` (counted only).
+
+The translation (`translate`), and nothing else: host operators -> OP (shapes, strides and dtypes from their
+args); ``AscendCL@<call>`` -> RUNTIME ``<call>`` on the Python process and the calling thread (so the linker nests
+it in the operator that made it), drawn too as a SPAN on the ``CANN`` lane; kernels -> KERNEL (unit: ``Task
+Type``, stream: ``Stream N``, device: the process's, lane ``NPU Stream N``); a ``torch_to_npu`` flow gives its
+kernel a correlation and its start a zero-length RUNTIME ``torch_to_npu`` holding the same correlation, at the
+start of the host span it binds to (the linker then joins the kernel to the operator around it); Enqueue /
+Dequeue -> SPAN on ``host queue``; overlap analysis and any other process -> SPAN on their lanes. Links, syncs,
+transfers, compiles and fallbacks are the linker's and the rule layer's (`assemble`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from ..builder import TraceBuilder
-from ..catalog import SYNC_OPS, Cause, OpCall, cause_hint, sync_cause
-from ..columns import Coder, coded_column, table_of
+from ..assemble import assemble
 from ..errors import TraceFormatError
-from ..kineto_vocabulary import ONLINE_COMPILE_CALLS, SYNC_RUNTIME_CALLS
-from ..schema import CompileKind, EngineKind, Mode, Placement, SignalKind, SliceKind
-from ..trace import TableSlices, Trace
-from . import _chrome_events, _chrome_slices
-from ._ascend_ops import ROLES, Spans, launches, nest
-from ._chrome_bind import bind_flows, bind_points
-from ._chrome_events import ChromeEvents, blocks, collect
-from ._chrome_slices import SliceRows, finish
-from ._disk_rows import DiskRows
-from ._kineto_events import _tensor_args
+from ..events import NONE, EventColumns, EventKind, Translated
+from ..rules import AI_CPU, AI_CPU_NOTE, COMPILE_NOTE
+from ..schema import EngineKind
+from ..trace import Trace
+from ._chrome_bind import bind_flows
+from ._chrome_events import PHASES, ChromeEvents, collect
+from ._kineto_events import tensor_args
 from ._source import DEFAULT_CAPS, SizeCaps
-from ._spill import DiskColumn, release_memory
-from .chrome_generic import (
-    Lane,
-    base_info,
-    epoch_iso,
-    flow_links,
-    lane_label,
-    run_extent,
-    sorted_lanes,
-)
+from .chrome_generic import base_info, epoch_iso, lane_label, run_extent
 
 FORMAT = "ascend-trace"
-AI_CPU = "AI_CPU"
-AI_CPU_NOTE = "the device ran this kernel on its AI CPU (no AI Core kernel for its dtype or shape): try another dtype or shape"
-COMPILE_NOTE = ("an operator compiled online (no pre-built binary for its shapes): try static shapes or binary kernels "
-                "(torch_npu.npu.set_compile_mode(jit_compile=False))")
-_KEEP_ARGS = ("Input Dims", "Input type", "Input Strides", "Task Type")
+LAUNCH_FLOW = "torch_to_npu"  # the RUNTIME event a launch flow's start becomes
+_KEEP_ARGS = ("Input Dims", "Input type", "Input Strides", "Task Type", "kind")
 _STREAM = re.compile(r"^\s*Stream\s*(\S+)")
 _QUOTED_TS = re.compile(r'"ts":\s*"\d+\.\d')
 _DEVICE = re.compile(r"(?:NPU|Ascend|device)\s*:?\s*(\d+)", re.IGNORECASE)
+_ACL = "AscendCL@"
+_ROLES = ("other", "python", "cann", "hardware", "overlap")
+_DISPATCH, _OTHER = EngineKind.DISPATCH.value, EngineKind.OTHER.value
 
 
 def sniff(text: str) -> bool:
@@ -96,95 +85,179 @@ def _role(name: str) -> str:
 def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool = False) -> Trace:
     """Convert a torch_npu ``trace_view.json`` into a Trace (host ops, CANN lane, NPU streams, signals).
 
-    sliced: give the ops, engine slices, signals and compiles as slices, made as they are written (`Trace.slices`)."""
+    sliced: accepted for callers of the earlier bounded-memory path; there is one path."""
+    del sliced
     path = Path(path)
     ev = collect(path, caps=caps, keep_args=_KEEP_ARGS)
-    roles = {pid: _role(name) for pid, name in ev.process_names.items()}
-    if not len(ev):
+    try:
+        translated, kernel_lanes = translate(path, ev)
+    finally:
+        ev.close()
+    trace = assemble(translated)
+    slices = trace["engine_slices"]
+    on_npu = pc.is_in(slices.column("engine").cast("string"), value_set=pa.array(sorted(kernel_lanes), pa.string()))
+    trace.run_info.extra["kernels_linked_to_operators"] = int(pc.sum(pc.and_(on_npu, pc.is_valid(slices.column("op_id"))))
+                                                              .as_py() or 0)  # fmt: skip
+    return trace
+
+
+def _codes(vals: list[Any], codes: np.ndarray, value: Any = None) -> tuple[list[Any], np.ndarray]:
+    """(values, int codes into them) of the value codes `codes`: only the values used, each `value(v)` if given."""
+    used, inverse = np.unique(codes, return_inverse=True)
+    return [value(vals[c]) if value else vals[c] for c in used.tolist()], inverse.astype(np.int64)
+
+
+def translate(path: Path, ev: ChromeEvents) -> tuple[Translated, set[str]]:
+    """The events of one collected trace view in the one event model, and the names of its kernel lanes."""
+    n = len(ev)
+    if not n:
         raise TraceFormatError(path, f"no spans among {ev.events} events: nothing to convert")
     vals, codes = ev.values.values, ev.values.codes
+    col = {c: ev.read(c, 0, n) for c in ("start", "dur", "name", "cat", "pid", "tid", "args")}
+    roles = {pid: _role(name) for pid, name in ev.process_names.items()}
     cpu_op = codes.get("cpu_op", -1)
-    if "python" not in roles.values():  # no process_name metadata (a cut trace): the processes with cpu_op spans are the host
-        host: set[int] = set()
-        for lo, hi in blocks(len(ev)):
-            host.update(np.unique(ev.read("pid", lo, hi)[ev.read("cat", lo, hi) == cpu_op]).tolist())
-        roles.update({vals[c]: "python" for c in sorted(host) if vals[c] not in roles})
-    # per interned value, then per span by indexing, a block of spans at a time: no Python object per span
-    role_of = np.zeros(len(vals), dtype=np.int8)
+    if "python" not in roles.values():  # no process_name metadata (a cut trace): the processes with cpu_op spans
+        host = np.unique(col["pid"][col["cat"] == cpu_op]).tolist()
+        roles.update({vals[c]: "python" for c in host if vals[c] not in roles})
+    role = np.zeros(len(vals), dtype=np.int8)  # per value code (of a pid)
     for pid, r in roles.items():
         if pid in codes:
-            role_of[codes[pid]] = ROLES.index(r)
+            role[codes[pid]] = _ROLES.index(r)
     text = [v if type(v) is str else "" for v in vals]
     aten = np.array([v.startswith("aten::") for v in text], dtype=bool)
-    call = [v.split("@", 1)[-1] if v.startswith("AscendCL@") else "" for v in text]
-    sync_call = np.array([c in SYNC_RUNTIME_CALLS for c in call], dtype=bool)
-    compile_call = np.array([c in ONLINE_COMPILE_CALLS for c in call], dtype=bool)
-    ai_cpu_args = np.array([False, *(type(v) is dict and v.get("Task Type") == AI_CPU for v in vals)], dtype=bool)
-    del text, call
-    spans = Spans.split(ev, role_of, aten, cpu_op, sync_call, compile_call, ai_cpu_args)
-    ops = spans.ops
-    t0, end = run_extent(ev)
+    acl = np.array([v.startswith(_ACL) for v in text], dtype=bool)
+    span_role = role[col["pid"]]
+    python = span_role == _ROLES.index("python")
+    is_op = python & (aten[col["name"]] | (col["cat"] == cpu_op))
+    other = span_role == _ROLES.index("other")
+    cann = (span_role == _ROLES.index("cann")) | (other & acl[col["name"]])  # unnamed processes: by the call's prefix
+    hardware = span_role == _ROLES.index("hardware")
+    t0, _ = run_extent(ev)
+    start = col["start"] - t0
+    out = EventColumns()
+    python_pids = sorted((p for p, r in roles.items() if r == "python"), key=str)
+
+    def add(kind: EventKind, rows: np.ndarray, **columns: Any) -> None:
+        texts = {"name": _codes(vals, col["name"][rows]), **columns.pop("texts", {})}
+        lanes = columns.pop("lanes", None) or {"pid": _codes(vals, col["pid"][rows]), "tid": _codes(vals, col["tid"][rows])}
+        out.extend(kind, len(rows), start_ns=start[rows], dur_ns=col["dur"][rows], texts=texts, lanes=lanes, **columns)
+
+    # host operators: their tensor arguments from their args
+    ops = np.flatnonzero(is_op)
+    args, sig = _codes([None, *vals], col["args"][ops] + 1)  # code 0: no args
+    sigs = [tensor_args(a) if type(a) is dict else (None, None, None, 0) for a in args]
+    add(EventKind.OP, ops, bytes_in=np.array([s[3] for s in sigs] or [0], dtype=np.int64)[sig],
+        texts={"shapes": ([s[0] for s in sigs], sig), "strides": ([s[1] for s in sigs], sig), "dtypes": ([s[2] for s in sigs], sig)})
+    # runtime calls: on the Python process (pid = host pid x 100 + 2) and the calling thread; drawn on the CANN lane
+    calls = np.flatnonzero(cann & acl[col["name"]])
+    kind_arg = [(a.get("kind") if type(a) is dict else None) for a in [None, *vals]]
+    copy_kind = np.array([k if type(k) is int and 0 <= k <= 4 else NONE for k in kind_arg], dtype=np.int64)
+    add(EventKind.RUNTIME, calls, copy_kind=copy_kind[col["args"][calls] + 1],
+        texts={"name": _codes(vals, col["name"][calls], lambda v: v[len(_ACL):])},
+        lanes={"pid": _codes(vals, col["pid"][calls], lambda p: _host_pid(p, python_pids)),
+               "tid": _codes(vals, col["tid"][calls])})
+    cann_pids = sorted({vals[c] for c in np.unique(col["pid"][cann]).tolist()}, key=str)
+    rows = np.flatnonzero(cann)
+    add(EventKind.SPAN, rows, texts={
+        "lane": _codes(vals, col["pid"][rows], lambda p: "CANN" if len(cann_pids) == 1 else f"CANN {p}"),
+        "engine_kind": ([_DISPATCH], np.zeros(len(rows), dtype=np.int64))})  # fmt: skip
+    # task-queue spans (Enqueue, Dequeue@<op>) and any other span of the Python process
+    rows = np.flatnonzero(python & ~is_op)
+    add(EventKind.SPAN, rows, texts={"lane": (["host queue"], np.zeros(len(rows), dtype=np.int64)),
+                                     "engine_kind": ([_DISPATCH], np.zeros(len(rows), dtype=np.int64))})  # fmt: skip
+    # kernels: unit, stream, device, lane and the launch flow's correlation
+    kernels = np.flatnonzero(hardware)
     hardware_pids = sorted((p for p, r in roles.items() if r == "hardware" and p in codes), key=str)
-    device = {pid: f"npu:{_device_id(ev, pid, n)}" for n, pid in enumerate(hardware_pids)}
-    root_device = next(iter(device.values()), "npu:0")
+    device = {p: _device_id(ev, p, i) for i, p in enumerate(hardware_pids)}
+    correlation = _launches(ev, out, col, start, t0, hardware)
+    task_type = [(a.get("Task Type") if type(a) is dict else None) for a in [None, *vals]]
+    unit = _codes([t if type(t) is str else None for t in task_type], col["args"][kernels] + 1)
+    lane_key = (col["pid"][kernels].astype(np.int64) << 32) | col["tid"][kernels]
+    keys, lane_code = np.unique(lane_key, return_inverse=True)
+    lanes = [_kernel_lane(ev, vals[k >> 32], vals[k & 0xFFFFFFFF], device, len(hardware_pids)) for k in keys.tolist()]
+    add(EventKind.KERNEL, kernels, correlation=correlation[kernels],
+        device=np.array([device.get(lane[0], 0) for lane in lanes] or [0], dtype=np.int64)[lane_code],
+        stream=np.array([lane[1] for lane in lanes] or [0], dtype=np.int64)[lane_code],
+        texts={"unit": unit, "lane": ([lane[2] for lane in lanes], lane_code.astype(np.int64))})
+    # overlap analysis and other processes: spans on their lanes
+    rows = np.flatnonzero(~python & ~cann & ~hardware)  # overlap analysis and the rest
+    lane_key = (col["pid"][rows].astype(np.int64) << 32) | col["tid"][rows]
+    keys, lane_code = np.unique(lane_key, return_inverse=True)
+    named = [_other_lane(ev, roles, vals[k >> 32], vals[k & 0xFFFFFFFF]) for k in keys.tolist()]
+    add(EventKind.SPAN, rows, texts={"lane": ([x[0] for x in named], lane_code.astype(np.int64)),
+                                     "engine_kind": ([x[1] for x in named], lane_code.astype(np.int64))})  # fmt: skip
 
-    # operators: nesting per thread, which launched kernels (torch_to_npu flows), signals
-    bound = bind_flows(ev)  # every flow endpoint's span, once: the launches below and the lanes' correlations
-    kernel_op, launcher, flow_starts = launches(ev, bound, spans.op_of_span, len(ops))
-    parent, launched = nest(ev, ops, launcher)
-    launcher.close()
-    info = base_info(ev, FORMAT, _missing(ev, ops))
+    names = {i: f"npu:{i}" for i in device.values()}
+    shapes = any(type(vals[c]) is dict and "Input Dims" in vals[c] for c in np.unique(col["args"][ops]).tolist() if c >= 0)
+    info = base_info(ev, FORMAT, _missing(len(ops), shapes), kernels=len(kernels), flows_by_name=_flows_by_name(ev))
     info.start_time = epoch_iso(t0)
-    info.devices = ["cpu", *sorted(set(device.values()))] if device else ["cpu", "npu:0"]
-    b = TraceBuilder(info)
-    rid = b.add_region(path.name.split(".")[0], dur_ns=end - t0, mode=Mode.UNKNOWN, device=root_device)
-    ops_rows = _op_slices(ev, ops, launched, t0, rid, root_device)
+    info.devices = ["cpu", *(names[i] for i in sorted(names))] if names else ["cpu", "npu:0"]
+    root = names[min(names)] if names else "npu:0"
+    return Translated(out, info, root_name=path.name, root_device=root, device_names=names), {x[2] for x in lanes}
 
-    # lanes
-    main_tid = vals[spans.main_tid] if spans.main_tid >= 0 else None
 
-    def lane_of(pid: Any, tid: Any) -> Lane:
-        role = roles.get(pid, "other")
-        thread = ev.thread_names.get((pid, tid), "")
-        if role == "python":
-            return Lane("host" if tid == main_tid else f"host thread {tid}", EngineKind.HOST, SliceKind.COMPUTE)
-        if role == "cann":
-            return Lane("CANN" if list(roles.values()).count("cann") == 1 else f"CANN {pid}", EngineKind.DISPATCH, SliceKind.DISPATCH)
-        if role == "hardware":
-            m = _STREAM.match(thread)
-            label = f"Stream {m.group(1)}" if m else (thread or f"tid {tid}")
-            prefix = "NPU" if len(hardware_pids) == 1 else device[pid].upper().replace(":", " ")
-            return Lane(f"{prefix} {label}", EngineKind.STREAM, SliceKind.COMPUTE)
-        if role == "overlap":
-            return Lane(f"overlap {thread or tid}", EngineKind.OTHER, SliceKind.ANNOTATION)
-        return Lane(lane_label(ev, pid, tid))
+def _host_pid(cann_pid: Any, python_pids: list[Any]) -> Any:
+    """The Python process of a CANN process (torch_npu numbers it host pid x 100 + 2); the first one if none matches."""
+    if type(cann_pid) is int and cann_pid // 100 in python_pids:
+        return cann_pid // 100
+    return python_pids[0] if python_pids else cann_pid
 
-    lanes = sorted_lanes(ev, lane_of)
-    top = DiskColumn("q", _chrome_events.HOLD_ROWS)  # the operators no other encloses
-    for lo, hi in blocks(len(ops)):
-        top.extend(ops.read(lo, hi)[parent.read(lo, hi) < 0])
-    lanes_queue = {k: Lane("host queue", EngineKind.DISPATCH, SliceKind.DISPATCH) for k, v in lanes.items()
-                   if v.engine_kind is EngineKind.HOST}  # fmt: skip
-    python_pids = [p for p, r in roles.items() if r == "python"]
-    signals, compiles = _signals(ev, rid, t0, ops, parent, kernel_op, spans, python_pids)
-    rows = SliceRows(ev, rid, t0)
-    rows.add(lanes, top, op_ids=spans.op_of_span)
-    del top, parent
-    rows.add(lanes_queue, spans.queue)  # Enqueue / Dequeue: Python spans, not operators
-    rows.add(lanes, spans.device, correlation=flow_links(ev, bound), kinds=spans.kinds, op_ids=kernel_op)  # fmt: skip
-    bound.close()
-    linked = sum(int(np.count_nonzero(block >= 0)) for _, block in kernel_op.blocks())
-    names = sorted(flow_starts)
-    b.run_info.extra.update({
-        "kernels": spans.kernels, "ai_cpu_kernels": len(spans.ai_cpu),
-        "kernels_linked_to_operators": linked,
-        "flows_by_name": _count([vals[c] for c in names], [flow_starts[c] for c in names]),
-    })  # fmt: skip
-    spans.calls.close()
-    spans.ai_cpu.close()
-    tables = {"ops": ops_rows, "engine_slices": rows.slices()}
-    tables.update({name: table.slices() for name, table in (("signals", signals), ("compiles", compiles)) if len(table)})
-    return finish(b.build(), tables, sliced=sliced)
+
+def _launches(ev: ChromeEvents, out: EventColumns, col: dict[str, np.ndarray], start: np.ndarray, t0: int,
+              kernel: np.ndarray) -> np.ndarray:  # fmt: skip
+    """Per span: the id of the launch flow (``torch_to_npu``) that ends at it when it is a kernel (the last such
+    endpoint in the file), else NONE. Each flow start becomes a zero-length RUNTIME event holding the id, at the
+    start of the span it binds to (else at its own time) on that span's thread."""
+    flows = ev.flows
+    correlation = np.full(len(start), NONE, dtype=np.int64)
+    m = len(flows)
+    if not m:
+        return correlation
+    codes = ev.values.codes
+    name, cat = flows.read("name", 0, m), flows.read("cat", 0, m)
+    launch = (name == codes.get(LAUNCH_FLOW, -1)) | (cat == codes.get("async_npu", -1))
+    if not launch.any():
+        return correlation
+    bound_column = bind_flows(ev)
+    bound = bound_column.read(0, m)
+    bound_column.close()
+    key, phase = flows.read("key", 0, m), flows.read("phase", 0, m)
+    ends = np.flatnonzero(launch & (phase == PHASES.index("f")) & (bound >= 0))
+    ends = ends[kernel[bound[ends]]][::-1]  # the last endpoint in the file first
+    spans, first = np.unique(bound[ends], return_index=True)
+    key = np.where(key < 0, key + 2**62 + 2**62, key)  # ids that are not int64 (a hash below 0): 2^62 up, as drawn before
+    correlation[spans] = key[ends[first]]
+    starts = np.flatnonzero(launch & (phase == PHASES.index("s")))
+    at = bound[starts]
+    on = at >= 0
+    pid = np.where(on, col["pid"][np.maximum(at, 0)], flows.read("pid", 0, m)[starts])
+    tid = np.where(on, col["tid"][np.maximum(at, 0)], flows.read("tid", 0, m)[starts])
+    times = np.where(on, start[np.maximum(at, 0)], flows.read("ts", 0, m)[starts] - t0)
+    vals = ev.values.values
+    pids, pid_code = _codes(vals, pid)
+    tids, tid_code = _codes(vals, tid)
+    out.extend(EventKind.RUNTIME, len(starts), start_ns=times, dur_ns=np.zeros(len(starts), dtype=np.int64),
+               correlation=key[starts], texts={"name": ([LAUNCH_FLOW], np.zeros(len(starts), dtype=np.int64))},
+               lanes={"pid": (pids, pid_code), "tid": (tids, tid_code)})  # fmt: skip
+    return correlation
+
+
+def _kernel_lane(ev: ChromeEvents, pid: Any, tid: Any, device: dict[Any, int], processes: int) -> tuple[Any, int, str]:
+    """(pid, stream number or NONE, lane name) of a kernel thread: ``NPU Stream 3`` (``NPU 1 Stream 3`` with several
+    devices)."""
+    thread = ev.thread_names.get((pid, tid), "")
+    m = _STREAM.match(thread)
+    label = f"Stream {m.group(1)}" if m else (thread or f"tid {tid}")
+    stream = int(m.group(1)) if m and m.group(1).isdigit() else NONE
+    prefix = "NPU" if processes == 1 else f"NPU {device.get(pid, 0)}"
+    return pid, stream, f"{prefix} {label}"
+
+
+def _other_lane(ev: ChromeEvents, roles: dict[Any, str], pid: Any, tid: Any) -> tuple[str, str]:
+    """(lane, engine kind) of a span of neither the host, CANN nor the device."""
+    if roles.get(pid) == "overlap":
+        return f"overlap {ev.thread_names.get((pid, tid)) or tid}", _OTHER
+    return lane_label(ev, pid, tid), _OTHER
 
 
 def _device_id(ev: ChromeEvents, pid: Any, n: int) -> int:
@@ -195,141 +268,27 @@ def _device_id(ev: ChromeEvents, pid: Any, n: int) -> int:
     return n
 
 
-def _op_slices(ev: ChromeEvents, ops: DiskColumn, launched: DiskColumn, t0: int, rid: int, device: str) -> TableSlices:
-    """The operators as a table made slice by slice: names, shapes and dtypes dictionary-encoded per distinct value."""
-    vals = ev.values.values
-    n = len(ops)
-    name_used = np.zeros(len(vals), dtype=bool)
-    args_used = np.zeros(len(vals) + 1, dtype=bool)  # by code + 1 (-1: no args)
-    tid_used = np.zeros(len(vals), dtype=bool)
-    rows = _chrome_slices.SLICE_ROWS
-    for lo in range(0, n, rows):
-        part = ops.read(lo, lo + rows)
-        name_used[ev.gather("name", part)] = True
-        args_used[ev.gather("args", part) + 1] = True
-        tid_used[ev.gather("tid", part)] = True
-    sigs = {c: _tensor_args(vals[c - 1]) if c > 0 else (None, None, None, 0) for c in np.flatnonzero(args_used).tolist()}
-    signature = [Coder([sigs[c][k] if c in sigs else None for c in range(len(vals) + 1)], args_used) for k in range(3)]
-    bytes_in = np.zeros(len(vals) + 1, dtype=np.int64)
-    bytes_in[list(sigs)] = [sig[3] for sig in sigs.values()]
-    name = Coder([v if name_used[c] else None for c, v in enumerate(vals)], name_used)
-    thread = [vals[c] if tid_used[c] and type(vals[c]) is int and -(2**31) <= vals[c] < 2**31 else None for c in range(len(vals))]
-    placement = Coder([Placement.HOST.value, Placement.DEVICE.value], np.ones(2, dtype=bool))
-    on = Coder(["cpu", device], np.ones(2, dtype=bool))
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        for lo in range(0, n, rows):
-            release_memory()  # the previous slice's arrays are written and dropped: their pages go back
-            part = ops.read(lo, lo + rows)
-            args = ev.gather("args", part) + 1
-            where = launched.read(lo, lo + rows).astype(np.int32)
-            table = table_of("ops", {
-                "op_id": np.arange(lo, lo + len(part), dtype=np.int64), "region_id": np.full(len(part), rid, dtype=np.int32),
-                "name": name(ev.gather("name", part)), "start_ns": ev.gather("start", part) - t0, "dur_ns": ev.gather("dur", part),
-                "placement": placement(where), "device": on(where), "input_shapes": signature[0](args),
-                "input_strides": signature[1](args), "input_dtypes": signature[2](args), "bytes_in": bytes_in[args],
-                "bytes_out": np.zeros(len(part), dtype=np.int64),
-                "thread": coded_column(thread, ev.gather("tid", part), dictionary=False)})  # fmt: skip
-            yield from table.to_batches()
-
-    return TableSlices(n, batches)
+def _flows_by_name(ev: ChromeEvents) -> dict[str, int]:
+    """How many flows start with each name."""
+    m = len(ev.flows)
+    names = ev.flows.read("name", 0, m)[ev.flows.read("phase", 0, m) == PHASES.index("s")]
+    found, counts = np.unique(names, return_counts=True)
+    out: dict[str, int] = {}
+    for c, k in zip(found.tolist(), counts.tolist(), strict=True):
+        out[str(ev.values.values[c])] = out.get(str(ev.values.values[c]), 0) + k
+    return out
 
 
-def _signals(ev: ChromeEvents, rid: int, t0: int, ops: DiskColumn, parent: DiskColumn, kernel_op: DiskColumn,
-             spans: Spans, python_pids: list[Any]) -> tuple[DiskRows, DiskRows]:  # fmt: skip
-    """The signals (syncs: operators and aclrtSynchronize* calls; online compiles: calls; AI CPU kernels) and the
-    compiles, on disk, found a block of operators, calls or kernels at a time."""
-    vals = ev.values.values
-    sync_value = np.array([type(v) is str and v in SYNC_OPS for v in vals] or [False], dtype=bool)
-    signals = DiskRows("signals", numbers={"op_id": "q", "time_ns": "q"}, texts=("kind", "reason", "op_name", "note"),
-                       optional=("op_id",), fixed={"region_id": rid, "count": 1, "bytes": 0})  # fmt: skip
-    compiles = DiskRows("compiles", numbers={"compile_ns": "q", "time_ns": "q"}, texts=("key", "reason"),
-                        fixed={"region_id": rid, "kind": CompileKind.PROGRAM})  # fmt: skip
-
-    def op_names(o: int) -> str:
-        return vals[ev.name[ops[o]]]
-
-    def inside(o: int, test: Any) -> bool:
-        while o >= 0:
-            if test(op_names(o)):
-                return True
-            o = int(parent[o])
-        return False
-
-    def is_sync(name: str) -> bool:
-        return name in SYNC_OPS
-
-    for lo, hi in blocks(len(ops), _chrome_slices.SLICE_ROWS):  # operators that wait: few
-        waits = lo + np.flatnonzero(sync_value[ev.gather("name", ops.read(lo, hi))])
-        found: list[tuple[int, str, str, str, int]] = []
-        for o, start in zip(waits.tolist(), ev.gather("start", ops.take(waits)).tolist(), strict=True):
-            rule = sync_cause(OpCall(op_names(o)))
-            if rule is not None and not inside(int(parent[o]), is_sync):
-                found.append((o, rule.cause.value, op_names(o), rule.hint, start - t0))
-        signals.add(len(found), kind=SignalKind.SYNC, op_id=[f[0] for f in found], reason=[f[1] for f in found],
-                    op_name=[f[2] for f in found], note=[f[3] for f in found], time_ns=[f[4] for f in found])  # fmt: skip
-    for _, calls in spans.calls.blocks(_chrome_slices.SLICE_ROWS):
-        names, starts, durs = (ev.gather(c, calls).tolist() for c in ("name", "start", "dur"))
-        syncs: list[tuple[int, str, str, int]] = []
-        compiled: list[tuple[int, str, str, int, int]] = []
-        for n, o in enumerate(_enclosing_ops(ev, calls.tolist(), spans.op_of_span, python_pids)):
-            call = vals[names[n]].split("@", 1)[-1]
-            op_name = op_names(o) if o >= 0 else None
-            if call in SYNC_RUNTIME_CALLS and not (o >= 0 and inside(o, is_sync)):
-                syncs.append((n, call, op_name or call, o))
-            elif call in ONLINE_COMPILE_CALLS:
-                compiled.append((n, call, op_name or call, o, durs[n]))
-        # the calls' signals in span order, syncs and compiles interleaved
-        both = sorted([(s[0], s[1], s[2], s[3], SignalKind.SYNC) for s in syncs] +
-                      [(c[0], c[1], c[2], c[3], SignalKind.RECOMPILE) for c in compiled])  # fmt: skip
-        signals.add(len(both), kind=[s[4].value for s in both], op_id=[s[3] for s in both], op_name=[s[2] for s in both],
-                    reason=[Cause.SYNC_CALL.value if s[4] is SignalKind.SYNC else f"online-{s[1]}" for s in both],
-                    note=[f"{s[1]}: " + cause_hint(Cause.SYNC_CALL) if s[4] is SignalKind.SYNC else COMPILE_NOTE for s in both],
-                    time_ns=[starts[s[0]] - t0 for s in both])  # fmt: skip
-        compiles.add(len(compiled), key=[c[2] for c in compiled], compile_ns=[c[4] for c in compiled],
-                     reason=[c[1] for c in compiled], time_ns=[starts[c[0]] - t0 for c in compiled])  # fmt: skip
-    for _, at in spans.ai_cpu.blocks(_chrome_slices.SLICE_ROWS):
-        o, name = kernel_op.take(at), ev.gather("name", at)
-        launched = o >= 0
-        name[launched] = ev.gather("name", ops.take(o[launched]))  # the operator's name where one launched it
-        signals.add(len(at), kind=SignalKind.CPU_FALLBACK, op_id=o, reason="ai-cpu", op_name=[vals[c] for c in name.tolist()],
-                    note=AI_CPU_NOTE, time_ns=ev.gather("start", at) - t0)  # fmt: skip
-    return signals, compiles
-
-
-def _enclosing_ops(ev: ChromeEvents, spans: list[int], op_of_span: DiskColumn, python_pids: list[Any]) -> list[int]:
-    """Per span (a CANN call): the innermost host operator open at its start on a Python thread with the same tid."""
-    found = [-1] * len(spans)
-    codes = ev.values.codes
-    at = np.asarray(spans, dtype=np.int64)
-    for pid in python_pids:  # the host process: the same thread id as the CANN call
-        if pid not in codes or not len(at):
-            continue
-        bound = bind_points(ev, np.full(len(at), codes[pid], dtype=np.int64), ev.gather("tid", at),
-                            ev.gather("start", at), np.ones(len(at), dtype=np.int8), strict=True)  # fmt: skip
-        op = op_of_span.take(np.maximum(bound, 0)).tolist()
-        for n, span in enumerate(bound.tolist()):
-            if span >= 0 and found[n] < 0 and op[n] >= 0:
-                found[n] = int(op[n])
-    return found
-
-
-def _missing(ev: ChromeEvents, ops: DiskColumn) -> list[str]:
-    missing = ["host_bounce/* and transfers (the trace view names no tensor devices or copy sizes)",
+def _missing(ops: int, shapes: bool) -> list[str]:
+    missing = ["host_bounce/* (the trace view names no tensor devices)",
+               "transfer bytes and directions (aclrtMemcpy* calls carry no size or kind in the trace view)",
                "dispatch/cpu_fallback on the host (torch_npu does not mark host fallbacks; AI CPU kernels are "
                "counted as device-side fallbacks, reason ai-cpu)"]  # fmt: skip
-    if not len(ops):
+    if not ops:
         missing.append("operators (no cpu_op spans on a Python process)")
-    elif not any(ev.args[i] >= 0 and "Input Dims" in ev.args_of(i) for i in ops.read(0, 1000).tolist()):
+    elif not shapes:
         missing.append("shapes and dtypes (recorded without record_shapes=True)")
     return missing
 
 
-def _count(items: Any, counts: list[int]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for x, n in zip(items, counts, strict=True):
-        out[str(x)] = out.get(str(x), 0) + n
-    return out
-
-
-__all__ = ["AI_CPU", "FORMAT", "read_ascend_trace", "sniff"]
+__all__ = ["AI_CPU", "AI_CPU_NOTE", "COMPILE_NOTE", "FORMAT", "read_ascend_trace", "sniff", "translate"]

@@ -22,7 +22,6 @@ TINY_KNOBS = (
     ("portscope.ingest.readers._chrome_bind", "BUCKET_ROWS", 4),
     ("portscope.ingest.readers._chrome_bind", "RANGE_ROWS", 4),
     ("portscope.ingest.readers._disk_rows", "SPILL_HOLD", 2),
-    ("portscope.ingest.readers._ascend_ops", "SWEEP_ROWS", 2),
     ("portscope.ingest.readers._kineto_ops", "SPILL_ROWS", 3),
     ("portscope.ingest.readers._kineto_rows", "SPILL_ROWS", 3),
     ("portscope.ingest.readers._kernel_columns", "_HOLD", 4),

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portscope.ingest.readers import _ascend_ops, _chrome_bind, _chrome_events, _chrome_slices
+from portscope.ingest.readers import _chrome_bind, _chrome_events, _chrome_slices
 from portscope.ingest.readers._chrome_bind import Scatter, bind_flows, bind_points
 from portscope.ingest.readers._chrome_events import collect
 from portscope.ingest.readers.ascend_trace import read_ascend_trace
@@ -71,7 +71,6 @@ def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_chrome_bind, "RANGE_ROWS", 3)
     monkeypatch.setattr(_chrome_bind, "SPILL_HOLD", 1)
     monkeypatch.setattr(_chrome_slices, "SLICE_ROWS", 2)
-    monkeypatch.setattr(_ascend_ops, "SWEEP_ROWS", 1)  # a sorted bucket's operators swept one at a time
 
 
 def _trace(tmp_path: Path) -> Path:
@@ -170,16 +169,16 @@ K3_CORRELATION = 2**62 + (int.from_bytes(hashlib.blake2b(b"sk3", digest_size=8).
 def test_trace_view_nesting_and_launches_with_tiny_buckets(tmp_path: Path, tiny: None) -> None:
     path = tmp_path / "trace_view.json"
     path.write_text(json.dumps(TRACE_VIEW))
-    trace = read_ascend_trace(path, sliced=True)
-    ops = [(o["op_id"], o["name"], o["placement"], o["start_ns"]) for b in trace.slices["ops"].batches() for o in b.to_pylist()]
+    trace = read_ascend_trace(path)  # its flows bound in buckets of 2 spans; nesting and launches by the linker
+    ops = [(o["op_id"], o["name"], o["placement"], o["start_ns"]) for o in trace["ops"].to_pylist()]
     assert ops == [(0, "aten::outer", "device", 0), (1, "aten::a", "host", 10_000), (2, "aten::b", "device", 50_000),
                    (3, "aten::c", "host", 200_000), (4, "aten::d", "device", 300_000), (5, "aten::e", "device", 310_000)]  # fmt: skip
     slices = [(s["engine"], s["name"], s["kind"], s["op_id"], s["correlation"])
-              for b in trace.slices["engine_slices"].batches() for s in b.to_pylist()]  # fmt: skip
+              for s in trace["engine_slices"].to_pylist()]  # fmt: skip
     assert slices == [("host", "aten::outer", "compute", 0, None), ("host", "aten::c", "compute", 3, None),
                       ("host", "aten::d", "compute", 4, None),  # the top-level operators
                       ("NPU Stream 3", "K1", "compute", 2, 11), ("NPU Stream 3", "K2", "compute", None, None),
-                      ("NPU Stream 3", "K3", "fallback", 5, K3_CORRELATION)]  # fmt: skip
+                      ("NPU Stream 3", "K3", "compute", 5, K3_CORRELATION)]  # fmt: skip
     signals = [(s["kind"], s["reason"], s["op_name"], s["op_id"]) for s in trace["signals"].to_pylist()]
-    assert signals == [("dispatch/cpu_fallback", "ai-cpu", "aten::e", 5)]
+    assert signals == [("dispatch/cpu_fallback", "ai-cpu", "aten::e", 5)]  # K3 ran on the AI CPU
     assert trace.run_info.extra["kernels_linked_to_operators"] == 2

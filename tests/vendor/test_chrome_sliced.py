@@ -1,4 +1,4 @@
-"""Bounded-memory conversion of generic Chrome and torch_npu traces: tables made slice by slice (issue 19).
+"""Bounded-memory conversion of generic Chrome traces and torch_npu tables: tables made slice by slice (issue 19).
 
 The inputs are written here by hand; the expected rows are worked out by hand from them (times in ns
 from the earliest span or instant; flows bound by Chrome's rules). With slices of 2 rows the sliced
@@ -7,7 +7,6 @@ path writes several record batches per table: the file must hold the same tables
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -18,7 +17,6 @@ from portscope.ingest import read_trace, write_trace
 from portscope.ingest.errors import TraceFormatError
 from portscope.ingest.readers import _chrome_slices, _kernel_columns
 from portscope.ingest.readers.ascend_csv import read_kernel_details
-from portscope.ingest.readers.ascend_trace import read_ascend_trace
 from portscope.ingest.readers.chrome_generic import read_chrome
 from portscope.ingest.trace import Trace
 
@@ -74,73 +72,6 @@ def test_generic_chrome_sliced_equals_whole(tmp_path: Path, monkeypatch: pytest.
     engine = got["engine_slices"].column("engine").chunk(0).dictionary.to_pylist()
     assert sorted(engine) == ["Browser / Main", "pid 2 / tid 20"]
     assert got["regions"].to_pylist()[0]["dur_ns"] == 60_000
-
-
-def _x(name: str, pid: int, tid: int, ts: str, dur: float, cat: str = "", args: dict | None = None) -> dict:
-    event = {"ph": "X", "name": name, "cat": cat, "pid": pid, "tid": tid, "ts": ts, "dur": dur}
-    if args:
-        event["args"] = args
-    return event
-
-
-NPU = [
-    {"ph": "M", "name": "process_name", "pid": 100, "tid": 0, "args": {"name": "Python"}},
-    {"ph": "M", "name": "process_name", "pid": 10002, "tid": 0, "args": {"name": "CANN"}},
-    {"ph": "M", "name": "process_name", "pid": 7, "tid": 0, "args": {"name": "Ascend Hardware"}},
-    {"ph": "M", "name": "thread_name", "pid": 7, "tid": 3, "args": {"name": "Stream 3"}},
-    _x("aten::mm", 100, 100, "1000.000", 50, "cpu_op", {"Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"]}),
-    _x("Enqueue", 100, 100, "1001.000", 1, "enqueue"),
-    _x("aten::add", 100, 100, "1010.500", 5, "cpu_op"),
-    _x("aten::item", 100, 100, "1100.000", 20, "cpu_op"),
-    _x("AscendCL@aclrtSynchronizeStream", 10002, 100, "1105.000", 10),  # inside aten::item: the same wait
-    _x("AscendCL@aclrtSynchronizeDevice", 10002, 100, "1200.000", 3),  # inside no operator
-    _x("MatMul", 7, 3, "1020.250", 8, "", {"Task Type": "AI_CORE", "Task Id": 1}),
-    _x("AddCpu", 7, 3, "1030.000", 2, "", {"Task Type": "AI_CPU", "Task Id": 2}),
-    {"ph": "s", "name": "torch_to_npu", "cat": "async_npu", "id": 9007199254740993, "pid": 100, "tid": 100, "ts": "1000.000"},
-    {"ph": "f", "name": "torch_to_npu", "cat": "async_npu", "id": 9007199254740993, "pid": 7, "tid": 3, "ts": "1020.250", "bp": "e"},
-    {"ph": "s", "name": "torch_to_npu", "cat": "async_npu", "id": "x1", "pid": 100, "tid": 100, "ts": "1012.000"},
-    {"ph": "f", "name": "torch_to_npu", "cat": "async_npu", "id": "x1", "pid": 7, "tid": 3, "ts": "1030.000", "bp": "e"},
-]
-
-
-# a string flow id's correlation: 2^62 plus the top 62 bits of the little-endian 64-bit BLAKE2b of "s" + its UTF-8
-X1_CORRELATION = 2**62 + (int.from_bytes(hashlib.blake2b(b"sx1", digest_size=8).digest(), "little") >> 2)
-
-
-def test_npu_trace_view_sliced_equals_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "trace_view.json"
-    path.write_text(json.dumps(NPU))
-    monkeypatch.setattr(_chrome_slices, "SLICE_ROWS", 2)
-    whole, sliced = read_ascend_trace(path), read_ascend_trace(path, sliced=True)
-    assert {"ops", "engine_slices", "signals"} <= set(sliced.slices)  # signals point into the sliced ops
-    assert [b.num_rows for b in sliced.slices["ops"].batches()] == [2, 1]
-    got = _same_files(whole, sliced, tmp_path)
-    ops = [(o["op_id"], o["name"], o["start_ns"], o["dur_ns"], o["placement"], o["device"], o["input_shapes"],
-            o["input_dtypes"], o["bytes_in"], o["thread"]) for o in _plain(got["ops"])]  # fmt: skip
-    assert ops == [  # t0 = 1000 us; mm and add launched kernels (torch_to_npu), item did not
-        (0, "aten::mm", 0, 50_000, "device", "npu:0", "2x3;3x4", "float32;float32", (6 + 12) * 4, 100),
-        (1, "aten::add", 10_500, 5_000, "device", "npu:0", None, None, 0, 100),
-        (2, "aten::item", 100_000, 20_000, "host", "cpu", None, None, 0, 100),
-    ]
-    slices = [(s["engine"], s["name"], s["start"], s["dur"], s["kind"], s["op_id"], s["correlation"])
-              for s in _plain(got["engine_slices"])]  # fmt: skip
-    assert slices == [
-        ("host", "aten::mm", 0, 50_000, "compute", 0, None),  # top-level operators (add is inside mm)
-        ("host", "aten::item", 100_000, 20_000, "compute", 2, None),
-        ("host queue", "Enqueue", 1_000, 1_000, "dispatch", None, None),
-        ("CANN", "AscendCL@aclrtSynchronizeStream", 105_000, 10_000, "sync", None, None),
-        ("CANN", "AscendCL@aclrtSynchronizeDevice", 200_000, 3_000, "sync", None, None),
-        ("NPU Stream 3", "MatMul", 20_250, 8_000, "compute", 0, 9007199254740993),
-        ("NPU Stream 3", "AddCpu", 30_000, 2_000, "fallback", 1, X1_CORRELATION),  # a string id: 2^62 + its hash
-    ]
-    signals = [(s["kind"], s["reason"], s["op_name"], s["op_id"], s["time_ns"]) for s in _plain(got["signals"])]
-    assert sorted(signals, key=str) == sorted([
-        ("sync", "item", "aten::item", 2, 100_000),
-        ("sync", "sync-call", "aclrtSynchronizeDevice", None, 200_000),
-        ("dispatch/cpu_fallback", "ai-cpu", "aten::add", 1, 30_000),
-    ], key=str)  # fmt: skip
-    assert got.run_info.extra["kernels_linked_to_operators"] == 2
-    assert got.run_info.extra["flows_by_name"] == {"torch_to_npu": 2}
 
 
 KERNELS = (

@@ -92,9 +92,10 @@ def test_ascend_trace_view_operators_kernels_and_lanes() -> None:
     assert kernel["start"] == 23_510 and kernel["dur"] == 3_200 and kernel["engine"] == "NPU Stream 2"
     assert kernel["op_id"] == 0  # torch_to_npu flow, id beyond 2^53
     assert slices["ArgMaxV2"]["op_id"] == 3  # flow id beyond 2^64
-    assert slices["Cumsum"]["op_id"] == 2 and slices["Cumsum"]["kind"] == "fallback"  # string flow id, AI_CPU
-    assert slices["AscendCL@aclopCompileAndExecute"]["kind"] == "compile"
-    assert slices["AscendCL@aclrtSynchronizeDevice"]["kind"] == "sync" and slices["AscendCL@aclrtSynchronizeDevice"]["engine"] == "CANN"
+    assert slices["Cumsum"]["op_id"] == 2 and slices["Cumsum"]["kind"] == "compute"  # string flow id (AI_CPU: a signal)
+    # the CANN lane draws the calls as the host's dispatch (what they are, sync or compile, is the rule layer's)
+    assert slices["AscendCL@aclopCompileAndExecute"]["kind"] == "dispatch"
+    assert slices["AscendCL@aclrtSynchronizeDevice"]["kind"] == "dispatch" and slices["AscendCL@aclrtSynchronizeDevice"]["engine"] == "CANN"
     assert slices["Dequeue@aten::add"]["engine"] == "host queue"
     assert slices["Free"]["engine"] == "overlap Free" and slices["Free"]["kind"] == "annotation"
     assert {s["engine"] for s in slices.values()} == {"host", "host queue", "CANN", "NPU Stream 2", "NPU Stream 9",
@@ -109,8 +110,8 @@ def test_ascend_trace_view_signals() -> None:
     assert signals == [
         ("dispatch/cpu_fallback", "ai-cpu", "aten::cumsum", 2),
         ("dispatch/recompile", "online-aclopCompileAndExecute", "aten::argmax", 3),
-        ("sync", "item", "aten::item", 4),  # aclrtSynchronizeStream inside aten::item is the same wait
-        ("sync", "sync-call", "aclrtSynchronizeDevice", None),
+        ("sync", "aclrtSynchronizeDevice", "aclrtSynchronizeDevice", None),  # inside no operator: the call is the reason
+        ("sync", "item", "aten::item", 4),  # aclrtSynchronizeStream inside aten::item: the wait item made
     ]
     compiles = trace["compiles"].to_pylist()
     assert [(c["kind"], c["key"], c["compile_ns"]) for c in compiles] == [("program", "aten::argmax", 250_000)]
