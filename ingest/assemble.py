@@ -2,12 +2,14 @@
 
 The last step of every conversion: `assemble(translated)` links the events (`link`), applies the rules (`rules`)
 and writes regions, operators, engine lanes, transfers, signals, compiles and runtime calls. What a table holds
-is decided here once for every reader.
+is decided here once for every reader. The operators table, one row per operator, is made `SLICE_ROWS` rows at a
+time as it is written (`Trace.slices`): converting never holds it whole.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -15,6 +17,7 @@ import pyarrow as pa
 from . import progress, schema
 from .builder import StackInterner
 from .callsites import relative_frames, site_of_frames
+from .columns import Coder, coded_column, table_of
 from .events import KIND_CODES, NONE, EventKind, Translated
 from .link import link
 from .rules import (
@@ -27,44 +30,21 @@ from .rules import (
     memory_peaks,
 )
 from .schema import Direction, EngineKind, Mode, Placement, SliceKind
-from .trace import Trace
+from .trace import TableSlices, Trace
 
+SLICE_ROWS = 1 << 20  # operators made into one record batch
 _FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")
 _DMA = {Direction.H2D: EngineKind.DMA_H2D, Direction.D2H: EngineKind.DMA_D2H, Direction.D2D: EngineKind.DMA_D2D,
         Direction.UNKNOWN: EngineKind.OTHER}  # fmt: skip
-
-
-def table_of(name: str, columns: dict[str, object]) -> pa.Table:
-    """A table of the schema from whole columns (lists, numpy arrays or Arrow arrays); missing columns are null."""
-    table_schema = schema.TABLES[name]
-    n = max((len(v) for v in columns.values() if v is not None), default=0)  # type: ignore[arg-type]
-    arrays = []
-    for field in table_schema:
-        values = columns.get(field.name)
-        if values is None:
-            arrays.append(pa.nulls(n, field.type))
-        elif isinstance(values, pa.Array):
-            arrays.append(values.cast(field.type))
-        elif pa.types.is_dictionary(field.type):
-            arrays.append(pa.array(values, pa.string()).dictionary_encode())
-        else:
-            arrays.append(pa.array(values, field.type))
-    return pa.Table.from_arrays(arrays, schema=table_schema)
-
-
-def coded(texts: list[str | None], codes: np.ndarray) -> pa.DictionaryArray:
-    """texts[codes] (None: null) as a dictionary column holding only the texts some row uses."""
-    if not len(codes):
-        return pa.DictionaryArray.from_arrays(pa.array([], pa.int32()), pa.array([], pa.string()))
-    used, inverse = np.unique(codes, return_inverse=True)
-    words = [texts[c] for c in used.tolist()]
-    nulls = np.array([w is None for w in words], dtype=bool)[inverse]
-    return pa.DictionaryArray.from_arrays(pa.array(inverse.astype(np.int32), mask=nulls if nulls.any() else None),
-                                          pa.array([w if w is not None else "" for w in words], pa.string()))
+_PLACES = [Placement.HOST.value, Placement.DEVICE.value, Placement.FALLBACK.value]
 
 
 def _nullable(values: np.ndarray, null: np.ndarray) -> pa.Array:
-    return pa.array(values, mask=null if null.any() else None)
+    return pa.array(np.ascontiguousarray(values), mask=null if null.any() else None)
+
+
+def _dictionary(values: list[str]) -> pa.DictionaryArray:
+    return pa.array(values, pa.string()).dictionary_encode()
 
 
 class _Assembly:
@@ -72,54 +52,55 @@ class _Assembly:
         self.t = t
         ev = t.events
         self.n_events = len(ev)
+        self.texts, self.threads, self.arguments = ev.texts, ev.threads, ev.arguments
         self.a = ev.arrays(release=True)
-        self.texts = ev.texts
-        self.lanes = ev.lanes
         progress.current().stage(progress.Stage.LINKING)
-        self.links = link(self.a, len(ev.lanes))
-        self.linked = Linked(self.a, ev.texts, self.links, infer_fallback=t.infer_fallback)
+        self.links = link(self.a)
+        self.linked = Linked(self.a, ev.texts, self.links, infer_fallback=t.infer_fallback, threads=ev.threads,
+                             arguments=ev.arguments)  # fmt: skip
         self.found = apply_rules(self.linked)
         self.stacks = StackInterner()
         kind = self.a["kind"]
-        self.op_rows = np.flatnonzero(kind == KIND_CODES[EventKind.OP])
-        self.op_id = np.full(len(kind), -1, dtype=np.int64)  # event row -> op_id
-        self.op_id[self.op_rows] = np.arange(len(self.op_rows))
-        devices = self.a["device"][np.isin(kind, [KIND_CODES[k] for k in (EventKind.KERNEL, EventKind.COPY,
-                                                                           EventKind.MEMSET)])]  # fmt: skip
-        self.devices = sorted(set(devices[devices >= 0].tolist()))
+        self.op_rows = np.flatnonzero(kind == KIND_CODES[EventKind.OP]).astype(np.int32)
+        self.op_id = np.full(len(kind), -1, dtype=np.int32)  # event row -> op_id
+        self.op_id[self.op_rows] = np.arange(len(self.op_rows), dtype=np.int32)
+        work = np.isin(kind, [KIND_CODES[k] for k in (EventKind.KERNEL, EventKind.COPY, EventKind.MEMSET)])
+        devices = np.unique(self.a["device"][work])
+        self.devices = devices[devices >= 0].tolist()
 
     def device_name(self, dev: int) -> str:
-        return self.t.device_names.get(dev) or f"cuda:{dev}" if dev >= 0 else "cpu"
+        return (self.t.device_names.get(dev) or f"cuda:{dev}") if dev >= 0 else "cpu"
 
     # -- regions ----------------------------------------------------------------------------------------------------
-    def regions(self) -> tuple[pa.Table, np.ndarray]:
-        """(the regions table, region_id per event row)."""
+    def regions(self) -> pa.Table:
+        """The regions table; sets `region_of` (region_id per event row)."""
         a, links = self.a, self.links
         anns = np.flatnonzero(a["kind"] == KIND_CODES[EventKind.ANNOTATION])
         anns = anns[np.lexsort((anns, -a["dur_ns"][anns], a["start_ns"][anns]))]
-        ids = np.full(len(a["kind"]) + 1, 0, dtype=np.int64)  # indexed by annotation row + 1 (0: the root)
+        ids = np.zeros(len(a["kind"]) + 1, dtype=np.int32)  # indexed by annotation row + 1 (0: the root)
         ids[anns + 1] = np.arange(1, len(anns) + 1)
         starts = [0, *a["start_ns"][anns].tolist()]
         durs = [self.links.end_ns, *a["dur_ns"][anns].tolist()]
-        spans = [(s, s + d) for s, d in zip(starts, durs, strict=True)]
-        peaks = memory_peaks(self.linked, spans, device_only=self.t.root_device != "cpu")
+        peaks = memory_peaks(self.linked, [(s, s + d) for s, d in zip(starts, durs, strict=True)],
+                             device_only=self.t.root_device != "cpu")  # fmt: skip
         parent = [None, *ids[links.region[anns] + 1].tolist()]
         names = [self.t.root_name, *(self.texts[c] or "" for c in a["name"][anns].tolist())]
         n = len(names)
-        table = table_of("regions", {
+        self.region_of = ids[links.region + 1]
+        return table_of("regions", {
             "region_id": np.arange(n, dtype=np.int32), "parent_id": pa.array(parent, pa.int32()), "name": names,
             "start_ns": starts, "dur_ns": durs, "mode": [Mode.UNKNOWN.value] * n,
             "phase": [schema.Phase.NONE.value] * n, "device": [self.t.root_device] * n,
             "peak_memory_bytes": pa.array(peaks, pa.int64())})  # fmt: skip
-        return table, ids[links.region + 1]
 
     # -- call sites -------------------------------------------------------------------------------------------------
-    def call_sites(self) -> tuple[list[str | None], np.ndarray]:
-        """(site per distinct innermost frame, index into it per op row; -1: none) and stacks interned."""
+    def call_sites(self) -> None:
+        """Per operator row, its call site (an index into `site_texts`, the last entry: none) from the Python frames
+        open at its start; stacks interned."""
         frames = self.links.frame[self.op_rows]
         innermost, index = np.unique(frames, return_inverse=True)
         sites: list[str | None] = []
-        stack_ids: list[int | None] = []
+        stack_ids: list[int] = []
         parsed: dict[int, tuple[str, int, str] | None] = {}
         for f in innermost.tolist():
             chain = []
@@ -131,90 +112,97 @@ class _Assembly:
                 if parsed[code] is not None:
                     chain.append(parsed[code])
                 f = int(self.links.frame_parent[f])
-            if chain:
-                sites.append(site_of_frames(chain))
-                stack_ids.append(self.stacks.intern(relative_frames(chain)))
-            else:
-                sites.append(None)
-                stack_ids.append(None)
-        self.site_texts = sites
-        self.site_stacks = stack_ids
-        return sites, index
+            sites.append(site_of_frames(chain) if chain else None)
+            stack_ids.append(self.stacks.intern(relative_frames(chain)) if chain else -1)
+        self.site_texts = [*sites, None]
+        self.site_stacks = np.asarray([*stack_ids, -1], dtype=np.int64)
+        self.op_site = np.full(len(self.a["kind"]), len(sites), dtype=np.int32)  # event row -> site index
+        self.op_site[self.op_rows] = index.reshape(-1)
 
     # -- tables -----------------------------------------------------------------------------------------------------
-    def build(self) -> Trace:
-        a = self.a
-        regions, region_of = self.regions()
-        self.region_of = region_of
-        sites, site_index = self.call_sites()
-        op_site = np.full(len(a["kind"]), -1, dtype=np.int64)
-        op_site[self.op_rows] = site_index if self.op_rows.size and any(s is not None for s in sites) else -1
-        self.op_site = op_site
-        tables = {"regions": regions, "ops": self.ops(), "runtime_calls": self.runtime_calls()}
-        tables["engine_slices"] = self.engine_slices(tables["ops"])
+    def build(self, sliced: bool) -> Trace:
+        tables = {"regions": self.regions()}
+        self.call_sites()
+        tables["runtime_calls"] = self.runtime_calls()
+        placement = self.placements()
+        tables["engine_slices"] = self.engine_slices(placement)
         tables["transfers"], tables["signals"], tables["compiles"] = self.findings(self.found)
         tables["frames"] = self.stacks.frames_table()
         tables["stacks"] = self.stacks.stacks_table()
-        return Trace(run_info=self.t.run_info, tables=tables)
+        ops = self.ops(placement)
+        trace = Trace(run_info=self.t.run_info, tables=tables, slices={"ops": ops})
+        return trace if sliced else trace.gather()
 
-    def _site(self, rows: np.ndarray) -> tuple[pa.Array, pa.Array]:
-        """(call_site, stack_id) columns of event rows by their operator (-1 rows: null)."""
-        s = np.where(rows >= 0, self.op_site[np.maximum(rows, 0)], -1)
-        texts = [*self.site_texts, None] if hasattr(self, "site_texts") else [None]
-        stacks = [*self.site_stacks, None] if hasattr(self, "site_stacks") else [None]
-        s = np.where(s >= 0, s, len(texts) - 1)
-        stack = np.array([v if v is not None else -1 for v in stacks], dtype=np.int64)[s]
-        return coded(texts, s), _nullable(stack, stack < 0)
+    def _site(self, op_rows: np.ndarray) -> tuple[pa.Array, pa.Array]:
+        """(call_site, stack_id) columns by operator event rows (-1: null)."""
+        s = np.where(op_rows >= 0, self.op_site[np.maximum(op_rows, 0)], len(self.site_texts) - 1)
+        stack = self.site_stacks[s]
+        return coded_column(self.site_texts, s), _nullable(stack, stack < 0)
 
-    def ops(self) -> pa.Table:
-        a, rows = self.a, self.op_rows
-        placement = np.zeros(len(rows), dtype=np.int64)  # 0 host, 1 device, 2 fallback
+    def placements(self) -> np.ndarray:
+        """Per operator: 0 host, 1 device (it or an operator inside it launched device work), 2 inferred fallback."""
+        placement = np.zeros(len(self.op_rows), dtype=np.int8)
         if self.devices:
-            placement[launched_ops(self.linked)[rows]] = 1
+            placement[launched_ops(self.linked)[self.op_rows]] = 1
             if self.t.infer_fallback:
                 placement[self.op_id[inferred_fallback_ops(self.linked)]] = 2
-        places = [Placement.HOST.value, Placement.DEVICE.value, Placement.FALLBACK.value]
-        site, stack = self._site(rows)
-        tid = [v if type(v) is int and -(2**31) <= v < 2**31 else None for v in self.lanes]
-        tids = np.array([v if v is not None else 0 for v in tid] or [0], dtype=np.int64)[a["tid"][rows]]
-        tid_null = np.array([v is None for v in tid] or [True], dtype=bool)[a["tid"][rows]]
-        bytes_in = a["bytes_in"][rows]
-        return table_of("ops", {
-            "op_id": np.arange(len(rows), dtype=np.int64), "region_id": self.region_of[rows].astype(np.int32),
-            "name": coded(self.texts, a["name"][rows]), "start_ns": a["start_ns"][rows], "dur_ns": a["dur_ns"][rows],
-            "placement": coded(places, placement), "device": coded(["cpu", self.t.root_device, "cpu"], placement),
-            "input_shapes": coded(self.texts, a["shapes"][rows]), "input_strides": coded(self.texts, a["strides"][rows]),
-            "input_dtypes": coded(self.texts, a["dtypes"][rows]), "bytes_in": np.where(bytes_in == NONE, 0, bytes_in),
-            "bytes_out": np.zeros(len(rows), dtype=np.int64), "call_site": site, "stack_id": stack,
-            "thread": _nullable(tids, tid_null)})  # fmt: skip
+        return placement
+
+    def ops(self, placement: np.ndarray) -> TableSlices:
+        a, rows = self.a, self.op_rows
+        names = a["name"][rows]
+        name = Coder(self.texts, np.bincount(names, minlength=len(self.texts)) > 0)
+        del names
+        args_used = np.bincount(a["args"][rows], minlength=len(self.arguments)) > 0
+        shapes, strides, dtypes = (Coder([args[k] for args in self.arguments], args_used) for k in range(3))
+        bytes_in = np.array([args[3] for args in self.arguments], dtype=np.int64)
+        place = Coder(_PLACES, np.bincount(placement, minlength=3) > 0)
+        device = Coder(["cpu", self.t.root_device, "cpu"], np.bincount(placement, minlength=3) > 0)
+        sites = Coder(self.site_texts, np.bincount(self.op_site[rows], minlength=len(self.site_texts)) > 0)
+        tid = [t[1] if type(t[1]) is int and -(2**31) <= t[1] < 2**31 else None for t in self.threads]
+        tids = np.array([v if v is not None else 0 for v in tid] or [0], dtype=np.int64)
+        tid_null = np.array([v is None for v in tid] or [True], dtype=bool)
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for lo in range(0, len(rows), SLICE_ROWS):
+                part = rows[lo : lo + SLICE_ROWS]
+                args, thread, site = a["args"][part], a["thread"][part], self.op_site[part]
+                stack = self.site_stacks[site]
+                where = placement[lo : lo + SLICE_ROWS]
+                yield from table_of("ops", {
+                    "op_id": np.arange(lo, lo + len(part), dtype=np.int64), "region_id": self.region_of[part],
+                    "name": name(a["name"][part]), "start_ns": a["start_ns"][part], "dur_ns": a["dur_ns"][part],
+                    "placement": place(where), "device": device(where), "input_shapes": shapes(args),
+                    "input_strides": strides(args), "input_dtypes": dtypes(args), "bytes_in": bytes_in[args],
+                    "bytes_out": np.zeros(len(part), dtype=np.int64), "call_site": sites(site),
+                    "stack_id": _nullable(stack, stack < 0), "thread": _nullable(tids[thread], tid_null[thread]),
+                }).to_batches()  # fmt: skip
+
+        return TableSlices(len(rows), batches)
 
     def runtime_calls(self) -> pa.Table:
         a = self.a
         rows = np.flatnonzero(a["kind"] == KIND_CODES[EventKind.RUNTIME])
-        op = self.op_id[np.maximum(self.links.op[rows], 0)]
-        op = np.where(self.links.op[rows] >= 0, op, -1)
+        op = self._op_of(rows)
         corr = a["correlation"][rows]
         return table_of("runtime_calls", {
-            "region_id": self.region_of[rows].astype(np.int32), "op_id": _nullable(op, op < 0),
-            "name": coded(self.texts, a["name"][rows]), "start_ns": a["start_ns"][rows], "dur_ns": a["dur_ns"][rows],
-            "correlation": _nullable(corr, corr == NONE)})  # fmt: skip
+            "region_id": self.region_of[rows], "op_id": _nullable(op, op < 0),
+            "name": coded_column(self.texts, a["name"][rows]), "start_ns": a["start_ns"][rows],
+            "dur_ns": a["dur_ns"][rows], "correlation": _nullable(corr, corr == NONE)})  # fmt: skip
 
-    def engine_slices(self, ops: pa.Table) -> pa.Table:
+    def engine_slices(self, placement: np.ndarray) -> pa.Table:
         a, links = self.a, self.links
         parts = []
-        # host lanes: the operators no other encloses, a lane per thread (the busiest: "host")
-        rows = self.op_rows[links.op[self.op_rows] < 0]
-        thread = a["pid"][rows].astype(np.int64) * max(len(self.lanes), 1) + a["tid"][rows]
-        all_threads = a["pid"][self.op_rows].astype(np.int64) * max(len(self.lanes), 1) + a["tid"][self.op_rows]
+        # host lanes: the operators no other encloses, a lane per thread (the one with most operators: "host")
+        top = links.op[self.op_rows] < 0
+        rows = self.op_rows[top]
         if len(rows):
-            values, counts = np.unique(all_threads, return_counts=True)
-            main = values[np.argmax(counts)]
-            lanes, lane_codes = np.unique(thread, return_inverse=True)
-            names = ["host" if t == main else f"host thread {self.lanes[int(t % max(len(self.lanes), 1))]}" for t in lanes.tolist()]
-            placement = ops.column("placement").to_numpy(zero_copy_only=False)[self.op_id[rows]] if ops.num_rows else []
-            fallback = np.asarray(placement == Placement.FALLBACK.value, dtype=np.int64)
-            parts.append(self._slices(rows, coded(names, lane_codes), [EngineKind.HOST.value] * len(rows),
-                                      coded([SliceKind.COMPUTE.value, SliceKind.FALLBACK.value], fallback),
+            counts = np.bincount(a["thread"][self.op_rows], minlength=len(self.threads))
+            main = int(np.argmax(counts))
+            lane_names = ["host" if t == main else f"host thread {tid}" for t, (_, tid) in enumerate(self.threads)]
+            parts.append(self._slices(rows, coded_column(lane_names, a["thread"][rows]), [EngineKind.HOST.value] * len(rows),
+                                      coded_column([SliceKind.COMPUTE.value, SliceKind.FALLBACK.value],
+                                                   (placement[top] == 2).astype(np.int64)),
                                       op=self.op_id[rows]))  # fmt: skip
         parts += self._device_slices()
         parts += self._memory_slices()
@@ -226,18 +214,19 @@ class _Assembly:
 
     def _slices(self, rows: np.ndarray, engine: pa.Array, engine_kind: list[str], kind: pa.Array | list[str],
                 op: np.ndarray, nbytes: np.ndarray | None = None, name: pa.Array | None = None,
-                start: np.ndarray | None = None, dur: np.ndarray | None = None) -> pa.Table:
+                dur: np.ndarray | None = None) -> pa.Table:
         a = self.a
         corr = a["correlation"][rows]
         b = nbytes if nbytes is not None else np.full(len(rows), NONE, dtype=np.int64)
         return table_of("engine_slices", {
-            "region_id": self._region(rows, op), "engine": engine, "engine_kind": engine_kind,
-            "kind": kind, "name": name if name is not None else coded(self.texts, a["name"][rows]),
-            "start": a["start_ns"][rows] if start is None else start, "dur": a["dur_ns"][rows] if dur is None else dur,
+            "region_id": self._region(rows, op), "engine": engine, "engine_kind": engine_kind, "kind": kind,
+            "name": name if name is not None else coded_column(self.texts, a["name"][rows]),
+            "start": a["start_ns"][rows], "dur": a["dur_ns"][rows] if dur is None else dur,
             "op_id": _nullable(op, op < 0), "bytes": _nullable(np.maximum(b, 0), b == NONE),
             "correlation": _nullable(corr, corr == NONE)})  # fmt: skip
 
     def _op_of(self, rows: np.ndarray) -> np.ndarray:
+        """op_id of the operator around each event row (-1: none)."""
         op = self.links.op[rows]
         return np.where(op >= 0, self.op_id[np.maximum(op, 0)], -1)
 
@@ -271,23 +260,22 @@ class _Assembly:
         launcher = self.links.launcher[rows]  # a copy with no byte count of its own: its launching call's
         nbytes = np.where((nbytes == NONE) & (a["kind"][rows] == copy_code) & (launcher >= 0),
                           a["bytes"][np.maximum(launcher, 0)], nbytes)  # fmt: skip
-        return [self._slices(rows, pa.array(engines).dictionary_encode(), engine_kinds, slice_kinds,
-                             op=self._op_of(rows), nbytes=nbytes)]  # fmt: skip
+        return [self._slices(rows, _dictionary(engines), engine_kinds, slice_kinds, op=self._op_of(rows), nbytes=nbytes)]
 
     def _memory_slices(self) -> list[pa.Table]:
         """A lane per device: one slice from each allocator event to the next, its bytes the total allocated."""
         a = self.a
         rows = np.flatnonzero((a["kind"] == KIND_CODES[EventKind.MEMORY]) & (a["total_allocated"] != NONE))
         out = []
-        for dev in sorted(set(a["device"][rows].tolist())):
+        for dev in np.unique(a["device"][rows]).tolist():
             on = rows[a["device"][rows] == dev]
             on = on[np.argsort(a["start_ns"][on], kind="stable")]
             starts = a["start_ns"][on]
             ends = np.r_[starts[1:], max(self.links.end_ns, int(starts[-1]))]
-            name = f"memory {self.device_name(dev)}"
-            out.append(self._slices(on, pa.array([name] * len(on)).dictionary_encode(), [EngineKind.OTHER.value] * len(on),
-                                    [SliceKind.ANNOTATION.value] * len(on), op=self._op_of(on), nbytes=a["total_allocated"][on],
-                                    name=pa.array(["allocated"] * len(on)).dictionary_encode(), dur=ends - starts))  # fmt: skip
+            n = len(on)
+            out.append(self._slices(on, _dictionary([f"memory {self.device_name(dev)}"] * n), [EngineKind.OTHER.value] * n,
+                                    [SliceKind.ANNOTATION.value] * n, op=self._op_of(on), nbytes=a["total_allocated"][on],
+                                    name=_dictionary(["allocated"] * n), dur=ends - starts))  # fmt: skip
         return out
 
     def _other_spans(self) -> list[pa.Table]:
@@ -295,18 +283,19 @@ class _Assembly:
         rows = np.flatnonzero(a["kind"] == KIND_CODES[EventKind.SPAN])
         if not len(rows):
             return []
-        lanes = [self.texts[a["lane"][r]] or f"{self.lanes[a['pid'][r]]} / {self.lanes[a['tid'][r]]}" for r in rows.tolist()]
+        lanes = [self.texts[a["lane"][r]] or "{} / {}".format(*self.threads[a["thread"][r]]) for r in rows.tolist()]
         kinds = [self.texts[a["engine_kind"][r]] or EngineKind.OTHER.value for r in rows.tolist()]
         slice_kinds = [SliceKind.DISPATCH.value if k == EngineKind.DISPATCH.value else SliceKind.ANNOTATION.value for k in kinds]
-        return [self._slices(rows, pa.array(lanes).dictionary_encode(), kinds, slice_kinds, op=self._op_of(rows))]
+        return [self._slices(rows, _dictionary(lanes), kinds, slice_kinds, op=self._op_of(rows))]
 
     def findings(self, f: Findings) -> tuple[pa.Table, pa.Table, pa.Table]:
         a = self.a
         # transfers, and a signal per transfer
         rows = np.asarray(f.transfer_event, dtype=np.int64)
-        op = self._op_of(rows) if len(rows) else np.zeros(0, dtype=np.int64)
-        site, stack = self._site(np.where(rows >= 0, self.links.op[rows], -1) if len(rows) else rows)
-        dev = a["device"][rows] if len(rows) else np.zeros(0, dtype=np.int64)
+        op_rows = self.links.op[rows] if len(rows) else rows
+        op = self._op_of(rows) if len(rows) else rows
+        site, stack = self._site(op_rows)
+        dev = a["device"][rows] if len(rows) else rows
         device = [self.device_name(int(d)) if d >= 0 else self.t.root_device for d in dev.tolist()]
         src = ["cpu" if d is Direction.H2D else device[i] for i, d in enumerate(f.transfer_direction)]
         dst = ["cpu" if d is Direction.D2H else device[i] for i, d in enumerate(f.transfer_direction)]
@@ -315,53 +304,49 @@ class _Assembly:
             "direction": [d.value for d in f.transfer_direction], "bytes": np.asarray(f.transfer_bytes, dtype=np.int64),
             "src_device": src, "dst_device": dst, "start_ns": a["start_ns"][rows], "dur_ns": a["dur_ns"][rows],
             "cause": ["explicit"] * len(rows), "call_site": site, "stack_id": stack})  # fmt: skip
-        ev = [*f.transfer_event, *f.sig_event]
-        ops = [*(self.links.op[rows].tolist() if len(rows) else []), *f.sig_op]
+        ev = np.asarray([*f.transfer_event, *f.sig_event], dtype=np.int64)
+        ops = np.asarray([*op_rows.tolist(), *f.sig_op], dtype=np.int64)
+        name = self.texts
         kinds = [*(d.signal.value for d in f.transfer_direction), *(k.value for k in f.sig_kind)]
-        transfer_op_names = [self.texts[a["name"][o]] if o >= 0 else self.texts[a["name"][r]]
-                             for r, o in zip(f.transfer_event, ops[: len(rows)], strict=True)]  # fmt: skip
-        reasons = [*(self.texts[a["name"][r]] for r in f.transfer_event), *f.sig_reason]
-        op_names = [*transfer_op_names, *f.sig_op_name]
+        reasons = [*(name[a["name"][r]] for r in f.transfer_event), *f.sig_reason]
+        op_names = [*(name[a["name"][o if o >= 0 else r]] for r, o in zip(f.transfer_event, op_rows.tolist(), strict=True)),
+                    *f.sig_op_name]  # fmt: skip
         notes = [*([None] * len(rows)), *f.sig_note]
-        nbytes = [*f.transfer_bytes, *f.sig_bytes]
-        ev_a = np.asarray(ev, dtype=np.int64)
-        op_a = np.asarray(ops, dtype=np.int64)
-        order = np.lexsort((np.arange(len(ev_a)), a["start_ns"][ev_a])) if len(ev_a) else ev_a
-        sig_op = self._op_of_rows(op_a)
-        site, stack = self._site(op_a)
+        nbytes = np.asarray([*f.transfer_bytes, *f.sig_bytes], dtype=np.int64)
+        sig_op = np.where(ops >= 0, self.op_id[np.maximum(ops, 0)], -1) if len(ops) else ops
+        site, stack = self._site(ops)
         signals = table_of("signals", {
-            "region_id": self._region(ev_a, sig_op), "op_id": _nullable(sig_op, sig_op < 0), "kind": kinds,
-            "reason": reasons, "op_name": op_names, "count": np.ones(len(ev_a), dtype=np.int64),
-            "bytes": np.asarray(nbytes, dtype=np.int64), "call_site": site, "stack_id": stack, "note": notes,
-            "time_ns": a["start_ns"][np.where(op_a >= 0, op_a, ev_a)] if len(ev_a) else []})  # fmt: skip
-        signals = signals.take(pa.array(order)) if len(ev_a) else signals
+            "region_id": self._region(ev, sig_op), "op_id": _nullable(sig_op, sig_op < 0), "kind": kinds,
+            "reason": reasons, "op_name": op_names, "count": np.ones(len(ev), dtype=np.int64), "bytes": nbytes,
+            "call_site": site, "stack_id": stack, "note": notes,
+            "time_ns": a["start_ns"][np.where(ops >= 0, ops, ev)] if len(ev) else ev})  # fmt: skip
+        if len(ev):
+            signals = signals.take(pa.array(np.lexsort((np.arange(len(ev)), a["start_ns"][ev]))))
         crow = np.asarray(f.compile_event, dtype=np.int64)
         cop = self.links.op[crow] if len(crow) else crow
         compiles = table_of("compiles", {
-            "region_id": self._region(crow, self._op_of_rows(cop)), "kind": [schema.CompileKind.PROGRAM.value] * len(crow),
-            "key": [self.texts[a["name"][o if o >= 0 else r]] for r, o in zip(crow.tolist(), cop.tolist(), strict=True)],
-            "compile_ns": a["dur_ns"][crow], "reason": [self.texts[a["name"][r]] for r in crow.tolist()],
+            "region_id": self._region(crow, np.where(cop >= 0, self.op_id[np.maximum(cop, 0)], -1) if len(crow) else crow),
+            "kind": [schema.CompileKind.PROGRAM.value] * len(crow),
+            "key": [name[a["name"][o if o >= 0 else r]] for r, o in zip(crow.tolist(), cop.tolist(), strict=True)],
+            "compile_ns": a["dur_ns"][crow], "reason": [name[a["name"][r]] for r in crow.tolist()],
             "time_ns": a["start_ns"][crow]})  # fmt: skip
         return transfers, signals, compiles
-
-    def _op_of_rows(self, op_rows: np.ndarray) -> np.ndarray:
-        """op_id of operator event rows (-1 stays -1)."""
-        return np.where(op_rows >= 0, self.op_id[np.maximum(op_rows, 0)], -1) if len(op_rows) else op_rows
 
     def _region(self, rows: np.ndarray, op: np.ndarray) -> np.ndarray:
         """The region of a row: its operator's where it has one (as the operators table says), else its own."""
         if not len(rows):
             return np.zeros(0, dtype=np.int32)
-        by_op = self.region_of[self.op_rows[np.maximum(op, 0)]] if len(self.op_rows) else np.zeros(len(rows), dtype=np.int64)
+        by_op = self.region_of[self.op_rows[np.maximum(op, 0)]] if len(self.op_rows) else np.zeros(len(rows), dtype=np.int32)
         return np.where(op >= 0, by_op, self.region_of[rows]).astype(np.int32)
 
 
-def assemble(translated: Translated) -> Trace:
-    """The Trace of one reader's events: linked, the rules applied, every table written."""
+def assemble(translated: Translated, *, sliced: bool = False) -> Trace:
+    """The Trace of one reader's events: linked, the rules applied, every table written. sliced: the operators
+    table as `Trace.slices`, made as it is written (else gathered)."""
     made = _Assembly(translated)
-    trace = made.build()
+    trace = made.build(sliced)
     trace.run_info.extra.setdefault("events", made.n_events)
     return trace
 
 
-__all__ = ["assemble", "coded", "table_of"]
+__all__ = ["SLICE_ROWS", "assemble"]

@@ -12,6 +12,7 @@ Columns (all times in ns from the start of the run; ``None`` where the format do
 ``name``                  as the format names it (``aten::mm``, ``cudaLaunchKernel``, ``Memcpy DtoH``...),
                           a vendor's lane prefix removed (``AscendCL@aclrtMemcpy`` -> ``aclrtMemcpy``)
 ``pid``, ``tid``          the lane: process and thread of host events; device and stream of device work
+                          (kept as one ``thread`` code per event)
 ``start_ns``, ``dur_ns``  span (``dur_ns`` 0 for an instant)
 ``correlation``           joins a runtime call to the device work it launched
 ``copy_kind``             a copy call's own direction argument (cudaMemcpyKind / hipMemcpyKind /
@@ -60,46 +61,63 @@ SPAN_KINDS = (EventKind.OP, EventKind.RUNTIME, EventKind.PYTHON, EventKind.ANNOT
 DEVICE_KINDS = (EventKind.KERNEL, EventKind.COPY, EventKind.MEMSET, EventKind.WAIT)
 KIND_CODES = {k: i for i, k in enumerate(EventKind)}
 
-INT_COLUMNS = ("correlation", "copy_kind", "bytes", "device", "stream", "total_allocated", "total_reserved",
-               "bytes_in")  # fmt: skip
-TEXT_COLUMNS = ("name", "unit", "shapes", "strides", "dtypes", "lane", "engine_kind")
-COLUMNS = ("kind", "pid", "tid", "start_ns", "dur_ns", *INT_COLUMNS, *TEXT_COLUMNS)
+INT_COLUMNS = ("correlation", "copy_kind", "bytes", "device", "stream", "total_allocated", "total_reserved")
+TEXT_COLUMNS = ("name", "unit", "lane", "engine_kind")
+ARG_COLUMNS = ("shapes", "strides", "dtypes", "bytes_in")  # an operator's arguments, kept once per distinct set
+COLUMNS = ("kind", "thread", "args", "start_ns", "dur_ns", *INT_COLUMNS, *TEXT_COLUMNS)
 NONE = -(2**63)  # "not given" in an integer column
+NO_ARGS: tuple[str | None, str | None, str | None, int] = (None, None, None, 0)
 _DICT = pa.dictionary(pa.int32(), pa.string())
 EVENTS = pa.schema([
     pa.field("kind", _DICT, nullable=False), pa.field("name", _DICT), pa.field("pid", _DICT), pa.field("tid", _DICT),
     pa.field("start_ns", pa.int64(), nullable=False), pa.field("dur_ns", pa.int64(), nullable=False),
     *(pa.field(c, pa.int64()) for c in INT_COLUMNS), *(pa.field(c, _DICT) for c in TEXT_COLUMNS[1:]),
+    pa.field("shapes", _DICT), pa.field("strides", _DICT), pa.field("dtypes", _DICT), pa.field("bytes_in", pa.int64()),
 ])  # fmt: skip
+_DTYPES = {"kind": np.int8, "thread": np.int32, "args": np.int32, **dict.fromkeys(TEXT_COLUMNS, np.int32)}
 
 
 class EventColumns:
-    """Events accumulated column by column (`add` one, `extend` many); `arrays` gives numpy columns."""
+    """Events accumulated column by column (`add` one, `extend` many); `arrays` gives numpy columns.
+
+    Kept compactly: a thread code per event (into `threads`: (pid, tid) as the file gives them), an arguments code
+    (into `arguments`: (shapes, strides, dtypes, bytes_in)), text codes (into `texts`), and an optional integer
+    column only for the parts where some event has it (~30 bytes an operator)."""
 
     def __init__(self) -> None:
         self.texts: list[str | None] = [None]  # code 0: no text
         self._text_codes: dict[str | None, int] = {None: 0}
-        self.lanes: list[object] = []  # distinct pid / tid values, as the file gives them
-        self._lane_codes: dict[tuple[type, object], int] = {}
+        self.threads: list[tuple[object, object]] = []
+        self._thread_codes: dict[tuple, int] = {}
+        self.arguments: list[tuple[str | None, str | None, str | None, int]] = [NO_ARGS]  # code 0: none
+        self._argument_codes: dict[tuple, int] = {NO_ARGS: 0}
         self._rows: dict[str, list[int]] = {c: [] for c in COLUMNS}
         self._parts: list[dict[str, np.ndarray]] = []
 
     def __len__(self) -> int:
         return len(self._rows["kind"]) + sum(len(p["kind"]) for p in self._parts)
 
-    def text(self, value: str | None) -> int:
+    def text(self, value: object) -> int:
+        value = value if value is None or type(value) is str else str(value)
         code = self._text_codes.get(value)
         if code is None:
             code = self._text_codes[value] = len(self.texts)
             self.texts.append(value)
         return code
 
-    def lane(self, value: object) -> int:
-        key = (type(value), value)
-        code = self._lane_codes.get(key)
+    def thread(self, pid: object, tid: object) -> int:
+        key = (type(pid), pid, type(tid), tid)
+        code = self._thread_codes.get(key)
         if code is None:
-            code = self._lane_codes[key] = len(self.lanes)
-            self.lanes.append(value)
+            code = self._thread_codes[key] = len(self.threads)
+            self.threads.append((pid, tid))
+        return code
+
+    def argument(self, args: tuple[str | None, str | None, str | None, int]) -> int:
+        code = self._argument_codes.get(args)
+        if code is None:
+            code = self._argument_codes[args] = len(self.arguments)
+            self.arguments.append(args)
         return code
 
     def add(self, kind: EventKind, name: str | None, pid: object, tid: object, start_ns: int, dur_ns: int = 0,
@@ -107,11 +125,12 @@ class EventColumns:
         """One event; `fields` are the optional columns (module docstring)."""
         rows = self._rows
         rows["kind"].append(KIND_CODES[kind])
-        rows["pid"].append(self.lane(pid))
-        rows["tid"].append(self.lane(tid))
+        rows["thread"].append(self.thread(pid, tid))
         rows["start_ns"].append(start_ns)
         rows["dur_ns"].append(max(dur_ns, 0))
         rows["name"].append(self.text(name))
+        args = tuple(fields.get(c) for c in ARG_COLUMNS[:3])
+        rows["args"].append(self.argument((*args, int(fields.get("bytes_in") or 0))) if any(args) else 0)  # type: ignore[arg-type]
         for c in INT_COLUMNS:
             v = fields.get(c)
             rows[c].append(v if type(v) is int and NONE < v < 2**63 else NONE)
@@ -119,22 +138,38 @@ class EventColumns:
             rows[c].append(self.text(fields.get(c)))
 
     def extend(self, kind: EventKind | np.ndarray, n: int, *, texts: dict[str, tuple[list, np.ndarray]],
-               lanes: dict[str, tuple[list, np.ndarray]], **columns: np.ndarray) -> None:
-        """`n` events at once: `texts` and `lanes` as (values, int codes into them) per column, the other columns
-        as int64 arrays (`NONE`: not given); `kind` one kind for all or an array of `KIND_CODES`."""
+               lanes: dict[str, tuple[list, np.ndarray]] | None = None,
+               threads: tuple[list[tuple[object, object]], np.ndarray] | None = None,
+               arguments: tuple[list[tuple[str | None, str | None, str | None, int]], np.ndarray] | None = None,
+               **columns: np.ndarray) -> None:
+        """`n` events at once: `texts` and `lanes` (pid, tid) as (values, int codes into them) per column, or
+        `threads` as ((pid, tid) pairs, codes), `arguments` as (argument tuples, codes), the other columns as int64
+        arrays (`NONE`: not given); `kind` one kind for all or an array of `KIND_CODES`. Texts "shapes", "strides",
+        "dtypes" and a "bytes_in" column are accepted instead of `arguments`."""
         part: dict[str, np.ndarray] = {}
         part["kind"] = np.full(n, KIND_CODES[kind], dtype=np.int8) if isinstance(kind, EventKind) else kind.astype(np.int8)
-        for c in ("pid", "tid"):
-            values, codes = lanes[c]
-            part[c] = np.asarray([self.lane(v) for v in values] or [0], dtype=np.int64)[codes]
+        if threads is None:
+            assert lanes is not None, "extend needs lanes or threads"
+            (pids, pid_codes), (tids, tid_codes) = lanes["pid"], lanes["tid"]
+            width = max(len(tids), 1)
+            pairs, inverse = np.unique(np.asarray(pid_codes, dtype=np.int64) * width + tid_codes, return_inverse=True)
+            threads = ([(pids[k // width], tids[k % width]) for k in pairs.tolist()], inverse.reshape(-1))
+        pairs_given, thread_codes = threads
+        remap_threads = np.asarray([self.thread(p, t) for p, t in pairs_given] or [0], dtype=np.int32)
+        part["thread"] = remap_threads[thread_codes] if n else np.zeros(0, np.int32)
+        if arguments is None and any(c in texts for c in ARG_COLUMNS[:3]):
+            arguments = self._arguments_of(n, texts, columns.get("bytes_in"))
+        if arguments is not None:
+            values, arg_codes = arguments
+            remap = np.asarray([self.argument(v) for v in values] or [0], dtype=np.int32)
+            part["args"] = remap[arg_codes] if n else np.zeros(0, dtype=np.int32)
+        else:
+            part["args"] = np.zeros(n, dtype=np.int32)
         for c in TEXT_COLUMNS:
             if c in texts:
-                values, codes = texts[c]
-                remap = np.asarray([self.text(v if v is None or type(v) is str else str(v)) for v in values] or [0],
-                                   dtype=np.int32)  # fmt: skip
-                part[c] = remap[codes] if len(codes) else np.zeros(0, dtype=np.int32)
-            else:
-                part[c] = np.zeros(n, dtype=np.int32)
+                values, text_codes = texts[c]
+                remap = np.asarray([self.text(v) for v in values] or [0], dtype=np.int32)
+                part[c] = remap[text_codes] if n else np.zeros(0, dtype=np.int32)
         part["start_ns"] = columns["start_ns"].astype(np.int64)
         part["dur_ns"] = np.maximum(columns.get("dur_ns", np.zeros(n, dtype=np.int64)).astype(np.int64), 0)
         for c in INT_COLUMNS:  # a column no event of the part has is not stored
@@ -143,14 +178,26 @@ class EventColumns:
                 part[c] = given.astype(np.int64)
         self._parts.append(part)
 
+    def _arguments_of(self, n: int, texts: dict[str, tuple[list, np.ndarray]],
+                      bytes_in: np.ndarray | None) -> tuple[list, np.ndarray]:  # fmt: skip
+        """(argument tuples, codes) from separate shapes / strides / dtypes texts and bytes."""
+        cols = []
+        for c in ARG_COLUMNS[:3]:
+            values, codes = texts.pop(c, ([None], np.zeros(n, dtype=np.int64)))
+            cols.append([values[k] for k in np.asarray(codes).tolist()])
+        nbytes = bytes_in.tolist() if bytes_in is not None else [0] * n
+        rows = [(a, b, c, max(int(d), 0) if d != NONE else 0) for a, b, c, d in zip(*cols, nbytes, strict=True)]
+        found: dict[tuple, int] = {}
+        codes = np.fromiter((found.setdefault(r, len(found)) for r in rows), dtype=np.int64, count=n)
+        return list(found), codes
+
     def arrays(self, *, release: bool = False) -> dict[str, np.ndarray]:
-        """Every column as a numpy array: kinds as `KIND_CODES`, pid/tid as codes into `lanes`, texts as int32 codes
-        into `texts` (0: none), integers as int64 with `NONE` where not given (a column no event has: one read-only
-        constant, no memory). release: give each part's memory back as its column is joined (this object is then
-        empty: call once)."""
-        rows = {c: np.asarray(v, dtype=np.int32 if c in TEXT_COLUMNS else np.int64) for c, v in self._rows.items()}
-        rows["kind"] = rows["kind"].astype(np.int8)
-        parts = [rows, *self._parts]
+        """Every column as a numpy array: kinds as `KIND_CODES`, threads, arguments and texts as int32 codes (texts:
+        0 none), integers as int64 with `NONE` where not given (a column no event has: one read-only constant, no
+        memory). release: give each part's memory back as its column is joined (this object then holds no events:
+        call once)."""
+        rows = {c: np.asarray(v, dtype=_DTYPES.get(c, np.int64)) for c, v in self._rows.items()}
+        parts = [p for p in (rows, *self._parts) if len(p["kind"])] or [rows]
         if release:
             self._rows = {c: [] for c in COLUMNS}
             self._parts = []
@@ -158,16 +205,17 @@ class EventColumns:
         n = sum(sizes)
         out: dict[str, np.ndarray] = {}
         for c in COLUMNS:
-            if c in INT_COLUMNS and not any(c in p and (p[c] != NONE).any() for p in parts):
-                out[c] = np.broadcast_to(np.int64(NONE), (n,))
+            dtype = _DTYPES.get(c, np.int64)
+            empty = NONE if c in INT_COLUMNS else 0
+            if c not in ("kind", "thread", "args", "start_ns", "dur_ns") and not any(
+                    c in p and (p[c] != empty).any() for p in parts):  # fmt: skip
+                out[c] = np.broadcast_to(np.asarray(empty, dtype=dtype), (n,))
             else:
-                pieces = [p[c] if c in p else np.full(size, NONE, dtype=np.int64) for p, size in zip(parts, sizes, strict=True)]
+                pieces = [p[c] if c in p else np.full(size, empty, dtype=dtype) for p, size in zip(parts, sizes, strict=True)]
                 out[c] = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
             if release:
                 for p in parts:
                     p.pop(c, None)
-        for c in ("pid", "tid"):
-            out[c] = out[c].astype(np.int32, copy=False)
         return out
 
     def table(self) -> pa.Table:
@@ -175,16 +223,20 @@ class EventColumns:
         a = self.arrays()
         kinds = pa.array([k.value for k in EventKind], pa.string())
         texts = pa.array(self.texts, pa.string())
-        lanes = pa.array([None if v is None else str(v) for v in self.lanes], pa.string())
         cols = {"kind": pa.DictionaryArray.from_arrays(pa.array(a["kind"].astype(np.int32)), kinds)}
-        for c in ("pid", "tid"):
-            cols[c] = pa.DictionaryArray.from_arrays(pa.array(a[c].astype(np.int32)), lanes)
+        for i, c in enumerate(("pid", "tid")):
+            values = pa.array([None if t[i] is None else str(t[i]) for t in self.threads] or [None], pa.string())
+            cols[c] = pa.DictionaryArray.from_arrays(pa.array(a["thread"]), values)
         for c in TEXT_COLUMNS:
-            codes = a[c]
+            codes = np.ascontiguousarray(a[c])
             cols[c] = pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes == 0), texts)
         for c in ("start_ns", "dur_ns", *INT_COLUMNS):
-            v = a[c]
+            v = np.ascontiguousarray(a[c])
             cols[c] = pa.array(v, pa.int64(), mask=v == NONE if c in INT_COLUMNS else None)
+        for i, c in enumerate(ARG_COLUMNS[:3]):
+            values = pa.array([args[i] for args in self.arguments], pa.string())
+            cols[c] = pa.DictionaryArray.from_arrays(pa.array(a["args"], mask=a["args"] == 0), values)
+        cols["bytes_in"] = pa.array(np.array([args[3] for args in self.arguments], dtype=np.int64)[a["args"]])
         return pa.table({f.name: cols[f.name] for f in EVENTS}, schema=EVENTS)
 
 
@@ -206,5 +258,5 @@ class Translated:
     device_names: dict[Any, str] = dataclasses.field(default_factory=dict)  # device -> name; default cuda:<device>
 
 
-__all__ = ["COLUMNS", "DEVICE_KINDS", "EVENTS", "INT_COLUMNS", "KIND_CODES", "NONE", "SPAN_KINDS", "TEXT_COLUMNS",
-           "EventColumns", "EventKind", "Translated"]
+__all__ = ["ARG_COLUMNS", "COLUMNS", "DEVICE_KINDS", "EVENTS", "INT_COLUMNS", "KIND_CODES", "NONE", "NO_ARGS", "SPAN_KINDS",
+           "TEXT_COLUMNS", "EventColumns", "EventKind", "Translated"]

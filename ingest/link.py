@@ -36,24 +36,46 @@ class Links:
     end_ns: int  # the run's last end
 
 
+CHUNK_ROWS = 1 << 20  # sorted rows searched at a time: what a chunk holds is bounded whatever the trace's size
+
+
 def enclosing(group: np.ndarray, start: np.ndarray, dur: np.ndarray, rank: np.ndarray, container: np.ndarray,
               query: np.ndarray) -> np.ndarray:
     """For each row where `query`: the row index of the innermost `container` row of the same `group` open at its
     start (-1: none); other rows get -1. Rows sort by (group, start, -dur, rank, row); a container is open at a
-    later row's start while its end is greater than that start."""
+    later row's start while its end is greater than that start. Searched `CHUNK_ROWS` sorted rows at a time, each
+    chunk with the containers still open where the previous one ended (at most the nesting depth)."""
+    if not container.any() or not query.any():
+        return np.broadcast_to(np.int32(-1), (len(group),))
     rows = np.flatnonzero(container | query)
-    out = np.full(len(group), -1, dtype=np.int64)
-    if not len(rows) or not container.any():
-        return out
-    order = rows[np.lexsort((rows, rank[rows], -dur[rows], start[rows], group[rows]))]
-    ends = np.where(container[order], start[order] + dur[order], _MIN)
-    asked = np.flatnonzero(query[order])
-    found = _rightmost_greater(ends, start[order][asked], asked)
-    hit = found >= 0
-    same = np.zeros(len(asked), dtype=bool)
-    same[hit] = group[order[found[hit]]] == group[order[asked[hit]]]
-    out[order[asked[same]]] = order[found[same]]
+    order = rows[np.lexsort((rank[rows], -dur[rows], start[rows], group[rows]))]  # stable: file order breaks ties
+    del rows
+    out = np.full(len(group), -1, dtype=np.int32)
+    carry = np.zeros(0, dtype=np.int64)
+    for lo in range(0, len(order), CHUNK_ROWS):
+        chunk = order[lo : lo + CHUNK_ROWS]
+        if len(carry) and group[carry[0]] != group[chunk[0]]:
+            carry = carry[:0]
+        seq = np.concatenate([carry, chunk])
+        s = start[seq]
+        ends = np.where(container[seq], s + dur[seq], _MIN)
+        asked = len(carry) + np.flatnonzero(query[chunk])
+        found = _rightmost_greater(ends, s[asked], asked)
+        hit = found >= 0
+        ok = np.zeros(len(asked), dtype=bool)
+        ok[hit] = group[seq[found[hit]]] == group[seq[asked[hit]]]
+        out[seq[asked[ok]]] = seq[found[ok]]
+        following = order[lo + CHUNK_ROWS] if lo + CHUNK_ROWS < len(order) else None
+        carry = seq[:0] if following is None else _still_open(seq, ends, group[seq] == group[following], start[following])
     return out
+
+
+def _still_open(seq: np.ndarray, ends: np.ndarray, same_group: np.ndarray, next_start: int) -> np.ndarray:
+    """The containers of `seq` that a later row of the same group may still find: open after `next_start` and not
+    hidden by a later container that ends no earlier (what a sweep's stack would hold)."""
+    later = np.maximum.accumulate(ends[::-1])[::-1]  # the greatest end from each position on
+    after = np.r_[later[1:], _MIN]  # ... strictly after it
+    return seq[same_group & (ends > after) & (ends > next_start)]
 
 
 def _rightmost_greater(values: np.ndarray, x: np.ndarray, before: np.ndarray) -> np.ndarray:
@@ -89,12 +111,12 @@ def _rightmost_greater(values: np.ndarray, x: np.ndarray, before: np.ndarray) ->
     return np.where(found > 0, found - size, -1)
 
 
-def link(a: dict[str, np.ndarray], n_lanes: int) -> Links:
-    """Link the events of `events.EventColumns.arrays` (`n_lanes` distinct pid/tid codes)."""
+def link(a: dict[str, np.ndarray]) -> Links:
+    """Link the events of `events.EventColumns.arrays`."""
     kind = a["kind"]
     n = len(kind)
     start, dur = a["start_ns"], a["dur_ns"]
-    group = a["pid"].astype(np.int64) * max(n_lanes, 1) + a["tid"]
+    group = a["thread"]
     rank = np.full(n, 3, dtype=np.int8)
     is_ = {k: kind == KIND_CODES[k] for k in EventKind}
     for k, r in _RANK.items():
@@ -103,22 +125,61 @@ def link(a: dict[str, np.ndarray], n_lanes: int) -> Links:
     host_query = is_[EventKind.OP] | is_[EventKind.RUNTIME] | is_[EventKind.MEMORY] | is_[EventKind.SPAN]
     op = enclosing(group, start, dur, rank, is_[EventKind.OP], host_query)
     frames = enclosing(group, start, dur, rank, is_[EventKind.PYTHON], is_[EventKind.PYTHON] | is_[EventKind.OP])
-    frame = np.where(is_[EventKind.OP], frames, -1)
-    frame_parent = np.where(is_[EventKind.PYTHON], frames, -1)
+    python = is_[EventKind.PYTHON].any()
+    frame = np.where(is_[EventKind.OP], frames, np.int32(-1)) if python else frames
+    frame_parent = np.where(is_[EventKind.PYTHON], frames, np.int32(-1)) if python else frames
+    del frames
     call_parent = enclosing(group, start, dur, rank, is_[EventKind.RUNTIME], is_[EventKind.RUNTIME])
     launcher = _launches(a["correlation"], is_[EventKind.RUNTIME], device | is_[EventKind.SPAN])
-    launched = launcher >= 0
-    op[launched] = op[launcher[launched]]
-    everything = np.ones(n, dtype=bool)
-    region = enclosing(np.zeros(n, dtype=np.int64), start, dur, rank, is_[EventKind.ANNOTATION], everything)
+    launched = np.flatnonzero(launcher >= 0)
+    if len(launched):
+        op = np.array(op, dtype=np.int32)  # writable (a trace without operators links to a constant)
+        op[launched] = op[launcher[launched]]
+    region = _regions(start, dur, is_[EventKind.ANNOTATION])
     end_ns = int((start + dur).max()) if n else 0
     return Links(op=op, launcher=launcher, frame=frame, frame_parent=frame_parent, call_parent=call_parent,
                  region=region, end_ns=max(end_ns, 0))  # fmt: skip
 
 
+def _regions(start: np.ndarray, dur: np.ndarray, annotation: np.ndarray) -> np.ndarray:
+    """Per row: the innermost annotation open at its start (an annotation's own: the one around it; -1: none).
+    Annotations nest by time across threads in order of (start, longest first, file order), open while
+    end > time; the rows are placed by the times where the innermost open annotation changes."""
+    anns = np.flatnonzero(annotation)
+    if not len(anns):
+        return np.broadcast_to(np.int32(-1), (len(start),))
+    anns = anns[np.lexsort((-dur[anns], start[anns]))]
+    times: list[int] = [-(2**62)]
+    ids: list[int] = [-1]
+    parent = np.full(len(anns), -1, dtype=np.int32)
+    stack: list[tuple[int, int]] = []  # (end, row) of the annotations open
+
+    def mark(t: int, row: int) -> None:
+        if times[-1] == t:
+            ids[-1] = row
+        else:
+            times.append(t)
+            ids.append(row)
+
+    def close_until(t: int) -> None:
+        while stack and stack[-1][0] <= t:
+            end, _ = stack.pop()
+            mark(end, stack[-1][1] if stack else -1)
+
+    for i, (row, s, d) in enumerate(zip(anns.tolist(), start[anns].tolist(), dur[anns].tolist(), strict=True)):
+        close_until(s)
+        parent[i] = stack[-1][1] if stack else -1
+        stack.append((s + d, row))
+        mark(s, row)
+    close_until(2**62)
+    region = np.asarray(ids, dtype=np.int32)[np.searchsorted(np.asarray(times, dtype=np.int64), start, side="right") - 1]
+    region[anns] = parent
+    return region
+
+
 def _launches(correlation: np.ndarray, calls: np.ndarray, work: np.ndarray) -> np.ndarray:
     """Per row: for device work, the last runtime call (file order) with its correlation id; else -1."""
-    out = np.full(len(correlation), -1, dtype=np.int64)
+    out = np.full(len(correlation), -1, dtype=np.int32)
     call_rows = np.flatnonzero(calls & (correlation != NONE))
     work_rows = np.flatnonzero(work & (correlation != NONE))
     if not len(call_rows) or not len(work_rows):

@@ -25,7 +25,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .catalog import BOOL_INDEX_OPS, NO_WORK_OPS, SYNC_OPS, Cause, OpCall, RuleSet, cause_hint, sync_cause
-from .events import KIND_CODES, NONE, EventKind
+from .events import KIND_CODES, NO_ARGS, NONE, EventKind
 from .kineto_vocabulary import ONLINE_COMPILE_CALLS, SYNC_RUNTIME_CALLS, copy_direction
 from .link import Links
 from .schema import Direction, SignalKind
@@ -58,6 +58,8 @@ class Linked:
     texts: list[str | None]
     links: Links
     infer_fallback: bool = False
+    threads: list[tuple[object, object]] = dataclasses.field(default_factory=list)  # (pid, tid) per thread code
+    arguments: list[tuple[str | None, str | None, str | None, int]] = dataclasses.field(default_factory=lambda: [NO_ARGS])
 
     def __post_init__(self) -> None:
         self.kind = self.a["kind"]
@@ -275,7 +277,7 @@ def _inferred_fallbacks(linked: Linked, out: Findings) -> None:
         return
     for op in inferred_fallback_ops(linked).tolist():
         out.signal(op, op, SignalKind.CPU_FALLBACK, Cause.NO_DEVICE_WORK.value, linked.name(op),
-                   cause_hint(Cause.NO_DEVICE_WORK), int(max(linked.a["bytes_in"][op], 0)))  # fmt: skip
+                   cause_hint(Cause.NO_DEVICE_WORK), linked.arguments[linked.a["args"][op]][3])  # fmt: skip
 
 
 def inferred_fallback_ops(linked: Linked) -> np.ndarray:
@@ -288,13 +290,14 @@ def inferred_fallback_ops(linked: Linked) -> np.ndarray:
     has_child = np.zeros(len(a["kind"]), dtype=bool)
     parents = links.op[ops]
     has_child[parents[parents >= 0]] = True
-    launching = launched_ops(linked)
-    threads = {(int(a["pid"][r]), int(a["tid"][r])) for r in linked.rows(EventKind.RUNTIME).tolist() if links.op[r] >= 0}
-    on_thread = np.array([(p, t) in threads for p, t in zip(a["pid"][ops].tolist(), a["tid"][ops].tolist(), strict=True)],
-                         dtype=bool)  # fmt: skip
+    launched = launched_ops(linked)
+    calls = linked.rows(EventKind.RUNTIME)
+    launching = np.zeros(max(len(linked.threads), 1), dtype=bool)  # threads whose operators launch device work
+    launching[a["thread"][calls[links.op[calls] >= 0]]] = True
+    on_thread = launching[a["thread"][ops]]
     computes = linked.names_where(lambda t: t not in NO_WORK_OPS)[a["name"][ops]]
-    typed = linked.names_where(lambda t: any(t.split(";")))[a["dtypes"][ops]]
-    return ops[~has_child[ops] & ~launching[ops] & on_thread & computes & typed]
+    typed = np.array([bool(args[2]) and any(args[2].split(";")) for args in linked.arguments], dtype=bool)[a["args"][ops]]
+    return ops[~has_child[ops] & ~launched[ops] & on_thread & computes & typed]
 
 
 def launched_ops(linked: Linked) -> np.ndarray:

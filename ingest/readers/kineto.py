@@ -41,13 +41,12 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
     """Convert a PyTorch profiler Chrome trace (.json or .json.gz) into a Trace, streaming the input.
 
     infer_fallback: mark leaf operators of a GPU trace that launched no GPU work as cpu_fallback (Kineto records no
-    tensor devices, so this is a guess: host-side bookkeeping ops count too). sliced: accepted for callers of the
-    earlier two-path reader; there is one path."""
+    tensor devices, so this is a guess: host-side bookkeeping ops count too). sliced: give the operators table as
+    `Trace.slices`, made as it is written (converting never holds it whole)."""
     from . import npu_kineto
     from ._kineto_stream import collect_file
     from ._npu_link import link_launches
 
-    del sliced
     path = Path(path)
     collecting = gc.isenabled()
     gc.disable()  # many small tuples, no cycles: the collector would only rescan them
@@ -58,7 +57,7 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
         translated = translate(path, events, infer_fallback=infer_fallback, lanes=lanes)
         del events  # the collector's columns: the events hold what they said
         release_memory()
-        trace = assemble(translated)
+        trace = assemble(translated, sliced=sliced)
         return npu_kineto.finish(trace, lanes) if lanes is not None else trace
     finally:
         if collecting:
@@ -145,17 +144,11 @@ def translate(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lan
     out = EventColumns()
     ids = _Ids()
     ops = ev.ops
-    if len(ops):
-        start, dur = _span(ops.numpy("ts"), ops.numpy("dur"), t0)
-        sig = ops.numpy("signature").astype(np.int64)
-        thread = ops.numpy("thread").astype(np.int64)
-        sigs = ops.signatures
-        out.extend(EventKind.OP, len(ops), start_ns=start, dur_ns=dur,
-                   bytes_in=np.array([s[3] for s in sigs] or [0], dtype=np.int64)[sig],
-                   texts={"name": (ops.names, ops.numpy("name").astype(np.int64)),
-                          "shapes": ([s[0] for s in sigs], sig), "strides": ([s[1] for s in sigs], sig),
-                          "dtypes": ([s[2] for s in sigs], sig)},
-                   lanes={"pid": ([t[0] for t in ops.threads], thread), "tid": ([t[1] for t in ops.threads], thread)})  # fmt: skip
+    for part in ops.slices():  # a spilled slice at a time: the operators' columns are never all read back at once
+        start, dur = _span(part["ts"], part["dur"], t0)
+        out.extend(EventKind.OP, len(start), start_ns=start, dur_ns=dur, arguments=(ops.signatures, part["signature"]),
+                   texts={"name": (ops.names, part["name"])}, threads=(ops.threads, part["thread"]))  # fmt: skip
+        del start, dur, part
     if len(ev.python):
         start, dur = _times(ev.python, t0)
         names = _coded(ev.python, 2)
