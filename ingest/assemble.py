@@ -30,6 +30,7 @@ from .rules import (
     memory_peaks,
 )
 from .schema import Direction, EngineKind, Mode, Placement, SliceKind
+from .spill import DiskColumn, release_memory
 from .trace import TableSlices, Trace
 
 SLICE_ROWS = 1 << 20  # operators made into one record batch
@@ -60,33 +61,72 @@ class _Assembly:
                              arguments=ev.arguments)  # fmt: skip
         self.found = apply_rules(self.linked)
         self.stacks = StackInterner()
+        self.parked: dict[str, DiskColumn] = {}
         kind = self.a["kind"]
-        self.op_rows = np.flatnonzero(kind == KIND_CODES[EventKind.OP]).astype(np.int32)
-        self.op_id = np.full(len(kind), -1, dtype=np.int32)  # event row -> op_id
-        self.op_id[self.op_rows] = np.arange(len(self.op_rows), dtype=np.int32)
+        self.op_rows = np.flatnonzero(kind == KIND_CODES[EventKind.OP])
+        # op_id of an operator's event row: its index among the operators (rows first to last when they are contiguous)
+        contiguous = len(self.op_rows) and self.op_rows[-1] - self.op_rows[0] == len(self.op_rows) - 1
+        self.first_op = int(self.op_rows[0]) if contiguous else None
         work = np.isin(kind, [KIND_CODES[k] for k in (EventKind.KERNEL, EventKind.COPY, EventKind.MEMSET)])
         devices = np.unique(self.a["device"][work])
         self.devices = devices[devices >= 0].tolist()
+
+    def park(self, columns: tuple[str, ...]) -> None:
+        """Move these per-event columns to temporary files (a trace of more than `SLICE_ROWS` events): the sliced
+        tables read them back a slice at a time (`column`), so what is resident while they are written is a slice."""
+        if len(self.a["kind"]) <= SLICE_ROWS:
+            return
+        for c in columns:
+            values = self.a[c]
+            if values.strides == (0,):  # a constant: nothing to keep
+                continue
+            disk = DiskColumn(values.dtype.char, hold=1 << 16)
+            for lo in range(0, len(values), SLICE_ROWS):
+                disk.extend(values[lo : lo + SLICE_ROWS])
+            disk.flush()
+            self.parked[c] = disk
+            self.a[c] = None  # type: ignore[assignment]
+        release_memory()
+
+    def column(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """Values of a per-event column at sorted event rows (read from its file where parked)."""
+        disk = self.parked.get(name)
+        if disk is None:
+            return self.a[name][rows]
+        if not len(rows):
+            return np.zeros(0, dtype=disk.dtype)
+        lo = int(rows[0])
+        return disk.read(lo, int(rows[-1]) + 1)[rows - lo]
+
+    def op_id(self, op_rows: np.ndarray) -> np.ndarray:
+        """op_id of operator event rows (-1 stays -1)."""
+        op_rows = np.asarray(op_rows, dtype=np.int64)
+        ids = op_rows - self.first_op if self.first_op is not None else np.searchsorted(self.op_rows, op_rows)
+        return np.where(op_rows >= 0, ids, -1)
+
+    def region_of(self, rows: np.ndarray, start_ns: np.ndarray | None = None) -> np.ndarray:
+        """region_id of event rows by their start (an annotation's own region is itself)."""
+        start = self.a["start_ns"][rows] if start_ns is None else start_ns
+        return self.region_ids[self.links.region(start) + 1]
 
     def device_name(self, dev: int) -> str:
         return (self.t.device_names.get(dev) or f"cuda:{dev}") if dev >= 0 else "cpu"
 
     # -- regions ----------------------------------------------------------------------------------------------------
     def regions(self) -> pa.Table:
-        """The regions table; sets `region_of` (region_id per event row)."""
+        """The regions table (the root, then one per annotation); sets `region_ids` (by annotation row + 1)."""
         a, links = self.a, self.links
-        anns = np.flatnonzero(a["kind"] == KIND_CODES[EventKind.ANNOTATION])
-        anns = anns[np.lexsort((anns, -a["dur_ns"][anns], a["start_ns"][anns]))]
+        anns = links.annotations
         ids = np.zeros(len(a["kind"]) + 1, dtype=np.int32)  # indexed by annotation row + 1 (0: the root)
         ids[anns + 1] = np.arange(1, len(anns) + 1)
+        self.region_ids = ids
         starts = [0, *a["start_ns"][anns].tolist()]
         durs = [self.links.end_ns, *a["dur_ns"][anns].tolist()]
         peaks = memory_peaks(self.linked, [(s, s + d) for s, d in zip(starts, durs, strict=True)],
                              device_only=self.t.root_device != "cpu")  # fmt: skip
-        parent = [None, *ids[links.region[anns] + 1].tolist()]
+        parent = [None, *ids[links.annotation_parent + 1].tolist()]
         names = [self.t.root_name, *(self.texts[c] or "" for c in a["name"][anns].tolist())]
         n = len(names)
-        self.region_of = ids[links.region + 1]
         return table_of("regions", {
             "region_id": np.arange(n, dtype=np.int32), "parent_id": pa.array(parent, pa.int32()), "name": names,
             "start_ns": starts, "dur_ns": durs, "mode": [Mode.UNKNOWN.value] * n,
@@ -116,6 +156,9 @@ class _Assembly:
             stack_ids.append(self.stacks.intern(relative_frames(chain)) if chain else -1)
         self.site_texts = [*sites, None]
         self.site_stacks = np.asarray([*stack_ids, -1], dtype=np.int64)
+        if len(innermost) <= 1:  # no frames, or one for all: no per-row column
+            self.op_site = np.broadcast_to(np.int32(0 if len(innermost) else len(sites)), (len(self.a["kind"]),))
+            return
         self.op_site = np.full(len(self.a["kind"]), len(sites), dtype=np.int32)  # event row -> site index
         self.op_site[self.op_rows] = index.reshape(-1)
 
@@ -125,12 +168,13 @@ class _Assembly:
         self.call_sites()
         tables["runtime_calls"] = self.runtime_calls()
         placement = self.placements()
-        tables["engine_slices"] = self.engine_slices(placement)
         tables["transfers"], tables["signals"], tables["compiles"] = self.findings(self.found)
         tables["frames"] = self.stacks.frames_table()
         tables["stacks"] = self.stacks.stacks_table()
-        ops = self.ops(placement)
-        trace = Trace(run_info=self.t.run_info, tables=tables, slices={"ops": ops})
+        slices = {"ops": self.ops(placement), "engine_slices": self.engine_slices(placement)}
+        if sliced:
+            self.park(("start_ns", "dur_ns", "name", "args", "thread"))
+        trace = Trace(run_info=self.t.run_info, tables=tables, slices=slices)
         return trace if sliced else trace.gather()
 
     def _site(self, op_rows: np.ndarray) -> tuple[pa.Array, pa.Array]:
@@ -145,7 +189,7 @@ class _Assembly:
         if self.devices:
             placement[launched_ops(self.linked)[self.op_rows]] = 1
             if self.t.infer_fallback:
-                placement[self.op_id[inferred_fallback_ops(self.linked)]] = 2
+                placement[self.op_id(inferred_fallback_ops(self.linked))] = 2
         return placement
 
     def ops(self, placement: np.ndarray) -> TableSlices:
@@ -166,12 +210,13 @@ class _Assembly:
         def batches() -> Iterator[pa.RecordBatch]:
             for lo in range(0, len(rows), SLICE_ROWS):
                 part = rows[lo : lo + SLICE_ROWS]
-                args, thread, site = a["args"][part], a["thread"][part], self.op_site[part]
+                args, thread, site = self.column("args", part), self.column("thread", part), self.op_site[part]
+                start = self.column("start_ns", part)
                 stack = self.site_stacks[site]
                 where = placement[lo : lo + SLICE_ROWS]
                 yield from table_of("ops", {
-                    "op_id": np.arange(lo, lo + len(part), dtype=np.int64), "region_id": self.region_of[part],
-                    "name": name(a["name"][part]), "start_ns": a["start_ns"][part], "dur_ns": a["dur_ns"][part],
+                    "op_id": np.arange(lo, lo + len(part), dtype=np.int64), "region_id": self.region_of(part, start),
+                    "name": name(self.column("name", part)), "start_ns": start, "dur_ns": self.column("dur_ns", part),
                     "placement": place(where), "device": device(where), "input_shapes": shapes(args),
                     "input_strides": strides(args), "input_dtypes": dtypes(args), "bytes_in": bytes_in[args],
                     "bytes_out": np.zeros(len(part), dtype=np.int64), "call_site": sites(site),
@@ -186,49 +231,81 @@ class _Assembly:
         op = self._op_of(rows)
         corr = a["correlation"][rows]
         return table_of("runtime_calls", {
-            "region_id": self.region_of[rows], "op_id": _nullable(op, op < 0),
+            "region_id": self.region_of(rows), "op_id": _nullable(op, op < 0),
             "name": coded_column(self.texts, a["name"][rows]), "start_ns": a["start_ns"][rows],
             "dur_ns": a["dur_ns"][rows], "correlation": _nullable(corr, corr == NONE)})  # fmt: skip
 
-    def engine_slices(self, placement: np.ndarray) -> pa.Table:
-        a, links = self.a, self.links
-        parts = []
-        # host lanes: the operators no other encloses, a lane per thread (the one with most operators: "host")
-        top = links.op[self.op_rows] < 0
+    def engine_slices(self, placement: np.ndarray) -> TableSlices:
+        """The host lanes (the operators no other encloses, a lane per thread, the one with most operators "host"),
+        made `SLICE_ROWS` at a time as written, then the device, memory and other lanes; one dictionary per column
+        for every batch."""
+        a = self.a
+        top = self.links.op[self.op_rows] < 0
         rows = self.op_rows[top]
-        if len(rows):
-            counts = np.bincount(a["thread"][self.op_rows], minlength=len(self.threads))
-            main = int(np.argmax(counts))
-            lane_names = ["host" if t == main else f"host thread {tid}" for t, (_, tid) in enumerate(self.threads)]
-            parts.append(self._slices(rows, coded_column(lane_names, a["thread"][rows]), [EngineKind.HOST.value] * len(rows),
-                                      coded_column([SliceKind.COMPUTE.value, SliceKind.FALLBACK.value],
-                                                   (placement[top] == 2).astype(np.int64)),
-                                      op=self.op_id[rows]))  # fmt: skip
-        parts += self._device_slices()
-        parts += self._memory_slices()
-        parts += self._other_spans()
-        parts = [p for p in parts if p.num_rows]
-        if not parts:
-            return table_of("engine_slices", {})
-        return pa.concat_tables(parts).unify_dictionaries().combine_chunks()
+        fallback = (placement[top] == 2).astype(np.int8)
+        del top
+        counts = np.bincount(a["thread"][self.op_rows], minlength=len(self.threads))
+        main = int(np.argmax(counts)) if len(counts) else -1
+        lane_names = ["host" if t == main else f"host thread {tid}" for t, (_, tid) in enumerate(self.threads)]
+        parts = [p for p in (*self._device_slices(), *self._memory_slices(), *self._other_spans()) if p.num_rows]
+        others = pa.concat_tables(parts).unify_dictionaries().combine_chunks() if parts else table_of("engine_slices", {})
+        host = {"engine": (lane_names, a["thread"]), "name": (self.texts, a["name"]),
+                "kind": ([SliceKind.COMPUTE.value, SliceKind.FALLBACK.value], None),
+                "engine_kind": ([EngineKind.HOST.value], None)}  # fmt: skip
+        words: dict[str, pa.Array] = {}
+        host_index: dict[str, np.ndarray] = {}
+        other_index: dict[str, pa.Array] = {}
+        for column, (values, codes) in host.items():  # one dictionary: the other lanes' words, then the host lanes'
+            theirs = others.column(column).combine_chunks() if others.num_rows else None
+            known = theirs.dictionary.to_pylist() if theirs is not None else []
+            at = {w: i for i, w in enumerate(known)}
+            used = np.bincount(codes[rows], minlength=len(values)) > 0 if codes is not None else np.ones(len(values), bool)
+            index = np.zeros(len(values), dtype=np.int32)
+            for code in np.flatnonzero(used).tolist():
+                index[code] = at.setdefault(values[code], len(at))
+            words[column] = pa.array(list(at), pa.string())
+            host_index[column] = index
+            if theirs is not None:
+                other_index[column] = theirs.indices
+        for column in ("engine", "name", "kind", "engine_kind"):
+            if column in other_index:
+                i = others.schema.get_field_index(column)
+                others = others.set_column(i, others.schema.field(i), pa.DictionaryArray.from_arrays(other_index[column], words[column]))
 
-    def _slices(self, rows: np.ndarray, engine: pa.Array, engine_kind: list[str], kind: pa.Array | list[str],
+        def batches() -> Iterator[pa.RecordBatch]:
+            for lo in range(0, len(rows), SLICE_ROWS):
+                part = rows[lo : lo + SLICE_ROWS]
+                n = len(part)
+                codes = {"engine": host_index["engine"][self.column("thread", part)],
+                         "name": host_index["name"][self.column("name", part)],
+                         "kind": host_index["kind"][fallback[lo : lo + SLICE_ROWS]],
+                         "engine_kind": np.zeros(n, dtype=np.int32) + host_index["engine_kind"][0]}  # fmt: skip
+                columns = {c: pa.DictionaryArray.from_arrays(pa.array(v.astype(np.int32)), words[c]) for c, v in codes.items()}
+                yield from self._slices(part, columns["engine"], columns["engine_kind"], columns["kind"], op=self.op_id(part),
+                                        name=columns["name"], start=self.column("start_ns", part),
+                                        dur=self.column("dur_ns", part)).to_batches()  # fmt: skip
+            yield from others.to_batches()
+
+        return TableSlices(len(rows) + others.num_rows, batches)
+
+    def _slices(self, rows: np.ndarray, engine: pa.Array, engine_kind: pa.Array | list[str], kind: pa.Array | list[str],
                 op: np.ndarray, nbytes: np.ndarray | None = None, name: pa.Array | None = None,
-                dur: np.ndarray | None = None) -> pa.Table:
+                start: np.ndarray | None = None, dur: np.ndarray | None = None) -> pa.Table:
         a = self.a
         corr = a["correlation"][rows]
         b = nbytes if nbytes is not None else np.full(len(rows), NONE, dtype=np.int64)
+        start = a["start_ns"][rows] if start is None else start
         return table_of("engine_slices", {
-            "region_id": self._region(rows, op), "engine": engine, "engine_kind": engine_kind, "kind": kind,
+            "region_id": self._region(rows, op, start), "engine": engine, "engine_kind": engine_kind, "kind": kind,
             "name": name if name is not None else coded_column(self.texts, a["name"][rows]),
-            "start": a["start_ns"][rows], "dur": a["dur_ns"][rows] if dur is None else dur,
+            "start": start, "dur": a["dur_ns"][rows] if dur is None else dur,
             "op_id": _nullable(op, op < 0), "bytes": _nullable(np.maximum(b, 0), b == NONE),
             "correlation": _nullable(corr, corr == NONE)})  # fmt: skip
 
     def _op_of(self, rows: np.ndarray) -> np.ndarray:
         """op_id of the operator around each event row (-1: none)."""
         op = self.links.op[rows]
-        return np.where(op >= 0, self.op_id[np.maximum(op, 0)], -1)
+        return self.op_id(op)
 
     def _device_slices(self) -> list[pa.Table]:
         """Kernels, memsets, copies and device waits in the order the trace gives them."""
@@ -313,7 +390,7 @@ class _Assembly:
                     *f.sig_op_name]  # fmt: skip
         notes = [*([None] * len(rows)), *f.sig_note]
         nbytes = np.asarray([*f.transfer_bytes, *f.sig_bytes], dtype=np.int64)
-        sig_op = np.where(ops >= 0, self.op_id[np.maximum(ops, 0)], -1) if len(ops) else ops
+        sig_op = self.op_id(ops)
         site, stack = self._site(ops)
         signals = table_of("signals", {
             "region_id": self._region(ev, sig_op), "op_id": _nullable(sig_op, sig_op < 0), "kind": kinds,
@@ -325,19 +402,27 @@ class _Assembly:
         crow = np.asarray(f.compile_event, dtype=np.int64)
         cop = self.links.op[crow] if len(crow) else crow
         compiles = table_of("compiles", {
-            "region_id": self._region(crow, np.where(cop >= 0, self.op_id[np.maximum(cop, 0)], -1) if len(crow) else crow),
+            "region_id": self._region(crow, self.op_id(cop)),
             "kind": [schema.CompileKind.PROGRAM.value] * len(crow),
             "key": [name[a["name"][o if o >= 0 else r]] for r, o in zip(crow.tolist(), cop.tolist(), strict=True)],
             "compile_ns": a["dur_ns"][crow], "reason": [name[a["name"][r]] for r in crow.tolist()],
             "time_ns": a["start_ns"][crow]})  # fmt: skip
         return transfers, signals, compiles
 
-    def _region(self, rows: np.ndarray, op: np.ndarray) -> np.ndarray:
+    def _region(self, rows: np.ndarray, op: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
         """The region of a row: its operator's where it has one (as the operators table says), else its own."""
         if not len(rows):
             return np.zeros(0, dtype=np.int32)
-        by_op = self.region_of[self.op_rows[np.maximum(op, 0)]] if len(self.op_rows) else np.zeros(len(rows), dtype=np.int32)
-        return np.where(op >= 0, by_op, self.region_of[rows]).astype(np.int32)
+        own = self.region_of(rows, start)
+        if not len(self.op_rows) or not (op >= 0).any():
+            return own.astype(np.int32)
+        op_rows = self.op_rows[np.maximum(op, 0)]
+        same = op_rows == rows  # an operator's own row: its start is the row's
+        by_op = own.copy()
+        other = (op >= 0) & ~same
+        if other.any():
+            by_op[other] = self.region_of(op_rows[other])
+        return np.where(op >= 0, by_op, own).astype(np.int32)
 
 
 def assemble(translated: Translated, *, sliced: bool = False) -> Trace:

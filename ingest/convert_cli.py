@@ -37,7 +37,7 @@ def _convert(args: argparse.Namespace) -> int:
     options = {"infer_fallback": True} if args.infer_fallback else {}
     if options and args.format not in (None, "kineto"):
         raise UsageError("--infer-fallback applies to kineto traces only")
-    from .readers._spill import map_large_blocks
+    from .spill import map_large_blocks
 
     map_large_blocks()  # this process only: arrays freed after each written batch go back to the system (glibc)
     shown = progress.for_terminal()  # bytes, events, rate and time left on stderr; nothing when not a terminal

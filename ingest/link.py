@@ -32,8 +32,15 @@ class Links:
     frame: np.ndarray  # operators: the innermost Python frame open at their start
     frame_parent: np.ndarray  # Python frames: the frame that called them
     call_parent: np.ndarray  # runtime calls: the runtime call enclosing them (a compile inside a compile)
-    region: np.ndarray  # the innermost annotation open at its start (-1: only the run's root region)
+    annotations: np.ndarray  # the annotation rows, in order of (start, longest first)
+    annotation_parent: np.ndarray  # per annotation (that order): the annotation row around it (-1: none)
+    region_times: np.ndarray  # times where the innermost open annotation changes ...
+    region_rows: np.ndarray  # ... and the annotation row open from each (-1: none)
     end_ns: int  # the run's last end
+
+    def region(self, start_ns: np.ndarray) -> np.ndarray:
+        """The innermost annotation row open at each time (-1: none): an event's region by its start."""
+        return self.region_rows[np.searchsorted(self.region_times, start_ns, side="right") - 1]
 
 
 CHUNK_ROWS = 1 << 20  # sorted rows searched at a time: what a chunk holds is bounded whatever the trace's size
@@ -135,23 +142,22 @@ def link(a: dict[str, np.ndarray]) -> Links:
     if len(launched):
         op = np.array(op, dtype=np.int32)  # writable (a trace without operators links to a constant)
         op[launched] = op[launcher[launched]]
-    region = _regions(start, dur, is_[EventKind.ANNOTATION])
+    anns, parent, times, rows = _regions(start, dur, is_[EventKind.ANNOTATION])
     end_ns = int((start + dur).max()) if n else 0
     return Links(op=op, launcher=launcher, frame=frame, frame_parent=frame_parent, call_parent=call_parent,
-                 region=region, end_ns=max(end_ns, 0))  # fmt: skip
+                 annotations=anns, annotation_parent=parent, region_times=times, region_rows=rows,
+                 end_ns=max(end_ns, 0))  # fmt: skip
 
 
-def _regions(start: np.ndarray, dur: np.ndarray, annotation: np.ndarray) -> np.ndarray:
-    """Per row: the innermost annotation open at its start (an annotation's own: the one around it; -1: none).
-    Annotations nest by time across threads in order of (start, longest first, file order), open while
-    end > time; the rows are placed by the times where the innermost open annotation changes."""
+def _regions(start: np.ndarray, dur: np.ndarray, annotation: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(annotation rows in order, the annotation around each, change times, the innermost annotation from each
+    change time). Annotations nest by time across threads in order of (start, longest first, file order), open
+    while end > time."""
     anns = np.flatnonzero(annotation)
-    if not len(anns):
-        return np.broadcast_to(np.int32(-1), (len(start),))
-    anns = anns[np.lexsort((-dur[anns], start[anns]))]
+    anns = anns[np.lexsort((anns, -dur[anns], start[anns]))]
     times: list[int] = [-(2**62)]
     ids: list[int] = [-1]
-    parent = np.full(len(anns), -1, dtype=np.int32)
+    parent = np.full(len(anns), -1, dtype=np.int64)
     stack: list[tuple[int, int]] = []  # (end, row) of the annotations open
 
     def mark(t: int, row: int) -> None:
@@ -172,18 +178,16 @@ def _regions(start: np.ndarray, dur: np.ndarray, annotation: np.ndarray) -> np.n
         stack.append((s + d, row))
         mark(s, row)
     close_until(2**62)
-    region = np.asarray(ids, dtype=np.int32)[np.searchsorted(np.asarray(times, dtype=np.int64), start, side="right") - 1]
-    region[anns] = parent
-    return region
+    return anns, parent, np.asarray(times, dtype=np.int64), np.asarray(ids, dtype=np.int64)
 
 
 def _launches(correlation: np.ndarray, calls: np.ndarray, work: np.ndarray) -> np.ndarray:
     """Per row: for device work, the last runtime call (file order) with its correlation id; else -1."""
-    out = np.full(len(correlation), -1, dtype=np.int32)
     call_rows = np.flatnonzero(calls & (correlation != NONE))
     work_rows = np.flatnonzero(work & (correlation != NONE))
     if not len(call_rows) or not len(work_rows):
-        return out
+        return np.broadcast_to(np.int32(-1), (len(correlation),))
+    out = np.full(len(correlation), -1, dtype=np.int32)
     import duckdb  # lazily: the CLI's start-up and the viewer's first page never pay for it
     import pyarrow as pa
 

@@ -11,12 +11,12 @@ from .kineto import read_kineto
 from .torch_trace import read_torch_trace
 
 if TYPE_CHECKING:
+    from ..spill import map_large_blocks
     from ._kineto_stream import collect_file as collect_kineto_file
-    from ._spill import map_large_blocks
 
 _LAZY = {  # public name -> (private module, its name there): imported on first use (msgspec, ctypes)
     "collect_kineto_file": ("_kineto_stream", "collect_file"),
-    "map_large_blocks": ("_spill", "map_large_blocks"),
+    "map_large_blocks": ("..spill", "map_large_blocks"),
 }
 
 __all__ = ["SizeCaps", "collect_kineto_file", "map_large_blocks", "read_fallback_log", "read_kineto", "read_torch_trace"]
@@ -25,5 +25,5 @@ __all__ = ["SizeCaps", "collect_kineto_file", "map_large_blocks", "read_fallback
 def __getattr__(name: str) -> object:
     if name in _LAZY:
         module, attr = _LAZY[name]
-        return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+        return getattr(importlib.import_module(module if module.startswith("..") else f".{module}", __name__), attr)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

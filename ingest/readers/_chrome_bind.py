@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from ..spill import DiskColumn
 from ._chrome_events import OTHER_ID, ChromeEvents, blocks, lane_keys
-from ._spill import DiskColumn
 
 BUCKET_ROWS = 1 << 20  # spans of the points' threads per time bucket, about (tests make it tiny)
 SAMPLE_ROWS = 1 << 16  # start times sampled for the bucket bounds, about

@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 import orjson
 
+from .. import spill as _spill
 from ..errors import TraceFormatError
-from . import _spill
+from ..spill import DiskColumn
 from ._chrome_stream import event_batches, micros_to_ns
 from ._source import DEFAULT_CAPS, SizeCaps
-from ._spill import DiskColumn
 
 MAX_PROBLEMS = 10
 

@@ -18,10 +18,10 @@ import pyarrow as pa
 
 from ..columns import Coder, table_of
 from ..schema import REFERENCES, EngineKind, SliceKind
+from ..spill import DiskColumn, release_memory
 from ..trace import TableSlices, Trace
 from . import _chrome_events
 from ._chrome_events import ChromeEvents
-from ._spill import DiskColumn, release_memory
 
 SLICE_ROWS = 1 << 20  # rows per record batch made (tests make it tiny)
 KINDS = [k.value for k in SliceKind]

@@ -19,10 +19,10 @@ import numpy as np
 import pyarrow as pa
 
 from ..schema import TABLES
+from ..spill import DiskColumn, release_memory
 from ..trace import TableSlices
 from . import _chrome_slices
 from ._chrome_events import Values
-from ._spill import DiskColumn, release_memory
 
 SPILL_HOLD = 1 << 13  # values of a column held in memory before they go to its file
 _NONE = np.iinfo(np.int64).max

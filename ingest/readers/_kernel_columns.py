@@ -17,10 +17,10 @@ import pyarrow as pa
 from pyarrow import csv as pa_csv
 
 from ..errors import TraceFormatError
+from ..spill import HOLD_ROWS, DiskColumn, release_memory
 from ._chrome_stream import file_chunks, micros_to_ns
 from ._kernel_names import DiskNames, NameCoder
 from ._source import SizeCaps
-from ._spill import HOLD_ROWS, DiskColumn, release_memory
 
 CORE_COLUMNS = ("Accelerator Core", "Task Type")  # older exports name the core column "Task Type"
 KERNEL_NEEDS = ("Name", "Start Time(us)", "Duration(us)")

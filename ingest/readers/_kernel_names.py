@@ -26,8 +26,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import TraceFormatError
+from ..spill import DiskColumn, release_memory
 from ._kernel_order import sort_by_start
-from ._spill import DiskColumn, release_memory
 
 SWEEP_ROWS = 1 << 18  # entries sorted, merged and swept at a time once the table is read (tests make it tiny)
 TEXT_WINDOW = 16 << 20  # bytes of the names' text read at a time when entries of one hash are compared

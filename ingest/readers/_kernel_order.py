@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._spill import DiskColumn
+from ..spill import DiskColumn
 
 RUN_ROWS = 1 << 20  # kernels sorted in memory at a time (tests make it tiny)
 MERGE_ROWS = 1 << 21  # kernels of all runs held while merging

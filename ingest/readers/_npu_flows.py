@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from ..spill import DiskColumn
 from ._chrome_events import other_key
 from ._kineto_rows import NONE_INT
-from ._spill import DiskColumn
 
 INT, OTHER = 0, 1  # the kinds of a flow id: an int64 kept as it is, another value keyed by other_key
 START, END = 0, 1

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
+from ..spill import DiskColumn
 from ._kineto_events import KinetoEvents
 from ._kineto_rows import ASIDE, NONE_INT, RowColumns
 from ._npu_flows import END, INT, START, NpuCollect
-from ._spill import DiskColumn
 
 if TYPE_CHECKING:
     from .npu_kineto import NpuLayout

@@ -32,6 +32,7 @@ from ..builder import TraceBuilder
 from ..columns import Coder, table_of
 from ..errors import TraceFormatError
 from ..schema import TABLES, EngineKind, Mode, Placement, SignalKind, SliceKind, Source
+from ..spill import release_memory
 from ..trace import RunInfo, TableSlices, Trace
 from . import _chrome_slices
 from ._chrome_slices import finish
@@ -49,7 +50,6 @@ from ._kernel_columns import (
 from ._kernel_names import DiskNames
 from ._kernel_order import first_seen, in_order, sort_by_start
 from ._source import DEFAULT_CAPS, SizeCaps, decode_text, read_bytes
-from ._spill import release_memory
 from .ascend_trace import AI_CPU, AI_CPU_NOTE
 
 KERNELS_FORMAT = "ascend-kernels"

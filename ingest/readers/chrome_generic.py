@@ -21,12 +21,12 @@ import numpy as np
 
 from ..builder import TraceBuilder
 from ..schema import Mode, SliceKind, Source
+from ..spill import DiskColumn
 from ..trace import RunInfo, Trace
 from ._chrome_bind import bind_flows, flow_ids
 from ._chrome_events import ChromeEvents, blocks, collect, lane_keys
 from ._chrome_slices import Lane, SliceRows, finish
 from ._source import DEFAULT_CAPS, SizeCaps
-from ._spill import DiskColumn
 
 FORMAT = "chrome"
 GENERIC_MISSING = [

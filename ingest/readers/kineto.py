@@ -22,11 +22,11 @@ from ..errors import TraceFormatError
 from ..events import KIND_CODES, NONE, EventColumns, EventKind, Translated
 from ..kineto_vocabulary import KINETO_READ_CATEGORIES
 from ..schema import EngineKind, Source
+from ..spill import release_memory
 from ..trace import RunInfo, Trace
 from ._kineto_events import FORMAT, KinetoEvents
 from ._kineto_rows import ASIDE, RowColumns
 from ._source import DEFAULT_CAPS, SizeCaps
-from ._spill import release_memory
 from .chrome_json import ChromeDocument, SplitFailed, whole
 
 __all__ = ["FORMAT", "KinetoEvents", "collect", "read_kineto", "translate"]

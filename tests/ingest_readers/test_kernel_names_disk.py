@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from portscope.ingest.readers import _kernel_names, _kernel_order
-from portscope.ingest.readers._spill import DiskColumn
+from portscope.ingest.spill import DiskColumn
 
 # three CSV blocks: (their distinct names in order of first appearance, per kernel its name's position)
 BLOCKS = [(["b", "a"], [0, 1, 0]), (["a", "cc"], [1, 0, 0]), (["b", "dd", "cc", "é"], [0, 1, 2, 3, 1])]

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from portscope.ingest.readers._spill import DiskColumn
+from portscope.ingest.spill import DiskColumn
 
 
 def _column(values: list[int], hold: int) -> DiskColumn:
@@ -85,7 +85,7 @@ def test_put_overwrites_in_file_windows_and_in_memory() -> None:
 
 _MAPPED = """
 import ctypes, os, sys
-from portscope.ingest.readers import _spill
+from portscope.ingest import spill as _spill
 libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p
 libc.free.argtypes = [ctypes.c_void_p]

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from portscope.ingest.readers import _chrome_slices, _kernel_columns, _kernel_order
-from portscope.ingest.readers._spill import DiskColumn
 from portscope.ingest.readers.ascend_csv import read_kernel_details
+from portscope.ingest.spill import DiskColumn
 from portscope.ingest.trace import read_trace, write_trace
 
 
