@@ -19,6 +19,7 @@ from .builder import StackInterner
 from .callsites import relative_frames, site_of_frames
 from .columns import Coder, coded_column, table_of
 from .events import KIND_CODES, NONE, EventKind, Translated
+from .kineto_vocabulary import ONLINE_COMPILE_CALLS, SYNC_RUNTIME_CALLS
 from .link import link
 from .rules import (
     Findings,
@@ -29,7 +30,7 @@ from .rules import (
     launched_ops,
     memory_peaks,
 )
-from .schema import Direction, EngineKind, Mode, Placement, SliceKind
+from .schema import Direction, EngineKind, Mode, Placement, SignalKind, SliceKind
 from .spill import DiskColumn, release_memory
 from .trace import TableSlices, Trace
 
@@ -320,6 +321,7 @@ class _Assembly:
             return []
         engines, engine_kinds, slice_kinds = [], [], []
         copy_code, wait_code = KIND_CODES[EventKind.COPY], KIND_CODES[EventKind.WAIT]
+        fallbacks = {e for e, k in zip(self.found.sig_event, self.found.sig_kind, strict=True) if k is SignalKind.CPU_FALLBACK}
         for row, kind, lane, ekind, dev, stream in zip(rows.tolist(), a["kind"][rows].tolist(), a["lane"][rows].tolist(),
                                                        a["engine_kind"][rows].tolist(), a["device"][rows].tolist(),
                                                        a["stream"][rows].tolist(), strict=True):  # fmt: skip
@@ -332,7 +334,8 @@ class _Assembly:
             else:
                 engines.append(self.texts[lane] or f"{prefix}stream {stream if stream != NONE else 0}")
                 engine_kinds.append(self.texts[ekind] or EngineKind.STREAM.value)
-                slice_kinds.append(SliceKind.SYNC.value if kind == wait_code else SliceKind.COMPUTE.value)
+                slice_kinds.append(SliceKind.SYNC.value if kind == wait_code else
+                                   SliceKind.FALLBACK.value if row in fallbacks else SliceKind.COMPUTE.value)  # fmt: skip
         nbytes = np.where(np.isin(a["kind"][rows], codes[1:3]), a["bytes"][rows], NONE)  # copies' and memsets'
         launcher = self.links.launcher[rows]  # a copy with no byte count of its own: its launching call's
         nbytes = np.where((nbytes == NONE) & (a["kind"][rows] == copy_code) & (launcher >= 0),
@@ -356,13 +359,25 @@ class _Assembly:
         return out
 
     def _other_spans(self) -> list[pa.Table]:
+        """Spans of no other kind on their lanes, and runtime calls a reader gave a lane (torch_npu's CANN): a wait
+        call as sync, a compile call as compile, others as dispatch."""
         a = self.a
-        rows = np.flatnonzero(a["kind"] == KIND_CODES[EventKind.SPAN])
+        rows = np.flatnonzero((a["kind"] == KIND_CODES[EventKind.SPAN]) |
+                              ((a["kind"] == KIND_CODES[EventKind.RUNTIME]) & (a["lane"] != 0)))  # fmt: skip
         if not len(rows):
             return []
         lanes = [self.texts[a["lane"][r]] or "{} / {}".format(*self.threads[a["thread"][r]]) for r in rows.tolist()]
         kinds = [self.texts[a["engine_kind"][r]] or EngineKind.OTHER.value for r in rows.tolist()]
-        slice_kinds = [SliceKind.DISPATCH.value if k == EngineKind.DISPATCH.value else SliceKind.ANNOTATION.value for k in kinds]
+        runtime = KIND_CODES[EventKind.RUNTIME]
+        slice_kinds = []
+        for r, k in zip(rows.tolist(), kinds, strict=True):
+            name = self.texts[a["name"][r]]
+            if a["kind"][r] == runtime and name in SYNC_RUNTIME_CALLS:
+                slice_kinds.append(SliceKind.SYNC.value)
+            elif a["kind"][r] == runtime and name in ONLINE_COMPILE_CALLS:
+                slice_kinds.append(SliceKind.COMPILE.value)
+            else:
+                slice_kinds.append(SliceKind.DISPATCH.value if k == EngineKind.DISPATCH.value else SliceKind.ANNOTATION.value)
         return [self._slices(rows, _dictionary(lanes), kinds, slice_kinds, op=self._op_of(rows))]
 
     def findings(self, f: Findings) -> tuple[pa.Table, pa.Table, pa.Table]:

@@ -152,14 +152,20 @@ def translate(path: Path, ev: ChromeEvents) -> tuple[Translated, set[str]]:
     calls = np.flatnonzero(cann & acl[col["name"]])
     kind_arg = [(a.get("kind") if type(a) is dict else None) for a in [None, *vals]]
     copy_kind = np.array([k if type(k) is int and 0 <= k <= 4 else NONE for k in kind_arg], dtype=np.int64)
-    add(EventKind.RUNTIME, calls, copy_kind=copy_kind[col["args"][calls] + 1],
-        texts={"name": _codes(vals, col["name"][calls], lambda v: v[len(_ACL):])},
-        lanes={"pid": _codes(vals, col["pid"][calls], lambda p: _host_pid(p, python_pids)),
-               "tid": _codes(vals, col["tid"][calls])})
     cann_pids = sorted({vals[c] for c in np.unique(col["pid"][cann]).tolist()}, key=str)
-    rows = np.flatnonzero(cann)
+
+    def cann_lane(p: Any) -> str:
+        return "CANN" if len(cann_pids) == 1 else f"CANN {p}"
+
+    add(EventKind.RUNTIME, calls, copy_kind=copy_kind[col["args"][calls] + 1],
+        texts={"name": _codes(vals, col["name"][calls], lambda v: v[len(_ACL):]),
+               "lane": _codes(vals, col["pid"][calls], cann_lane),
+               "engine_kind": ([_DISPATCH], np.zeros(len(calls), dtype=np.int64))},
+        lanes={"pid": _codes(vals, col["pid"][calls], lambda p: _host_pid(p, python_pids)),
+               "tid": _codes(vals, col["tid"][calls])})  # fmt: skip
+    rows = np.flatnonzero(cann & ~acl[col["name"]])  # other CANN spans: drawn only
     add(EventKind.SPAN, rows, texts={
-        "lane": _codes(vals, col["pid"][rows], lambda p: "CANN" if len(cann_pids) == 1 else f"CANN {p}"),
+        "lane": _codes(vals, col["pid"][rows], cann_lane),
         "engine_kind": ([_DISPATCH], np.zeros(len(rows), dtype=np.int64))})  # fmt: skip
     # task-queue spans (Enqueue, Dequeue@<op>) and any other span of the Python process
     rows = np.flatnonzero(python & ~is_op)

@@ -21,6 +21,7 @@ from ..assemble import assemble
 from ..errors import TraceFormatError
 from ..events import KIND_CODES, NONE, EventColumns, EventKind, Translated
 from ..kineto_vocabulary import KINETO_READ_CATEGORIES
+from ..run_metadata import run_labels, scrub_secrets
 from ..schema import EngineKind, Source
 from ..spill import release_memory
 from ..trace import RunInfo, Trace
@@ -217,6 +218,7 @@ def _run_info(path: Path, ev: KinetoEvents, t0: float, devices: list, infer_fall
     start_time = None
     if 10**17 < start_ns < 10**19:  # plausibly epoch nanoseconds
         start_time = datetime.datetime.fromtimestamp(start_ns / 1e9, datetime.UTC).isoformat()
+    kept = scrub_secrets({str(k): v for k, v in meta.items() if k != "traceEvents"})
     missing = ["dispatch/recompile (not in profiler traces)", "host_bounce/* (Kineto records no tensor devices)"]
     if not len(ev.python):
         missing.append("call sites (recorded without with_stack=True)")
@@ -246,7 +248,9 @@ def _run_info(path: Path, ev: KinetoEvents, t0: float, devices: list, infer_fall
         producer="portscope convert",
         converted_from=FORMAT,
         missing_signals=missing,
+        torch_version=run_labels(kept, path.name)["torch_version"],
         extra={
+            "metadata": kept,  # the file's own keys besides its events, secrets scrubbed
             "trace_name": meta.get("traceName"),
             "events": ev.events,
             "categories": {str(k): v for k, v in sorted(ev.categories.items(), key=lambda kv: str(kv[0]))},

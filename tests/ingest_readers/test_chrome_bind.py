@@ -178,7 +178,7 @@ def test_trace_view_nesting_and_launches_with_tiny_buckets(tmp_path: Path, tiny:
     assert slices == [("host", "aten::outer", "compute", 0, None), ("host", "aten::c", "compute", 3, None),
                       ("host", "aten::d", "compute", 4, None),  # the top-level operators
                       ("NPU Stream 3", "K1", "compute", 2, 11), ("NPU Stream 3", "K2", "compute", None, None),
-                      ("NPU Stream 3", "K3", "compute", 5, K3_CORRELATION)]  # fmt: skip
+                      ("NPU Stream 3", "K3", "fallback", 5, K3_CORRELATION)]  # fmt: skip
     signals = [(s["kind"], s["reason"], s["op_name"], s["op_id"]) for s in trace["signals"].to_pylist()]
     assert signals == [("dispatch/cpu_fallback", "ai-cpu", "aten::e", 5)]  # K3 ran on the AI CPU
     assert trace.run_info.extra["kernels_linked_to_operators"] == 2

@@ -165,10 +165,10 @@ def test_translated_tables(tmp_path: Path) -> None:
         ("host", "host", "aten::mm", 0, 50_000, "compute", 0, None),  # top-level operators (add is inside mm)
         ("host", "host", "aten::item", 100_000, 20_000, "compute", 2, None),
         ("host queue", "dispatch", "Enqueue", 1_000, 1_000, "dispatch", 0, None),  # inside aten::mm on its thread
-        ("CANN", "dispatch", "AscendCL@aclrtSynchronizeStream", 105_000, 10_000, "dispatch", None, None),
-        ("CANN", "dispatch", "AscendCL@aclrtSynchronizeDevice", 200_000, 3_000, "dispatch", None, None),
+        ("CANN", "dispatch", "aclrtSynchronizeStream", 105_000, 10_000, "sync", 2, None),  # a wait call: sync
+        ("CANN", "dispatch", "aclrtSynchronizeDevice", 200_000, 3_000, "sync", None, None),
         ("NPU Stream 3", "stream", "MatMul", 20_250, 8_000, "compute", 0, 9007199254740993),
-        ("NPU Stream 3", "stream", "AddCpu", 30_000, 2_000, "compute", 1, X1_CORRELATION),  # a string id: 2^62 + its hash
+        ("NPU Stream 3", "stream", "AddCpu", 30_000, 2_000, "fallback", 1, X1_CORRELATION),  # AI_CPU  # a string id: 2^62 + its hash
     ], key=str)  # fmt: skip
     calls = [(c["name"], c["op_id"], c["start_ns"], c["correlation"]) for c in trace["runtime_calls"].to_pylist()]
     assert sorted(calls, key=str) == sorted([  # AscendCL@ removed; each launch flow's start a call holding its id

@@ -92,10 +92,10 @@ def test_ascend_trace_view_operators_kernels_and_lanes() -> None:
     assert kernel["start"] == 23_510 and kernel["dur"] == 3_200 and kernel["engine"] == "NPU Stream 2"
     assert kernel["op_id"] == 0  # torch_to_npu flow, id beyond 2^53
     assert slices["ArgMaxV2"]["op_id"] == 3  # flow id beyond 2^64
-    assert slices["Cumsum"]["op_id"] == 2 and slices["Cumsum"]["kind"] == "compute"  # string flow id (AI_CPU: a signal)
+    assert slices["Cumsum"]["op_id"] == 2 and slices["Cumsum"]["kind"] == "fallback"  # string flow id; AI_CPU
     # the CANN lane draws the calls as the host's dispatch (what they are, sync or compile, is the rule layer's)
-    assert slices["AscendCL@aclopCompileAndExecute"]["kind"] == "dispatch"
-    assert slices["AscendCL@aclrtSynchronizeDevice"]["kind"] == "dispatch" and slices["AscendCL@aclrtSynchronizeDevice"]["engine"] == "CANN"
+    assert slices["aclopCompileAndExecute"]["kind"] == "compile"  # the CANN lane names calls without "AscendCL@"
+    assert slices["aclrtSynchronizeDevice"]["kind"] == "sync" and slices["aclrtSynchronizeDevice"]["engine"] == "CANN"
     assert slices["Dequeue@aten::add"]["engine"] == "host queue"
     assert slices["Free"]["engine"] == "overlap Free" and slices["Free"]["kind"] == "annotation"
     assert {s["engine"] for s in slices.values()} == {"host", "host queue", "CANN", "NPU Stream 2", "NPU Stream 9",
