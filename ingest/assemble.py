@@ -400,7 +400,7 @@ class _Assembly:
         ops = np.asarray([*op_rows.tolist(), *f.sig_op], dtype=np.int64)
         name = self.texts
         kinds = [*(d.signal.value for d in f.transfer_direction), *(k.value for k in f.sig_kind)]
-        reasons = [*(name[a["name"][r]] for r in f.transfer_event), *f.sig_reason]
+        reasons = [*f.transfer_reason, *f.sig_reason]
         op_names = [*(name[a["name"][o if o >= 0 else r]] for r, o in zip(f.transfer_event, op_rows.tolist(), strict=True)),
                     *f.sig_op_name]  # fmt: skip
         notes = [*([None] * len(rows)), *f.sig_note]

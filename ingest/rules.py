@@ -92,6 +92,7 @@ class Findings:
     transfer_event: list[int] = dataclasses.field(default_factory=list)
     transfer_direction: list[Direction] = dataclasses.field(default_factory=list)
     transfer_bytes: list[int] = dataclasses.field(default_factory=list)
+    transfer_reason: list[str] = dataclasses.field(default_factory=list)  # the copy's label, and what decided it
     compile_event: list[int] = dataclasses.field(default_factory=list)  # online compiles (compiles table rows)
 
     def signal(self, event: int, op: int, kind: SignalKind, reason: str, op_name: str, note: str | None,
@@ -146,6 +147,13 @@ def _transfers(linked: Linked, out: Findings) -> None:
         out.transfer_event.append(row)
         out.transfer_direction.append(directions[d])
         out.transfer_bytes.append(b)
+        label = linked.name(row)
+        call = int(links.launcher[row])
+        kind = int(a["copy_kind"][call]) if call >= 0 else NONE
+        said = copy_direction(label)
+        # where the call's kind argument overrode what the label says, the reason says both
+        out.transfer_reason.append(f"{label}; {linked.name(call)} kind {kind}: {directions[d].value}"
+                                   if kind in COPY_KINDS and said is not None and said is not directions[d] else label)
     # runtime copy calls that launched nothing the trace shows (no device activity recorded, or Ascend's aclrtMemcpy)
     calls = linked.rows(EventKind.RUNTIME)
     copy_call = linked.names_where(is_copy_call)[a["name"][calls]]
@@ -159,6 +167,7 @@ def _transfers(linked: Linked, out: Findings) -> None:
         out.transfer_event.append(row)
         out.transfer_direction.append(direction)
         out.transfer_bytes.append(max(int(a["bytes"][row]), 0))
+        out.transfer_reason.append(linked.name(row) + (f" kind {kind}" if kind in COPY_KINDS else ""))
 
 
 def _name_direction(name: str) -> Direction | None:

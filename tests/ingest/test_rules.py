@@ -65,7 +65,8 @@ def test_a_synchronous_device_to_host_copy_call_is_a_sync(tmp_path: Path) -> Non
         _dev("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 4, 2, 9, bytes=4),
     ])  # fmt: skip
     trace = load_any(path)
-    assert _signals(trace) == [("sync", "item", "aten::item"), ("transfer/d2h", "Memcpy DtoD (Device -> Device)", "aten::_local_scalar_dense")]
+    assert _signals(trace) == [("sync", "item", "aten::item"), ("transfer/d2h", "Memcpy DtoD (Device -> Device); "
+                               "hipMemcpyWithStream kind 2: d2h", "aten::_local_scalar_dense")]  # fmt: skip
     t = trace["transfers"].to_pydict()
     assert t["direction"] == ["d2h"] and t["bytes"] == [4] and t["src_device"] == ["cuda:0"] and t["dst_device"] == ["cpu"]
 

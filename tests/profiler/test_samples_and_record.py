@@ -196,7 +196,7 @@ def test_record_needs_a_command(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "nothing to run" in proc.stderr
 
 
-@pytest.mark.parametrize("name", ["cuda_diff_control", "cuda_diff_test"])
+@pytest.mark.parametrize("name", ["cuda_diff_control", "cuda_diff_test", "bert_small_h100", "bert_small_mi300"])
 def test_converted_samples_match_their_source(name: str, tmp_path: Path, shared_fixtures: Path) -> None:
     from portscope.app.cli import main
 
