@@ -24,7 +24,9 @@ SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_traces").glob("*
 
 # Every sample's top-level regions as each surface must show them: (status, fallbacks, host bounces, compiles, d2h
 # bytes), and the reasons of a few. The figures are the samples' own (sample_traces/README.md): the converted CUDA
-# runs copy 60 times device-to-host (100,896 and 117,936 bytes, summed from their DtoH memcpy events) and wait 67 times;
+# runs copy 60 times device-to-host (100,896 and 117,936 bytes, summed from their DtoH memcpy events) and wait 61 times
+# (a cudaStreamSynchronize or cudaDeviceSynchronize each; 6 of their 30 aten::item read host scalars); the BERT pair
+# reads one byte back (the H100's labelled DtoH, the MI300's labelled DtoD but launched with hipMemcpyKind 2);
 # the Ascend table has 7 Cast kernels on the AI CPU; the demo Llama's forward under fp16-npu falls back 54 times (25 in
 # its 5 RMSNorms, 22 in the 2 layers' rotary halves and attention, 6 in the rotary embedding, 1 position add), bounces
 # 14 dtype casts through the host and compiles 12 programs cold (tests/profiler/test_schedule.py works these out).
@@ -33,6 +35,8 @@ FORWARD_WARM = ("not-clean", 54, 14, 0, 21_592)
 CLEAN = ("clean", 0, 0, 0, 0)
 EXPECTED: dict[str, tuple[str, dict[str, tuple[str, int, int, int, int]]]] = {
     "ascend_kernel_details_591.arrow": ("not-clean", {"kernel_details_591": ("not-clean", 7, 0, 0, 0)}),
+    "bert_small_h100.arrow": ("not-clean", {"bert_small_h100.json.gz": ("not-clean", 0, 0, 0, 1)}),
+    "bert_small_mi300.arrow": ("not-clean", {"bert_small_mi300.json.gz": ("not-clean", 0, 0, 0, 1)}),
     "cuda_diff_control.arrow": ("not-clean", {"cuda_diff_control.json.gz": ("not-clean", 0, 0, 0, 100_896)}),
     "cuda_diff_test.arrow": ("not-clean", {"cuda_diff_test.json.gz": ("not-clean", 0, 0, 0, 117_936)}),
     "llama_cpu_measured.arrow": ("clean", {"forward:cold": CLEAN, "forward:warm": CLEAN}),
@@ -49,7 +53,8 @@ EXPECTED: dict[str, tuple[str, dict[str, tuple[str, int, int, int, int]]]] = {
 }  # fmt: skip
 REASONS = {
     "ascend_kernel_details_591.arrow": ["cpu_fallback: 7x (ran on CPU)"],
-    "cuda_diff_test.arrow": ["d2h: 60x (device-to-host copies, 117.9 KB)", "sync: 67x (host waited for the device)"],
+    "bert_small_mi300.arrow": ["d2h: 1x (device-to-host copies, 1 B)", "sync: 3x (host waited for the device)"],
+    "cuda_diff_test.arrow": ["d2h: 60x (device-to-host copies, 117.9 KB)", "sync: 61x (host waited for the device)"],
     "llama_fp16-npu_rmsnorm_narrow.arrow": ["cpu_fallback: 5x (ran on CPU)", "bounce_dtype: 2x (copied through the host, 5.4 KB)"],
     "llama_cuda_forward.arrow": [],
 }

@@ -89,7 +89,7 @@ def test_page_follows_a_background_conversion_to_its_run(dash_duo, make_app, tmp
     dash_duo.wait_for_contains_text("#upload-status", "1 loaded", timeout=10)
     dash_duo.wait_for_contains_text("#runs-table", "cuda_alexnet_small.json.gz", timeout=10)  # named by its file
     dash_duo.find_element(f"#upload-messages a[href='/run/{rid}']").click()
-    dash_duo.wait_for_contains_text("#regions-list", "benchmark_result", timeout=15)
+    dash_duo.wait_for_contains_text("#regions-list", "cuda_alexnet_small.json.gz", timeout=15)  # the file, not traceName
     dash_duo.wait_for_text_to_equal("#run-file", f"uploaded as cuda_alexnet_small.json.gz · {rid}.arrow", timeout=10)
     assert dash_duo.get_logs() == []
 
