@@ -360,25 +360,48 @@ class _Assembly:
 
     def _other_spans(self) -> list[pa.Table]:
         """Spans of no other kind on their lanes, and runtime calls a reader gave a lane (torch_npu's CANN): a wait
-        call as sync, a compile call as compile, others as dispatch."""
+        call as sync, a compile call as compile, others as dispatch. A span is drawn as its lane's engine kind says:
+        dispatch as dispatch, a copy engine (dma_*) as transfer, a compiler as compile, other as annotation, any
+        other kind (host, stream, a compute unit) as compute; a span whose reader names no engine kind (a generic
+        trace's thread) as compute, on a lane of kind other. Names and kinds are made once per distinct lane, engine
+        kind and call name, not per row (a generic trace has millions of spans)."""
         a = self.a
-        rows = np.flatnonzero((a["kind"] == KIND_CODES[EventKind.SPAN]) |
-                              ((a["kind"] == KIND_CODES[EventKind.RUNTIME]) & (a["lane"] != 0)))  # fmt: skip
+        runtime = a["kind"] == KIND_CODES[EventKind.RUNTIME]
+        rows = np.flatnonzero((a["kind"] == KIND_CODES[EventKind.SPAN]) | (runtime & (a["lane"] != 0)))
         if not len(rows):
             return []
-        lanes = [self.texts[a["lane"][r]] or "{} / {}".format(*self.threads[a["thread"][r]]) for r in rows.tolist()]
-        kinds = [self.texts[a["engine_kind"][r]] or EngineKind.OTHER.value for r in rows.tolist()]
-        runtime = KIND_CODES[EventKind.RUNTIME]
-        slice_kinds = []
-        for r, k in zip(rows.tolist(), kinds, strict=True):
-            name = self.texts[a["name"][r]]
-            if a["kind"][r] == runtime and name in SYNC_RUNTIME_CALLS:
-                slice_kinds.append(SliceKind.SYNC.value)
-            elif a["kind"][r] == runtime and name in ONLINE_COMPILE_CALLS:
-                slice_kinds.append(SliceKind.COMPILE.value)
-            else:
-                slice_kinds.append(SliceKind.DISPATCH.value if k == EngineKind.DISPATCH.value else SliceKind.ANNOTATION.value)
-        return [self._slices(rows, _dictionary(lanes), kinds, slice_kinds, op=self._op_of(rows))]
+        texts = self.texts
+
+        def distinct(key: np.ndarray, size: int) -> tuple[list[int], np.ndarray]:
+            """(the distinct keys in 0..size-1, each row's position among them): no sort."""
+            seen = np.zeros(size, dtype=bool)
+            seen[key] = True
+            used = np.flatnonzero(seen)
+            at = np.zeros(size, dtype=np.int32)
+            at[used] = np.arange(len(used), dtype=np.int32)
+            return used.tolist(), at[key]
+
+        # a lane: its text, else "<pid> / <tid>" of its thread (thread codes numbered after the text codes)
+        lane = a["lane"][rows]
+        keys, at = distinct(np.where(lane != 0, lane, len(texts) + a["thread"][rows]), len(texts) + max(len(self.threads), 1))
+        del lane
+        engine = coded_column([texts[k] if k < len(texts) else "{} / {}".format(*self.threads[k - len(texts)]) for k in keys], at)
+        kinds, at = distinct(a["engine_kind"][rows], len(texts))
+        engine_kind = coded_column([texts[k] or EngineKind.OTHER.value for k in kinds], at)
+        words = [k.value for k in SliceKind]
+        by_engine = {EngineKind.DISPATCH.value: SliceKind.DISPATCH, EngineKind.COMPILER.value: SliceKind.COMPILE,
+                     EngineKind.OTHER.value: SliceKind.ANNOTATION, EngineKind.DMA_H2D.value: SliceKind.TRANSFER,
+                     EngineKind.DMA_D2H.value: SliceKind.TRANSFER, EngineKind.DMA_D2D.value: SliceKind.TRANSFER}  # fmt: skip
+        span_kind = np.array([words.index(by_engine.get(texts[k], SliceKind.COMPUTE).value) if k else
+                              words.index(SliceKind.COMPUTE.value) for k in kinds], dtype=np.int32)  # fmt: skip
+        slice_kind = span_kind[at]
+        calls = np.flatnonzero(runtime[rows])
+        if len(calls):  # runtime calls: by their name
+            names, at = distinct(a["name"][rows[calls]], len(texts))
+            call_kind = [SliceKind.SYNC if texts[k] in SYNC_RUNTIME_CALLS else SliceKind.COMPILE
+                         if texts[k] in ONLINE_COMPILE_CALLS else SliceKind.DISPATCH for k in names]  # fmt: skip
+            slice_kind[calls] = np.array([words.index(k.value) for k in call_kind], dtype=np.int32)[at]
+        return [self._slices(rows, engine, engine_kind, coded_column(words, slice_kind), op=self._op_of(rows))]
 
     def findings(self, f: Findings) -> tuple[pa.Table, pa.Table, pa.Table]:
         a = self.a

@@ -2,7 +2,7 @@
 
 Chrome's rules (unchanged from the whole-trace binder they replace): a point that binds to the enclosing
 slice (``s``, ``t``, ``f`` with ``"bp": "e"``) goes to the innermost span open at its time on its thread;
-other points, and enclosing points that no span covers unless `strict`, go to the first span of their
+other points, and enclosing points that no span covers, go to the first span of their
 thread starting at or after them (ties in start: the longest first). Spans are sorted by (thread, start,
 longest first) within time buckets, not whole: bucket bounds are quantiles of a sample of the start
 times (about BUCKET_ROWS spans a bucket); spans and points are distributed to their bucket's
@@ -19,12 +19,12 @@ longer in the way, so a point after more than 64 closed siblings may now find it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 
 from ..spill import DiskColumn
-from ._chrome_events import OTHER_ID, ChromeEvents, blocks, lane_keys
+from ._chrome_events import ChromeEvents, blocks, lane_keys
 
 BUCKET_ROWS = 1 << 20  # spans of the points' threads per time bucket, about (tests make it tiny)
 SAMPLE_ROWS = 1 << 16  # start times sampled for the bucket bounds, about
@@ -38,17 +38,15 @@ PointReader = Callable[[int, int], tuple[np.ndarray, np.ndarray, np.ndarray, np.
 
 class Scatter:
     """Values put at indices 0..n-1 in any order, assembled into one `DiskColumn` in index order (-1 where
-    none was put). Kept on disk by ranges of RANGE_ROWS indices, each range assembled alone. `ordered`: an
-    index put more than once keeps the value put with the highest `order`."""
+    none was put). Kept on disk by ranges of RANGE_ROWS indices, each range assembled alone."""
 
-    def __init__(self, n: int, typecode: str = "q", *, ordered: bool = False) -> None:
+    def __init__(self, n: int, typecode: str = "q") -> None:
         self.n, self.typecode, self.rows = n, typecode, max(1, RANGE_ROWS)
         parts = (n + self.rows - 1) // self.rows
         self._at = [DiskColumn("q", SPILL_HOLD) for _ in range(parts)]
         self._value = [DiskColumn(typecode, SPILL_HOLD) for _ in range(parts)]
-        self._order = [DiskColumn("q", SPILL_HOLD) for _ in range(parts)] if ordered else None
 
-    def put(self, index: np.ndarray, values: np.ndarray, order: np.ndarray | None = None) -> None:
+    def put(self, index: np.ndarray, values: np.ndarray) -> None:
         index = np.asarray(index, dtype=np.int64)
         if not len(index):
             return
@@ -60,9 +58,6 @@ class Scatter:
             p, pick = int(part[lo]), sort[lo:hi]
             self._at[p].extend(index[pick])
             self._value[p].extend(values[pick])
-            if self._order is not None:
-                assert order is not None
-                self._order[p].extend(order[pick])
 
     def column(self, hold: int | None = None) -> DiskColumn:
         """The values in index order (the parts put are dropped as they are assembled)."""
@@ -72,21 +67,14 @@ class Scatter:
         for p, (at_col, value_col) in enumerate(zip(self._at, self._value, strict=True)):
             lo = p * self.rows
             dense = np.full(min(self.rows, self.n - lo), -1, dtype=out.dtype)
-            at, values = at_col.read(0, len(at_col)) - lo, value_col.read(0, len(value_col))
-            if self._order is not None:
-                order = np.lexsort((self._order[p].read(0, len(at)), at))
-                at, values = at[order], values[order]
-                last = np.r_[at[1:] != at[:-1], True] if len(at) else np.zeros(0, dtype=bool)  # the highest order wins
-                at, values = at[last], values[last]
-                self._order[p].close()
-            dense[at] = values
+            dense[at_col.read(0, len(at_col)) - lo] = value_col.read(0, len(value_col))
             at_col.close()
             value_col.close()
             out.extend(dense)
         return out
 
 
-def bind(ev: ChromeEvents, count: int, points: PointReader, *, strict: bool = False) -> DiskColumn:
+def bind(ev: ChromeEvents, count: int, points: PointReader) -> DiskColumn:
     """Per point 0..count-1 (`points(lo, hi)`: pid codes, tid codes, times in ns, enclosing flags of points
     lo..hi-1): the span it binds to, or -1."""
     result = Scatter(count)
@@ -147,7 +135,7 @@ def bind(ev: ChromeEvents, count: int, points: PointReader, *, strict: bool = Fa
             col.close()
         found = _enclosing(key, end, span, q, ts, enclosing != 0, width)
         result.put(number[found >= 0], found[found >= 0])
-        after = (found < 0) & ~((enclosing != 0) & strict)
+        after = found < 0
         number, q, ts = (np.concatenate([p, v[after]]) for p, v in zip(pending, (number, q, ts), strict=True))
         lane_lo = q - q % width
         nxt = np.zeros(len(q), dtype=np.int64) - 1
@@ -172,24 +160,6 @@ def time_bounds(sample: list[np.ndarray], count: int) -> np.ndarray:
     if buckets == 1 or not sample:
         return np.zeros(0, dtype=np.int64)
     return np.unique(np.quantile(np.concatenate(sample), np.arange(1, buckets) / buckets, method="lower")).astype(np.int64)
-
-
-def start_order(ev: ChromeEvents) -> Iterator[np.ndarray]:
-    """Every span number in order of (start, longest first, span number), a time bucket at a time (about
-    BUCKET_ROWS spans each, sorted alone; the rest waits in the buckets' temporary files)."""
-    n = len(ev)
-    step = max(1, n // max(1, SAMPLE_ROWS))
-    bounds = time_bounds([ev.read("start", lo, hi)[(np.arange(lo, hi) % step) == 0] for lo, hi in blocks(n)], n)
-    buckets = [[DiskColumn(t, SPILL_HOLD) for t in "qqq"] for _ in range(len(bounds) + 1)]  # start, dur, span
-    for lo, hi in blocks(n):
-        start = ev.read("start", lo, hi)
-        spread(buckets, np.searchsorted(bounds, start, "right"), start, ev.read("dur", lo, hi), np.arange(lo, hi, dtype=np.int64))
-    for columns in buckets:
-        start, dur, span = (c.read(0, len(c)) for c in columns)
-        for c in columns:
-            c.close()
-        if len(span):
-            yield span[np.lexsort((span, -dur, start))]
 
 
 def _lane(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
@@ -241,15 +211,6 @@ def _enclosing(key: np.ndarray, end: np.ndarray, span: np.ndarray, q: np.ndarray
     return found
 
 
-def bind_points(ev: ChromeEvents, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, enclosing: np.ndarray, *,
-                strict: bool = False) -> np.ndarray:  # fmt: skip
-    """Per point given in memory (thread as value codes, time in ns): the span it binds to, or -1."""
-    bound = bind(ev, len(ts), lambda lo, hi: (pid[lo:hi], tid[lo:hi], ts[lo:hi], enclosing[lo:hi]), strict=strict)
-    out = bound.read(0, len(bound))
-    bound.close()
-    return out
-
-
 def bind_flows(ev: ChromeEvents) -> DiskColumn:
     """Per flow endpoint: the span it binds to, or -1 (on disk past HOLD_ROWS values)."""
     f = ev.flows
@@ -257,21 +218,4 @@ def bind_flows(ev: ChromeEvents) -> DiskColumn:
                                             f.read("enclosing", lo, hi)))  # fmt: skip
 
 
-def flow_ids(ev: ChromeEvents, bound: DiskColumn, keep: Callable[[np.ndarray], np.ndarray] | None = None) -> DiskColumn:
-    """Per span: the id of a flow bound to it (the last such endpoint in the file; ids that are not int64, or
-    negative, are moved to 2^62..2^63: 2^62 + a 62-bit hash, `_chrome_events.other_key`), or -1. `bound`: each endpoint's span (`bind_flows`); keep(spans):
-    which of those spans may have one."""
-    ids = Scatter(len(ev), ordered=True)
-    for lo, hi in blocks(len(bound)):
-        span = bound.read(lo, hi)
-        key = ev.flows.read("key", lo, hi)
-        key = np.where(key < 0, key - OTHER_ID + 2**62, key)  # not int64, or negative: numbered apart
-        ok = span >= 0
-        if keep is not None:
-            ok[ok] = keep(span[ok])
-        ids.put(span[ok], key[ok], np.flatnonzero(ok) + lo)
-    return ids.column()
-
-
-__all__ = ["BUCKET_ROWS", "RANGE_ROWS", "SAMPLE_ROWS", "SPILL_HOLD", "Scatter", "bind", "bind_flows", "bind_points", "flow_ids",
-           "spread", "start_order", "time_bounds"]
+__all__ = ["BUCKET_ROWS", "RANGE_ROWS", "SAMPLE_ROWS", "SPILL_HOLD", "Scatter", "bind", "bind_flows", "spread", "time_bounds"]

@@ -1,13 +1,14 @@
-"""Any Chrome / Perfetto trace JSON -> Trace: one lane per thread, named by its process and thread.
+"""Any Chrome / Perfetto trace JSON -> events (`events.EventColumns`) -> Trace: one lane per thread.
 
-The fallback for Chrome JSON that no specific reader claims (object with
-``traceEvents`` or a bare array): complete (``X``) spans, ``B``/``E`` pairs and
-instants (``i``) become engine slices on lanes named ``<process name> / <thread
-name>`` (metadata ``process_name``/``thread_name``; ``pid N``/``tid N`` where none
-is given), ordered by ``process_sort_index``; flow (``s``/``t``/``f``) ids become
-the ``correlation`` of the spans they bind to. A generic trace names no
-operators, devices, copies or compiles, so the run says it cannot provide any
-signal. The readers of traces whose producers are known build on the helpers here.
+The fallback for Chrome JSON that no specific reader claims (object with ``traceEvents`` or a bare array).
+The shared streaming pass (``_chrome_events.collect``) keeps the events compactly; `translate` turns them into
+the one event model, a block at a time: complete (``X``) spans, ``B``/``E`` pairs and async spans become SPAN
+events on lanes named ``<process name> / <thread name>`` (metadata ``process_name``/``thread_name``; ``pid N``/
+``tid N`` where none is given) with no engine kind named (drawn as work); instants (``i``) zero-length SPAN events
+on their thread's lane, engine kind other (drawn as annotations); flow (``s``/``t``/``f``) ids the ``correlation``
+of the spans they bind to (Chrome's binding rules, ``_chrome_bind``). `assemble` writes the tables. A generic
+trace names no operators, devices, copies or compiles, so the run says it cannot provide any signal. The readers
+of traces whose producers are known build on the helpers here.
 """
 
 from __future__ import annotations
@@ -19,13 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from ..builder import TraceBuilder
-from ..schema import Mode, SliceKind, Source
-from ..spill import DiskColumn
+from ..assemble import assemble
+from ..events import NONE, EventColumns, EventKind, Translated
+from ..schema import EngineKind, Source
 from ..trace import RunInfo, Trace
-from ._chrome_bind import bind_flows, flow_ids
-from ._chrome_events import ChromeEvents, blocks, collect, lane_keys
-from ._chrome_slices import Lane, SliceRows, finish
+from ._chrome_bind import bind_flows
+from ._chrome_events import OTHER_ID, ChromeEvents, blocks, collect
 from ._source import DEFAULT_CAPS, SizeCaps
 
 FORMAT = "chrome"
@@ -56,36 +56,6 @@ def _is_async_lane(tid: Any) -> bool:
     return type(tid) is str and (tid == "async" or tid.startswith("async "))
 
 
-def flow_links(ev: ChromeEvents, bound: DiskColumn | None = None, *,
-               keep: Callable[[np.ndarray], np.ndarray] | None = None) -> DiskColumn:  # fmt: skip
-    """Per span: the id of a flow bound to it (ids that are not int64: 2^62 + a 62-bit hash, `other_key`), or -1; on disk.
-
-    bound: each flow endpoint's span, when the caller has bound them already (`_chrome_bind.bind_flows`);
-    keep(spans): which of those spans may have one."""
-    own = bound is None
-    bound = bind_flows(ev) if bound is None else bound
-    ids = flow_ids(ev, bound, keep)
-    if own:
-        bound.close()
-    return ids
-
-
-def sorted_lanes(ev: ChromeEvents, lane_of: Callable[[Any, Any], Lane]) -> dict[tuple[int, int], Lane]:
-    """(pid code, tid code) -> Lane for every thread with spans, in display order (sort index, pid, tid)."""
-    vals = ev.values.values
-    keys: set[tuple[int, int]] = set()
-    for src in (ev, ev.instants):
-        for lo, hi in blocks(len(src)):
-            pairs = np.unique(lane_keys(src, lo, hi))
-            keys.update(zip((pairs >> 32).tolist(), (pairs & 0xFFFFFFFF).tolist(), strict=True))
-
-    def order(key: tuple[int, int]) -> tuple:
-        pid, tid = vals[key[0]], vals[key[1]]
-        return (ev.process_sort.get(pid, 0), str(type(pid)), str(pid), str(type(tid)), str(tid))
-
-    return {k: lane_of(vals[k[0]], vals[k[1]]) for k in sorted(keys, key=order)}
-
-
 def run_extent(ev: ChromeEvents) -> tuple[int, int]:
     """(first start, last end) in ns as written, over spans and instants."""
     t0 = ev.t0()
@@ -109,23 +79,85 @@ def base_info(ev: ChromeEvents, fmt: str, missing: list[str], **extra: Any) -> R
                           "processes": {str(k): v for k, v in ev.process_names.items()}, **extra})  # fmt: skip
 
 
+def value_codes(vals: list[Any], codes: np.ndarray, value: Callable[[Any], Any] | None = None) -> tuple[list[Any], np.ndarray]:
+    """(values, int codes into them) of value codes of a `ChromeEvents`: only the values used, each `value(v)` if
+    given (what `EventColumns.extend` takes as a text or a lane column)."""
+    used, inverse = np.unique(codes, return_inverse=True)
+    return [value(vals[c]) if value else vals[c] for c in used.tolist()], inverse.reshape(-1).astype(np.int64)
+
+
+def add_spans(out: EventColumns, kind: EventKind | np.ndarray, vals: list[Any], col: dict[str, np.ndarray], t0: int, *,
+              texts: dict[str, tuple[list, np.ndarray]] | None = None, **columns: np.ndarray) -> None:  # fmt: skip
+    """Spans read from a `ChromeEvents` (columns "start", "dur", "name", "pid", "tid" of the same rows; instants:
+    "ts" and no "dur") as events of one kind (or per row, `KIND_CODES`), times in ns from t0; `texts` and `columns`
+    as `EventColumns.extend` takes them."""
+    start = col["start"] if "start" in col else col["ts"]
+    n = len(start)
+    dur = col["dur"] if "dur" in col else np.zeros(n, dtype=np.int64)
+    out.extend(kind, n, start_ns=start - t0, dur_ns=dur, texts={"name": value_codes(vals, col["name"]), **(texts or {})},
+               lanes={"pid": value_codes(vals, col["pid"]), "tid": value_codes(vals, col["tid"])}, **columns)  # fmt: skip
+
+
 def read_chrome(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool = False) -> Trace:
     """Convert any Chrome/Perfetto JSON trace into engine lanes named by process and thread.
 
-    sliced: give the engine slices as slices, made as they are written (`Trace.slices`), not as one table."""
+    sliced: accepted for callers of the earlier bounded-memory path; there is one path."""
+    del sliced
     path = Path(path)
     ev = collect(path, caps=caps, lean=True)  # no categories or args: a generic lane needs neither
-    t0, end = run_extent(ev)
-    b = TraceBuilder(base_info(ev, FORMAT, list(GENERIC_MISSING)))
-    rid = b.add_region(str(ev.metadata.get("traceName") or path.name), dur_ns=end - t0, mode=Mode.UNKNOWN)
-    lanes = sorted_lanes(ev, lambda pid, tid: Lane(lane_label(ev, pid, tid)))
-    b.run_info.extra["lanes"] = len({lane.engine for lane in lanes.values()})
-    rows = SliceRows(ev, rid, t0)
-    annotations = {key: Lane(lane.engine, lane.engine_kind, SliceKind.ANNOTATION) for key, lane in lanes.items()}
-    rows.add(annotations, instants=True)  # instants: zero-length annotation slices on their thread's lane
-    rows.add(lanes, correlation=flow_links(ev))
-    return finish(b.build(), {"engine_slices": rows.slices()}, sliced=sliced)
+    try:
+        translated = translate(path, ev)
+    finally:
+        ev.close()
+    return assemble(translated)
 
 
-__all__ = ["FORMAT", "GENERIC_MISSING", "Lane", "base_info", "epoch_iso", "flow_links", "lane_label",
-           "read_chrome", "run_extent", "sniff", "sorted_lanes"]  # fmt: skip
+def translate(path: Path, ev: ChromeEvents) -> Translated:
+    """The events of one collected generic Chrome trace in the one event model."""
+    t0, _ = run_extent(ev)
+    vals = ev.values.values
+    out = EventColumns()
+    labels: dict[tuple[Any, Any], str] = {}
+
+    def lanes(col: dict[str, np.ndarray]) -> tuple[list[str], np.ndarray]:
+        keys, at = np.unique((col["pid"].astype(np.int64) << 32) | col["tid"], return_inverse=True)
+        named = []
+        for k in keys.tolist():
+            thread = (vals[k >> 32], vals[k & 0xFFFFFFFF])
+            named.append(labels.setdefault(thread, lane_label(ev, *thread)))
+        return named, at.reshape(-1).astype(np.int64)
+
+    other = [EngineKind.OTHER.value]
+    for lo, hi in blocks(len(ev.instants)):  # instants: zero-length spans on their thread's lane, drawn as annotations
+        col = {c: ev.instants.read(c, lo, hi) for c in ("ts", "name", "pid", "tid")}
+        add_spans(out, EventKind.SPAN, vals, col, t0, texts={"lane": lanes(col), "engine_kind": (other, np.zeros(hi - lo, np.int64))})
+    spans, ids = flow_ids(ev)
+    for lo, hi in blocks(len(ev)):  # spans: no engine kind named (drawn as work), a bound flow's id as correlation
+        col = {c: ev.read(c, lo, hi) for c in ("start", "dur", "name", "pid", "tid")}
+        correlation = np.full(hi - lo, NONE, dtype=np.int64)
+        first, last = np.searchsorted(spans, [lo, hi]).tolist()
+        correlation[spans[first:last] - lo] = ids[first:last]
+        add_spans(out, EventKind.SPAN, vals, col, t0, texts={"lane": lanes(col)}, correlation=correlation)
+    info = base_info(ev, FORMAT, list(GENERIC_MISSING), lanes=len(set(labels.values())))
+    # no device is named: the regions say none (a str type widened to None here)
+    return Translated(out, info, root_name=path.name, root_device=None)  # type: ignore[arg-type]
+
+
+def flow_ids(ev: ChromeEvents) -> tuple[np.ndarray, np.ndarray]:
+    """(span numbers, sorted; the id of the flow bound to each): per span the last endpoint in the file bound to it
+    (`_chrome_bind.bind_flows`); an id that is not an int64, or negative, moved to 2^62..2^63 (2^62 + its 62-bit
+    hash, `_chrome_events.other_key`)."""
+    m = len(ev.flows)
+    if not m:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    column = bind_flows(ev)
+    bound = column.read(0, m)
+    column.close()
+    ends = np.flatnonzero(bound >= 0)[::-1]  # the last endpoint in the file first
+    spans, first = np.unique(bound[ends], return_index=True)
+    key = ev.flows.read("key", 0, m)[ends[first]]
+    return spans, np.where(key < 0, key - OTHER_ID + 2**62, key)
+
+
+__all__ = ["FORMAT", "GENERIC_MISSING", "add_spans", "base_info", "epoch_iso", "flow_ids", "lane_label", "read_chrome",
+           "run_extent", "sniff", "translate", "value_codes"]  # fmt: skip

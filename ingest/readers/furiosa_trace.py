@@ -1,14 +1,18 @@
-"""FuriosaAI runtime profiler Chrome trace -> Trace: NPU rows as engine lanes, Load/Store as transfers.
+"""FuriosaAI runtime profiler Chrome trace -> events (`events.EventColumns`) -> Trace: NPU rows as lanes, Load/Store
+as copies.
 
 NPU rows are threads ``tid = pe_index + 10000000`` named ``NPU <pe>``; their complete
 ("X") spans are ``Execution``, ``Load``, ``Store`` or operator names, with args
 ``pe_index``, ``execution_index``, ``instruction_index``, ``operator_index``.
 Lanes per PE: ``NPU <pe>`` (Execution, stream), ``NPU <pe> operators`` (operator
 spans, nested in an execution), ``NPU <pe> load`` (dma_h2d) and ``NPU <pe> store``
-(dma_d2h); Load/Store are also transfers, with bytes when the args carry
-``bytes``/``size``. Every other thread's spans go to host lanes named after the
-thread. ``correlation`` is the ``execution_index``, which ties a device span to
-the host span of the same execution (the same link as Kineto's launch flows).
+(dma_d2h). Every other thread's spans go to host lanes named after the thread (the runtime's: dispatch).
+``correlation`` is the ``execution_index``, which ties a device span to the host span of the same execution.
+
+Events: Execution and operator spans are device work (KERNEL), Load a copy to the device (COPY, HtoD) and Store one
+from it (COPY, DtoH), with bytes when the args carry ``bytes``/``size``, on their PE's device; host spans are SPAN
+events on their lanes. `assemble` and its rules make the transfers. Spans are given in order of (start, longest
+first).
 
 Also read (from the producers' sources): the legacy SDK's export, a bare JSON array of ``X``
 events whose host rows have cat ``Nux`` (``Quantize``, ``Lower``, ``Unlower``, ``Dequantize``,
@@ -23,30 +27,30 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from ..builder import TraceBuilder
+from ..assemble import assemble
 from ..errors import TraceFormatError
-from ..schema import Direction, EngineKind, Mode, SliceKind, Source
+from ..events import KIND_CODES, NONE, EventColumns, EventKind, Translated
+from ..schema import EngineKind, Source
 from ..trace import RunInfo, Trace
-from ._chrome_bind import start_order
-from ._chrome_events import NO_NUMBER, blocks, collect
-from ._chrome_slices import finish
-from ._disk_rows import DiskRows
+from ._chrome_events import ChromeEvents, collect
 from ._source import DEFAULT_CAPS, SizeCaps
-from .chrome_generic import run_extent
+from .chrome_generic import add_spans, run_extent
 
 FORMAT = "furiosa-trace"
 NPU_TID_BASE = 10_000_000
 _NPU_ROW = re.compile(r"^NPU\s*(\d+)$")
 _NATIVE_NAME = re.compile(r"^npu:(\d+):([\d\-,]+)$")  # native traces: the device pseudo-process npu:<dev>:<pe-range>
 _NATIVE = re.compile(r'"npu:\d+:[\d\-,]+"')
-_ROWS = 1 << 16  # spans turned into rows at a time (Python objects per span live that long)
 _ARGS = ("pe_index", "execution_index", "bytes", "size", "begin_cycle", "end_cycle")  # the args read; ints as columns
-_REASON = {Direction.H2D.value: "Load", Direction.D2H.value: "Store"}
-_LANES = {"Execution": ("", EngineKind.STREAM, SliceKind.COMPUTE), "Load": (" load", EngineKind.DMA_H2D, SliceKind.TRANSFER),
-          "Store": (" store", EngineKind.DMA_D2H, SliceKind.TRANSFER)}  # fmt: skip
+# an NPU span by its name: (event, lane suffix, engine kind, copy kind); any other name is an operator
+_SPANS = {"Execution": (EventKind.KERNEL, "", EngineKind.STREAM, None), "Load": (EventKind.COPY, " load", EngineKind.DMA_H2D, 1),
+          "Store": (EventKind.COPY, " store", EngineKind.DMA_D2H, 2)}  # fmt: skip
+_OPERATOR = (EventKind.KERNEL, " operators", EngineKind.OTHER, None)
+NO_BYTES = "transfer bytes (Load/Store spans carry no size)"
 
 
 def sniff(text: str) -> bool:
@@ -63,98 +67,117 @@ def sniff(text: str) -> bool:
 def read_furiosa_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool = False) -> Trace:
     """Convert a Furiosa runtime profiler Chrome trace into a Trace (times in ns, exact).
 
-    The spans are taken in order of (start, longest first) a time bucket at a time and their rows kept on disk
-    (`DiskRows`): nothing per span is held. sliced: give the engine slices, transfers and signals as slices,
-    made as they are written (`Trace.slices`)."""
+    sliced: accepted for callers of the earlier bounded-memory path; there is one path."""
+    del sliced
     path = Path(path)
     ev = collect(path, caps=caps, keep_args=_ARGS, number_args=_ARGS)
+    try:
+        translated = translate(path, ev)
+    finally:
+        ev.close()
+    return assemble(translated)
+
+
+def translate(path: Path, ev: ChromeEvents) -> Translated:
+    """The events of one collected runtime trace in the one event model."""
     vals, codes = ev.values.values, ev.values.codes
+    n = len(ev)
     native = {pid: m for pid, label in ev.process_names.items() if (m := _NATIVE_NAME.match(label.strip()))}
     npu_threads = {key for key, label in ev.thread_names.items() if _NPU_ROW.match(label)}
+    col = {c: ev.read(c, 0, n) for c in ("start", "dur", "name", "cat", "pid", "tid", "args")}
     # per value code: a native device process, the NPU category, an NPU row's tid; per lane key: a thread named NPU <pe>
     native_pid = np.zeros(len(vals) + 1, dtype=bool)
     native_pid[[codes[p] for p in native if p in codes]] = True
     npu_code = np.array([type(v) is str and v == "NPU" for v in vals] + [False], dtype=bool)
     npu_tid = np.array([type(v) is int and v >= NPU_TID_BASE for v in vals] + [False], dtype=bool)
     npu_lanes = np.array(sorted((codes[p] << 32) | codes[t] for p, t in npu_threads if p in codes and t in codes), dtype=np.int64)
-
-    def npu_rows(idx: np.ndarray) -> np.ndarray:
-        pid, tid = ev.gather("pid", idx), ev.gather("tid", idx)
-        lane = (pid.astype(np.int64) << 32) | tid
-        return np.isin(lane, npu_lanes) | native_pid[pid] | npu_code[ev.gather("cat", idx)] | npu_tid[tid]
-
-    if not any(bool(npu_rows(np.arange(lo, hi)).any()) for lo, hi in blocks(len(ev))):
+    lane = (col["pid"].astype(np.int64) << 32) | col["tid"]
+    npu = np.isin(lane, npu_lanes) | native_pid[col["pid"]] | npu_code[col["cat"]] | npu_tid[col["tid"]]
+    if not npu.any():
         raise TraceFormatError(path, f"no spans on NPU rows (threads named 'NPU <pe>', tid = pe_index + {NPU_TID_BASE}, "
                                      "cat 'NPU', or a process 'npu:<dev>:<pe-range>')")  # fmt: skip
-    t0, end = run_extent(ev)
-    missing = set()
-    b = TraceBuilder(RunInfo(source=Source.CONVERTED, producer="portscope convert", converted_from=FORMAT))
-    rid = b.add_region(path.name.split(".")[0], dur_ns=end - t0, mode=Mode.UNKNOWN, device="npu")
-    slices = DiskRows("engine_slices", numbers={"start": "q", "dur": "q", "correlation": "q", "bytes": "q"},
-                      texts=("engine", "engine_kind", "kind", "name"), optional=("correlation", "bytes"), fixed={"region_id": rid})  # fmt: skip
-    transfers = DiskRows("transfers", numbers={"bytes": "q", "start_ns": "q", "dur_ns": "q"},
-                         texts=("direction", "src_device", "dst_device"), fixed={"region_id": rid, "cause": "explicit"})  # fmt: skip
-    signals = DiskRows("signals", numbers={"bytes": "q", "time_ns": "q"}, texts=("kind", "reason", "op_name"),
-                       fixed={"region_id": rid, "count": 1})  # fmt: skip
-    devices: set[str] = set()
-    npu_row_names: set[str] = set()
-    cycle_spans = total_cycles = total_ns = 0
-    numbers = [ev.numbers[k] for k in _ARGS]
-    for idx in (order[lo : lo + _ROWS] for order in start_order(ev) for lo in range(0, len(order), _ROWS)):
-        rows = npu_rows(idx).tolist()
-        start, dur = (ev.gather("start", idx) - t0).tolist(), ev.gather("dur", idx).tolist()
-        name_c, cat_c, pid_c, tid_c, args_c = (ev.gather(c, idx).tolist() for c in ("name", "cat", "pid", "tid", "args"))
-        pe_n, execution_n, bytes_n, size_n, begin_n, end_n = (c.take(idx).tolist() for c in numbers)
-        lane: list[tuple[str, str, str, str, int, int, int, int]] = []  # engine, kind, slice kind, name, start, dur, corr, bytes
-        moved: list[tuple[str, int, str, str, int, int]] = []  # direction, bytes, src, dst, start, dur
-        for j in range(len(idx)):
-            name, args = vals[name_c[j]], vals[args_c[j]] if args_c[j] >= 0 else {}
-            pid, tid = vals[pid_c[j]], vals[tid_c[j]]
-            execution = execution_n[j] if execution_n[j] != NO_NUMBER else args.get("execution_index")
-            corr = execution if type(execution) is int and 0 <= execution < 2**63 else -1
-            if not rows[j]:
-                cat = vals[cat_c[j]]
-                engine = ev.thread_names.get((pid, tid)) or (f"host {cat}" if cat else f"host thread {tid}")
-                lane.append((engine, EngineKind.HOST.value, SliceKind.DISPATCH.value, name, start[j], dur[j], corr, -1))
-                continue
-            pe = pe_n[j] if pe_n[j] != NO_NUMBER else args.get("pe_index", tid - NPU_TID_BASE if type(tid) is int and tid >= NPU_TID_BASE else tid)
-            if pid in native:
-                row, device = f"{ev.process_names[pid].strip()} PE {pe}", f"npu:{native[pid].group(1)}"
-            else:
-                row, device = f"NPU {pe}", f"npu:{pe}"
-            devices.add(device)
-            npu_row_names.add(ev.thread_names.get((pid, tid), row))
-            begin = begin_n[j] if begin_n[j] != NO_NUMBER else args.get("begin_cycle")
-            finish_ = end_n[j] if end_n[j] != NO_NUMBER else args.get("end_cycle")
-            if type(begin) is int and type(finish_) is int:
-                cycle_spans, total_cycles, total_ns = cycle_spans + 1, total_cycles + finish_ - begin, total_ns + dur[j]
-            suffix, engine_kind, slice_kind = _LANES.get(name, (" operators", EngineKind.OTHER, SliceKind.COMPUTE))
-            nbytes = bytes_n[j] if bytes_n[j] != NO_NUMBER else args.get("bytes", size_n[j] if size_n[j] != NO_NUMBER else args.get("size"))
-            nbytes = nbytes if type(nbytes) is int and 0 <= nbytes < 2**63 else -1
-            lane.append((f"{row}{suffix}", engine_kind.value, slice_kind.value, name, start[j], dur[j], corr, nbytes))
-            if slice_kind is SliceKind.TRANSFER:
-                direction = Direction.H2D if name == "Load" else Direction.D2H
-                if nbytes < 0:
-                    missing.add("transfer bytes (Load/Store spans carry no size)")
-                h2d = direction is Direction.H2D
-                moved.append((direction.value, max(nbytes, 0), "cpu" if h2d else device, device if h2d else "cpu", start[j], dur[j]))
-        slices.add(len(lane), **dict(zip(("engine", "engine_kind", "kind", "name", "start", "dur", "correlation", "bytes"),
-                                         zip(*lane, strict=True) if lane else [()] * 8, strict=True)))  # fmt: skip
-        transfers.add(len(moved), **dict(zip(("direction", "bytes", "src_device", "dst_device", "start_ns", "dur_ns"),
-                                             zip(*moved, strict=True) if moved else [()] * 6, strict=True)))  # fmt: skip
-        signals.add(len(moved), kind=[Direction(m[0]).signal.value for m in moved], reason=[_REASON[m[0]] for m in moved],
-                    op_name=[_REASON[m[0]] for m in moved], bytes=[m[1] for m in moved], time_ns=[m[4] for m in moved])  # fmt: skip
-    info = b.run_info
-    info.devices = ["cpu", *sorted(devices, key=lambda d: (len(d), d))]
-    info.missing_signals = sorted(missing | {"operator records and host signals (a runtime profile has no dispatcher events)"})
-    info.extra = {"npu_rows": sorted(npu_row_names), "events": ev.events}
-    if cycle_spans:
-        info.extra["npu_cycles"] = {"spans": cycle_spans, "cycles": total_cycles,
-                                    "cycles_per_us": round(total_cycles * 1000 / total_ns, 3) if total_ns else None}  # fmt: skip
-    ev.close()
-    tables = {name: rows.slices() for name, rows in (("engine_slices", slices), ("transfers", transfers), ("signals", signals))
-              if len(rows)}  # fmt: skip
-    return finish(b.build(), tables, sliced=sliced)
+    t0, _ = run_extent(ev)
+    order = np.lexsort((np.arange(n), -col["dur"], col["start"]))  # by start, the longest first
+    col = {c: v[order] for c, v in col.items()}
+    number = {k: ev.numbers[k].read(0, n)[order] for k in _ARGS}
+    npu = npu[order]
+    arg_codes, arg_at = np.unique(col["args"], return_inverse=True)
+    arg_at = arg_at.reshape(-1)
+    args = [vals[c] if c >= 0 else {} for c in arg_codes.tolist()]  # per distinct args: what is left after `number`
+
+    execution = number["execution_index"]  # an index that is no int64 stays in the args: no index
+    correlation = np.where(execution >= 0, execution, NONE)
+    out = EventColumns()
+
+    def part(rows: np.ndarray) -> dict[str, np.ndarray]:
+        return {c: v[rows] for c, v in col.items()}
+
+    # host spans: on lanes named after their thread, else "host <cat>" / "host thread <tid>"
+    rows = np.flatnonzero(~npu)
+    keys, at = np.unique(np.stack([col["pid"][rows], col["tid"][rows], col["cat"][rows]]), axis=1, return_inverse=True)
+    names = [ev.thread_names.get((vals[p], vals[t])) or (f"host {vals[c]}" if vals[c] else f"host thread {vals[t]}")
+             for p, t, c in keys.T.tolist()]  # fmt: skip
+    add_spans(out, EventKind.SPAN, vals, part(rows), t0, correlation=correlation[rows],
+              texts={"lane": (names, at.reshape(-1)), "engine_kind": ([EngineKind.DISPATCH.value], np.zeros(len(rows), np.int64))})
+    # NPU spans: their PE's row and device, by (pid, tid, args, pe_index)
+    rows = np.flatnonzero(npu)
+    pe = number["pe_index"][rows]
+    keys, at = np.unique(np.stack([col["pid"][rows], col["tid"][rows], arg_at[rows], pe]), axis=1, return_inverse=True)
+    at = at.reshape(-1)
+    places = [_place(ev, native, vals[p], vals[t], args[a], v) for p, t, a, v in keys.T.tolist()]
+    devices = sorted({device for _, device, _ in places}, key=lambda d: (len(d), d))
+    device = np.array([devices.index(d) for _, d, _ in places], dtype=np.int64)[at]
+    nbytes = np.where(number["bytes"] != NONE, number["bytes"],
+                      np.array([-1 if "bytes" in a else NONE for a in args] or [NONE], dtype=np.int64)[arg_at])
+    nbytes = np.where(nbytes == NONE, number["size"], nbytes)[rows]  # an args value that is no int64: no size
+    nbytes = np.where(nbytes >= 0, nbytes, NONE)
+    what = np.array([list(_SPANS).index(v) if type(v) is str and v in _SPANS else len(_SPANS) for v in vals] or [0])
+    what = what[col["name"][rows]]
+    kinds, suffixes, engine_kinds, copy_kinds = zip(*_SPANS.values(), _OPERATOR, strict=True)
+    copy_kind = np.array([NONE if k is None else k for k in copy_kinds], dtype=np.int64)[what]
+    nbytes = np.where(copy_kind != NONE, nbytes, NONE)  # a copy's size (device work's own is not read)
+    missing = {"operator records and host signals (a runtime profile has no dispatcher events)"}
+    if ((copy_kind != NONE) & (nbytes == NONE)).any():
+        missing.add(NO_BYTES)
+    lanes = [f"{row}{suffix}" for row, _, _ in places for suffix in suffixes]  # per (place, what)
+    add_spans(out, np.array([KIND_CODES[k] for k in kinds])[what], vals, part(rows), t0, correlation=correlation[rows],
+              device=device, copy_kind=copy_kind, bytes=nbytes,
+              texts={"lane": (lanes, at * len(suffixes) + what), "engine_kind": ([k.value for k in engine_kinds], what)})  # fmt: skip
+    info = RunInfo(source=Source.CONVERTED, producer="portscope convert", converted_from=FORMAT,
+                   devices=["cpu", *devices], missing_signals=sorted(missing),
+                   extra={"npu_rows": sorted({name for _, _, name in places}), "events": ev.events})  # fmt: skip
+    cycles = _cycles(number, args, arg_at, col["dur"], rows)
+    if cycles["spans"]:
+        info.extra["npu_cycles"] = cycles
+    return Translated(out, info, root_name=path.name.split(".")[0], root_device="npu", device_names=dict(enumerate(devices)))
 
 
-__all__ = ["FORMAT", "read_furiosa_trace", "sniff"]
+def _place(ev: ChromeEvents, native: dict[Any, re.Match], pid: Any, tid: Any, args: dict, pe: int) -> tuple[str, str, str]:
+    """(row, device, NPU row name) of an NPU span: its PE from its pe_index (else the tid past NPU_TID_BASE, else the
+    tid); a native device process names the row after itself and the device by its number."""
+    if pe == NONE:
+        pe = args.get("pe_index", tid - NPU_TID_BASE if type(tid) is int and tid >= NPU_TID_BASE else tid)
+    if pid in native:
+        row, device = f"{ev.process_names[pid].strip()} PE {pe}", f"npu:{native[pid].group(1)}"
+    else:
+        row, device = f"NPU {pe}", f"npu:{pe}"
+    return row, device, ev.thread_names.get((pid, tid), row)
+
+
+def _cycles(number: dict[str, np.ndarray], args: list[dict], arg_at: np.ndarray, dur: np.ndarray,
+            rows: np.ndarray) -> dict[str, Any]:  # fmt: skip
+    """The NPU spans with both ``begin_cycle`` and ``end_cycle`` ints: how many, their cycles, cycles per us."""
+    begin, end = number["begin_cycle"][rows], number["end_cycle"][rows]
+    both = (begin != NONE) & (end != NONE)
+    spans, cycles, ns = int(both.sum()), int((end[both] - begin[both]).sum()), int(dur[rows][both].sum())
+    big = np.array([any(type(a.get(k)) is int for k in ("begin_cycle", "end_cycle")) for a in args] or [False])
+    for r in rows[~both & big[arg_at[rows]]].tolist():  # ints past int64 stay in the args
+        a = args[arg_at[r]]
+        b = int(number["begin_cycle"][r]) if number["begin_cycle"][r] != NONE else a.get("begin_cycle")
+        e = int(number["end_cycle"][r]) if number["end_cycle"][r] != NONE else a.get("end_cycle")
+        if type(b) is int and type(e) is int:
+            spans, cycles, ns = spans + 1, cycles + e - b, ns + int(dur[r])
+    return {"spans": spans, "cycles": cycles, "cycles_per_us": round(cycles * 1000 / ns, 3) if ns else None}
+
+
+__all__ = ["FORMAT", "NPU_TID_BASE", "read_furiosa_trace", "sniff", "translate"]

@@ -1,4 +1,4 @@
-"""Mobilint qbruntime core trace (``npu_core_trace.json``) -> Trace.
+"""Mobilint qbruntime core trace (``npu_core_trace.json``) -> events (`events.EventColumns`) -> Trace.
 
 What qbruntime writes: a bare JSON array of ``B``/``E`` pairs ``{"name", "cat": "", "ph", "pid",
 "tid", "ts"}`` with ``ts`` in integer microseconds and no metadata events. The main thread runs
@@ -7,44 +7,49 @@ data``; a worker thread per core runs ``lock core``, ``copy to npu``, ``write de
 rmem``, ``copy npu binary``, ``run npu``, ``wait core``, ``unlock core``, ``copy from npu``,
 ``read device``. The device's compute shows only as ``wait core`` (the host waiting for the core).
 
-Lanes: ``host`` (the thread that runs ``infer``), ``core worker <tid>`` (other threads), plus the
-device-facing spans drawn apart: ``NPU h2d`` (``copy to npu``, ``write device``, ``copy npu binary``),
-``NPU d2h`` (``copy from npu``, ``read device``) and ``NPU core`` (``run npu``, ``wait core``).
-Copies to and from the NPU are transfers (no byte counts in the trace); ``wait core`` is a sync.
+Events: the spans of the thread that runs ``infer`` are SPAN events on the ``host`` lane (engine kind host),
+those of other threads SPAN events on ``core worker <tid>`` (dispatch: they drive the cores); the device-facing
+spans are drawn apart: ``copy to npu`` and ``copy npu binary`` are copies to the NPU (COPY, HtoD, lane ``NPU
+h2d``), ``copy from npu`` a copy from it (COPY, DtoH, ``NPU d2h``), the spans nested in them (``write device``,
+``read device``) SPAN events on the same lanes; ``run npu`` is device work (KERNEL) and ``wait core`` the host
+waiting for the core (WAIT), both on ``NPU core``. The trace has no byte counts. `assemble` and its rules make the
+transfers and the sync.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from ..builder import TraceBuilder
-from ..catalog import Cause
+from ..assemble import assemble
 from ..errors import TraceFormatError
-from ..schema import Direction, EngineKind, Mode, SignalKind, SliceKind
+from ..events import KIND_CODES, NONE, EventColumns, EventKind, Translated
+from ..schema import EngineKind
 from ..trace import Trace
-from ._chrome_events import ChromeEvents, blocks, collect, lane_keys
-from ._chrome_slices import finish
-from ._disk_rows import DiskRows
+from ._chrome_events import ChromeEvents, collect
 from ._source import DEFAULT_CAPS, SizeCaps
-from .chrome_generic import Lane, base_info, run_extent, sorted_lanes
+from .chrome_generic import add_spans, base_info, run_extent
 
 FORMAT = "mobilint-trace"
-_ROWS = 1 << 16  # spans turned into rows at a time (Python objects per span live that long)
 MAIN_SPANS = frozenset({"infer", "acquire output data", "convert to buffer", "convert from buffer", "reposition data"})
 WORKER_SPANS = frozenset({"lock core", "copy to npu", "write device", "init rmem", "copy npu binary", "run npu",
                           "wait core", "unlock core", "copy from npu", "read device"})  # fmt: skip
 H2D = frozenset({"copy to npu", "write device", "copy npu binary"})
 D2H = frozenset({"copy from npu", "read device"})
 CORE = frozenset({"run npu", "wait core"})
-# The outermost copy of each direction is the transfer; the spans nested in it are its parts.
-_TRANSFER_SPANS = {"copy to npu": Direction.H2D, "copy npu binary": Direction.H2D, "copy from npu": Direction.D2H}
-_LANES = {**dict.fromkeys(H2D, Lane("NPU h2d", EngineKind.DMA_H2D, SliceKind.TRANSFER)),
-          **dict.fromkeys(D2H, Lane("NPU d2h", EngineKind.DMA_D2H, SliceKind.TRANSFER)),
-          "run npu": Lane("NPU core", EngineKind.STREAM, SliceKind.COMPUTE),
-          "wait core": Lane("NPU core", EngineKind.STREAM, SliceKind.SYNC)}  # fmt: skip
+# the device-facing spans: (event, lane, engine kind, copy kind). The outermost copy of each direction is the copy;
+# the spans nested in it are its parts, drawn on its lane.
+_DEVICE = {"copy to npu": (EventKind.COPY, "NPU h2d", EngineKind.DMA_H2D, 1),
+           "copy npu binary": (EventKind.COPY, "NPU h2d", EngineKind.DMA_H2D, 1),
+           "write device": (EventKind.SPAN, "NPU h2d", EngineKind.DMA_H2D, None),
+           "copy from npu": (EventKind.COPY, "NPU d2h", EngineKind.DMA_D2H, 2),
+           "read device": (EventKind.SPAN, "NPU d2h", EngineKind.DMA_D2H, None),
+           "run npu": (EventKind.KERNEL, "NPU core", EngineKind.STREAM, None),
+           "wait core": (EventKind.WAIT, "NPU core", EngineKind.STREAM, None)}  # fmt: skip
+_MISSING = ["transfer bytes (the core trace has no sizes)",
+            "operators and dispatch/cpu_fallback (a runtime trace has no dispatcher events)",
+            "device compute time (shown only as 'wait core': the host waiting for the core)"]  # fmt: skip
 
 
 def sniff(text: str) -> bool:
@@ -58,83 +63,59 @@ def sniff(text: str) -> bool:
 def read_mobilint_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool = False) -> Trace:
     """Convert a qbruntime core trace into host and NPU lanes, transfers and waits.
 
-    Spans are read a block at a time and their rows kept on disk (`DiskRows`): nothing per span is held.
-    sliced: give the engine slices, transfers and signals as slices, made as they are written (`Trace.slices`)."""
+    sliced: accepted for callers of the earlier bounded-memory path; there is one path."""
+    del sliced
     path = Path(path)
     ev = collect(path, caps=caps)
-    if not len(ev):
+    try:
+        translated = translate(path, ev)
+    finally:
+        ev.close()
+    return assemble(translated)
+
+
+def translate(path: Path, ev: ChromeEvents) -> Translated:
+    """The events of one collected core trace in the one event model."""
+    n = len(ev)
+    if not n:
         raise TraceFormatError(path, f"no B/E span pairs among {ev.events} events: nothing to convert")
     vals = ev.values.values
+    col = {c: ev.read(c, 0, n) for c in ("start", "dur", "name", "pid", "tid")}
     text = [v if type(v) is str else "" for v in vals]
-    known = np.array([t in MAIN_SPANS or t in WORKER_SPANS for t in text], dtype=bool)
-    device_lanes = list({lane.engine: lane for lane in _LANES.values()}.values())
-    device_lane = np.array([next((n for n, d in enumerate(device_lanes) if t in _LANES and _LANES[t].engine == d.engine), -1)
-                            for t in text], dtype=np.int8)  # fmt: skip
-    counts = np.zeros(len(vals), dtype=np.int64)
-    infer = ev.values.codes.get("infer", -1)
-    infer_keys: set[int] = set()
-    for lo, hi in blocks(len(ev)):
-        names = ev.read("name", lo, hi)
-        counts += np.bincount(names[known[names]], minlength=len(vals))
-        infer_keys.update(np.unique(lane_keys(ev, lo, hi)[names == infer]).tolist())
+    counts = np.bincount(col["name"], minlength=len(vals))
+    counts[[t not in MAIN_SPANS and t not in WORKER_SPANS for t in text]] = 0
     if not counts.any():
-        raise TraceFormatError(path, f"none of the {len(ev)} spans has a qbruntime span name (infer, run npu, wait core...)")
-    t0, end = run_extent(ev)
-    infer_threads = {(vals[k >> 32], vals[k & 0xFFFFFFFF]) for k in infer_keys}
+        raise TraceFormatError(path, f"none of the {n} spans has a qbruntime span name (infer, run npu, wait core...)")
+    t0, _ = run_extent(ev)
+    out = EventColumns()
+    device = np.array([_DEVICE.get(t, (None,))[0] is not None for t in text], dtype=bool)[col["name"]]
 
-    def lane_of(pid: Any, tid: Any) -> Lane:
-        if (pid, tid) in infer_threads:
-            return Lane("host", EngineKind.HOST, SliceKind.COMPUTE)
-        return Lane(f"core worker {tid}", EngineKind.HOST, SliceKind.DISPATCH)
+    def part(rows: np.ndarray) -> dict[str, np.ndarray]:
+        return {c: v[rows] for c, v in col.items()}
 
-    lanes = {(p << 32) | t: lane for (p, t), lane in sorted_lanes(ev, lane_of).items()}
-    info = base_info(ev, FORMAT, ["transfer bytes (the core trace has no sizes)",
-                                  "operators and dispatch/cpu_fallback (a runtime trace has no dispatcher events)",
-                                  "device compute time (shown only as 'wait core': the host waiting for the core)"])  # fmt: skip
+    # host spans: the thread that runs infer is the host; the others drive the cores
+    rows = np.flatnonzero(~device)
+    thread = (col["pid"][rows].astype(np.int64) << 32) | col["tid"][rows]
+    infer = ev.values.codes.get("infer", -1)
+    hosts = np.unique(thread[col["name"][rows] == infer])
+    keys, at = np.unique(thread, return_inverse=True)
+    at = at.reshape(-1).astype(np.int64)
+    lanes = [("host", EngineKind.HOST.value) if k in hosts else (f"core worker {vals[k & 0xFFFFFFFF]}", EngineKind.DISPATCH.value)
+             for k in keys.tolist()]  # fmt: skip
+    add_spans(out, EventKind.SPAN, vals, part(rows), t0, texts={"lane": ([lane for lane, _ in lanes], at),
+                                                                "engine_kind": ([kind for _, kind in lanes], at)})  # fmt: skip
+    # the device-facing spans on their lanes, in the file's order (their transfers in that order)
+    rows = np.flatnonzero(device)
+    what = np.array([list(_DEVICE).index(t) if t in _DEVICE else 0 for t in text], dtype=np.int64)[col["name"][rows]]
+    kinds, lanes, engine_kinds, copy_kinds = zip(*_DEVICE.values(), strict=True)
+    copy_kind = np.array([NONE if k is None else k for k in copy_kinds], dtype=np.int64)[what]
+    add_spans(out, np.array([KIND_CODES[k] for k in kinds])[what], vals, part(rows), t0, copy_kind=copy_kind,
+              device=np.zeros(len(rows), dtype=np.int64),
+              texts={"lane": (list(lanes), what), "engine_kind": ([k.value for k in engine_kinds], what)})  # fmt: skip
+    info = base_info(ev, FORMAT, list(_MISSING))
     info.devices = ["cpu", "npu:0"]
-    b = TraceBuilder(info)
-    rid = b.add_region(path.name.split(".")[0], dur_ns=end - t0, mode=Mode.UNKNOWN, device="npu:0")
-    slices = DiskRows("engine_slices", numbers={"start": "q", "dur": "q"}, texts=("engine", "engine_kind", "kind", "name"),
-                      fixed={"region_id": rid})  # fmt: skip
-    transfers = DiskRows("transfers", numbers={"start_ns": "q", "dur_ns": "q"}, texts=("direction", "src_device", "dst_device"),
-                         fixed={"region_id": rid, "bytes": 0, "cause": "explicit"})  # fmt: skip
-    signals = DiskRows("signals", numbers={"time_ns": "q"}, texts=("kind", "reason", "op_name"),
-                       fixed={"region_id": rid, "count": 1, "bytes": 0})  # fmt: skip
-    for part in range(-1, len(device_lanes)):  # the host spans on their threads' lanes, then each device lane's spans
-        for lo, hi in blocks(len(ev), _ROWS):
-            idx = lo + np.flatnonzero(device_lane[ev.read("name", lo, hi)] == part)
-            names = [text[c] for c in ev.gather("name", idx).tolist()]
-            if part < 0:
-                on = [lanes[k] for k in _lane_keys(ev, idx).tolist()]
-                engine, ekind, kind = [x.engine for x in on], [x.engine_kind.value for x in on], [x.slice_kind.value for x in on]
-            else:
-                engine, ekind = device_lanes[part].engine, device_lanes[part].engine_kind
-                kind = [_LANES[n].slice_kind.value for n in names]
-            slices.add(len(idx), engine=engine, engine_kind=ekind, kind=kind, name=names,
-                       start=ev.gather("start", idx) - t0, dur=ev.gather("dur", idx))  # fmt: skip
-    for lo, hi in blocks(len(ev), _ROWS):
-        names = [text[c] for c in ev.read("name", lo, hi).tolist()]
-        picked = [j for j, n in enumerate(names) if n in _TRANSFER_SPANS or n == "wait core"]
-        when = (ev.read("start", lo, hi) - t0)[picked].tolist()
-        moved = [(j, _TRANSFER_SPANS[names[j]]) for j in picked if names[j] in _TRANSFER_SPANS]
-        h2d = [d is Direction.H2D for _, d in moved]
-        transfers.add(len(moved), direction=[d.value for _, d in moved], src_device=["cpu" if h else "npu:0" for h in h2d],
-                      dst_device=["npu:0" if h else "cpu" for h in h2d], start_ns=(ev.read("start", lo, hi) - t0)[[j for j, _ in moved]],
-                      dur_ns=ev.read("dur", lo, hi)[[j for j, _ in moved]])  # fmt: skip
-        direction = [_TRANSFER_SPANS.get(names[j]) for j in picked]  # None: a wait
-        signals.add(len(picked), kind=[SignalKind.SYNC.value if d is None else d.signal.value for d in direction],
-                    reason=[Cause.SYNC_CALL.value if d is None else Cause.EXPLICIT_COPY.value for d in direction],
-                    op_name=[names[j] for j in picked], time_ns=when)  # fmt: skip
-    b.run_info.extra["spans_by_name"] = dict(sorted((text[c], int(counts[c])) for c in np.flatnonzero(counts).tolist()))
-    ev.close()
-    tables = {name: rows.slices() for name, rows in (("engine_slices", slices), ("transfers", transfers), ("signals", signals))
-              if len(rows)}  # fmt: skip
-    return finish(b.build(), tables, sliced=sliced)
+    info.extra["spans_by_name"] = dict(sorted((text[c], int(counts[c])) for c in np.flatnonzero(counts).tolist()))
+    return Translated(out, info, root_name=path.name.split(".")[0], root_device="npu:0", device_names={0: "npu:0"})
 
 
-def _lane_keys(ev: ChromeEvents, idx: np.ndarray) -> np.ndarray:
-    """(pid code << 32 | tid code) of the spans `idx`."""
-    return (ev.gather("pid", idx).astype(np.int64) << 32) | ev.gather("tid", idx)
-
-
-__all__ = ["FORMAT", "read_mobilint_trace", "sniff"]
+__all__ = ["CORE", "D2H", "FORMAT", "H2D", "MAIN_SPANS", "WORKER_SPANS", "read_mobilint_trace", "sniff", "translate"]

@@ -15,13 +15,12 @@ from pathlib import Path
 
 from portscope.ingest.errors import TraceFormatError
 
-# (module, knob, tiny value): a knob that a module no longer has is skipped (the readers change)
+# (module, knob, tiny value): a module or knob that is gone is an error (drop it here when a reader drops it)
 TINY_KNOBS = (
     ("portscope.ingest.readers._chrome_slices", "SLICE_ROWS", 3),
     ("portscope.ingest.readers._chrome_events", "HOLD_ROWS", 4),
     ("portscope.ingest.readers._chrome_bind", "BUCKET_ROWS", 4),
     ("portscope.ingest.readers._chrome_bind", "RANGE_ROWS", 4),
-    ("portscope.ingest.readers._disk_rows", "SPILL_HOLD", 2),
     ("portscope.ingest.readers._kineto_ops", "SPILL_ROWS", 3),
     ("portscope.ingest.readers._kineto_rows", "SPILL_ROWS", 3),
     ("portscope.ingest.readers._kernel_columns", "_HOLD", 4),
@@ -39,17 +38,16 @@ class SlicedMismatch(AssertionError):
 
 @contextlib.contextmanager
 def tiny_knobs() -> Iterator[None]:
-    """Every knob of TINY_KNOBS set to its tiny value inside the block, restored after."""
+    """Every knob of TINY_KNOBS set to its tiny value inside the block, restored after; a knob its module no longer
+    has raises AttributeError (a check that silently sets nothing would compare nothing)."""
     saved = []
     try:
         for module_name, knob, value in TINY_KNOBS:
-            try:
-                module = importlib.import_module(module_name)
-            except ImportError:
-                continue
-            if hasattr(module, knob):
-                saved.append((module, knob, getattr(module, knob)))
-                setattr(module, knob, value)
+            module = importlib.import_module(module_name)
+            if not hasattr(module, knob):
+                raise AttributeError(f"{module_name} has no knob {knob}: drop it from TINY_KNOBS")
+            saved.append((module, knob, getattr(module, knob)))
+            setattr(module, knob, value)
         yield
     finally:
         for module, knob, value in reversed(saved):

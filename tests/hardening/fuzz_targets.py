@@ -96,7 +96,7 @@ def _read_target(path: Path) -> object:
     return load_target(path)
 
 
-SLICED_FORMATS = ("ascend-trace", "ascend-kernels", "chrome")  # of issue 16's readers, those that convert sliced
+SLICED_FORMATS = ("ascend-trace", "ascend-kernels")  # of issue 16's readers, those that convert sliced
 
 
 @dataclasses.dataclass(frozen=True)

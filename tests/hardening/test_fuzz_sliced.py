@@ -16,7 +16,7 @@ SLICED = sorted(name for name, r in READERS.items() if r.sliced is not None)
 
 
 def test_the_readers_that_slice_are_checked() -> None:
-    assert SLICED == ["ascend-kernels", "ascend-trace", "chrome", "detect", "kineto", "npu-kineto"]
+    assert SLICED == ["ascend-kernels", "ascend-trace", "detect", "kineto", "npu-kineto"]
 
 
 @pytest.mark.parametrize("reader", SLICED)
@@ -32,6 +32,13 @@ def test_tiny_knobs_are_set_inside_and_restored() -> None:
     with _sliced.tiny_knobs():
         assert (_chrome_slices.SLICE_ROWS, _kernel_order.RUN_ROWS) == (3, 3)
     assert (_chrome_slices.SLICE_ROWS, _kernel_order.RUN_ROWS) == (1 << 20, 1 << 20)
+
+
+def test_a_knob_that_is_gone_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_sliced, "TINY_KNOBS", (*_sliced.TINY_KNOBS[:2], ("portscope.ingest.readers._kernel_order", "GONE_ROWS", 3)))
+    with pytest.raises(AttributeError, match="_kernel_order has no knob GONE_ROWS"), _sliced.tiny_knobs():
+        pass
+    assert _chrome_slices.SLICE_ROWS == 1 << 20  # the knobs set before it are restored
 
 
 def test_a_lost_row_is_a_mismatch(tmp_path: Path) -> None:

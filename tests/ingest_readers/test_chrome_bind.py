@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portscope.ingest.readers import _chrome_bind, _chrome_events, _chrome_slices
-from portscope.ingest.readers._chrome_bind import Scatter, bind_flows, bind_points
+from portscope.ingest.readers import _chrome_bind, _chrome_events
+from portscope.ingest.readers._chrome_bind import Scatter, bind, bind_flows
 from portscope.ingest.readers._chrome_events import collect
 from portscope.ingest.readers.ascend_trace import read_ascend_trace
 from portscope.ingest.readers.chrome_generic import read_chrome
@@ -70,7 +70,6 @@ def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_chrome_bind, "SAMPLE_ROWS", 4)
     monkeypatch.setattr(_chrome_bind, "RANGE_ROWS", 3)
     monkeypatch.setattr(_chrome_bind, "SPILL_HOLD", 1)
-    monkeypatch.setattr(_chrome_slices, "SLICE_ROWS", 2)
 
 
 def _trace(tmp_path: Path) -> Path:
@@ -103,29 +102,20 @@ def test_buckets_split_the_spans(tmp_path: Path, tiny: None, monkeypatch: pytest
     assert min(seen) >= 4  # 11 spans on the points' threads, 2 a bucket: several buckets (sample quantiles may merge some)
 
 
-def test_strict_points_bind_only_to_an_enclosing_span(tmp_path: Path, tiny: None) -> None:
+def test_enclosing_points_no_span_covers_bind_to_the_next(tmp_path: Path, tiny: None) -> None:
     ev = collect(_trace(tmp_path))
-    pid, tid = ev.values.codes[1], ev.values.codes[1]  # pid 1, tid 1 share the code of the value 1
+    code = ev.values.codes[1]  # pid 1, tid 1 share the code of the value 1
     ts = np.array([47_000, 100_500, 72_000, 200_000], dtype=np.int64)
-    ones = np.ones(4, dtype=np.int8)
-    codes = np.full(4, pid, dtype=np.int32)
-    assert bind_points(ev, codes, np.full(4, tid, dtype=np.int32), ts, ones, strict=True).tolist() == [0, -1, 6, -1]
-    assert bind_points(ev, codes, np.full(4, tid, dtype=np.int32), ts, ones).tolist() == [0, 7, 6, -1]  # 100.5: the next, H
+    threads = np.full(4, code, dtype=np.int32)
+    bound = bind(ev, 4, lambda lo, hi: (threads[lo:hi], threads[lo:hi], ts[lo:hi], np.ones(hi - lo, dtype=np.int8)))
+    assert bound.read(0, 4).tolist() == [0, 7, 6, -1]  # 100.5 us: inside no span, the next one (H); 200 us: none after
 
 
 def test_generic_trace_correlations_with_tiny_buckets(tmp_path: Path, tiny: None) -> None:
-    trace = read_chrome(_trace(tmp_path), sliced=True)
-    rows = [b.to_pylist() for b in trace.slices["engine_slices"].batches()]
-    got = {r["name"]: r["correlation"] for batch in rows for r in batch}
+    trace = read_chrome(_trace(tmp_path))
+    got = {r["name"]: r["correlation"] for r in trace["engine_slices"].to_pylist()}
     # per span the id of the last flow in the file bound to it: A gets 2 then 5 (5 wins), H 3, G 4, E 1, K 6, M 9, L 10
     assert got == {"A": 5, "B": None, "C": None, "D": None, "E": 1, "F": None, "G": 4, "H": 3, "K": 6, "L": 10, "M": 9}
-
-
-def test_scatter_assembles_in_index_order_and_keeps_the_highest_order() -> None:
-    scatter = Scatter(7, ordered=True)
-    scatter.put(np.array([5, 0, 5]), np.array([50, 10, 51]), np.array([3, 0, 1]))
-    scatter.put(np.array([5, 2]), np.array([52, 20]), np.array([2, 4]))
-    assert scatter.column(hold=2).read(0, 7).tolist() == [10, -1, 20, -1, -1, 50, -1]  # order 3 beats 2 and 1
 
 
 def test_scatter_over_ranges(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,5 +1,5 @@
 """Flow events v2 (Chrome's JSON: a slice names its flow with ``"bind_id"`` and ``"flow_out"`` / ``"flow_in"``):
-read as flows between the slices that carry them, whole and sliced. Inputs and expected rows written by hand."""
+read as flows between the slices that carry them. Inputs and expected rows written by hand."""
 
 from __future__ import annotations
 
@@ -7,9 +7,6 @@ import hashlib
 import json
 from pathlib import Path
 
-import pytest
-
-from portscope.ingest.readers import _chrome_slices
 from portscope.ingest.readers.chrome_generic import read_chrome
 
 # a string flow id's correlation: 2^62 plus the top 62 bits of the little-endian 64-bit BLAKE2b of "s" + its UTF-8
@@ -30,12 +27,10 @@ EVENTS = [
 ]
 
 
-@pytest.mark.parametrize("sliced", [False, True])
-def test_bound_flows_link_the_slices_that_name_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sliced: bool) -> None:
+def test_bound_flows_link_the_slices_that_name_them(tmp_path: Path) -> None:
     path = tmp_path / "chrome_v2.json"
     path.write_text(json.dumps({"traceEvents": EVENTS}))
-    monkeypatch.setattr(_chrome_slices, "SLICE_ROWS", 3)
-    trace = read_chrome(path, sliced=sliced)
+    trace = read_chrome(path)
     rows = [(r["name"], r["start"], r["correlation"]) for r in trace["engine_slices"].to_pylist()]
     assert sorted(rows, key=lambda r: (r[1], r[0])) == [  # t0 = 100 us
         ("Send", 0, HEX1),  # out

@@ -1,13 +1,12 @@
-"""Bounded-memory conversion of generic Chrome traces and torch_npu tables: tables made slice by slice (issue 19).
+"""Bounded-memory conversion of torch_npu kernel tables: tables made slice by slice (issue 19).
 
 The inputs are written here by hand; the expected rows are worked out by hand from them (times in ns
-from the earliest span or instant; flows bound by Chrome's rules). With slices of 2 rows the sliced
-path writes several record batches per table: the file must hold the same tables as the whole path.
+from the earliest kernel). With slices of 2 rows the sliced path writes several record batches per
+table: the file must hold the same tables as the whole path.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,7 +16,6 @@ from portscope.ingest import read_trace, write_trace
 from portscope.ingest.errors import TraceFormatError
 from portscope.ingest.readers import _chrome_slices, _kernel_columns
 from portscope.ingest.readers.ascend_csv import read_kernel_details
-from portscope.ingest.readers.chrome_generic import read_chrome
 from portscope.ingest.trace import Trace
 
 TABLES = ("ops", "signals", "compiles", "engine_slices", "regions")
@@ -36,42 +34,6 @@ def _same_files(whole: Trace, sliced: Trace, tmp_path: Path) -> Trace:
     for name in TABLES:
         assert _plain(a[name]) == _plain(b[name]), name
     return b
-
-
-GENERIC = {
-    "traceEvents": [
-        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "Browser"}},
-        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 10, "args": {"name": "Main"}},
-        {"ph": "M", "name": "process_sort_index", "pid": 2, "tid": 0, "args": {"sort_index": -1}},
-        {"ph": "X", "name": "A", "cat": "c", "pid": 1, "tid": 10, "ts": 100, "dur": 50},
-        {"ph": "X", "name": "B", "cat": "c", "pid": 1, "tid": 10, "ts": 110, "dur": 10},
-        {"ph": "B", "name": "C", "cat": "c", "pid": 2, "tid": 20, "ts": 105},
-        {"ph": "s", "name": "f", "cat": "c", "id": 5, "pid": 2, "tid": 20, "ts": 90},  # before every span of its thread
-        {"ph": "f", "name": "f", "cat": "c", "id": 5, "pid": 1, "tid": 10, "ts": 115, "bp": "e"},  # inside B (inside A)
-        {"ph": "i", "name": "Mark", "cat": "c", "pid": 1, "tid": 10, "ts": 160, "s": "t"},
-        {"ph": "E", "pid": 2, "tid": 20, "ts": 130.5},
-    ]
-}
-
-
-def test_generic_chrome_sliced_equals_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "generic.json"
-    path.write_text(json.dumps(GENERIC))
-    monkeypatch.setattr(_chrome_slices, "SLICE_ROWS", 2)
-    whole, sliced = read_chrome(path), read_chrome(path, sliced=True)
-    assert list(sliced.slices) == ["engine_slices"] and sliced.num_rows("engine_slices") == 4
-    assert [b.num_rows for b in sliced.slices["engine_slices"].batches()] == [1, 2, 1]  # instants, then spans by 2
-    got = _same_files(whole, sliced, tmp_path)
-    rows = [(s["engine"], s["name"], s["start"], s["dur"], s["kind"], s["correlation"]) for s in _plain(got["engine_slices"])]
-    assert rows == [  # t0 = 100 us (A); instants first, then spans in the order they closed
-        ("Browser / Main", "Mark", 60_000, 0, "annotation", None),
-        ("Browser / Main", "A", 0, 50_000, "compute", None),
-        ("Browser / Main", "B", 10_000, 10_000, "compute", 5),  # the flow's end: the innermost span open at 115
-        ("pid 2 / tid 20", "C", 5_000, 25_500, "compute", 5),  # its start at 90: the first span after it
-    ]
-    engine = got["engine_slices"].column("engine").chunk(0).dictionary.to_pylist()
-    assert sorted(engine) == ["Browser / Main", "pid 2 / tid 20"]
-    assert got["regions"].to_pylist()[0]["dur_ns"] == 60_000
 
 
 KERNELS = (

@@ -205,6 +205,86 @@ def test_mobilint_unbalanced_pairs(tmp_path: Path) -> None:
         load_any(path)
 
 
+def _be(name: str, tid: int, begin: int, end: int) -> list[dict]:
+    return [{"name": name, "cat": "", "ph": "B", "pid": 1, "tid": tid, "ts": begin},
+            {"name": name, "cat": "", "ph": "E", "pid": 1, "tid": tid, "ts": end}]  # fmt: skip
+
+
+def test_mobilint_lanes_transfers_and_the_wait(tmp_path: Path) -> None:
+    events = sorted(
+        _be("infer", 1, 100, 200) + _be("convert to buffer", 1, 101, 105) + _be("lock core", 2, 106, 108)
+        + _be("copy to npu", 2, 110, 120) + _be("write device", 2, 111, 115) + _be("wait core", 2, 130, 150)
+        + _be("copy from npu", 2, 160, 170),
+        key=lambda e: (e["ts"], e["ph"] == "E"),
+    )
+    path = tmp_path / "npu_core_trace.json"
+    path.write_text(json.dumps(events))
+    trace = load_any(path)
+    rows = sorted((s["engine"], s["engine_kind"], s["kind"], s["name"], s["start"], s["dur"]) for s in trace["engine_slices"].to_pylist())
+    assert rows == [  # t0 = 100 us
+        ("NPU core", "stream", "sync", "wait core", 30_000, 20_000),
+        ("NPU d2h", "dma_d2h", "transfer", "copy from npu", 60_000, 10_000),
+        ("NPU h2d", "dma_h2d", "transfer", "copy to npu", 10_000, 10_000),
+        ("NPU h2d", "dma_h2d", "transfer", "write device", 11_000, 4_000),  # a part of the copy: no transfer of its own
+        ("core worker 2", "dispatch", "dispatch", "lock core", 6_000, 2_000),
+        ("host", "host", "compute", "convert to buffer", 1_000, 4_000),
+        ("host", "host", "compute", "infer", 0, 100_000),
+    ]
+    transfers = [(t["direction"], t["bytes"], t["src_device"], t["dst_device"], t["start_ns"], t["dur_ns"], t["cause"])
+                 for t in trace["transfers"].to_pylist()]  # fmt: skip
+    assert transfers == [("h2d", 0, "cpu", "npu:0", 10_000, 10_000, "explicit"), ("d2h", 0, "npu:0", "cpu", 60_000, 10_000, "explicit")]
+    signals = [(s["kind"], s["reason"], s["op_name"], s["time_ns"], s["count"]) for s in trace["signals"].to_pylist()]
+    assert signals == [("transfer/h2d", "copy to npu", "copy to npu", 10_000, 1), ("sync", "wait core", "wait core", 30_000, 1),
+                       ("transfer/d2h", "copy from npu", "copy from npu", 60_000, 1)]  # fmt: skip
+    assert [(r["name"], r["device"], r["dur_ns"]) for r in trace["regions"].to_pylist()] == [("npu_core_trace", "npu:0", 100_000)]
+    assert trace.run_info.extra["spans_by_name"] == {"convert to buffer": 1, "copy from npu": 1, "copy to npu": 1, "infer": 1,
+                                                     "lock core": 1, "wait core": 1, "write device": 1}  # fmt: skip
+
+
+def _x(name: str, pid: int, tid: int, ts: float, dur: float, args: dict, cat: str = "") -> dict:
+    return {"ph": "X", "name": name, "cat": cat, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def test_furiosa_lanes_copies_and_cycles(tmp_path: Path) -> None:
+    events = {"traceEvents": [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "runtime"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 10000000, "args": {"name": "NPU 0"}},
+        _x("Execution", 1, 10000000, 20, 30, {"pe_index": 0, "execution_index": 1}),
+        _x("submit", 1, 1, 10, 5, {"execution_index": 1}),
+        _x("Load", 1, 10000000, 15, 5, {"pe_index": 0, "execution_index": 1, "bytes": 4096}),
+        _x("MatMul", 1, 10000000, 20, 10, {"pe_index": 0, "execution_index": 1, "operator_index": 0}),
+        _x("Store", 1, 10000000, 50, 2, {"pe_index": 0, "execution_index": "x"}),  # no size; an index that is no int
+        _x("Load", 2, 5, 60, 1, {"pe_index": 3, "size": 128, "begin_cycle": 100, "end_cycle": 1100}, "NPU"),  # NPU by its cat
+        _x("Quantize", 2, 6, 5, 1, {}, "Nux"),
+    ]}  # fmt: skip
+    path = tmp_path / "furiosa.json"
+    path.write_text(json.dumps(events))
+    trace = load_any(path)
+    rows = [(s["engine"], s["engine_kind"], s["kind"], s["name"], s["start"], s["dur"], s["correlation"], s["bytes"])
+            for s in trace["engine_slices"].to_pylist()]  # fmt: skip
+    assert sorted(rows, key=lambda r: (r[4], -r[5])) == [  # by start, the longest first; t0 = 5 us
+        ("host Nux", "dispatch", "dispatch", "Quantize", 0, 1_000, None, None),
+        ("runtime", "dispatch", "dispatch", "submit", 5_000, 5_000, 1, None),
+        ("NPU 0 load", "dma_h2d", "transfer", "Load", 10_000, 5_000, 1, 4096),
+        ("NPU 0", "stream", "compute", "Execution", 15_000, 30_000, 1, None),
+        ("NPU 0 operators", "other", "compute", "MatMul", 15_000, 10_000, 1, None),
+        ("NPU 0 store", "dma_d2h", "transfer", "Store", 45_000, 2_000, None, None),
+        ("NPU 3 load", "dma_h2d", "transfer", "Load", 55_000, 1_000, None, 128),
+    ]
+    transfers = [(t["direction"], t["bytes"], t["src_device"], t["dst_device"], t["start_ns"], t["dur_ns"])
+                 for t in trace["transfers"].to_pylist()]  # fmt: skip
+    assert transfers == [("h2d", 4096, "cpu", "npu:0", 10_000, 5_000), ("d2h", 0, "npu:0", "cpu", 45_000, 2_000),
+                         ("h2d", 128, "cpu", "npu:3", 55_000, 1_000)]  # fmt: skip
+    signals = [(s["kind"], s["reason"], s["op_name"], s["bytes"], s["time_ns"]) for s in trace["signals"].to_pylist()]
+    assert signals == [("transfer/h2d", "Load", "Load", 4096, 10_000), ("transfer/d2h", "Store", "Store", 0, 45_000),
+                       ("transfer/h2d", "Load", "Load", 128, 55_000)]  # fmt: skip
+    assert [(r["name"], r["device"], r["dur_ns"]) for r in trace["regions"].to_pylist()] == [("furiosa", "npu", 56_000)]
+    assert trace.run_info.devices == ["cpu", "npu:0", "npu:3"]
+    assert trace.run_info.extra["npu_rows"] == ["NPU 0", "NPU 3"]
+    assert trace.run_info.extra["npu_cycles"] == {"spans": 1, "cycles": 1000, "cycles_per_us": 1000.0}
+    assert "transfer bytes (Load/Store spans carry no size)" in trace.run_info.missing_signals
+
+
 def test_furiosa_legacy_and_rngd() -> None:
     legacy = load_any(FIXTURES / "furiosa_legacy_trace.json")
     engines = {(s["engine"], s["name"]) for s in legacy["engine_slices"].to_pylist()}
@@ -235,6 +315,36 @@ def test_generic_chrome_lanes_and_what_it_cannot_provide() -> None:
     assert not trace["ops"].num_rows and not trace["signals"].num_rows
     missing = " ".join(trace.run_info.missing_signals)
     assert all(w in missing for w in ("operators", "cpu_fallback", "transfers and syncs", "compile"))
+
+
+def test_generic_chrome_flows_instants_and_the_root_named_after_the_file(tmp_path: Path) -> None:
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "Browser"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 10, "args": {"name": "Main"}},
+        {"ph": "M", "name": "process_sort_index", "pid": 2, "tid": 0, "args": {"sort_index": -1}},
+        {"ph": "X", "name": "A", "cat": "c", "pid": 1, "tid": 10, "ts": 100, "dur": 50},
+        {"ph": "X", "name": "B", "cat": "c", "pid": 1, "tid": 10, "ts": 110, "dur": 10},
+        {"ph": "B", "name": "C", "cat": "c", "pid": 2, "tid": 20, "ts": 105},
+        {"ph": "s", "name": "f", "cat": "c", "id": 5, "pid": 2, "tid": 20, "ts": 90},  # before every span of its thread
+        {"ph": "f", "name": "f", "cat": "c", "id": 5, "pid": 1, "tid": 10, "ts": 115, "bp": "e"},  # inside B (inside A)
+        {"ph": "i", "name": "Mark", "cat": "c", "pid": 1, "tid": 10, "ts": 160, "s": "t"},
+        {"ph": "E", "pid": 2, "tid": 20, "ts": 130.5},
+    ]
+    path = tmp_path / "generic.json"
+    path.write_text(json.dumps({"traceEvents": events, "traceName": "/tmp/recorder-1234/trace.json"}))
+    trace = load_any(path)
+    rows = [(s["engine"], s["engine_kind"], s["name"], s["start"], s["dur"], s["kind"], s["correlation"])
+            for s in trace["engine_slices"].to_pylist()]  # fmt: skip
+    assert rows == [  # t0 = 100 us (A); instants first, then spans in the order they closed
+        ("Browser / Main", "other", "Mark", 60_000, 0, "annotation", None),
+        ("Browser / Main", "other", "A", 0, 50_000, "compute", None),
+        ("Browser / Main", "other", "B", 10_000, 10_000, "compute", 5),  # the flow's end: the innermost span open at 115
+        ("pid 2 / tid 20", "other", "C", 5_000, 25_500, "compute", 5),  # its start at 90: the first span after it
+    ]
+    assert sorted(trace["engine_slices"].column("engine").chunk(0).dictionary.to_pylist()) == ["Browser / Main", "pid 2 / tid 20"]
+    regions = trace["regions"].to_pylist()
+    assert [(r["name"], r["dur_ns"], r["device"]) for r in regions] == [("generic.json", 60_000, None)]  # not the traceName
+    assert trace.run_info.extra["lanes"] == 2 and trace.run_info.extra["flows"] == 2
 
 
 def test_generic_chrome_bare_array(tmp_path: Path) -> None:
