@@ -15,6 +15,7 @@ two paths keep the same figures. Peak memory: one chunk, one slice's events, the
 from __future__ import annotations
 
 import operator
+import re
 from collections import Counter
 from itertools import compress
 from pathlib import Path
@@ -48,6 +49,9 @@ MEMORY_ARGS = ("Bytes", "Total Allocated", "Total Reserved", "Device Type", "Dev
 _SIGNATURE_KEYS = 1 << 16
 _NO_ARGS = msgspec.Raw(b"")
 _WS = b" \t\r\n"
+# Fields Kineto numbers per call (no tensor field is among them): cut from a key, equal keys mean equal tensors.
+_NUMBERED = re.compile(rb'"(?:External id|Profiler Event Index|Ev Idx|Sequence number|Record function id|Fwd thread id)"'
+                       rb"\s*:\s*-?\d+\s*,?")
 _KINETO_HEAD, _KINETO_TAIL, _KINETO_END = b'{\n      "External id": ', b', "Ev Idx": ', b"\n    }"
 
 
@@ -364,7 +368,7 @@ def signature_key(raw: bytes) -> bytes:
     comma = len(head)
     head = raw[:comma].split(b":")
     if len(head) != 2 or head[0].lstrip(b"{ \t\r\n") != b'"External id"' or not head[1].strip(_WS).lstrip(b"-").isdigit():
-        return raw
+        return _NUMBERED.sub(b"", raw)  # an older layout: its per-call numbers out, wherever they are
     tail = raw.rfind(b', "Ev Idx": ')
     if tail > comma and raw[tail + 12 :].rstrip(b" \t\r\n}").isdigit():
         return raw[comma + 1 : tail]

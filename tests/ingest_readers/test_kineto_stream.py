@@ -21,7 +21,9 @@ def test_signature_key_cuts_only_the_numbered_fields() -> None:
     assert signature_key(KINETO_ARGS) == b'"Record function id": 0, "Input type": ["float"], "Input Dims": [[2, 3]]'
     assert signature_key(KINETO_ARGS.replace(b": 2,", b": 77,").replace(b": 1\n", b": 9\n")) == signature_key(KINETO_ARGS)
     assert signature_key(b'{"External id": 3, "Input Dims": [[1]]}') == b' "Input Dims": [[1]]}'  # other spacing, no Ev Idx
-    assert signature_key(b'{"a": 1, "External id": 3}') == b'{"a": 1, "External id": 3}'  # not first: kept whole
+    assert signature_key(b'{"a": 1, "External id": 3}') == b'{"a": 1, }'  # not first (an older layout): cut where it is
+    older = b'{"Trace name": "PyTorch Profiler", "External id": 1, "Profiler Event Index": 0, "Input Dims": [[2]]}'
+    assert signature_key(older) == signature_key(older.replace(b": 1,", b": 8,").replace(b": 0,", b": 5,"))
     assert signature_key(b'{"External id": "x", "Input Dims": [[1]]}').startswith(b'{"External id": "x"')
 
 
