@@ -8,6 +8,7 @@ time as it is written (`Trace.slices`): converting never holds it whole.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 
@@ -45,8 +46,46 @@ def _nullable(values: np.ndarray, null: np.ndarray) -> pa.Array:
     return pa.array(np.ascontiguousarray(values), mask=null if null.any() else None)
 
 
-def _dictionary(values: list[str]) -> pa.DictionaryArray:
-    return pa.array(values, pa.string()).dictionary_encode()
+@dataclasses.dataclass
+class _Lanes:
+    """One part of the engine slices, planned: its event rows (ascending but for memory lanes) and per row a code
+    into each of `engine_values`, `engine_kind_values`, `kind_values` (an array of one code: every row), or the
+    engine by a per-event column (`engine_of`: the thread code); optional columns of its own (else the events')."""
+
+    rows: np.ndarray
+    engine_values: list[str] = dataclasses.field(default_factory=list)
+    engine: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(1, np.int32))
+    engine_of: str | None = None
+    engine_kind_values: list[str] = dataclasses.field(default_factory=list)
+    engine_kind: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(1, np.int8))
+    kind_values: list[str] = dataclasses.field(default_factory=list)
+    kind: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(1, np.int8))
+    name: np.ndarray | None = None
+    nbytes: np.ndarray | None = None
+    start: np.ndarray | None = None
+    dur: np.ndarray | None = None
+    remap: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+
+
+class _Words:
+    """One dictionary shared by every batch of a column: words added part by part, each once."""
+
+    def __init__(self) -> None:
+        self.at: dict[str, int] = {}
+        self._array: pa.Array | None = None
+
+    def add(self, values: list[str], used_codes: np.ndarray) -> np.ndarray:
+        """Index in the dictionary of each of `values` that some row uses (by code)."""
+        index = np.zeros(max(len(values), 1), dtype=np.int32)
+        for code in np.unique(used_codes).tolist():
+            index[code] = self.at.setdefault(values[code], len(self.at))
+        self._array = None
+        return index
+
+    def array(self) -> pa.Array:
+        if self._array is None:
+            self._array = pa.array(list(self.at), pa.string())
+        return self._array
 
 
 class _Assembly:
@@ -96,6 +135,8 @@ class _Assembly:
             return self.a[name][rows]
         if not len(rows):
             return np.zeros(0, dtype=disk.dtype)
+        if len(rows) > 1 and (rows[1:] < rows[:-1]).any():  # not in order: gathered a window at a time
+            return disk.take(rows)
         lo = int(rows[0])
         return disk.read(lo, int(rows[-1]) + 1)[rows - lo]
 
@@ -107,7 +148,7 @@ class _Assembly:
 
     def region_of(self, rows: np.ndarray, start_ns: np.ndarray | None = None) -> np.ndarray:
         """region_id of event rows by their start (an annotation's own region is itself)."""
-        start = self.a["start_ns"][rows] if start_ns is None else start_ns
+        start = self.column("start_ns", rows) if start_ns is None else start_ns
         return self.region_ids[self.links.region(start) + 1]
 
     def device_name(self, dev: int) -> str:
@@ -173,8 +214,13 @@ class _Assembly:
         tables["frames"] = self.stacks.frames_table()
         tables["stacks"] = self.stacks.stacks_table()
         slices = {"ops": self.ops(placement), "engine_slices": self.engine_slices(placement)}
-        if sliced:
-            self.park(("start_ns", "dur_ns", "name", "args", "thread"))
+        if sliced:  # what the sliced tables read back, on disk; what they never read, gone
+            self.park(("start_ns", "dur_ns", "name", "args", "thread", "correlation"))
+            for c in ("device", "stream", "lane", "engine_kind", "unit", "copy_kind", "bytes", "total_allocated",
+                      "total_reserved"):  # fmt: skip
+                self.a[c] = None  # type: ignore[assignment]
+            self.links.launcher = self.links.frame = self.links.frame_parent = self.links.call_parent = None  # type: ignore[assignment]  # noqa: E501
+            release_memory()
         trace = Trace(run_info=self.t.run_info, tables=tables, slices=slices)
         return trace if sliced else trace.gather()
 
@@ -237,69 +283,67 @@ class _Assembly:
             "dur_ns": a["dur_ns"][rows], "correlation": _nullable(corr, corr == NONE)})  # fmt: skip
 
     def engine_slices(self, placement: np.ndarray) -> TableSlices:
-        """The host lanes (the operators no other encloses, a lane per thread, the one with most operators "host"),
-        made `SLICE_ROWS` at a time as written, then the device, memory and other lanes; one dictionary per column
-        for every batch."""
+        """Every lane's slices, made `SLICE_ROWS` at a time as written: the host lanes (the operators no other
+        encloses, a lane per thread, the one with most operators "host"), then device work, memory and the readers'
+        own lanes. Each part is planned here as a few codes per row; every batch shares one dictionary per column."""
         a = self.a
         top = self.links.op[self.op_rows] < 0
-        rows = self.op_rows[top]
-        fallback = (placement[top] == 2).astype(np.int8)
-        del top
         counts = np.bincount(a["thread"][self.op_rows], minlength=len(self.threads))
         main = int(np.argmax(counts)) if len(counts) else -1
-        lane_names = ["host" if t == main else f"host thread {tid}" for t, (_, tid) in enumerate(self.threads)]
-        parts = [p for p in (*self._device_slices(), *self._memory_slices(), *self._other_spans()) if p.num_rows]
-        others = pa.concat_tables(parts).unify_dictionaries().combine_chunks() if parts else table_of("engine_slices", {})
-        host = {"engine": (lane_names, a["thread"]), "name": (self.texts, a["name"]),
-                "kind": ([SliceKind.COMPUTE.value, SliceKind.FALLBACK.value], None),
-                "engine_kind": ([EngineKind.HOST.value], None)}  # fmt: skip
-        words: dict[str, pa.Array] = {}
-        host_index: dict[str, np.ndarray] = {}
-        other_index: dict[str, pa.Array] = {}
-        for column, (values, codes) in host.items():  # one dictionary: the other lanes' words, then the host lanes'
-            theirs = others.column(column).combine_chunks() if others.num_rows else None
-            known = theirs.dictionary.to_pylist() if theirs is not None else []
-            at = {w: i for i, w in enumerate(known)}
-            used = np.bincount(codes[rows], minlength=len(values)) > 0 if codes is not None else np.ones(len(values), bool)
-            index = np.zeros(len(values), dtype=np.int32)
-            for code in np.flatnonzero(used).tolist():
-                index[code] = at.setdefault(values[code], len(at))
-            words[column] = pa.array(list(at), pa.string())
-            host_index[column] = index
-            if theirs is not None:
-                other_index[column] = theirs.indices
-        for column in ("engine", "name", "kind", "engine_kind"):
-            if column in other_index:
-                i = others.schema.get_field_index(column)
-                others = others.set_column(i, others.schema.field(i), pa.DictionaryArray.from_arrays(other_index[column], words[column]))
+        host = _Lanes(rows=self.op_rows[top], engine_of="thread",
+                      engine_values=["host" if t == main else f"host thread {tid}" for t, (_, tid) in enumerate(self.threads)],
+                      engine_kind_values=[EngineKind.HOST.value], kind_values=[SliceKind.COMPUTE.value, SliceKind.FALLBACK.value],
+                      kind=(placement[top] == 2).astype(np.int8))  # fmt: skip
+        del top
+        parts = [p for p in (host, self._device_lanes(), *self._memory_lanes(), self._span_lanes()) if p is not None and len(p.rows)]
+        names_used = np.zeros(len(self.texts) + 1, dtype=bool)  # the last: "allocated" (memory lanes)
+        for p in parts:
+            names_used[p.name if p.name is not None else a["name"][p.rows]] = True
+        name = Coder([*self.texts, "allocated"], names_used)
+        dictionaries = {c: _Words() for c in ("engine", "engine_kind", "kind")}
+        for p in parts:
+            engines = a[p.engine_of][p.rows] if p.engine_of is not None else p.engine
+            p.remap = {"engine": dictionaries["engine"].add(p.engine_values, engines),
+                       "engine_kind": dictionaries["engine_kind"].add(p.engine_kind_values, p.engine_kind),
+                       "kind": dictionaries["kind"].add(p.kind_values, p.kind)}  # fmt: skip
 
         def batches() -> Iterator[pa.RecordBatch]:
-            for lo in range(0, len(rows), SLICE_ROWS):
-                part = rows[lo : lo + SLICE_ROWS]
-                n = len(part)
-                codes = {"engine": host_index["engine"][self.column("thread", part)],
-                         "name": host_index["name"][self.column("name", part)],
-                         "kind": host_index["kind"][fallback[lo : lo + SLICE_ROWS]],
-                         "engine_kind": np.zeros(n, dtype=np.int32) + host_index["engine_kind"][0]}  # fmt: skip
-                columns = {c: pa.DictionaryArray.from_arrays(pa.array(v.astype(np.int32)), words[c]) for c, v in codes.items()}
-                yield from self._slices(part, columns["engine"], columns["engine_kind"], columns["kind"], op=self.op_id(part),
-                                        name=columns["name"], start=self.column("start_ns", part),
-                                        dur=self.column("dur_ns", part)).to_batches()  # fmt: skip
-            yield from others.to_batches()
+            for p in parts:
+                for lo in range(0, len(p.rows), SLICE_ROWS):
+                    yield from self._lane_batch(p, lo, name, dictionaries).to_batches()
 
-        return TableSlices(len(rows) + others.num_rows, batches)
+        return TableSlices(sum(len(p.rows) for p in parts), batches)
+
+    def _lane_batch(self, p: _Lanes, lo: int, name: Coder, dictionaries: dict[str, _Words]) -> pa.Table:
+        """Rows lo.. of one planned lane part as a table of the schema."""
+        rows = p.rows[lo : lo + SLICE_ROWS]
+        hi = lo + len(rows)
+
+        def codes(column: str, per_row: np.ndarray) -> pa.DictionaryArray:
+            values = p.remap[column][per_row[lo:hi] if len(per_row) > 1 or len(p.rows) == 1 else np.repeat(per_row, len(rows))]
+            return pa.DictionaryArray.from_arrays(pa.array(values.astype(np.int32)), dictionaries[column].array())
+
+        engine = self.column(p.engine_of, rows) if p.engine_of is not None else None
+        columns = {"engine": codes("engine", p.engine) if engine is None else pa.DictionaryArray.from_arrays(
+                       pa.array(p.remap["engine"][engine].astype(np.int32)), dictionaries["engine"].array()),
+                   "engine_kind": codes("engine_kind", p.engine_kind), "kind": codes("kind", p.kind)}  # fmt: skip
+        start = p.start[lo:hi] if p.start is not None else self.column("start_ns", rows)
+        dur = p.dur[lo:hi] if p.dur is not None else self.column("dur_ns", rows)
+        names = name(p.name[lo:hi] if p.name is not None else self.column("name", rows))
+        op = self.op_id(rows) if p.engine_of == "thread" else self._op_of(rows)
+        return self._slices(rows, columns["engine"], columns["engine_kind"], columns["kind"], op=op,
+                            nbytes=p.nbytes[lo:hi] if p.nbytes is not None else None, name=names, start=start, dur=dur)
 
     def _slices(self, rows: np.ndarray, engine: pa.Array, engine_kind: pa.Array | list[str], kind: pa.Array | list[str],
                 op: np.ndarray, nbytes: np.ndarray | None = None, name: pa.Array | None = None,
                 start: np.ndarray | None = None, dur: np.ndarray | None = None) -> pa.Table:
-        a = self.a
-        corr = a["correlation"][rows]
+        corr = self.column("correlation", rows)
         b = nbytes if nbytes is not None else np.full(len(rows), NONE, dtype=np.int64)
-        start = a["start_ns"][rows] if start is None else start
+        start = self.column("start_ns", rows) if start is None else start
         return table_of("engine_slices", {
             "region_id": self._region(rows, op, start), "engine": engine, "engine_kind": engine_kind, "kind": kind,
-            "name": name if name is not None else coded_column(self.texts, a["name"][rows]),
-            "start": start, "dur": a["dur_ns"][rows] if dur is None else dur,
+            "name": name if name is not None else coded_column(self.texts, self.column("name", rows)),
+            "start": start, "dur": self.column("dur_ns", rows) if dur is None else dur,
             "op_id": _nullable(op, op < 0), "bytes": _nullable(np.maximum(b, 0), b == NONE),
             "correlation": _nullable(corr, corr == NONE)})  # fmt: skip
 
@@ -308,41 +352,48 @@ class _Assembly:
         op = self.links.op[rows]
         return self.op_id(op)
 
-    def _device_slices(self) -> list[pa.Table]:
-        """Kernels, memsets, copies and device waits in the order the trace gives them."""
+    def _device_lanes(self) -> _Lanes | None:
+        """Kernels, memsets, copies and device waits in the order the trace gives them: a lane per device stream
+        (``stream 7``; ``cuda:1 stream 7`` when there are several devices) and per copy direction (``DMA h2d``), or
+        the lane the reader named; AI CPU kernels as fallback slices."""
         a = self.a
-        multi = len(self.devices) > 1
-        directions = list(Direction)
-        copy_rows, copy_dir = copy_directions(self.linked)
-        direction_of = dict(zip(copy_rows.tolist(), copy_dir.tolist(), strict=True))
         codes = [KIND_CODES[k] for k in (EventKind.KERNEL, EventKind.MEMSET, EventKind.COPY, EventKind.WAIT)]
         rows = np.flatnonzero(np.isin(a["kind"], codes))
         if not len(rows):
-            return []
-        engines, engine_kinds, slice_kinds = [], [], []
-        copy_code, wait_code = KIND_CODES[EventKind.COPY], KIND_CODES[EventKind.WAIT]
-        fallbacks = {e for e, k in zip(self.found.sig_event, self.found.sig_kind, strict=True) if k is SignalKind.CPU_FALLBACK}
-        for row, kind, lane, ekind, dev, stream in zip(rows.tolist(), a["kind"][rows].tolist(), a["lane"][rows].tolist(),
-                                                       a["engine_kind"][rows].tolist(), a["device"][rows].tolist(),
-                                                       a["stream"][rows].tolist(), strict=True):  # fmt: skip
+            return None
+        kind = a["kind"][rows]
+        copy = kind == KIND_CODES[EventKind.COPY]
+        directions = list(Direction)
+        copy_rows, copy_dir = copy_directions(self.linked)
+        direction = np.full(len(rows), -1, dtype=np.int64)
+        direction[copy] = copy_dir[np.searchsorted(copy_rows, rows[copy])]
+        multi = len(self.devices) > 1
+        stream = np.where(copy, -1, a["stream"][rows])
+        stream = np.where(stream == NONE, 0, stream)
+        device = a["device"][rows] if multi else np.zeros(len(rows), np.int64)
+        key = np.stack([a["lane"][rows].astype(np.int64), direction, device, stream, a["engine_kind"][rows].astype(np.int64)], axis=1)
+        distinct, at = np.unique(key, axis=0, return_inverse=True)
+        engines, kinds = [], []
+        for lane, d, dev, st, ekind in distinct.tolist():
             prefix = f"{self.device_name(dev)} " if multi else ""
-            if kind == copy_code:
-                d = directions[direction_of[row]]
-                engines.append(self.texts[lane] or f"{prefix}DMA {d.value}")
-                engine_kinds.append(self.texts[ekind] or _DMA[d].value)
-                slice_kinds.append(SliceKind.TRANSFER.value)
+            if d >= 0:
+                engines.append(self.texts[lane] or f"{prefix}DMA {directions[d].value}")
+                kinds.append(self.texts[ekind] or _DMA[directions[d]].value)
             else:
-                engines.append(self.texts[lane] or f"{prefix}stream {stream if stream != NONE else 0}")
-                engine_kinds.append(self.texts[ekind] or EngineKind.STREAM.value)
-                slice_kinds.append(SliceKind.SYNC.value if kind == wait_code else
-                                   SliceKind.FALLBACK.value if row in fallbacks else SliceKind.COMPUTE.value)  # fmt: skip
-        nbytes = np.where(np.isin(a["kind"][rows], codes[1:3]), a["bytes"][rows], NONE)  # copies' and memsets'
+                engines.append(self.texts[lane] or f"{prefix}stream {st}")
+                kinds.append(self.texts[ekind] or EngineKind.STREAM.value)
+        slice_kinds = [SliceKind.COMPUTE.value, SliceKind.TRANSFER.value, SliceKind.SYNC.value, SliceKind.FALLBACK.value]
+        slice_kind = np.where(copy, 1, np.where(kind == KIND_CODES[EventKind.WAIT], 2, 0)).astype(np.int8)
+        fallbacks = [e for e, k in zip(self.found.sig_event, self.found.sig_kind, strict=True) if k is SignalKind.CPU_FALLBACK]
+        slice_kind[np.isin(rows, np.asarray(fallbacks, dtype=np.int64)) & ~copy] = 3
+        nbytes = np.where(np.isin(kind, codes[1:3]), a["bytes"][rows], NONE)  # copies' and memsets'
         launcher = self.links.launcher[rows]  # a copy with no byte count of its own: its launching call's
-        nbytes = np.where((nbytes == NONE) & (a["kind"][rows] == copy_code) & (launcher >= 0),
-                          a["bytes"][np.maximum(launcher, 0)], nbytes)  # fmt: skip
-        return [self._slices(rows, _dictionary(engines), engine_kinds, slice_kinds, op=self._op_of(rows), nbytes=nbytes)]
+        nbytes = np.where((nbytes == NONE) & copy & (launcher >= 0), a["bytes"][np.maximum(launcher, 0)], nbytes)
+        at = at.reshape(-1).astype(np.int32)
+        return _Lanes(rows=rows, engine_values=engines, engine=at, engine_kind_values=kinds, engine_kind=at,
+                      kind_values=slice_kinds, kind=slice_kind, nbytes=nbytes)  # fmt: skip
 
-    def _memory_slices(self) -> list[pa.Table]:
+    def _memory_lanes(self) -> list[_Lanes]:
         """A lane per device: one slice from each allocator event to the next, its bytes the total allocated."""
         a = self.a
         rows = np.flatnonzero((a["kind"] == KIND_CODES[EventKind.MEMORY]) & (a["total_allocated"] != NONE))
@@ -352,13 +403,13 @@ class _Assembly:
             on = on[np.argsort(a["start_ns"][on], kind="stable")]
             starts = a["start_ns"][on]
             ends = np.r_[starts[1:], max(self.links.end_ns, int(starts[-1]))]
-            n = len(on)
-            out.append(self._slices(on, _dictionary([f"memory {self.device_name(dev)}"] * n), [EngineKind.OTHER.value] * n,
-                                    [SliceKind.ANNOTATION.value] * n, op=self._op_of(on), nbytes=a["total_allocated"][on],
-                                    name=_dictionary(["allocated"] * n), dur=ends - starts))  # fmt: skip
+            out.append(_Lanes(rows=on, engine_values=[f"memory {self.device_name(dev)}"],
+                              engine_kind_values=[EngineKind.OTHER.value], kind_values=[SliceKind.ANNOTATION.value],
+                              name=np.full(len(on), len(self.texts), dtype=np.int32), nbytes=a["total_allocated"][on],
+                              start=starts, dur=ends - starts))  # fmt: skip
         return out
 
-    def _other_spans(self) -> list[pa.Table]:
+    def _span_lanes(self) -> _Lanes | None:
         """Spans of no other kind on their lanes, and runtime calls a reader gave a lane (torch_npu's CANN): a wait
         call as sync, a compile call as compile, others as dispatch. A span is drawn as its lane's engine kind says:
         dispatch as dispatch, a copy engine (dma_*) as transfer, a compiler as compile, other as annotation, any
@@ -369,7 +420,7 @@ class _Assembly:
         runtime = a["kind"] == KIND_CODES[EventKind.RUNTIME]
         rows = np.flatnonzero((a["kind"] == KIND_CODES[EventKind.SPAN]) | (runtime & (a["lane"] != 0)))
         if not len(rows):
-            return []
+            return None
         texts = self.texts
 
         def distinct(key: np.ndarray, size: int) -> tuple[list[int], np.ndarray]:
@@ -383,25 +434,26 @@ class _Assembly:
 
         # a lane: its text, else "<pid> / <tid>" of its thread (thread codes numbered after the text codes)
         lane = a["lane"][rows]
-        keys, at = distinct(np.where(lane != 0, lane, len(texts) + a["thread"][rows]), len(texts) + max(len(self.threads), 1))
+        keys, engine = distinct(np.where(lane != 0, lane, len(texts) + a["thread"][rows]), len(texts) + max(len(self.threads), 1))
         del lane
-        engine = coded_column([texts[k] if k < len(texts) else "{} / {}".format(*self.threads[k - len(texts)]) for k in keys], at)
-        kinds, at = distinct(a["engine_kind"][rows], len(texts))
-        engine_kind = coded_column([texts[k] or EngineKind.OTHER.value for k in kinds], at)
+        engines = [texts[k] if k < len(texts) else "{} / {}".format(*self.threads[k - len(texts)]) for k in keys]
+        kinds, engine_kind = distinct(a["engine_kind"][rows], len(texts))
         words = [k.value for k in SliceKind]
         by_engine = {EngineKind.DISPATCH.value: SliceKind.DISPATCH, EngineKind.COMPILER.value: SliceKind.COMPILE,
                      EngineKind.OTHER.value: SliceKind.ANNOTATION, EngineKind.DMA_H2D.value: SliceKind.TRANSFER,
                      EngineKind.DMA_D2H.value: SliceKind.TRANSFER, EngineKind.DMA_D2D.value: SliceKind.TRANSFER}  # fmt: skip
         span_kind = np.array([words.index(by_engine.get(texts[k], SliceKind.COMPUTE).value) if k else
-                              words.index(SliceKind.COMPUTE.value) for k in kinds], dtype=np.int32)  # fmt: skip
-        slice_kind = span_kind[at]
+                              words.index(SliceKind.COMPUTE.value) for k in kinds], dtype=np.int8)  # fmt: skip
+        slice_kind = span_kind[engine_kind]
         calls = np.flatnonzero(runtime[rows])
         if len(calls):  # runtime calls: by their name
             names, at = distinct(a["name"][rows[calls]], len(texts))
             call_kind = [SliceKind.SYNC if texts[k] in SYNC_RUNTIME_CALLS else SliceKind.COMPILE
                          if texts[k] in ONLINE_COMPILE_CALLS else SliceKind.DISPATCH for k in names]  # fmt: skip
-            slice_kind[calls] = np.array([words.index(k.value) for k in call_kind], dtype=np.int32)[at]
-        return [self._slices(rows, engine, engine_kind, coded_column(words, slice_kind), op=self._op_of(rows))]
+            slice_kind[calls] = np.array([words.index(k.value) for k in call_kind], dtype=np.int8)[at]
+        return _Lanes(rows=rows, engine_values=engines, engine=engine,
+                      engine_kind_values=[texts[k] or EngineKind.OTHER.value for k in kinds],
+                      engine_kind=engine_kind.astype(np.int8), kind_values=words, kind=slice_kind)  # fmt: skip
 
     def findings(self, f: Findings) -> tuple[pa.Table, pa.Table, pa.Table]:
         a = self.a
@@ -469,6 +521,9 @@ def assemble(translated: Translated, *, sliced: bool = False) -> Trace:
     made = _Assembly(translated)
     trace = made.build(sliced)
     trace.run_info.extra.setdefault("events", made.n_events)
+    kernels = made.a["kind"] == KIND_CODES[EventKind.KERNEL]
+    if kernels.any():
+        trace.run_info.extra["kernels_linked_to_operators"] = int(np.count_nonzero(made.links.op[kernels] >= 0))
     return trace
 
 

@@ -33,8 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..assemble import assemble
 from ..errors import TraceFormatError
@@ -85,20 +83,15 @@ def _role(name: str) -> str:
 def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool = False) -> Trace:
     """Convert a torch_npu ``trace_view.json`` into a Trace (host ops, CANN lane, NPU streams, signals).
 
-    sliced: accepted for callers of the earlier bounded-memory path; there is one path."""
-    del sliced
+    sliced: the big tables as `Trace.slices`, made as they are written (converting never holds them whole)."""
     path = Path(path)
     ev = collect(path, caps=caps, keep_args=_KEEP_ARGS)
     try:
         translated, kernel_lanes = translate(path, ev)
     finally:
         ev.close()
-    trace = assemble(translated)
-    slices = trace["engine_slices"]
-    on_npu = pc.is_in(slices.column("engine").cast("string"), value_set=pa.array(sorted(kernel_lanes), pa.string()))
-    trace.run_info.extra["kernels_linked_to_operators"] = int(pc.sum(pc.and_(on_npu, pc.is_valid(slices.column("op_id"))))
-                                                              .as_py() or 0)  # fmt: skip
-    return trace
+    del kernel_lanes
+    return assemble(translated, sliced=sliced)  # the assembler counts the kernels linked to operators
 
 
 def _codes(vals: list[Any], codes: np.ndarray, value: Any = None) -> tuple[list[Any], np.ndarray]:

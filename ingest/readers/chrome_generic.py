@@ -101,15 +101,14 @@ def add_spans(out: EventColumns, kind: EventKind | np.ndarray, vals: list[Any], 
 def read_chrome(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool = False) -> Trace:
     """Convert any Chrome/Perfetto JSON trace into engine lanes named by process and thread.
 
-    sliced: accepted for callers of the earlier bounded-memory path; there is one path."""
-    del sliced
+    sliced: the big tables as `Trace.slices`, made as they are written (converting never holds them whole)."""
     path = Path(path)
     ev = collect(path, caps=caps, lean=True)  # no categories or args: a generic lane needs neither
     try:
         translated = translate(path, ev)
     finally:
         ev.close()
-    return assemble(translated)
+    return assemble(translated, sliced=sliced)
 
 
 def translate(path: Path, ev: ChromeEvents) -> Translated:

@@ -67,15 +67,14 @@ def sniff(text: str) -> bool:
 def read_furiosa_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool = False) -> Trace:
     """Convert a Furiosa runtime profiler Chrome trace into a Trace (times in ns, exact).
 
-    sliced: accepted for callers of the earlier bounded-memory path; there is one path."""
-    del sliced
+    sliced: the big tables as `Trace.slices`, made as they are written (converting never holds them whole)."""
     path = Path(path)
     ev = collect(path, caps=caps, keep_args=_ARGS, number_args=_ARGS)
     try:
         translated = translate(path, ev)
     finally:
         ev.close()
-    return assemble(translated)
+    return assemble(translated, sliced=sliced)
 
 
 def translate(path: Path, ev: ChromeEvents) -> Translated:

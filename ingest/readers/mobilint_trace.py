@@ -63,15 +63,14 @@ def sniff(text: str) -> bool:
 def read_mobilint_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool = False) -> Trace:
     """Convert a qbruntime core trace into host and NPU lanes, transfers and waits.
 
-    sliced: accepted for callers of the earlier bounded-memory path; there is one path."""
-    del sliced
+    sliced: the big tables as `Trace.slices`, made as they are written (converting never holds them whole)."""
     path = Path(path)
     ev = collect(path, caps=caps)
     try:
         translated = translate(path, ev)
     finally:
         ev.close()
-    return assemble(translated)
+    return assemble(translated, sliced=sliced)
 
 
 def translate(path: Path, ev: ChromeEvents) -> Translated:
