@@ -100,6 +100,7 @@ class _Assembly:
         self.linked = Linked(self.a, ev.texts, self.links, infer_fallback=t.infer_fallback, threads=ev.threads,
                              arguments=ev.arguments)  # fmt: skip
         self.found = apply_rules(self.linked)
+        self.copy_rows, self.copy_dir = copy_directions(self.linked)  # the lanes name copy engines by direction
         self.stacks = StackInterner()
         self.parked: dict[str, DiskColumn] = {}
         kind = self.a["kind"]
@@ -118,7 +119,7 @@ class _Assembly:
             return
         for c in columns:
             values = self.a[c]
-            if values.strides == (0,):  # a constant: nothing to keep
+            if not isinstance(values, np.ndarray) or values.strides == (0,):  # a constant, or kept sparse: small
                 continue
             disk = DiskColumn(values.dtype.char, hold=1 << 16)
             for lo in range(0, len(values), SLICE_ROWS):
@@ -213,9 +214,12 @@ class _Assembly:
         tables["transfers"], tables["signals"], tables["compiles"] = self.findings(self.found)
         tables["frames"] = self.stacks.frames_table()
         tables["stacks"] = self.stacks.stacks_table()
-        slices = {"ops": self.ops(placement), "engine_slices": self.engine_slices(placement)}
-        if sliced:  # what the sliced tables read back, on disk; what they never read, gone
-            self.park(("start_ns", "dur_ns", "name", "args", "thread", "correlation"))
+        slices = {"ops": self.ops(placement)}
+        if sliced:  # what the sliced tables read back, on disk, before the lanes are planned; what they never read, gone
+            self.park(("start_ns", "dur_ns", "name", "args", "thread"))
+        slices["engine_slices"] = self.engine_slices(placement)
+        if sliced:
+            self.park(("correlation",))
             for c in ("device", "stream", "lane", "engine_kind", "unit", "copy_kind", "bytes", "total_allocated",
                       "total_reserved"):  # fmt: skip
                 self.a[c] = None  # type: ignore[assignment]
@@ -286,9 +290,8 @@ class _Assembly:
         """Every lane's slices, made `SLICE_ROWS` at a time as written: the host lanes (the operators no other
         encloses, a lane per thread, the one with most operators "host"), then device work, memory and the readers'
         own lanes. Each part is planned here as a few codes per row; every batch shares one dictionary per column."""
-        a = self.a
         top = self.links.op[self.op_rows] < 0
-        counts = np.bincount(a["thread"][self.op_rows], minlength=len(self.threads))
+        counts = np.bincount(self.column("thread", self.op_rows), minlength=len(self.threads))
         main = int(np.argmax(counts)) if len(counts) else -1
         host = _Lanes(rows=self.op_rows[top], engine_of="thread",
                       engine_values=["host" if t == main else f"host thread {tid}" for t, (_, tid) in enumerate(self.threads)],
@@ -298,11 +301,11 @@ class _Assembly:
         parts = [p for p in (host, self._device_lanes(), *self._memory_lanes(), self._span_lanes()) if p is not None and len(p.rows)]
         names_used = np.zeros(len(self.texts) + 1, dtype=bool)  # the last: "allocated" (memory lanes)
         for p in parts:
-            names_used[p.name if p.name is not None else a["name"][p.rows]] = True
+            names_used[p.name if p.name is not None else self.column("name", p.rows)] = True
         name = Coder([*self.texts, "allocated"], names_used)
         dictionaries = {c: _Words() for c in ("engine", "engine_kind", "kind")}
         for p in parts:
-            engines = a[p.engine_of][p.rows] if p.engine_of is not None else p.engine
+            engines = self.column(p.engine_of, p.rows) if p.engine_of is not None else p.engine
             p.remap = {"engine": dictionaries["engine"].add(p.engine_values, engines),
                        "engine_kind": dictionaries["engine_kind"].add(p.engine_kind_values, p.engine_kind),
                        "kind": dictionaries["kind"].add(p.kind_values, p.kind)}  # fmt: skip
@@ -364,17 +367,31 @@ class _Assembly:
         kind = a["kind"][rows]
         copy = kind == KIND_CODES[EventKind.COPY]
         directions = list(Direction)
-        copy_rows, copy_dir = copy_directions(self.linked)
         direction = np.full(len(rows), -1, dtype=np.int64)
-        direction[copy] = copy_dir[np.searchsorted(copy_rows, rows[copy])]
+        direction[copy] = self.copy_dir[np.searchsorted(self.copy_rows, rows[copy])]
         multi = len(self.devices) > 1
         stream = np.where(copy, -1, a["stream"][rows])
         stream = np.where(stream == NONE, 0, stream)
         device = a["device"][rows] if multi else np.zeros(len(rows), np.int64)
-        key = np.stack([a["lane"][rows].astype(np.int64), direction, device, stream, a["engine_kind"][rows].astype(np.int64)], axis=1)
-        distinct, at = np.unique(key, axis=0, return_inverse=True)
+        # one int64 key per row from the factorized parts (a 2-D unique would sort 40 bytes a row)
+        key = np.zeros(len(rows), dtype=np.int64)
+        parts = []
+        for column in (a["lane"][rows], direction, device, stream, a["engine_kind"][rows]):
+            values, part_codes = np.unique(column, return_inverse=True)
+            key = key * len(values) + part_codes.reshape(-1)
+            parts.append(values)
+            del part_codes
+        used, at = np.unique(key, return_inverse=True)
+        del key
+        distinct = []
+        for k in used.tolist():  # each distinct key back to its parts, last part first
+            fields = []
+            for values in reversed(parts):
+                k, i = divmod(k, len(values))
+                fields.append(int(values[i]))
+            distinct.append(fields[::-1])
         engines, kinds = [], []
-        for lane, d, dev, st, ekind in distinct.tolist():
+        for lane, d, dev, st, ekind in distinct:
             prefix = f"{self.device_name(dev)} " if multi else ""
             if d >= 0:
                 engines.append(self.texts[lane] or f"{prefix}DMA {directions[d].value}")
@@ -396,12 +413,13 @@ class _Assembly:
     def _memory_lanes(self) -> list[_Lanes]:
         """A lane per device: one slice from each allocator event to the next, its bytes the total allocated."""
         a = self.a
-        rows = np.flatnonzero((a["kind"] == KIND_CODES[EventKind.MEMORY]) & (a["total_allocated"] != NONE))
+        rows = np.flatnonzero(a["kind"] == KIND_CODES[EventKind.MEMORY])
+        rows = rows[a["total_allocated"][rows] != NONE]
         out = []
         for dev in np.unique(a["device"][rows]).tolist():
             on = rows[a["device"][rows] == dev]
-            on = on[np.argsort(a["start_ns"][on], kind="stable")]
-            starts = a["start_ns"][on]
+            on = on[np.argsort(self.column("start_ns", on), kind="stable")]
+            starts = self.column("start_ns", on)
             ends = np.r_[starts[1:], max(self.links.end_ns, int(starts[-1]))]
             out.append(_Lanes(rows=on, engine_values=[f"memory {self.device_name(dev)}"],
                               engine_kind_values=[EngineKind.OTHER.value], kind_values=[SliceKind.ANNOTATION.value],
@@ -434,7 +452,8 @@ class _Assembly:
 
         # a lane: its text, else "<pid> / <tid>" of its thread (thread codes numbered after the text codes)
         lane = a["lane"][rows]
-        keys, engine = distinct(np.where(lane != 0, lane, len(texts) + a["thread"][rows]), len(texts) + max(len(self.threads), 1))
+        keys, engine = distinct(np.where(lane != 0, lane, len(texts) + self.column("thread", rows)),
+                                len(texts) + max(len(self.threads), 1))  # fmt: skip
         del lane
         engines = [texts[k] if k < len(texts) else "{} / {}".format(*self.threads[k - len(texts)]) for k in keys]
         kinds, engine_kind = distinct(a["engine_kind"][rows], len(texts))
@@ -447,7 +466,7 @@ class _Assembly:
         slice_kind = span_kind[engine_kind]
         calls = np.flatnonzero(runtime[rows])
         if len(calls):  # runtime calls: by their name
-            names, at = distinct(a["name"][rows[calls]], len(texts))
+            names, at = distinct(self.column("name", rows[calls]), len(texts))
             call_kind = [SliceKind.SYNC if texts[k] in SYNC_RUNTIME_CALLS else SliceKind.COMPILE
                          if texts[k] in ONLINE_COMPILE_CALLS else SliceKind.DISPATCH for k in names]  # fmt: skip
             slice_kind[calls] = np.array([words.index(k.value) for k in call_kind], dtype=np.int8)[at]

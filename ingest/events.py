@@ -77,6 +77,31 @@ EVENTS = pa.schema([
 _DTYPES = {"kind": np.int8, "thread": np.int32, "args": np.int32, **dict.fromkeys(TEXT_COLUMNS, np.int32)}
 
 
+class SparseColumn:
+    """An integer column most events lack (a correlation, a device, bytes): the rows that have a value, in order, and
+    their values; indexing gives `NONE` elsewhere, as the dense column would (16 bytes a value, nothing per event)."""
+
+    def __init__(self, rows: np.ndarray, values: np.ndarray, n: int) -> None:
+        self.rows, self.values, self.n = rows, values, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: Any) -> Any:
+        at = np.asarray(index)
+        if at.dtype == bool:
+            at = np.flatnonzero(at)
+        if not len(self.rows):
+            return np.full(at.shape, NONE, dtype=np.int64) if at.ndim else NONE
+        pos = np.minimum(np.searchsorted(self.rows, at), len(self.rows) - 1)
+        out = np.where(self.rows[pos] == at, self.values[pos], NONE)
+        return out if at.ndim else int(out)
+
+    def present(self) -> np.ndarray:
+        """The rows that have a value."""
+        return self.rows
+
+
 class EventColumns:
     """Events accumulated column by column (`add` one, `extend` many); `arrays` gives numpy columns.
 
@@ -210,6 +235,15 @@ class EventColumns:
             if c not in ("kind", "thread", "args", "start_ns", "dur_ns") and not any(
                     c in p and (p[c] != empty).any() for p in parts):  # fmt: skip
                 out[c] = np.broadcast_to(np.asarray(empty, dtype=dtype), (n,))
+            elif c in INT_COLUMNS:  # kept for the events that have it
+                rows, values, first = [], [], 0
+                for p, size in zip(parts, sizes, strict=True):
+                    if c in p:
+                        have = np.flatnonzero(p[c] != NONE)
+                        rows.append(have + first)
+                        values.append(p[c][have])
+                    first += size
+                out[c] = SparseColumn(np.concatenate(rows), np.concatenate(values), n)  # type: ignore[assignment]
             else:
                 pieces = [p[c] if c in p else np.full(size, empty, dtype=dtype) for p, size in zip(parts, sizes, strict=True)]
                 out[c] = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
@@ -231,7 +265,7 @@ class EventColumns:
             codes = np.ascontiguousarray(a[c])
             cols[c] = pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes == 0), texts)
         for c in ("start_ns", "dur_ns", *INT_COLUMNS):
-            v = np.ascontiguousarray(a[c])
+            v = a[c][np.arange(len(a["kind"]))] if isinstance(a[c], SparseColumn) else np.ascontiguousarray(a[c])
             cols[c] = pa.array(v, pa.int64(), mask=v == NONE if c in INT_COLUMNS else None)
         for i, c in enumerate(ARG_COLUMNS[:3]):
             values = pa.array([args[i] for args in self.arguments], pa.string())
@@ -259,4 +293,4 @@ class Translated:
 
 
 __all__ = ["ARG_COLUMNS", "COLUMNS", "DEVICE_KINDS", "EVENTS", "INT_COLUMNS", "KIND_CODES", "NONE", "NO_ARGS", "SPAN_KINDS",
-           "TEXT_COLUMNS", "EventColumns", "EventKind", "Translated"]
+           "TEXT_COLUMNS", "EventColumns", "EventKind", "SparseColumn", "Translated"]

@@ -183,11 +183,13 @@ def _regions(start: np.ndarray, dur: np.ndarray, annotation: np.ndarray) -> tupl
 
 def _launches(correlation: np.ndarray, calls: np.ndarray, work: np.ndarray) -> np.ndarray:
     """Per row: for device work, the last runtime call (file order) with its correlation id; else -1."""
-    call_rows = np.flatnonzero(calls & (correlation != NONE))
-    work_rows = np.flatnonzero(work & (correlation != NONE))
+    call_rows = np.flatnonzero(calls)
+    call_rows = call_rows[correlation[call_rows] != NONE]
+    work_rows = np.flatnonzero(work)
+    work_rows = work_rows[correlation[work_rows] != NONE]
     if not len(call_rows) or not len(work_rows):
-        return np.broadcast_to(np.int32(-1), (len(correlation),))
-    out = np.full(len(correlation), -1, dtype=np.int32)
+        return np.broadcast_to(np.int32(-1), (len(calls),))
+    out = np.full(len(calls), -1, dtype=np.int32)
     import duckdb  # lazily: the CLI's start-up and the viewer's first page never pay for it
     import pyarrow as pa
 
