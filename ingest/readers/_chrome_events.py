@@ -25,7 +25,9 @@ import orjson
 
 from .. import spill as _spill
 from ..errors import TraceFormatError
+from ..events import Translated
 from ..spill import DiskColumn
+from ..trace import Trace
 from ._chrome_stream import event_batches, micros_to_ns
 from ._source import DEFAULT_CAPS, SizeCaps
 
@@ -230,6 +232,24 @@ def blocks(n: int, rows: int | None = None) -> Iterator[tuple[int, int]]:
     rows = max(1, HOLD_ROWS if rows is None else rows)
     for lo in range(0, n, rows):
         yield lo, min(lo + rows, n)
+
+
+def convert(path: str | Path, translate: Callable[[Path, ChromeEvents], Translated], *, caps: SizeCaps = DEFAULT_CAPS,
+            sliced: bool = False, **options: Any) -> Trace:  # fmt: skip
+    """A Chrome-JSON reader's whole conversion: collect the file's events (`options` go to `collect`), translate
+    them into the one event model (the collector closed either way), assemble the trace. sliced: the big tables as
+    `Trace.slices`, made as they are written."""
+    from ..assemble import (
+        assemble,  # the assembler imports readers' helpers only lazily, and this module first
+    )
+
+    path = Path(path)
+    ev = collect(path, caps=caps, **options)
+    try:
+        translated = translate(path, ev)
+    finally:
+        ev.close()
+    return assemble(translated, sliced=sliced)
 
 
 def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Iterable[str] = (),

@@ -20,12 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from ..assemble import assemble
 from ..events import NONE, EventColumns, EventKind, Translated
 from ..schema import EngineKind, Source
 from ..trace import RunInfo, Trace
 from ._chrome_bind import bind_flows
-from ._chrome_events import OTHER_ID, ChromeEvents, blocks, collect
+from ._chrome_events import OTHER_ID, ChromeEvents, blocks, convert
 from ._source import DEFAULT_CAPS, SizeCaps
 
 FORMAT = "chrome"
@@ -102,13 +101,7 @@ def read_chrome(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool
     """Convert any Chrome/Perfetto JSON trace into engine lanes named by process and thread.
 
     sliced: the big tables as `Trace.slices`, made as they are written (converting never holds them whole)."""
-    path = Path(path)
-    ev = collect(path, caps=caps, lean=True)  # no categories or args: a generic lane needs neither
-    try:
-        translated = translate(path, ev)
-    finally:
-        ev.close()
-    return assemble(translated, sliced=sliced)
+    return convert(path, translate, caps=caps, sliced=sliced, lean=True)
 
 
 def translate(path: Path, ev: ChromeEvents) -> Translated:

@@ -31,12 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from ..assemble import assemble
 from ..errors import TraceFormatError
 from ..events import KIND_CODES, NONE, EventColumns, EventKind, Translated
 from ..schema import EngineKind, Source
 from ..trace import RunInfo, Trace
-from ._chrome_events import ChromeEvents, collect
+from ._chrome_events import ChromeEvents, convert
 from ._source import DEFAULT_CAPS, SizeCaps
 from .chrome_generic import add_spans, run_extent
 
@@ -68,13 +67,7 @@ def read_furiosa_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slice
     """Convert a Furiosa runtime profiler Chrome trace into a Trace (times in ns, exact).
 
     sliced: the big tables as `Trace.slices`, made as they are written (converting never holds them whole)."""
-    path = Path(path)
-    ev = collect(path, caps=caps, keep_args=_ARGS, number_args=_ARGS)
-    try:
-        translated = translate(path, ev)
-    finally:
-        ev.close()
-    return assemble(translated, sliced=sliced)
+    return convert(path, translate, caps=caps, sliced=sliced, keep_args=_ARGS, number_args=_ARGS)
 
 
 def translate(path: Path, ev: ChromeEvents) -> Translated:

@@ -22,12 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..assemble import assemble
 from ..errors import TraceFormatError
 from ..events import KIND_CODES, NONE, EventColumns, EventKind, Translated
 from ..schema import EngineKind
 from ..trace import Trace
-from ._chrome_events import ChromeEvents, collect
+from ._chrome_events import ChromeEvents, convert
 from ._source import DEFAULT_CAPS, SizeCaps
 from .chrome_generic import add_spans, base_info, run_extent
 
@@ -64,13 +63,7 @@ def read_mobilint_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slic
     """Convert a qbruntime core trace into host and NPU lanes, transfers and waits.
 
     sliced: the big tables as `Trace.slices`, made as they are written (converting never holds them whole)."""
-    path = Path(path)
-    ev = collect(path, caps=caps)
-    try:
-        translated = translate(path, ev)
-    finally:
-        ev.close()
-    return assemble(translated, sliced=sliced)
+    return convert(path, translate, caps=caps, sliced=sliced)
 
 
 def translate(path: Path, ev: ChromeEvents) -> Translated:
