@@ -279,7 +279,7 @@ class Translated:
     """What a reader gives: the events of one file and what the file says about its run.
 
     root_name: the run's top region (the file the user gave, never the recorder's own temporary path).
-    root_device: the device the run works on (``cuda:0``, ``npu:0``, ``cpu``).
+    root_device: the device the run works on (``cuda:0``, ``npu:0``, ``cpu``; None: the format does not say).
     infer_fallback: mark operators that launched no device work as host fallbacks (a guess; off by default).
     device_names: the name of each device index where it is not ``cuda:<index>`` (``npu:0``).
     """
@@ -287,7 +287,7 @@ class Translated:
     events: EventColumns
     run_info: RunInfo
     root_name: str
-    root_device: str
+    root_device: str | None
     infer_fallback: bool = False
     device_names: dict[Any, str] = dataclasses.field(default_factory=dict)  # device -> name; default cuda:<device>
 

@@ -132,7 +132,7 @@ def translate(path: Path, ev: ChromeEvents) -> Translated:
         add_spans(out, EventKind.SPAN, vals, col, t0, texts={"lane": lanes(col)}, correlation=correlation)
     info = base_info(ev, FORMAT, list(GENERIC_MISSING), lanes=len(set(labels.values())))
     # no device is named: the regions say none (a str type widened to None here)
-    return Translated(out, info, root_name=path.name, root_device=None)  # type: ignore[arg-type]
+    return Translated(out, info, root_name=path.name, root_device=None)
 
 
 def flow_ids(ev: ChromeEvents) -> tuple[np.ndarray, np.ndarray]:
