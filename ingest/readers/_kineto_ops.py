@@ -142,12 +142,6 @@ class OpColumns:
             self._spill.close()
             self._spill = None
 
-    def release_times(self) -> None:
-        """Give the memory of the ts and dur columns back (the linker, once it has the ns columns); the
-        codes stay, indexing and iteration no longer work."""
-        self.ts = array("d")
-        self.dur = array("d")
-
     def __len__(self) -> int:
         return self._spilled_rows + len(self.name)
 

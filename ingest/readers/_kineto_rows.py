@@ -228,41 +228,6 @@ class RowColumns:
         return f"RowColumns({list(self)!r})"
 
 
-class CorrelationIndex:
-    """Correlation id -> the last row holding it (as a dict filled in row order would say), from an int64 column
-    (NONE_INT: no id): two int64 arrays, where a dict took ~100 bytes a runtime call."""
-
-    def __init__(self, corr: np.ndarray) -> None:
-        rows = np.flatnonzero(corr != NONE_INT)
-        keys = corr[rows]
-        order = np.argsort(keys, kind="stable")  # equal ids keep row order: the last of each run is the last row
-        keys, rows = keys[order], rows[order]
-        last = np.r_[keys[1:] != keys[:-1], True] if len(keys) else np.zeros(0, dtype=bool)
-        self.keys, self.rows = keys[last], rows[last].astype(np.int32 if len(corr) < 2**31 else np.int64)
-
-    def find(self, corr: np.ndarray) -> np.ndarray:
-        """The row of each id (int64; -1 where no row holds it)."""
-        pos = np.minimum(np.searchsorted(self.keys, corr), max(len(self.keys) - 1, 0))
-        if not len(self.keys):
-            return np.full(len(corr), -1, dtype=np.int64)
-        return np.where((self.keys[pos] == corr) & (corr != NONE_INT), self.rows[pos], -1)
-
-    def get(self, key: object, default: int = -1) -> int:
-        if type(key) is not int or not NONE_INT < key < 2**63:
-            return default
-        found = int(self.find(np.array([key], dtype=np.int64))[0])
-        return found if found >= 0 else default
-
-    def __contains__(self, key: object) -> bool:
-        return self.get(key) >= 0
-
-    def __getitem__(self, key: object) -> int:
-        found = self.get(key)
-        if found < 0:
-            raise KeyError(key)
-        return found
-
-
 # (ts, dur, name, pid, tid, correlation, External id, bytes, copy kind)
 RUNTIME_FIELDS = (Field.TIME, Field.TIME, Field.CODED, Field.CODED, Field.CODED, Field.INT, Field.INT, Field.INT, Field.INT)
 """(ts, dur, name, pid, tid, correlation, External id, size)"""
@@ -271,4 +236,4 @@ PYTHON_FIELDS = (Field.TIME, Field.TIME, Field.CODED, Field.CODED, Field.CODED)
 DEVICE_FIELDS = (Field.TIME, Field.TIME, Field.CODED, Field.CODED, Field.CODED, Field.CODED, Field.INT, Field.INT)
 """(ts, dur, category, name, device, stream, correlation, bytes)"""
 
-__all__ = ["ASIDE", "DEVICE_FIELDS", "NONE_INT", "PYTHON_FIELDS", "RUNTIME_FIELDS", "CorrelationIndex", "Field", "RowColumns"]
+__all__ = ["ASIDE", "DEVICE_FIELDS", "NONE_INT", "PYTHON_FIELDS", "RUNTIME_FIELDS", "Field", "RowColumns"]

@@ -87,19 +87,6 @@ def test_a_gpu_trace_is_collected_as_columns(tmp_path: Path) -> None:
     assert transfers["bytes"] == [64] and transfers["op_id"] == [1] and transfers["direction"] == ["h2d"]
 
 
-def test_correlation_index_says_what_a_dict_filled_in_row_order_says() -> None:
-    from portscope.ingest.readers._kineto_rows import NONE_INT, CorrelationIndex
-
-    # rows 0..4 hold ids 5, none, 3, 5, 9: id 5 -> row 3 (the last), 3 -> 2, 9 -> 4
-    index = CorrelationIndex(np.array([5, NONE_INT, 3, 5, 9], dtype=np.int64))
-    assert index.find(np.array([5, 3, 9, 4, NONE_INT], dtype=np.int64)).tolist() == [3, 2, 4, -1, -1]
-    assert index.get(5) == 3 and index.get(4) == -1 and index.get(None) == -1 and index.get("5") == -1
-    assert 9 in index and 7 not in index and index[3] == 2
-    with pytest.raises(KeyError):
-        index[7]
-    assert CorrelationIndex(np.zeros(0, dtype=np.int64)).find(np.array([1], dtype=np.int64)).tolist() == [-1]
-
-
 def test_signature_cache_is_bounded_and_keeps_the_shapes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from portscope.ingest.readers import _kineto_stream
 
