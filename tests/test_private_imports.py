@@ -20,10 +20,7 @@ ROOTS = {"ingest": "portscope.ingest", "app": "portscope.app", "profiler": "port
 
 # Known sites, each (file, module, name), left in place because the module that defines the name is being rewritten
 # in the same tree by someone else; remove an entry when its site goes (the last test fails on stale entries).
-KNOWN = {
-    # ingest/readers/_kineto_events.py: `_int` is used only by _kineto_stream and should move there.
-    ("ingest/readers/_kineto_stream.py", "portscope.ingest.readers._kineto_events", "_int"),
-}
+KNOWN: set[tuple[str, str, str]] = set()  # sites allowed for now, each named: none left
 
 
 def _private(name: str) -> bool:

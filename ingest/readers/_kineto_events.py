@@ -68,15 +68,6 @@ class KinetoEvents:
     categories: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
-def _int(value: Any) -> int | None:
-    """A non-negative int64 from an int, a digit string or a float; None for anything else."""
-    if type(value) is str and value.isdigit():
-        value = int(value)
-    elif type(value) is float and 0 <= value < 2**63:
-        value = int(value)
-    return value if type(value) is int and 0 <= value < 2**63 else None
-
-
 def tensor_args(args: dict) -> tuple[str | None, str | None, str | None, int]:
     """(shapes, strides, dtypes, bytes_in) in the trace format's notation from a cpu_op's args."""
     dims = args.get("Input Dims")

@@ -33,7 +33,7 @@ from ..kineto_vocabulary import (
     KINETO_RUNTIME_CATEGORIES,
 )
 from ._chrome_stream import event_batches
-from ._kineto_events import KinetoEvents, _int, tensor_args
+from ._kineto_events import KinetoEvents, tensor_args
 from ._npu_flows import NpuCollect, launch_of
 from ._source import DEFAULT_CAPS, SizeCaps
 from .npu_kineto import NpuLayout, may_hold_device_rows, npu_layout_of
@@ -355,6 +355,15 @@ def collect_file(path: Path, caps: SizeCaps = DEFAULT_CAPS) -> tuple[KinetoEvent
     elif lanes is None:
         collector.lanes.close()
     return events, lanes
+
+
+def _int(value: Any) -> int | None:
+    """A non-negative int64 from an int, a digit string or a float; None for anything else."""
+    if type(value) is str and value.isdigit():
+        value = int(value)
+    elif type(value) is float and 0 <= value < 2**63:
+        value = int(value)
+    return value if type(value) is int and 0 <= value < 2**63 else None
 
 
 def signature_key(raw: bytes) -> bytes:
