@@ -60,6 +60,7 @@ class Linked:
     infer_fallback: bool = False
     threads: list[tuple[object, object]] = dataclasses.field(default_factory=list)  # (pid, tid) per thread code
     arguments: list[tuple[str | None, str | None, str | None, int]] = dataclasses.field(default_factory=lambda: [NO_ARGS])
+    copies: tuple[np.ndarray, np.ndarray] | None = None  # `copy_directions`, once worked out
 
     def __post_init__(self) -> None:
         self.kind = self.a["kind"]
@@ -118,7 +119,14 @@ class EventRule:
 
 def copy_directions(linked: Linked) -> tuple[np.ndarray, np.ndarray]:
     """(COPY rows, their `Direction` index into list(Direction)): the launching call's kind argument, else the
-    copy's own kind argument, else its label; a label that says nothing reads as d2d (what a device-side copy is)."""
+    copy's own kind argument, else its label; a label that says nothing reads as d2d (what a device-side copy is).
+    Worked out once per run (the transfer and sync rules and the lanes all ask)."""
+    if linked.copies is None:
+        linked.copies = _copy_directions(linked)
+    return linked.copies
+
+
+def _copy_directions(linked: Linked) -> tuple[np.ndarray, np.ndarray]:
     a = linked.a
     rows = linked.rows(EventKind.COPY)
     directions = list(Direction)
@@ -163,16 +171,11 @@ def _transfers(linked: Linked, out: Findings) -> None:
         kind = int(a["copy_kind"][row])
         if kind == HOST_TO_HOST:
             continue
-        direction = COPY_KINDS.get(kind) or _name_direction(linked.name(row)) or Direction.UNKNOWN
+        direction = COPY_KINDS.get(kind) or copy_direction(linked.name(row)) or Direction.UNKNOWN
         out.transfer_event.append(row)
         out.transfer_direction.append(direction)
         out.transfer_bytes.append(max(int(a["bytes"][row]), 0))
         out.transfer_reason.append(linked.name(row) + (f" kind {kind}" if kind in COPY_KINDS else ""))
-
-
-def _name_direction(name: str) -> Direction | None:
-    """A copy call's direction from its name (``cuMemcpyDtoH``, ``aclrtMemcpyD2H``); None when it does not say."""
-    return copy_direction(name)
 
 
 def _syncs(linked: Linked, out: Findings) -> None:
@@ -248,7 +251,7 @@ def _call_directions(linked: Linked, calls: np.ndarray) -> np.ndarray:
     out = []
     for row in calls.tolist():
         kind = int(a["copy_kind"][row])
-        out.append(COPY_KINDS.get(kind) or launched.get(row) or _name_direction(linked.name(row)) or Direction.UNKNOWN)
+        out.append(COPY_KINDS.get(kind) or launched.get(row) or copy_direction(linked.name(row)) or Direction.UNKNOWN)
     return np.array(out, dtype=object)
 
 

@@ -31,6 +31,7 @@ import pyarrow as pa
 from ..builder import TraceBuilder
 from ..columns import Coder, table_of
 from ..errors import TraceFormatError
+from ..rules import AI_CPU, AI_CPU_NOTE
 from ..schema import TABLES, EngineKind, Mode, Placement, SignalKind, SliceKind, Source
 from ..spill import release_memory
 from ..trace import RunInfo, TableSlices, Trace
@@ -50,7 +51,6 @@ from ._kernel_columns import (
 from ._kernel_names import DiskNames
 from ._kernel_order import first_seen, in_order, sort_by_start
 from ._source import DEFAULT_CAPS, SizeCaps, decode_text, read_bytes
-from .ascend_trace import AI_CPU, AI_CPU_NOTE
 
 KERNELS_FORMAT = "ascend-kernels"
 _SLICES = TABLES["engine_slices"]

@@ -37,7 +37,6 @@ import numpy as np
 from ..assemble import assemble
 from ..errors import TraceFormatError
 from ..events import NONE, EventColumns, EventKind, Translated
-from ..rules import AI_CPU, AI_CPU_NOTE, COMPILE_NOTE
 from ..schema import EngineKind
 from ..trace import Trace
 from ._chrome_bind import bind_flows
@@ -290,4 +289,4 @@ def _missing(ops: int, shapes: bool) -> list[str]:
     return missing
 
 
-__all__ = ["AI_CPU", "AI_CPU_NOTE", "COMPILE_NOTE", "FORMAT", "read_ascend_trace", "sniff", "translate"]
+__all__ = ["FORMAT", "read_ascend_trace", "sniff", "translate"]

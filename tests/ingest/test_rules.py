@@ -179,3 +179,18 @@ def test_an_item_that_copies_its_scalar_back_syncs_without_a_synchronize_call(tm
     trace = load_any(path)
     assert sorted(trace["signals"].to_pydict()["kind"]) == ["sync", "transfer/d2h", "transfer/d2h"]
     assert trace["transfers"].to_pydict()["bytes"] == [8, 64]
+
+
+def test_the_events_as_an_arrow_table_of_the_written_schema() -> None:
+    from portscope.ingest.events import EVENTS
+
+    ev = EventColumns()
+    ev.add(EventKind.OP, "aten::mm", 1, 7, 0, 100, shapes="2x3;3x4", dtypes="float32;float32", bytes_in=72)
+    ev.add(EventKind.COPY, "Memcpy DtoH", 0, 3, 40, 5, correlation=9, bytes=64, device=0, stream=3)
+    table = ev.table()
+    assert table.schema.equals(EVENTS)
+    rows = table.to_pylist()
+    assert [(r["kind"], r["name"], r["pid"], r["tid"], r["start_ns"], r["dur_ns"]) for r in rows] == [
+        ("op", "aten::mm", "1", "7", 0, 100), ("copy", "Memcpy DtoH", "0", "3", 40, 5)]
+    assert (rows[0]["shapes"], rows[0]["bytes_in"], rows[0]["correlation"]) == ("2x3;3x4", 72, None)
+    assert (rows[1]["correlation"], rows[1]["bytes"], rows[1]["device"], rows[1]["shapes"]) == (9, 64, 0, None)

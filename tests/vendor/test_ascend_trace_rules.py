@@ -12,7 +12,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from portscope.ingest.readers.ascend_trace import AI_CPU_NOTE, COMPILE_NOTE, read_ascend_trace
+from portscope.ingest.readers.ascend_trace import read_ascend_trace
+from portscope.ingest.rules import AI_CPU_NOTE, COMPILE_NOTE
 from portscope.ingest.trace import Trace
 
 HEADER = [
