@@ -22,7 +22,7 @@ from ..errors import TraceFormatError
 from ..events import KIND_CODES, NONE, EventColumns, EventKind, Translated
 from ..kineto_vocabulary import KINETO_READ_CATEGORIES
 from ..run_metadata import run_labels, scrub_secrets
-from ..schema import EngineKind, Source
+from ..schema import Source
 from ..spill import release_memory
 from ..trace import RunInfo, Trace
 from ._kineto_events import FORMAT, KinetoEvents
@@ -206,9 +206,7 @@ def _device_work(out: EventColumns, ev: KinetoEvents, t0: float, ids: _Ids, lane
 
 
 def _engine_kind(lane: Any) -> str | None:
-    if lane is None:
-        return None
-    return lane.engine_kind.value if lane.engine_kind is not EngineKind.STREAM or lane.slice_kind.value != "compute" else None
+    return lane.engine_kind.value if lane is not None else None
 
 
 def _run_info(path: Path, ev: KinetoEvents, t0: float, devices: list, infer_fallback: bool) -> RunInfo:
