@@ -13,6 +13,7 @@ import pandas as pd
 from .diff import diff_call_sites, diff_operators, diff_signals, pair_regions
 from .errors import UsageError
 from .op_diff_cli import op_section
+from .op_report import records
 from .report import region_report_data
 from .schedule_diff import schedule_section
 from .summary import region_ids, regions_frame, summarize
@@ -36,8 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="compare the two regions' engine schedules: busy time per engine A/B/Δ/%%, the critical path and "
                         "what on it changed, idle by cause (ingest/schedule_diff.py)")
     p.add_argument("--ops", action="store_true",
-                   help="every operator, runtime call and kernel by name: counts and times in A and B, added/deleted/"
-                        "increased/decreased/unchanged (HTA's ops diff sets), the call sites whose counts changed")
+                   help="operators aligned by what they compute (an operator of one side only folded into the lowest "
+                        "operator both share): device time in A and B, what got slower first, device time per category; "
+                        "then every operator, runtime call and kernel by name: HTA's ops diff sets, the call sites whose "
+                        "counts changed")
     p.add_argument("--fail-on-increase", action="store_true",
                    help="exit 1 when any signal's count (or the d2h volume) is higher in B than in A (a CI gate against a baseline)")
     p.set_defaults(func=_diff)
@@ -66,15 +69,6 @@ def choose_regions(a: Trace, b: Trace, path_a: str, path_b: str, name_a: str | N
 def _side(trace: Trace, path: str, rid: int) -> dict[str, Any]:
     row = regions_frame(trace).set_index("region_id").loc[rid]
     return {"file": path, "region_id": int(rid), "region": row["name"], "mode": row["mode"], "phase": row["phase"]}
-
-
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    def clean(v: Any) -> Any:
-        if isinstance(v, float) and not math.isfinite(v):
-            return None if math.isnan(v) else "inf"
-        return v.item() if hasattr(v, "item") else v
-
-    return [{k: clean(v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
 def _ratio(v: float) -> str:
@@ -124,8 +118,8 @@ def _diff(args: argparse.Namespace) -> int:
         return 2
     ops = op_section(trace_a, rid_a, trace_b, rid_b, wanted=args.ops, as_json=args.json, top=args.top)
     if args.json:
-        print(json.dumps({"a": a, "b": b, "signals": _records(signals), "operators": _records(operators),
-                          "call_sites": _records(sites), **schedule, **ops}, indent=1, default=str))
+        print(json.dumps({"a": a, "b": b, "signals": records(signals), "operators": records(operators),
+                          "call_sites": records(sites), **schedule, **ops}, indent=1, default=str))
     else:
         sys.stdout.write(format_diff(a, b, signals, operators, sites, args.top) + schedule.get("text", "") + ops.get("text", ""))
     increased = signals[signals["delta"] > 0]

@@ -5,16 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from .op_diff import OpChange, OpDiff, change_sets, op_diff, set_sizes
+from .op_report import format_port_diff, port_diff_data
+from .port_diff import port_diff
 from .trace import Trace
 
 _SITES_PER_NAME = 3
 
 
 def op_diff_json(diff: OpDiff) -> dict[str, Any]:
-    """The operator diff as JSON-ready values: every name's row, the changed call sites, HTA's sets."""
+    """The operator diff by name as JSON-ready values: every name's row (`names`), the changed call sites, HTA's
+    sets."""
     return {
         "sets": {c.value: names for c, names in change_sets(diff.ops).items()},
-        "ops": [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in diff.ops.to_dict("records")],
+        "names": [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in diff.ops.to_dict("records")],
         "call_sites": [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
                        for row in diff.sites.to_dict("records")],  # fmt: skip
         "unlaunched": {"a": diff.unlaunched[0], "b": diff.unlaunched[1]},
@@ -58,5 +61,8 @@ def op_section(trace_a: Trace, region_a: int, trace_b: Trace, region_b: int, *, 
     """What `diff --ops` adds: {} when not asked, {"op_diff": ...} for --json, else {"text": ...}."""
     if not wanted:
         return {}
+    aligned = port_diff(trace_a, [region_a], trace_b, [region_b])
     diff = op_diff(trace_a, region_a, trace_b, region_b)
-    return {"op_diff": op_diff_json(diff)} if as_json else {"text": format_op_diff(diff, top)}
+    if as_json:
+        return {"op_diff": {**port_diff_data(aligned), **op_diff_json(diff)}}
+    return {"text": format_port_diff(aligned, top) + format_op_diff(diff, top)}

@@ -110,8 +110,9 @@ def _ns(ts: np.ndarray, t0: float) -> np.ndarray:
 
 
 def _span(ts: np.ndarray, dur: np.ndarray, t0: float) -> tuple[np.ndarray, np.ndarray]:
-    start = _ns(ts, t0)
-    return start, _ns(np.asarray(ts, dtype=np.float64) + dur, t0) - start
+    """Start and duration in integer ns, each rounded from the file's own figure (a duration from the
+    difference of two rounded instants could be 1 ns off what the file says)."""
+    return _ns(ts, t0), _ns(dur, 0.0)
 
 
 def _coded(rows: RowColumns | list[tuple], k: int) -> tuple[list, np.ndarray]:

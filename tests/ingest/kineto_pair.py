@@ -12,7 +12,7 @@ from portscope.ingest.readers import read_kineto
 HOST, DEVICE, STREAM = 1, 0, 7
 
 
-def _x(cat: str, name: str, ts: float, dur: float, **args: object) -> dict:
+def event(cat: str, name: str, ts: float, dur: float, **args: object) -> dict:
     gpu = cat in ("kernel", "gpu_memcpy", "gpu_memset")
     pid, tid = (DEVICE, STREAM) if gpu else (HOST, HOST)
     if gpu:
@@ -22,30 +22,30 @@ def _x(cat: str, name: str, ts: float, dur: float, **args: object) -> dict:
 
 def _launch(op: str, ts: float, dur: float, call: str, corr: int, kernels: list[str]) -> list[dict]:
     """An operator, the runtime call it makes one µs in, and the kernels that call launched."""
-    events = [_x("cpu_op", op, ts, dur), _x("cuda_runtime", call, ts + 1, 2, correlation=corr)]
-    return events + [_x("kernel", k, 200 + corr % 100 + 10 * i, 4, correlation=corr) for i, k in enumerate(kernels)]
+    events = [event("cpu_op", op, ts, dur), event("cuda_runtime", call, ts + 1, 2, correlation=corr)]
+    return events + [event("kernel", k, 200 + corr % 100 + 10 * i, 4, correlation=corr) for i, k in enumerate(kernels)]
 
 
 # A: the eager step. model.py:12 calls aten::mm (one kernel), model.py:20 aten::add twice (a kernel each) and
 # aten::relu once (host only); aten::zeros runs after the step (outside it).
 CONTROL = [
-    _x("user_annotation", "ProfilerStep#1", 0, 100),
-    _x("python_function", "model.py(12): forward", 2, 30), _x("python_function", "model.py(20): forward", 40, 50),
+    event("user_annotation", "ProfilerStep#1", 0, 100),
+    event("python_function", "model.py(12): forward", 2, 30), event("python_function", "model.py(20): forward", 40, 50),
     *_launch("aten::mm", 5, 10, "cudaLaunchKernel", 100, ["gemm_a"]),
     *_launch("aten::add", 45, 10, "cudaLaunchKernel", 101, ["add_kernel"]),
     *_launch("aten::add", 60, 10, "cudaLaunchKernel", 102, ["add_kernel"]),
-    _x("cpu_op", "aten::relu", 75, 5),
-    _x("cpu_op", "aten::zeros", 150, 5),
+    event("cpu_op", "aten::relu", 75, 5),
+    event("cpu_op", "aten::zeros", 150, 5),
 ]
 # B: the compiled step. model.py:12 calls CompiledFunction, whose one cudaGraphLaunch runs gemm_b and
 # add_kernel; model.py:20 aten::add once and aten::relu twice; a kernel launched before the trace began.
 TEST = [
-    _x("user_annotation", "ProfilerStep#1", 0, 100),
-    _x("python_function", "model.py(12): forward", 2, 64), _x("python_function", "model.py(20): forward", 68, 30),
+    event("user_annotation", "ProfilerStep#1", 0, 100),
+    event("python_function", "model.py(12): forward", 2, 64), event("python_function", "model.py(20): forward", 68, 30),
     *_launch("CompiledFunction", 5, 60, "cudaGraphLaunch", 200, ["gemm_b", "add_kernel"]),
     *_launch("aten::add", 70, 10, "cudaLaunchKernel", 201, ["add_kernel"]),
-    _x("cpu_op", "aten::relu", 82, 5), _x("cpu_op", "aten::relu", 88, 5),
-    _x("kernel", "stale_kernel", 1, 2, correlation=50),
+    event("cpu_op", "aten::relu", 82, 5), event("cpu_op", "aten::relu", 88, 5),
+    event("kernel", "stale_kernel", 1, 2, correlation=50),
 ]
 
 

@@ -110,13 +110,14 @@ def test_diff_cli_ops(pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str
     assert "by kind and name" not in out  # no name is of two kinds here
     assert "1 device slices of B's trace were launched before it began" in out
     lines = out.splitlines()
-    at = next(i for i, line in enumerate(lines) if line.rstrip().endswith("  aten::add"))
+    hta = next(i for i, line in enumerate(lines) if line.startswith("every operator, runtime call"))
+    at = next(i for i, line in enumerate(lines) if i > hta and line.rstrip().endswith("  aten::add"))
     assert lines[at].split()[:4] == ["operator", "2", "1", "-1"]
     assert lines[at + 1].split() == ["2", "1", "-1", "at", "model.py:20", "(forward)"]
     assert main(["diff", a, b, "--region-a", "ProfilerStep#1", "--region-b", "ProfilerStep#1", "--ops", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)["op_diff"]
     assert data["sets"]["added"] == ["CompiledFunction", "cudaGraphLaunch", "gemm_b"]
-    assert data["unlaunched"] == {"a": 0, "b": 1} and len(data["ops"]) == 10 and len(data["call_sites"]) == 11
+    assert data["unlaunched"] == {"a": 0, "b": 1} and len(data["names"]) == 10 and len(data["call_sites"]) == 11
     assert main(["diff", a, b]) == 0 and "HTA's sets" not in capsys.readouterr().out  # only with --ops
 
 

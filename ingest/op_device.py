@@ -1,0 +1,201 @@
+"""Device time per operator: what `prof.key_averages()` calls "Self CUDA" and "CUDA total", from a trace.
+
+An operator's *self* device time is the time of the device work (kernels, copies, memsets, a prediction's engine
+slices) whose launch lies inside it and inside no deeper operator on the same thread: the engine slice's
+``op_id``, set by the linker from the launching runtime call (`link.py`). Its *total* device time adds that of
+every operator nested in it (nesting by time per thread, the linker's `enclosing`). Its *device calls* are the
+calls of it with device work in them, its own or its children's.
+
+Each operator and each piece of device work has a category (`op_categories`): device work by its kernel's name
+when the name says, else by its operator; an operator by its name, else by the device work it launched itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from . import _compute as pc
+from .link import enclosing
+from .op_categories import OpCategory, kernel_category, operator_category
+from .region_tree import descendants
+from .schema import EngineKind, SliceKind, TimeUnit
+from .trace import Trace
+from .viewport import dictionary_codes
+
+__all__ = ["CATEGORIES", "CATEGORY_COLUMNS", "DEVICE_ENGINES", "OPS_COLUMNS", "OpCalls", "category_totals", "device_by_operator", "op_calls"]
+
+DEVICE_ENGINES = frozenset({EngineKind.STREAM, EngineKind.DMA_H2D, EngineKind.DMA_D2H, EngineKind.DMA_D2D, EngineKind.MATRIX,
+                            EngineKind.VECTOR, EngineKind.COLLECTIVE})  # fmt: skip
+OPS_COLUMNS = ["operator", "calls", "device_calls", "device_self_ns", "device_total_ns", "cpu_ns", "category", "share"]
+CATEGORY_COLUMNS = ["category", "device_ns", "share"]
+CATEGORIES = list(OpCategory)
+_OTHER = CATEGORIES.index(OpCategory.OTHER)
+
+
+@dataclasses.dataclass(frozen=True)
+class OpCalls:
+    """Every operator call of some regions, and the device work they (or nobody) launched there.
+
+    Per call (rows in the operators table's order): `name` (code into `names`), `parent` (the call around it on
+    its thread, -1: none), `cpu_ns`, `self_ns` / `self_n` (its own device work's time and count), `total_ns` /
+    `total_n` (with its children's). Per piece of device work: `item_call` (-1: launched outside any operator),
+    `item_ns`, `item_category` (code into `CATEGORIES`)."""
+
+    names: list[str]
+    name: np.ndarray
+    parent: np.ndarray
+    cpu_ns: np.ndarray
+    self_ns: np.ndarray
+    self_n: np.ndarray
+    total_ns: np.ndarray
+    total_n: np.ndarray
+    item_call: np.ndarray
+    item_ns: np.ndarray
+    item_category: np.ndarray
+
+    @property
+    def device_ns(self) -> int:
+        """All device work in the regions, launched by an operator or not."""
+        return int(self.item_ns.sum())
+
+    @property
+    def unattributed_ns(self) -> int:
+        """Device work in the regions that no operator launched (its launch is outside any operator)."""
+        return int(self.item_ns[self.item_call < 0].sum())
+
+    def name_categories(self) -> np.ndarray:
+        """A category code per distinct name: the name's, else (OTHER) the one its calls' own device work
+        spent most time in."""
+        by_name = np.array([CATEGORIES.index(operator_category(n)) for n in self.names], dtype=np.int64)
+        return _dominant(by_name, self.name, self.item_call, self.item_ns, self.item_category)
+
+
+def _dominant(by_name: np.ndarray, name: np.ndarray, item_call: np.ndarray, item_ns: np.ndarray,
+              item_category: np.ndarray) -> np.ndarray:
+    """`by_name`, with each OTHER replaced by the category of most device time among the items of that name's
+    calls (kept OTHER when they have none)."""
+    launched = item_call >= 0
+    if not launched.any():
+        return by_name
+    k = len(CATEGORIES)
+    spent = np.bincount(name[item_call[launched]] * k + item_category[launched], weights=item_ns[launched],
+                        minlength=len(by_name) * k).reshape(len(by_name), k)  # fmt: skip
+    best = spent.argmax(axis=1)
+    return np.where((by_name == _OTHER) & (spent.max(axis=1) > 0), best, by_name)
+
+
+def op_calls(trace: Trace, region_ids: list[int] | None = None) -> OpCalls:
+    """The operator calls of the regions `region_ids` and of every region nested in them (None: the whole run),
+    with their device work."""
+    ops = trace["ops"]
+    if region_ids is not None:
+        wanted = sorted({r for rid in region_ids for r in descendants(trace, rid)})
+        ops = pc.call("filter", ops, pc.is_in(ops.column("region_id"), pc.int32_array(wanted)))
+    n = ops.num_rows
+    op_ids = _ints(ops.column("op_id"))
+    if n:
+        name, names = dictionary_codes(ops.column("name"))
+    else:
+        name, names = np.zeros(0, np.int64), []
+    start, cpu = _ints(ops.column("start_ns")), _ints(ops.column("dur_ns"))
+    thread = _ints(ops.column("thread")) if n else np.zeros(0, np.int64)
+    everyone = np.ones(n, dtype=bool)
+    parent = np.asarray(enclosing(thread, start, cpu, np.zeros(n, np.int8), everyone, everyone), dtype=np.int64)
+    item_call, item_ns, item_category = _device_work(trace, op_ids, names, name, region_ids)
+    launched = item_call >= 0
+    self_ns = np.bincount(item_call[launched], weights=item_ns[launched], minlength=n)
+    self_n = np.bincount(item_call[launched], minlength=n).astype(np.float64)
+    total_ns, total_n = _subtree_sums(parent, self_ns, self_n)
+    return OpCalls(names=names, name=name, parent=parent, cpu_ns=cpu, self_ns=_exact(self_ns), self_n=_exact(self_n),
+                   total_ns=_exact(total_ns), total_n=_exact(total_n), item_call=item_call, item_ns=item_ns,
+                   item_category=item_category)  # fmt: skip
+
+
+def _ints(column: pa.ChunkedArray) -> np.ndarray:
+    return pc.int_values(column.combine_chunks()) if len(column) else np.zeros(0, np.int64)
+
+
+def _exact(values: np.ndarray) -> np.ndarray:
+    """Float sums of integers (exact below 2**53) as int64."""
+    return np.rint(values).astype(np.int64)
+
+
+def _subtree_sums(parent: np.ndarray, *values: np.ndarray) -> list[np.ndarray]:
+    """Each value summed over every call's subtree (itself and the calls nested in it), deepest first."""
+    depth = np.zeros(len(parent), dtype=np.int64)
+    up = parent.copy()
+    while (live := up >= 0).any():
+        depth[live] += 1
+        up[live] = parent[up[live]]
+    sums = [v.astype(np.float64, copy=True) for v in values]
+    for d in range(int(depth.max(initial=0)), 0, -1):
+        rows = np.flatnonzero(depth == d)
+        for s in sums:
+            s += np.bincount(parent[rows], weights=s[rows], minlength=len(parent))
+    return sums
+
+
+def _device_work(trace: Trace, op_ids: np.ndarray, names: list[str], name: np.ndarray,
+                 region_ids: list[int] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the call row that launched each piece of device work of the regions (-1: none), its time in ns, its
+    category code). Work with an operator belongs to that operator's region; work without one, to its own."""
+    slices = trace["engine_slices"]
+    device = pc.is_in(slices.column("engine_kind"), pa.array([e.value for e in DEVICE_ENGINES]))
+    device = pc.call("and", device, pc.call("not_equal", slices.column("kind"), pa.scalar(SliceKind.ANNOTATION.value)))
+    work = pc.call("filter", slices.select(["region_id", "name", "dur", "op_id"]), device)
+    if not work.num_rows:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    dur = _ints(work.column("dur"))
+    if trace.run_info.time_unit is TimeUnit.CYCLES:  # a schedule in cycles: its work counts, with no time in ns
+        dur = np.zeros_like(dur)
+    item_op = _ints(work.column("op_id"))
+    order = np.argsort(op_ids, kind="stable")
+    at = np.minimum(np.searchsorted(op_ids[order], item_op), max(len(order) - 1, 0))
+    found = (item_op >= 0) & (len(order) > 0)
+    found[found] = op_ids[order[at[found]]] == item_op[found]
+    call = np.where(found, order[at] if len(order) else -1, -1)
+    keep = found | (item_op < 0)  # an operator of these regions, or none (then the work's own region decides)
+    if region_ids is not None:
+        wanted = np.asarray(sorted({r for rid in region_ids for r in descendants(trace, rid)}), dtype=np.int64)
+        keep = found | ((item_op < 0) & np.isin(_ints(work.column("region_id")), wanted))
+    codes, slice_names = dictionary_codes(work.column("name"))
+    said = np.array([CATEGORIES.index(c) if (c := kernel_category(s)) is not None else -1 for s in slice_names] + [-1],
+                    dtype=np.int64)[codes]  # fmt: skip
+    op_category = np.array([CATEGORIES.index(operator_category(s)) for s in names] + [_OTHER], dtype=np.int64)
+    by_op = op_category[np.where(call >= 0, name[np.maximum(call, 0)] if len(name) else -1, -1)]
+    category = np.where(said >= 0, said, by_op)
+    return call[keep], dur[keep], category[keep]
+
+
+def device_by_operator(calls: OpCalls) -> pd.DataFrame:
+    """One row per operator name (OPS_COLUMNS): calls, device calls, self and total device time, CPU time, its
+    category and its share of the regions' device time; by self device time, then total, then name."""
+    k = len(calls.names)
+    if not k:
+        return pd.DataFrame(columns=OPS_COLUMNS)
+    sums = {c: np.bincount(calls.name, weights=getattr(calls, c), minlength=k)
+            for c in ("self_ns", "total_ns", "cpu_ns")}  # fmt: skip
+    device_calls = np.bincount(calls.name, weights=calls.total_n > 0, minlength=k)
+    total = calls.device_ns
+    frame = pd.DataFrame({
+        "operator": calls.names, "calls": np.bincount(calls.name, minlength=k), "device_calls": _exact(device_calls),
+        "device_self_ns": _exact(sums["self_ns"]), "device_total_ns": _exact(sums["total_ns"]), "cpu_ns": _exact(sums["cpu_ns"]),
+        "category": [CATEGORIES[c].value for c in calls.name_categories()],
+        "share": sums["self_ns"] / total if total else np.zeros(k)})  # fmt: skip
+    frame = frame[frame["calls"] > 0]
+    order = np.lexsort((frame["operator"].to_numpy(), -frame["device_total_ns"].to_numpy(), -frame["device_self_ns"].to_numpy()))
+    return frame.iloc[order].reset_index(drop=True)[OPS_COLUMNS]
+
+
+def category_totals(calls: OpCalls) -> pd.DataFrame:
+    """Device time per category (CATEGORY_COLUMNS), every category listed, in the order of `OpCategory`: each
+    piece of device work counted once, in its own category."""
+    spent = np.bincount(calls.item_category, weights=calls.item_ns, minlength=len(CATEGORIES)) if len(calls.item_ns) else np.zeros(len(CATEGORIES))
+    total = spent.sum()
+    return pd.DataFrame({"category": [c.value for c in CATEGORIES], "device_ns": _exact(spent),
+                         "share": spent / total if total else np.zeros(len(CATEGORIES))})  # fmt: skip

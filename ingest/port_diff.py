@@ -1,0 +1,108 @@
+"""A port diff: two runs of the same model (two devices, eager and compiled, measured and predicted), operator by
+operator, even where the backends lower an operator differently.
+
+Rows are operators by name. An operator whose name occurs on one side only (``aten::cudnn_convolution`` on CUDA,
+``aten::miopen_convolution`` on ROCm; flash vs efficient attention under ``aten::scaled_dot_product_attention``)
+is folded into the lowest operator around it whose name occurs on both sides, and listed there as that side's
+own name; one with no such ancestor keeps a row of its own. A row's device time is the self device time of its
+operator's calls and of every call folded into it, so the rows of a side sum to the device time its operators
+launched. Device work is compared by what it does (its category, `op_categories`) and by the operator that
+launched it, never by the kernel's vendor name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+
+from .op_categories import OpCategory, operator_category
+from .op_device import CATEGORIES, OpCalls, category_totals, op_calls
+from .trace import Trace
+
+__all__ = ["PORT_CATEGORY_COLUMNS", "PORT_COLUMNS", "PortDiff", "port_diff", "row_keys"]
+
+PORT_COLUMNS = ["operator", "category", "a_calls", "b_calls", "a_device_self_ns", "b_device_self_ns", "delta_ns", "ratio",
+                "a_cpu_ns", "b_cpu_ns", "a_ops", "b_ops"]  # fmt: skip
+PORT_CATEGORY_COLUMNS = ["category", "a_device_ns", "b_device_ns", "delta_ns", "ratio"]
+
+
+@dataclasses.dataclass(frozen=True)
+class PortDiff:
+    """ops: one row per aligned operator (PORT_COLUMNS; `a_ops` / `b_ops`: that side's own operator names folded
+    into the row), what got slower first; categories: device time per category on each side
+    (PORT_CATEGORY_COLUMNS, every category); unattributed: device work of A / of B launched outside any
+    operator (in no row, in the categories)."""
+
+    ops: pd.DataFrame
+    categories: pd.DataFrame
+    unattributed: tuple[int, int]
+
+
+def row_keys(calls: OpCalls, shared: set[str]) -> np.ndarray:
+    """Per call: the name code of the row it counts in, its own name when `shared` holds it, else the nearest
+    enclosing call's whose name it holds, else its own."""
+    is_shared = np.array([n in shared for n in calls.names] + [False], dtype=bool)
+    key = np.full(len(calls.name), -1, dtype=np.int64)
+    at = np.arange(len(calls.name))
+    while (live := (key < 0) & (at >= 0)).any():
+        hit = live & is_shared[np.where(at >= 0, calls.name[np.maximum(at, 0)] if len(at) else -1, -1)]
+        key[hit] = calls.name[at[hit]]
+        at = np.where(live & ~hit, calls.parent[np.maximum(at, 0)], -1)
+    return np.where(key >= 0, key, calls.name)
+
+
+def _side(calls: OpCalls, shared: set[str]) -> tuple[pd.DataFrame, pd.Series]:
+    """One side's rows: per row name, calls of that operator, the self device time folded into it, CPU time of
+    its own calls, its other names with device time, and device time per category (for the row's category)."""
+    keys = row_keys(calls, shared)
+    names = np.array(calls.names, dtype=object)
+    frame = pd.DataFrame({"operator": names[keys], "own": names[calls.name], "device": calls.self_ns,
+                          "cpu": np.where(keys == calls.name, calls.cpu_ns, 0), "call": keys == calls.name})  # fmt: skip
+    rows = frame.groupby("operator", sort=False).agg(calls=("call", "sum"), device_self_ns=("device", "sum"), cpu_ns=("cpu", "sum"))
+    folded = frame[(frame["own"] != frame["operator"]) & (frame["device"] > 0)]
+    rows["ops"] = folded.groupby("operator")["own"].agg(lambda s: sorted(set(s))).reindex(rows.index)
+    rows["ops"] = rows["ops"].apply(lambda v: v if isinstance(v, list) else [])
+    launched = calls.item_call >= 0
+    spent = pd.DataFrame({"operator": names[keys[calls.item_call[launched]]], "category": calls.item_category[launched],
+                          "ns": calls.item_ns[launched]})  # fmt: skip
+    by_category = spent.groupby(["operator", "category"])["ns"].sum()
+    return rows, by_category
+
+
+def _category(name: str, spent: pd.Series) -> str:
+    """A row's category: its operator's by name, else the category its device work spent most time in."""
+    own = operator_category(name)
+    if own is not OpCategory.OTHER or spent.empty or spent.max() <= 0:
+        return own.value
+    return CATEGORIES[int(spent.idxmax())].value
+
+
+def port_diff(trace_a: Trace, regions_a: list[int] | None, trace_b: Trace, regions_b: list[int] | None) -> PortDiff:
+    """The port diff of A's regions (None: the whole run) against B's."""
+    calls_a, calls_b = op_calls(trace_a, regions_a), op_calls(trace_b, regions_b)
+    shared = set(calls_a.names) & set(calls_b.names)
+    (rows_a, spent_a), (rows_b, spent_b) = _side(calls_a, shared), _side(calls_b, shared)
+    ops = rows_a.add_prefix("a_").join(rows_b.add_prefix("b_"), how="outer")
+    for side in "ab":
+        for column in ("calls", "device_self_ns", "cpu_ns"):
+            ops[f"{side}_{column}"] = ops[f"{side}_{column}"].fillna(0).astype("int64")
+        ops[f"{side}_ops"] = ops[f"{side}_ops"].apply(lambda v: v if isinstance(v, list) else [])
+    ops = ops.reset_index(names="operator")
+    ops["delta_ns"] = ops["b_device_self_ns"] - ops["a_device_self_ns"]
+    a_ns, b_ns = ops["a_device_self_ns"].to_numpy(), ops["b_device_self_ns"].to_numpy()
+    ops["ratio"] = [b / a if a else None for a, b in zip(a_ns.tolist(), b_ns.tolist(), strict=True)]
+    spent = pd.concat([spent_a, spent_b]).groupby(level=[0, 1]).sum()
+    ops["category"] = [_category(name, spent.xs(name, level=0) if name in spent.index.get_level_values(0) else pd.Series(dtype=float))
+                       for name in ops["operator"]]  # fmt: skip
+    order = np.lexsort((ops["operator"].to_numpy(dtype=str), -np.maximum(a_ns, b_ns), -ops["delta_ns"].to_numpy()))
+    ops = ops.iloc[order].reset_index(drop=True)[PORT_COLUMNS]
+    return PortDiff(ops=ops, categories=_categories(calls_a, calls_b), unattributed=(calls_a.unattributed_ns, calls_b.unattributed_ns))
+
+
+def _categories(calls_a: OpCalls, calls_b: OpCalls) -> pd.DataFrame:
+    """Device time per category on each side: every piece of device work in its own category."""
+    a, b = (category_totals(c)["device_ns"].to_numpy() for c in (calls_a, calls_b))
+    return pd.DataFrame({"category": [c.value for c in CATEGORIES], "a_device_ns": a, "b_device_ns": b, "delta_ns": b - a,
+                         "ratio": [y / x if x else None for x, y in zip(a.tolist(), b.tolist(), strict=True)]})  # fmt: skip
