@@ -2,8 +2,9 @@
 
 The last step of every conversion: `assemble(translated)` links the events (`link`), applies the rules (`rules`)
 and writes regions, operators, engine lanes, transfers, signals, compiles and runtime calls. What a table holds
-is decided here once for every reader. The operators table, one row per operator, is made `SLICE_ROWS` rows at a
-time as it is written (`Trace.slices`): converting never holds it whole.
+is decided here once for every reader; what a log line says of an event (`events.Logged`: a call site, a stack,
+a compile's id) goes to that event's signals and compiles. The operators table, one row per operator, is made
+`SLICE_ROWS` rows at a time as it is written (`Trace.slices`): converting never holds it whole.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ import pyarrow as pa
 
 from . import progress, schema
 from .builder import StackInterner
-from .callsites import relative_frames, site_of_frames
+from .callsites import parse_frame, relative_frames, site_of_frames
 from .columns import Coder, coded_column, table_of
-from .events import KIND_CODES, NONE, EventKind, Translated
+from .events import KIND_CODES, NONE, EventKind, Logged, Translated
 from .kineto_vocabulary import ONLINE_COMPILE_CALLS, SYNC_RUNTIME_CALLS
 from .link import link
 from .rules import (
@@ -93,12 +94,12 @@ class _Assembly:
         self.t = t
         ev = t.events
         self.n_events = len(ev)
-        self.texts, self.threads, self.arguments = ev.texts, ev.threads, ev.arguments
+        self.texts, self.threads, self.arguments, self.logs = ev.texts, ev.threads, ev.arguments, ev.logs
         self.a = ev.arrays(release=True)
         progress.current().stage(progress.Stage.LINKING)
         self.links = link(self.a)
         self.linked = Linked(self.a, ev.texts, self.links, infer_fallback=t.infer_fallback, threads=ev.threads,
-                             arguments=ev.arguments)  # fmt: skip
+                             arguments=ev.arguments, logs=ev.logs)  # fmt: skip
         self.found = apply_rules(self.linked)
         self.copy_rows, self.copy_dir = copy_directions(self.linked)  # the lanes name copy engines by direction
         self.stacks = StackInterner()
@@ -164,7 +165,7 @@ class _Assembly:
         ids[anns + 1] = np.arange(1, len(anns) + 1)
         self.region_ids = ids
         starts = [0, *a["start_ns"][anns].tolist()]
-        durs = [self.links.end_ns, *a["dur_ns"][anns].tolist()]
+        durs = [max(self.links.end_ns, self.t.end_ns), *a["dur_ns"][anns].tolist()]
         peaks = memory_peaks(self.linked, [(s, s + d) for s, d in zip(starts, durs, strict=True)],
                              device_only=self.t.root_device != "cpu")  # fmt: skip
         parent = [None, *ids[links.annotation_parent + 1].tolist()]
@@ -172,7 +173,7 @@ class _Assembly:
         n = len(names)
         return table_of("regions", {
             "region_id": np.arange(n, dtype=np.int32), "parent_id": pa.array(parent, pa.int32()), "name": names,
-            "start_ns": starts, "dur_ns": durs, "mode": [Mode.UNKNOWN.value] * n,
+            "start_ns": starts, "dur_ns": durs, "mode": [self.t.root_mode.value, *[Mode.UNKNOWN.value] * (n - 1)],
             "phase": [schema.Phase.NONE.value] * n, "device": [self.t.root_device] * n,
             "peak_memory_bytes": pa.array(peaks, pa.int64())})  # fmt: skip
 
@@ -501,22 +502,53 @@ class _Assembly:
         nbytes = np.asarray([*f.transfer_bytes, *f.sig_bytes], dtype=np.int64)
         sig_op = self.op_id(ops)
         site, stack = self._site(ops)
+        time: np.ndarray | list = a["start_ns"][np.where(ops >= 0, ops, ev)] if len(ev) else ev
+        logged = self._logged(ev)
+        if any(logged):  # a log line's own call site, stack and (missing) time
+            site, stack, time = site.to_pylist(), stack.to_pylist(), time.tolist()
+            for i, x in enumerate(logged):
+                if x is not None:
+                    site[i] = x.call_site or site[i]
+                    stack[i] = self.stacks.intern(x.stack) if x.stack else stack[i]
+                    time[i] = time[i] if x.timed else None
+        for x in self.logs:  # the source line a log printed under a call site: the frames table's source column
+            if x.call_site and x.source and (frame := parse_frame(x.call_site))[1] is not None:
+                self.stacks.sources[(frame[0], frame[1], frame[2] or "")] = x.source  # type: ignore[index]
         signals = table_of("signals", {
             "region_id": self._region(ev, sig_op), "op_id": _nullable(sig_op, sig_op < 0), "kind": kinds,
             "reason": reasons, "op_name": op_names, "count": np.ones(len(ev), dtype=np.int64), "bytes": nbytes,
-            "call_site": site, "stack_id": stack, "note": notes,
-            "time_ns": a["start_ns"][np.where(ops >= 0, ops, ev)] if len(ev) else ev})  # fmt: skip
+            "call_site": site, "stack_id": stack, "note": notes, "time_ns": time})  # fmt: skip
         if len(ev):
             signals = signals.take(pa.array(np.lexsort((np.arange(len(ev)), a["start_ns"][ev]))))
-        crow = np.asarray(f.compile_event, dtype=np.int64)
+        return transfers, signals, self.compiles(f)
+
+    def compiles(self, f: Findings) -> pa.Table:
+        """A row per compile the rules found, in file order: a runtime call's online compile (its operator's name,
+        its duration) or a `compile` event a log recorded (what the log line says of it, its time as logged)."""
+        a, name = self.a, self.texts
+        order = np.argsort(np.asarray(f.compile_event, dtype=np.int64), kind="stable")
+        crow = np.asarray(f.compile_event, dtype=np.int64)[order]
+        at = order.tolist()
         cop = self.links.op[crow] if len(crow) else crow
-        compiles = table_of("compiles", {
-            "region_id": self._region(crow, self.op_id(cop)),
-            "kind": [schema.CompileKind.PROGRAM.value] * len(crow),
+        logged = [x or Logged() for x in self._logged(crow)]
+        logged_compile = (a["kind"][crow] == KIND_CODES[EventKind.COMPILE]).tolist()
+        dur = a["dur_ns"][crow].tolist()
+        time = a["start_ns"][crow].tolist()
+        return table_of("compiles", {
+            "region_id": self._region(crow, self.op_id(cop)), "kind": [f.compile_kind[i].value for i in at],
+            "compile_id": [x.compile_id for x in logged],
             "key": [name[a["name"][o if o >= 0 else r]] for r, o in zip(crow.tolist(), cop.tolist(), strict=True)],
-            "compile_ns": a["dur_ns"][crow], "reason": [name[a["name"][r]] for r in crow.tolist()],
-            "time_ns": a["start_ns"][crow]})  # fmt: skip
-        return transfers, signals, compiles
+            "frame": [x.frame for x in logged], "op_count": [x.op_count for x in logged],
+            "compile_ns": [x.compile_ns if c else d for x, c, d in zip(logged, logged_compile, dur, strict=True)],
+            "reason": [f.compile_reason[i] for i in at], "call_site": [x.call_site for x in logged],
+            "time_ns": [t if x.timed else None for x, t in zip(logged, time, strict=True)]})  # fmt: skip
+
+    def _logged(self, rows: np.ndarray) -> list[Logged | None]:
+        """What a log line says of each event row (None: nothing)."""
+        if not self.logs:
+            return [None] * len(rows)
+        codes = np.asarray(self.a["logged"][rows]).tolist()
+        return [self.logs[c] if c != NONE else None for c in codes]
 
     def _region(self, rows: np.ndarray, op: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
         """The region of a row: its operator's where it has one (as the operators table says), else its own."""

@@ -27,6 +27,8 @@ Columns (all times in ns from the start of the run; ``None`` where the format do
 ``dtypes``, ``bytes_in``
 ``lane``, ``engine_kind``  where a reader wants device work drawn (``NPU 0 Stream 3``, an `EngineKind` value);
                           None: by device and stream
+``logged``                `placement` and `compile` events: a code into `EventColumns.logs`, what the log
+                          line says beyond name and time (a `Logged`)
 ========================  =================================================================================
 """
 
@@ -39,6 +41,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from .schema import Mode
 from .trace import RunInfo
 
 
@@ -55,13 +58,15 @@ class EventKind(enum.Enum):
     MEMORY = "memory"  # an allocation (+bytes) or a free (-bytes), with the allocator's totals
     WAIT = "wait"  # device-side evidence that the host waited (a driver sync slice, Kineto's cuda_sync)
     SPAN = "span"  # any other span the format holds: drawn on its lane, read by no rule
+    PLACEMENT = "placement"  # where a backend's log says an operator ran (`device` -1: the host), no span: not drawn
+    COMPILE = "compile"  # a framework's log record of a compilation (`Logged.record` names it), no span: not drawn
 
 
 SPAN_KINDS = (EventKind.OP, EventKind.RUNTIME, EventKind.PYTHON, EventKind.ANNOTATION)
 DEVICE_KINDS = (EventKind.KERNEL, EventKind.COPY, EventKind.MEMSET, EventKind.WAIT)
 KIND_CODES = {k: i for i, k in enumerate(EventKind)}
 
-INT_COLUMNS = ("correlation", "copy_kind", "bytes", "device", "stream", "total_allocated", "total_reserved")
+INT_COLUMNS = ("correlation", "copy_kind", "bytes", "device", "stream", "total_allocated", "total_reserved", "logged")
 TEXT_COLUMNS = ("name", "unit", "lane", "engine_kind")
 ARG_COLUMNS = ("shapes", "strides", "dtypes", "bytes_in")  # an operator's arguments, kept once per distinct set
 COLUMNS = ("kind", "thread", "args", "start_ns", "dur_ns", *INT_COLUMNS, *TEXT_COLUMNS)
@@ -75,6 +80,32 @@ EVENTS = pa.schema([
     pa.field("shapes", _DICT), pa.field("strides", _DICT), pa.field("dtypes", _DICT), pa.field("bytes_in", pa.int64()),
 ])  # fmt: skip
 _DTYPES = {"kind": np.int8, "thread": np.int32, "args": np.int32, **dict.fromkeys(TEXT_COLUMNS, np.int32)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Logged:
+    """What a log line says of a `placement` or `compile` event beyond its name and time (kept once per distinct
+    one).
+
+    record: the log record it came from, as the log names it (``dynamo_output_graph``, ``restart_reasons``...).
+    reason: the log's own words for why (a fallback's detail, a graph break's or recompile's reason).
+    call_site: ``file:line (function)`` the log names; stack: the user's frames it prints, innermost first;
+    source: the call site's line of source as the log prints it. compile_id, frame_key: a compile's id (with its
+    attempt: ``0/1_1``) and its frame's (``0/1``); frame: the compiled code's ``file:line (name)``; op_count,
+    compile_ns: what the log measured of it. timed: False where the line has no usable time (the event then sits
+    at the previous line's)."""
+
+    record: str | None = None
+    reason: str | None = None
+    call_site: str | None = None
+    stack: tuple[tuple[str, int, str], ...] = ()
+    source: str | None = None
+    compile_id: str | None = None
+    frame_key: str | None = None
+    frame: str | None = None
+    op_count: int | None = None
+    compile_ns: int | None = None
+    timed: bool = True
 
 
 class SparseColumn:
@@ -116,6 +147,8 @@ class EventColumns:
         self._thread_codes: dict[tuple, int] = {}
         self.arguments: list[tuple[str | None, str | None, str | None, int]] = [NO_ARGS]  # code 0: none
         self._argument_codes: dict[tuple, int] = {NO_ARGS: 0}
+        self.logs: list[Logged] = []  # the `logged` column's values
+        self._log_codes: dict[Logged, int] = {}
         self._rows: dict[str, list[int]] = {c: [] for c in COLUMNS}
         self._parts: list[dict[str, np.ndarray]] = []
 
@@ -143,6 +176,14 @@ class EventColumns:
         if code is None:
             code = self._argument_codes[args] = len(self.arguments)
             self.arguments.append(args)
+        return code
+
+    def log(self, logged: Logged) -> int:
+        """The `logged` code of what a log line says (`add(..., logged=code)`)."""
+        code = self._log_codes.get(logged)
+        if code is None:
+            code = self._log_codes[logged] = len(self.logs)
+            self.logs.append(logged)
         return code
 
     def add(self, kind: EventKind, name: str | None, pid: object, tid: object, start_ns: int, dur_ns: int = 0,
@@ -280,6 +321,8 @@ class Translated:
 
     root_name: the run's top region (the file the user gave, never the recorder's own temporary path).
     root_device: the device the run works on (``cuda:0``, ``npu:0``, ``cpu``; None: the format does not say).
+    root_mode: how the run executed, where the format says (a fallback log: eager; a compile log: compiled).
+    end_ns: the run's end where the format says more than its events do (a log's last record; else their end).
     infer_fallback: mark operators that launched no device work as host fallbacks (a guess; off by default).
     device_names: the name of each device index where it is not ``cuda:<index>`` (``npu:0``).
     """
@@ -289,8 +332,10 @@ class Translated:
     root_name: str
     root_device: str | None
     infer_fallback: bool = False
+    root_mode: Mode = Mode.UNKNOWN
+    end_ns: int = 0
     device_names: dict[Any, str] = dataclasses.field(default_factory=dict)  # device -> name; default cuda:<device>
 
 
 __all__ = ["ARG_COLUMNS", "COLUMNS", "DEVICE_KINDS", "EVENTS", "INT_COLUMNS", "KIND_CODES", "NONE", "NO_ARGS", "SPAN_KINDS",
-           "TEXT_COLUMNS", "EventColumns", "EventKind", "SparseColumn", "Translated"]
+           "TEXT_COLUMNS", "EventColumns", "EventKind", "Logged", "SparseColumn", "Translated"]

@@ -14,21 +14,35 @@ here is fixed for every format. The rules:
 * **online compile**: a compile call nested in another compile call counts once.
 * **ai-cpu**: a kernel the device ran on its AI CPU is a device-side fallback.
 * **inferred fallback** (asked for): a leaf operator on a launching thread that launched no device work.
+* **logged fallback**: an operator a backend's log places on the host; its cause from the words the backend logged.
+* **compiled graph**, **graph break**, **recompile**: a framework's compile log records (TORCH_TRACE); a frame whose
+  log holds no graph-break or recompile record of its own (older torch) gets them from its compile metrics.
 Memory (`memory_peaks`) gives each region the maximum of the allocator's total within it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 
 import numpy as np
 
-from .catalog import BOOL_INDEX_OPS, NO_WORK_OPS, SYNC_OPS, Cause, OpCall, RuleSet, cause_hint, sync_cause
-from .events import KIND_CODES, NO_ARGS, NONE, EventKind
+from .catalog import (
+    BOOL_INDEX_OPS,
+    NO_WORK_OPS,
+    SYNC_OPS,
+    Cause,
+    OpCall,
+    RuleSet,
+    cause_hint,
+    logged_cause,
+    sync_cause,
+)
+from .events import KIND_CODES, NO_ARGS, NONE, EventKind, Logged
 from .kineto_vocabulary import ONLINE_COMPILE_CALLS, SYNC_RUNTIME_CALLS, copy_direction
 from .link import Links
-from .schema import Direction, SignalKind
+from .schema import CompileKind, Direction, SignalKind
 
 AI_CPU = "AI_CPU"
 AI_CPU_NOTE = "the device ran this kernel on its AI CPU (no AI Core kernel for its dtype or shape): try another dtype or shape"
@@ -38,6 +52,14 @@ COMPILE_NOTE = ("an operator compiled online (no pre-built binary for its shapes
 COPY_KINDS = {1: Direction.H2D, 2: Direction.D2H, 3: Direction.D2D}
 HOST_TO_HOST = 0
 COPY_CALL_PREFIXES = ("cudaMemcpy", "hipMemcpy", "aclrtMemcpy", "cuMemcpy", "hipMemcpyDtoH", "hipMemcpyHtoD")
+# the records of a compile log (TORCH_TRACE) that the compile rules read, as `Logged.record` names them
+GRAPH_RECORD = "dynamo_output_graph"  # Dynamo compiled a graph
+BREAK_RECORD = "dynamo_graph_break_reason"  # a graph break, its reason and user stack
+RECOMPILE_RECORD = "recompile_reasons"  # a recompile, the guards that failed
+RESTART_RECORD = "restart_reasons"  # older torch: a restart reason in a frame's compile metrics (a graph break)
+METRICS_RECOMPILE_RECORD = "recompile_reason"  # older torch: a recompile's reason in a frame's compile metrics
+UNREADABLE = "unknown (payload unreadable)"
+_ALIGN = re.compile(r"(?:multiple of|aligned to|alignment of)\s*(\d+)")
 
 
 def is_copy_call(name: str) -> bool:
@@ -61,6 +83,7 @@ class Linked:
     threads: list[tuple[object, object]] = dataclasses.field(default_factory=list)  # (pid, tid) per thread code
     arguments: list[tuple[str | None, str | None, str | None, int]] = dataclasses.field(default_factory=lambda: [NO_ARGS])
     copies: tuple[np.ndarray, np.ndarray] | None = None  # `copy_directions`, once worked out
+    logs: list[Logged] = dataclasses.field(default_factory=list)  # the `logged` column's values
 
     def __post_init__(self) -> None:
         self.kind = self.a["kind"]
@@ -78,6 +101,13 @@ class Linked:
     def op_parent(self, op: int) -> int:
         return int(self.links.op[op])
 
+    def logged(self, kind: EventKind) -> list[tuple[int, Logged]]:
+        """(row, what its log line says) of the events of a kind, in file order (`Logged()`: nothing said)."""
+        rows = self.rows(kind)
+        codes = self.a["logged"][rows]
+        said = [self.logs[c] if c != NONE else Logged() for c in np.asarray(codes).tolist()]
+        return list(zip(rows.tolist(), said, strict=True))
+
 
 @dataclasses.dataclass
 class Findings:
@@ -86,17 +116,24 @@ class Findings:
     sig_event: list[int] = dataclasses.field(default_factory=list)  # the event the signal is about
     sig_op: list[int] = dataclasses.field(default_factory=list)  # its operator (-1: none)
     sig_kind: list[SignalKind] = dataclasses.field(default_factory=list)
-    sig_reason: list[str] = dataclasses.field(default_factory=list)
-    sig_op_name: list[str] = dataclasses.field(default_factory=list)
+    sig_reason: list[str | None] = dataclasses.field(default_factory=list)
+    sig_op_name: list[str | None] = dataclasses.field(default_factory=list)
     sig_note: list[str | None] = dataclasses.field(default_factory=list)
     sig_bytes: list[int] = dataclasses.field(default_factory=list)
     transfer_event: list[int] = dataclasses.field(default_factory=list)
     transfer_direction: list[Direction] = dataclasses.field(default_factory=list)
     transfer_bytes: list[int] = dataclasses.field(default_factory=list)
     transfer_reason: list[str] = dataclasses.field(default_factory=list)  # the copy's label, and what decided it
-    compile_event: list[int] = dataclasses.field(default_factory=list)  # online compiles (compiles table rows)
+    compile_event: list[int] = dataclasses.field(default_factory=list)  # compiles table rows
+    compile_kind: list[CompileKind] = dataclasses.field(default_factory=list)
+    compile_reason: list[str | None] = dataclasses.field(default_factory=list)
 
-    def signal(self, event: int, op: int, kind: SignalKind, reason: str, op_name: str, note: str | None,
+    def compiled(self, event: int, kind: CompileKind, reason: str | None) -> None:
+        self.compile_event.append(event)
+        self.compile_kind.append(kind)
+        self.compile_reason.append(reason)
+
+    def signal(self, event: int, op: int, kind: SignalKind, reason: str | None, op_name: str | None, note: str | None,
                nbytes: int = 0) -> None:
         self.sig_event.append(event)
         self.sig_op.append(op)
@@ -272,7 +309,7 @@ def _online_compiles(linked: Linked, out: Findings) -> None:
         op = int(links.op[row])
         call = linked.name(row)
         out.signal(row, op, SignalKind.RECOMPILE, f"online-{call}", linked.name(op) if op >= 0 else call, COMPILE_NOTE)
-        out.compile_event.append(row)
+        out.compiled(row, CompileKind.PROGRAM, call)
 
 
 def _ai_cpu(linked: Linked, out: Findings) -> None:
@@ -290,6 +327,54 @@ def _inferred_fallbacks(linked: Linked, out: Findings) -> None:
     for op in inferred_fallback_ops(linked).tolist():
         out.signal(op, op, SignalKind.CPU_FALLBACK, Cause.NO_DEVICE_WORK.value, linked.name(op),
                    cause_hint(Cause.NO_DEVICE_WORK), linked.arguments[linked.a["args"][op]][3])  # fmt: skip
+
+
+def _logged_fallbacks(linked: Linked, out: Findings) -> None:
+    device = linked.a["device"]
+    for row, logged in linked.logged(EventKind.PLACEMENT):
+        if int(device[row]) != -1:
+            continue  # the log says it ran on a device
+        cause = logged_cause(logged.reason)
+        reason = f"{cause.value} ({logged.reason})" if cause is not None else None
+        out.signal(row, -1, SignalKind.CPU_FALLBACK, reason, linked.name(row), _fallback_note(cause, logged.reason))
+
+
+def _fallback_note(cause: Cause | None, text: str | None) -> str | None:
+    """The fix a logged fallback reason points to, where its words say enough (an alignment's multiple, a dtype)."""
+    if cause is Cause.UNALIGNED and text and (m := _ALIGN.search(text)):
+        return cause_hint(Cause.UNALIGNED, multiple_of=m.group(1))
+    if cause is Cause.DTYPE_NOT_SUPPORTED:
+        return cause_hint(Cause.DTYPE_NOT_SUPPORTED, dtype="the device's dtype (e.g. float16)")
+    return None
+
+
+def _compiled_graphs(linked: Linked, out: Findings) -> None:
+    for row, logged in linked.logged(EventKind.COMPILE):
+        if logged.record == GRAPH_RECORD:
+            out.signal(row, -1, SignalKind.COMPILE_GRAPH, None, linked.name(row), None)
+            out.compiled(row, CompileKind.GRAPH, None)
+
+
+def _compile_records(linked: Linked, out: Findings, record: str, metrics_record: str, kind: CompileKind,
+                     signal: SignalKind, unreadable: str | None) -> None:
+    """`record` events (their reason, else `unreadable`), and `metrics_record` events of the frames none is of."""
+    events = linked.logged(EventKind.COMPILE)
+    logged = {x.frame_key for _, x in events if x.record == record}
+    for row, x in events:
+        if x.record == record or (x.record == metrics_record and x.frame_key not in logged):
+            reason = (x.reason or unreadable) if x.record == record else x.reason
+            out.signal(row, -1, signal, reason, linked.name(row), None)
+            out.compiled(row, kind, reason)
+
+
+def _graph_breaks(linked: Linked, out: Findings) -> None:
+    _compile_records(linked, out, BREAK_RECORD, RESTART_RECORD, CompileKind.GRAPH_BREAK,
+                     SignalKind.COMPILE_GRAPH_BREAK, None)  # fmt: skip
+
+
+def _recompiles(linked: Linked, out: Findings) -> None:
+    _compile_records(linked, out, RECOMPILE_RECORD, METRICS_RECOMPILE_RECORD, CompileKind.RECOMPILE,
+                     SignalKind.COMPILE_RECOMPILE, UNREADABLE)  # fmt: skip
 
 
 def inferred_fallback_ops(linked: Linked) -> np.ndarray:
@@ -337,6 +422,14 @@ RULES: RuleSet[EventRule] = RuleSet([
     EventRule("ai-cpu", "a kernel the device ran on its AI CPU", (SignalKind.CPU_FALLBACK,), _ai_cpu),
     EventRule("inferred-fallback", "a leaf operator that launched no device work (asked for: a guess)",
               (SignalKind.CPU_FALLBACK,), _inferred_fallbacks),
+    EventRule("logged-fallback", "an operator a backend's log places on the host; its cause from the logged words",
+              (SignalKind.CPU_FALLBACK,), _logged_fallbacks),
+    EventRule("compiled-graph", "a graph a compile log records as compiled", (SignalKind.COMPILE_GRAPH,),
+              _compiled_graphs),
+    EventRule("graph-break", "a compile log's graph break; else (older torch) its frame's metrics' restart reasons",
+              (SignalKind.COMPILE_GRAPH_BREAK,), _graph_breaks),
+    EventRule("recompile", "a compile log's recompile, the guards that failed; else (older torch) its metrics'",
+              (SignalKind.COMPILE_RECOMPILE,), _recompiles),
 ])  # fmt: skip
 
 
@@ -367,6 +460,7 @@ def memory_peaks(linked: Linked, spans: list[tuple[int, int]], device_only: bool
     return out
 
 
-__all__ = ["AI_CPU", "AI_CPU_NOTE", "COMPILE_NOTE", "COPY_KINDS", "RULES", "EventRule", "Findings", "Linked",
-           "apply_rules", "copy_directions", "inferred_fallback_ops", "is_copy_call", "is_sync_copy_call",
-           "launched_ops", "memory_peaks"]
+__all__ = ["AI_CPU", "AI_CPU_NOTE", "BREAK_RECORD", "COMPILE_NOTE", "COPY_KINDS", "GRAPH_RECORD",
+           "METRICS_RECOMPILE_RECORD", "RECOMPILE_RECORD", "RESTART_RECORD", "RULES", "UNREADABLE", "EventRule",
+           "Findings", "Linked", "apply_rules", "copy_directions", "inferred_fallback_ops", "is_copy_call",
+           "is_sync_copy_call", "launched_ops", "memory_peaks"]

@@ -1,4 +1,4 @@
-"""Eager NPU fallback logs -> Trace of dispatch/cpu_fallback signals.
+"""Eager NPU fallback logs -> events (`events.EventColumns`) -> Trace of dispatch/cpu_fallback signals.
 
 A fallback line, optionally followed by a TRACE warning that names the call site
 and a line holding its source::
@@ -7,6 +7,10 @@ and a line holding its source::
     [2026-09-14 19:49:00.146][W] TRACE: /work/model.py:85 in rotate_half
         return torch.cat((-x2, x1), dim=-1)
     [2026-09-14 19:49:00.200][I] `sdpa_overrideable (query sequence length 7 not aligned to 32)` op ran on CPU instead of RBLN
+
+Each fallback line is a `placement` event: the operator, on the host (device -1), at the line's time, with what the
+log says of it (`events.Logged`: the reason in parentheses, the call site and its source line). The rule
+``logged-fallback`` (`rules`) makes the signals and their causes.
 
 Anything else is counted as an unknown line and reported in run_info.extra; never fatal.
 """
@@ -18,11 +22,11 @@ import datetime
 import re
 from pathlib import Path
 
-from ..builder import TraceBuilder
-from ..callsites import parse_frame, relative_site
-from ..catalog import Cause, cause_hint, logged_cause
+from ..assemble import assemble
+from ..callsites import relative_site
 from ..errors import TraceFormatError
-from ..schema import Mode, SignalKind, Source
+from ..events import EventColumns, EventKind, Logged, Translated
+from ..schema import Mode, Source
 from ..trace import RunInfo, Trace
 from ._source import DEFAULT_CAPS, SizeCaps, decode_text, read_bytes
 
@@ -35,7 +39,6 @@ FALLBACK = re.compile(
 _SITE = re.compile(r"(?P<file>[^\s:`'\"()\[\]]+\.py)(?::|\", line )(?P<line>\d+)(?:,? in (?P<func>[\w<>.]+))?")
 _TRACE = re.compile(r"\bTRACE\b", re.IGNORECASE)
 _LOG_PREFIX = re.compile(r"^\s*\[\d{4}-\d\d-\d\d")
-_ALIGN = re.compile(r"(?:multiple of|aligned to|alignment of)\s*(\d+)")
 _MAX_EXAMPLES = 5
 
 
@@ -52,20 +55,6 @@ class _Fallback:
 def sniff(text: str) -> bool:
     """True when some line of the text is a fallback line."""
     return any(FALLBACK.match(line) for line in text.splitlines())
-
-
-def classify(detail: str | None) -> str | None:
-    """The short why of a fallback from the reason text the backend logged (the catalogue's logged-cause rules)."""
-    cause = logged_cause(detail)
-    return cause.value if cause is not None else None
-
-
-def _note(why: str | None, detail: str | None) -> str | None:
-    if why == Cause.UNALIGNED.value and detail and (m := _ALIGN.search(detail)):
-        return cause_hint(Cause.UNALIGNED, multiple_of=m.group(1))
-    if why == Cause.DTYPE_NOT_SUPPORTED.value:
-        return cause_hint(Cause.DTYPE_NOT_SUPPORTED, dtype="the device's dtype (e.g. float16)")
-    return None
 
 
 def read_fallback_log(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Trace:
@@ -108,7 +97,7 @@ def read_fallback_log(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Tra
             examples.append(f"line {number}: {line[:120]}")
     if not fallbacks:
         raise TraceFormatError(path, "no line of the form '[time][I] `op` op ran on CPU instead of DEVICE': not a fallback log")
-    return _build(path, fallbacks, len(lines), unknown, examples)
+    return assemble(_translate(path, fallbacks, len(lines), unknown, examples))
 
 
 def _parse_time(ts: str | None) -> datetime.datetime | None:
@@ -120,7 +109,9 @@ def _parse_time(ts: str | None) -> datetime.datetime | None:
         return None
 
 
-def _build(path: Path, fallbacks: list[_Fallback], n_lines: int, unknown: int, examples: list[str]) -> Trace:
+def _translate(path: Path, fallbacks: list[_Fallback], n_lines: int, unknown: int, examples: list[str]) -> Translated:
+    """The fallbacks of one log as `placement` events on the host, in the log's order: ns from the first timed line;
+    a line without a usable time sits at the previous line's time, marked untimed."""
     times = [f.time for f in fallbacks if f.time is not None]
     t0 = min(times) if times else None
 
@@ -151,18 +142,15 @@ def _build(path: Path, fallbacks: list[_Fallback], n_lines: int, unknown: int, e
             "time_zone": "as logged (unknown)",
         },
     )
-    b = TraceBuilder(info)
-    for f in fallbacks:  # the source line the log printed under the warning: the frames table's source column
-        if f.call_site and f.source:
-            file, line, function = parse_frame(f.call_site)
-            if line is not None:
-                b.stacks.sources[(file, line, function or "")] = f.source
-    end = max((ns(t) or 0 for t in times), default=0)
-    device = devices[0].lower() if len(devices) == 1 else None
-    root = b.add_region(path.name, start_ns=0, dur_ns=end, mode=Mode.EAGER, device=device)
+    out = EventColumns()
+    at = 0
     for f in fallbacks:
-        why = classify(f.detail)
-        reason = f"{why} ({f.detail})" if f.detail else None
-        b.signals.append(region_id=root, kind=SignalKind.CPU_FALLBACK, reason=reason, op_name=f.op, count=1, bytes=0,
-                         call_site=f.call_site, note=_note(why, f.detail), time_ns=ns(f.time))  # fmt: skip
-    return b.build()
+        start = ns(f.time)
+        at = at if start is None else start
+        code = out.log(Logged(reason=f.detail, call_site=f.call_site, source=f.source, timed=start is not None))
+        out.add(EventKind.PLACEMENT, f.op, "log", "log", at, device=-1, logged=code)
+    return Translated(out, info, root_name=path.name, root_device=devices[0].lower() if len(devices) == 1 else None,
+                      root_mode=Mode.EAGER)  # fmt: skip
+
+
+__all__ = ["FALLBACK", "FORMAT", "read_fallback_log", "sniff"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from portscope.ingest.assemble import assemble
 from portscope.ingest.convert import load_any
-from portscope.ingest.events import EventColumns, EventKind, Translated
+from portscope.ingest.events import EventColumns, EventKind, Logged, Translated
 from portscope.ingest.rules import RULES
 from portscope.ingest.trace import RunInfo
 
@@ -39,7 +39,8 @@ def _signals(trace) -> list[tuple[str, str, str]]:  # noqa: ANN001
 
 
 def test_rules_are_registered_once_each() -> None:
-    assert [r.name for r in RULES] == ["transfer", "sync", "online-compile", "ai-cpu", "inferred-fallback"]
+    assert [r.name for r in RULES] == ["transfer", "sync", "online-compile", "ai-cpu", "inferred-fallback",
+                                       "logged-fallback", "compiled-graph", "graph-break", "recompile"]
 
 
 def test_an_item_on_a_host_tensor_is_no_sync(tmp_path: Path) -> None:
@@ -194,3 +195,57 @@ def test_the_events_as_an_arrow_table_of_the_written_schema() -> None:
         ("op", "aten::mm", "1", "7", 0, 100), ("copy", "Memcpy DtoH", "0", "3", 40, 5)]
     assert (rows[0]["shapes"], rows[0]["bytes_in"], rows[0]["correlation"]) == ("2x3;3x4", 72, None)
     assert (rows[1]["correlation"], rows[1]["bytes"], rows[1]["device"], rows[1]["shapes"]) == (9, 64, 0, None)
+
+
+def test_operators_a_log_places_on_the_host_are_fallbacks() -> None:
+    # four lines of a backend's log: aten::neg ran on the host (no reason, a call site and its source), sdpa on the
+    # host (not aligned to 32), aten::rsqrt on the host (dtype float32) with no usable time, aten::mm on device 0:
+    # three fallbacks, the device placement none
+    ev = EventColumns()
+    ev.add(EventKind.PLACEMENT, "aten::neg", "log", "log", 0, device=-1,
+           logged=ev.log(Logged(call_site="m.py:85 (rotate_half)", source="return -x")))
+    ev.add(EventKind.PLACEMENT, "sdpa", "log", "log", 10, device=-1, logged=ev.log(Logged(reason="length 7 not aligned to 32")))
+    ev.add(EventKind.PLACEMENT, "aten::rsqrt", "log", "log", 10, device=-1,
+           logged=ev.log(Logged(reason="dtype float32 is not supported", timed=False)))
+    ev.add(EventKind.PLACEMENT, "aten::mm", "log", "log", 20, device=0)
+    trace = assemble(_translated(ev))
+    s = trace["signals"].to_pydict()
+    assert s["kind"] == ["dispatch/cpu_fallback"] * 3 and s["op_name"] == ["aten::neg", "sdpa", "aten::rsqrt"]
+    assert s["reason"] == [None, "unaligned (length 7 not aligned to 32)",
+                           "dtype-not-supported (dtype float32 is not supported)"]  # fmt: skip
+    assert s["note"] == [None, "try: pad to a multiple of 32", "try: compute in the device's dtype (e.g. float16)"]
+    assert s["call_site"] == ["m.py:85 (rotate_half)", None, None] and s["time_ns"] == [0, 10, None]
+    assert trace["frames"].to_pydict()["source"] == ["return -x"]
+    assert trace["ops"].num_rows == 0 and trace["engine_slices"].num_rows == 0  # placements are not drawn
+
+
+def test_compile_log_records_make_graphs_graph_breaks_and_recompiles() -> None:
+    # frame 0/0: a graph, a logged graph break and a restart reason in its metrics (the same break: not counted
+    # again); frame 1/0: only a restart reason (older torch): a break. Frame 0/1: an unreadable recompile record and
+    # its metrics' reason (not counted again); frame 1/1: only its metrics' reason: a recompile.
+    # 1 graph, 2 graph breaks, 2 recompiles.
+    ev = EventColumns()
+
+    def add(record: str, frame_key: str, at: int, **logged: object) -> None:
+        code = ev.log(Logged(record=record, frame_key=frame_key, compile_id=frame_key, **logged))  # type: ignore[arg-type]
+        ev.add(EventKind.COMPILE, "step", "log", "log", at, logged=code)
+
+    add("dynamo_output_graph", "0/0", 5, op_count=3, compile_ns=700, frame="s.py:1 (step)")
+    add("dynamo_graph_break_reason", "0/0", 1, reason="print", call_site="s.py:3 (step)",
+        stack=(("s.py", 3, "step"), ("s.py", 9, "<module>")))
+    add("restart_reasons", "0/0", 6, reason="print")
+    add("restart_reasons", "1/0", 8, reason="data-dependent")
+    add("recompile_reasons", "0/1", 10)
+    add("recompile_reason", "0/1", 11, reason="x size mismatch")
+    add("recompile_reason", "1/1", 12, reason="y rank mismatch")
+    trace = assemble(_translated(ev))
+    c = trace["compiles"].to_pydict()
+    assert c["kind"] == ["graph", "graph_break", "graph_break", "recompile", "recompile"]  # in file order
+    assert c["reason"] == [None, "print", "data-dependent", "unknown (payload unreadable)", "y rank mismatch"]
+    assert c["compile_id"] == ["0/0", "0/0", "1/0", "0/1", "1/1"] and c["time_ns"] == [5, 1, 8, 10, 12]
+    assert (c["op_count"][0], c["compile_ns"][0], c["frame"][0], c["key"][0]) == (3, 700, "s.py:1 (step)", "step")
+    s = trace["signals"].to_pydict()
+    assert s["kind"] == ["compile/graph_break", "compile/graph", "compile/graph_break", "compile/recompile",
+                         "compile/recompile"]  # in time order  # fmt: skip
+    assert s["call_site"][0] == "s.py:3 (step)" and s["stack_id"] == [0, None, None, None, None]
+    assert trace["stacks"].to_pydict()["frame_ids"] == [[0, 1]]
