@@ -1,6 +1,6 @@
 """Graph-break reasons: the one parser of Dynamo's ``dynamo_graph_break_reason`` text.
 
-Live recordings (profiler/compiled.py) and TORCH_TRACE logs (readers/_torch_trace_build.py) both read
+Live recordings (profiler/compiled.py) and TORCH_TRACE logs (readers/torch_trace.py) both read
 the reason and the user's source line through it, so a live and an offline trace of one run say the
 same thing and diff cleanly.
 """

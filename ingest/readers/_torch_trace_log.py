@@ -1,5 +1,5 @@
 """TORCH_TRACE structured logs (the input of tlparse): the records of a log (a leaf module: the
-builder, _torch_trace_build.py, reads what it parses).
+translation, torch_trace.py, reads what it parses).
 
 Each record is a glog prefix and a JSON envelope on one line, e.g.
 ``V0403 07:28:48.061000 1398 torch/_dynamo/output_graph.py:1139] {"dynamo_output_graph": {...},
