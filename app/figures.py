@@ -387,3 +387,27 @@ def breakdown_figure(frame: pd.DataFrame, *, by: str, metric: str) -> dict[str, 
             "plot_bgcolor": "white",
         },
     }
+
+
+def category_figure(categories: pd.DataFrame, sides: list[tuple[str, str]]) -> dict[str, Any]:
+    """Horizontal bars of device time (µs) per category, one bar per side (`sides`: (label, ns column)), the
+    categories with no device time on any side left out; the first category on top."""
+    spent = categories[categories[[column for _, column in sides]].sum(axis=1) > 0].iloc[::-1]
+    colours = ["#4C78A8", "#F58518"]
+    data = [{"type": "bar", "orientation": "h", "name": plot_text(label), "x": (spent[column] / 1e3).round(3).tolist(),
+             "y": [plot_text(c) for c in spent["category"]], "marker": {"color": colours[k % len(colours)]},
+             "hovertemplate": f"{plot_text(label)} %{{y}}: %{{x:,.1f}} µs<extra></extra>"}
+            for k, (label, column) in enumerate(sides)]  # fmt: skip
+    return {
+        "data": data,
+        "layout": {
+            "barmode": "group",
+            "height": 90 + 26 * len(sides) * max(len(spent), 1),
+            "margin": {"l": 20, "r": 20, "t": 30, "b": 40},
+            "yaxis": {"automargin": True},
+            "xaxis": {"title": {"text": "device time (µs)"}},
+            "title": {"text": "device time per category", "font": {"size": 13}},
+            "showlegend": len(sides) > 1,
+            "plot_bgcolor": "white",
+        },
+    }

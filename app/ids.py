@@ -35,6 +35,8 @@ BREAKDOWN_BY = "breakdown-by"
 BREAKDOWN_GRAPH = "breakdown-graph"  # pattern type; see breakdown_graph()
 OPS_GRID = "ops-grid"
 REGION_KEY = "region-key"  # {"run_id", "region_id"} of the page
+REGION_DEVICE_GRID = "region-device-grid"  # device time per operator
+REGION_DEVICE_CATEGORIES = "region-device-categories"
 
 # timeline page
 TIMELINE_GRAPH = "timeline-graph"
@@ -103,6 +105,11 @@ COMPARE_OPS = "compare-ops"
 COMPARE_OPS_SET = "compare-ops-set"  # which change set the table lists
 COMPARE_OPS_SUMMARY = "compare-ops-summary"
 COMPARE_OPS_TABLE = "compare-ops-table"
+COMPARE_PORT = "compare-port"  # operators aligned by what they compute (the port diff)
+COMPARE_PORT_TABLE = "compare-port-table"  # with timelines to highlight on (two runs)
+COMPARE_PORT_TABLE_ALONE = "compare-port-table-alone"  # two regions of one run: no timelines, nothing to highlight
+COMPARE_PORT_CATEGORIES = "compare-port-categories"
+COMPARE_PORT_STATUS = "compare-port-status"
 
 
 def run_pick(run_id: str) -> dict[str, str]:

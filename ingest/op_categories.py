@@ -95,7 +95,7 @@ _KERNELS: list[tuple[OpCategory, re.Pattern[str]]] = [
     (OpCategory.COMMUNICATION, re.compile(r"nccl|rccl|hccl|allreduce|all_reduce|allgather|all_gather|reducescatter|"
                                            r"reduce_scatter|alltoall|sendrecv|cross_device_reduce", re.I)),
     (OpCategory.ATTENTION, re.compile(r"flash|fmha|attn|attention|sdpa", re.I)),
-    (OpCategory.CONVOLUTION, re.compile(r"conv|fprop|dgrad|wgrad|implicit_?gemm|igemm_(fwd|bwd|wrw)|winograd|fft2d|im2col|"
+    (OpCategory.CONVOLUTION, re.compile(r"conv(?!ert)|fprop|dgrad|wgrad|implicit_?gemm|igemm_(fwd|bwd|wrw)|winograd|fft2d|im2col|"
                                         r"scudnn|miopen", re.I)),
     (OpCategory.GEMM, re.compile(r"(?<!fb)gemm|gemv|^cijk_|cublas|hipblas|matmul|nvjet|xmma|triton_tem_fused_.*mm|"
                                  r"^triton_.*_(mm|bmm|addmm)(_|$)|wmma|splitk", re.I)),
@@ -107,6 +107,8 @@ _KERNELS: list[tuple[OpCategory, re.Pattern[str]]] = [
 ]
 
 _NAMESPACE = re.compile(r"^(?:[a-z_0-9]+::)+", re.I)  # aten::, c10d::, torch_npu::, npu::
+_OVERLOAD = re.compile(r"\.[A-Za-z_0-9]+$")  # aten::add.Tensor, aten::mm.out
+_OPERATOR_NAMED = re.compile(r"^(?:[a-z_0-9]+::)+[A-Za-z_0-9.]+$")  # a predicted kernel named after its operator
 _BACKWARD = re.compile(r"backward\d*$", re.I)
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
@@ -117,7 +119,7 @@ def _bases(name: str) -> tuple[str, str]:
     name = name.strip()
     if ": " in name:  # "autograd::engine::evaluate_function: AddmmBackward0" -> the function it runs
         name = name.rsplit(": ", 1)[1]
-    name = _NAMESPACE.sub("", name)
+    name = _OVERLOAD.sub("", _NAMESPACE.sub("", name))
     name = _BACKWARD.sub("", name).rstrip("_")
     if name.endswith("_backward"):
         name = name[: -len("_backward")]
@@ -142,4 +144,6 @@ def kernel_category(name: str) -> OpCategory | None:
     for category, pattern in _KERNELS:
         if pattern.search(name):
             return category
+    if _OPERATOR_NAMED.match(name) and (by_operator := operator_category(name)) is not OpCategory.OTHER:
+        return by_operator
     return None

@@ -19,6 +19,7 @@ import pandas as pd
 import pyarrow as pa
 
 from . import _compute as pc
+from .callsites import site_line
 from .link import enclosing
 from .op_categories import OpCategory, kernel_category, operator_category
 from .region_tree import descendants
@@ -26,7 +27,8 @@ from .schema import EngineKind, SliceKind, TimeUnit
 from .trace import Trace
 from .viewport import dictionary_codes
 
-__all__ = ["CATEGORIES", "CATEGORY_COLUMNS", "DEVICE_ENGINES", "OPS_COLUMNS", "OpCalls", "category_totals", "device_by_operator", "op_calls"]
+__all__ = ["CATEGORIES", "CATEGORY_COLUMNS", "DEVICE_ENGINES", "OPS_COLUMNS", "OpCalls", "category_totals", "device_by_operator",
+           "device_rows", "op_calls"]
 
 DEVICE_ENGINES = frozenset({EngineKind.STREAM, EngineKind.DMA_H2D, EngineKind.DMA_D2H, EngineKind.DMA_D2D, EngineKind.MATRIX,
                             EngineKind.VECTOR, EngineKind.COLLECTIVE})  # fmt: skip
@@ -40,13 +42,17 @@ _OTHER = CATEGORIES.index(OpCategory.OTHER)
 class OpCalls:
     """Every operator call of some regions, and the device work they (or nobody) launched there.
 
-    Per call (rows in the operators table's order): `name` (code into `names`), `parent` (the call around it on
+    Per call (rows in the operators table's order): `name` (code into `names`), `op_id`, `line` (its call site's
+    model line, code into `lines`, -1: none), `parent` (the call around it on
     its thread, -1: none), `cpu_ns`, `self_ns` / `self_n` (its own device work's time and count), `total_ns` /
     `total_n` (with its children's). Per piece of device work: `item_call` (-1: launched outside any operator),
     `item_ns`, `item_category` (code into `CATEGORIES`)."""
 
     names: list[str]
     name: np.ndarray
+    op_id: np.ndarray
+    lines: list[str]
+    line: np.ndarray
     parent: np.ndarray
     cpu_ns: np.ndarray
     self_ns: np.ndarray
@@ -110,9 +116,30 @@ def op_calls(trace: Trace, region_ids: list[int] | None = None) -> OpCalls:
     self_ns = np.bincount(item_call[launched], weights=item_ns[launched], minlength=n)
     self_n = np.bincount(item_call[launched], minlength=n).astype(np.float64)
     total_ns, total_n = _subtree_sums(parent, self_ns, self_n)
-    return OpCalls(names=names, name=name, parent=parent, cpu_ns=cpu, self_ns=_exact(self_ns), self_n=_exact(self_n),
+    line, lines = _lines(ops.column("call_site")) if n else (np.zeros(0, np.int64), [])
+    return OpCalls(names=names, name=name, op_id=op_ids, lines=lines, line=line, parent=parent, cpu_ns=cpu, self_ns=_exact(self_ns), self_n=_exact(self_n),
                    total_ns=_exact(total_ns), total_n=_exact(total_n), item_call=item_call, item_ns=item_ns,
                    item_category=item_category)  # fmt: skip
+
+
+def _lines(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
+    """(a code per operator into the model lines of their call sites (-1: none), the lines)."""
+    if column.null_count == len(column):
+        return np.full(len(column), -1, np.int64), []
+    codes, sites = dictionary_codes(column)
+    found: dict[str, int] = {}
+    remap = np.array([found.setdefault(site_line(s), len(found)) if s is not None else -1 for s in sites] + [-1], dtype=np.int64)
+    return remap[np.where(codes >= 0, codes, len(sites))], list(found)
+
+
+def device_rows(trace: Trace, op_ids: np.ndarray) -> np.ndarray:
+    """Rows of the engine slices table that are device work launched by the operators `op_ids`."""
+    slices = trace["engine_slices"]
+    if not len(op_ids) or not slices.num_rows:
+        return np.zeros(0, np.int64)
+    codes, kinds = dictionary_codes(slices.column("engine_kind"))
+    device = np.array([k in {e.value for e in DEVICE_ENGINES} for k in kinds], dtype=bool)
+    return np.flatnonzero(device[codes] & np.isin(_ints(slices.column("op_id")), op_ids)).astype(np.int64)
 
 
 def _ints(column: pa.ChunkedArray) -> np.ndarray:
@@ -146,7 +173,7 @@ def _device_work(trace: Trace, op_ids: np.ndarray, names: list[str], name: np.nd
     slices = trace["engine_slices"]
     device = pc.is_in(slices.column("engine_kind"), pa.array([e.value for e in DEVICE_ENGINES]))
     device = pc.call("and", device, pc.call("not_equal", slices.column("kind"), pa.scalar(SliceKind.ANNOTATION.value)))
-    work = pc.call("filter", slices.select(["region_id", "name", "dur", "op_id"]), device)
+    work = pc.call("filter", slices.select(["region_id", "name", "dur", "op_id", "correlation"]), device)
     if not work.num_rows:
         empty = np.zeros(0, np.int64)
         return empty, empty, empty
@@ -159,10 +186,10 @@ def _device_work(trace: Trace, op_ids: np.ndarray, names: list[str], name: np.nd
     found = (item_op >= 0) & (len(order) > 0)
     found[found] = op_ids[order[at[found]]] == item_op[found]
     call = np.where(found, order[at] if len(order) else -1, -1)
-    keep = found | (item_op < 0)  # an operator of these regions, or none (then the work's own region decides)
+    keep = found | (item_op < 0)  # an operator of these regions, or none (then the region of its launch decides)
     if region_ids is not None:
         wanted = np.asarray(sorted({r for rid in region_ids for r in descendants(trace, rid)}), dtype=np.int64)
-        keep = found | ((item_op < 0) & np.isin(_ints(work.column("region_id")), wanted))
+        keep = found | ((item_op < 0) & np.isin(_launch_regions(trace, work), wanted))
     codes, slice_names = dictionary_codes(work.column("name"))
     said = np.array([CATEGORIES.index(c) if (c := kernel_category(s)) is not None else -1 for s in slice_names] + [-1],
                     dtype=np.int64)[codes]  # fmt: skip
@@ -170,6 +197,21 @@ def _device_work(trace: Trace, op_ids: np.ndarray, names: list[str], name: np.nd
     by_op = op_category[np.where(call >= 0, name[np.maximum(call, 0)] if len(name) else -1, -1)]
     category = np.where(said >= 0, said, by_op)
     return call[keep], dur[keep], category[keep]
+
+
+def _launch_regions(trace: Trace, work: pa.Table) -> np.ndarray:
+    """The region of each piece of device work's launch: its runtime call's (by correlation id) when the trace
+    holds the call, else its own."""
+    own = _ints(work.column("region_id"))
+    calls = trace["runtime_calls"]
+    corr = _ints(work.column("correlation"))
+    if not calls.num_rows or not (corr >= 0).any():
+        return own
+    call_corr, call_region = _ints(calls.column("correlation")), _ints(calls.column("region_id"))
+    order = np.argsort(call_corr, kind="stable")
+    at = np.minimum(np.searchsorted(call_corr[order], corr), len(order) - 1)
+    hit = (corr >= 0) & (call_corr[order[at]] == corr)
+    return np.where(hit, call_region[order[at]], own)
 
 
 def device_by_operator(calls: OpCalls) -> pd.DataFrame:

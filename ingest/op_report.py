@@ -63,7 +63,7 @@ def format_ops(data: dict[str, Any]) -> str:
 
 def port_diff_data(diff: PortDiff) -> dict[str, Any]:
     """The port diff's rows (`ops`), categories and unattributed device time as JSON-ready values."""
-    return {"ops": records(diff.ops), "categories": records(diff.categories),
+    return {"ops": records(diff.ops), "categories": records(diff.categories), "lines": records(diff.lines),
             "unattributed": {"a": diff.unattributed[0], "b": diff.unattributed[1]}}  # fmt: skip
 
 
@@ -93,4 +93,9 @@ def format_port_diff(diff: PortDiff, top: int) -> str:
     for r in diff.categories.itertuples():
         if r.a_device_ns or r.b_device_ns:
             lines.append(f"  {r.category:<13} {_us(r.a_device_ns):>11} {_us(r.b_device_ns):>11} {r.delta_ns / 1e3:>+11,.1f} {_ratio(r.ratio):>7}")
+    if len(diff.lines):
+        lines += ["", f"device time per model line (the launching operator's call site; {len(diff.lines)} lines, top {top}):",
+                  f"  {'A us':>11} {'B us':>11} {'Δ us':>11} {'B/A':>7}  line"]  # fmt: skip
+        lines += [f"  {_us(r.a_device_ns):>11} {_us(r.b_device_ns):>11} {r.delta_ns / 1e3:>+11,.1f} {_ratio(r.ratio):>7}  {r.line}"
+                  for r in diff.lines.head(top).itertuples()]  # fmt: skip
     return "\n".join(lines) + "\n"

@@ -21,22 +21,25 @@ from .op_categories import OpCategory, operator_category
 from .op_device import CATEGORIES, OpCalls, category_totals, op_calls
 from .trace import Trace
 
-__all__ = ["PORT_CATEGORY_COLUMNS", "PORT_COLUMNS", "PortDiff", "port_diff", "row_keys"]
+__all__ = ["PORT_CATEGORY_COLUMNS", "PORT_COLUMNS", "PORT_LINE_COLUMNS", "PortDiff", "port_diff", "row_keys", "row_op_ids"]
 
 PORT_COLUMNS = ["operator", "category", "a_calls", "b_calls", "a_device_self_ns", "b_device_self_ns", "delta_ns", "ratio",
                 "a_cpu_ns", "b_cpu_ns", "a_ops", "b_ops"]  # fmt: skip
 PORT_CATEGORY_COLUMNS = ["category", "a_device_ns", "b_device_ns", "delta_ns", "ratio"]
+PORT_LINE_COLUMNS = ["line", "a_device_ns", "b_device_ns", "delta_ns", "ratio"]
 
 
 @dataclasses.dataclass(frozen=True)
 class PortDiff:
     """ops: one row per aligned operator (PORT_COLUMNS; `a_ops` / `b_ops`: that side's own operator names folded
     into the row), what got slower first; categories: device time per category on each side
-    (PORT_CATEGORY_COLUMNS, every category); unattributed: device work of A / of B launched outside any
-    operator (in no row, in the categories)."""
+    (PORT_CATEGORY_COLUMNS, every category); lines: device time per model line (the call site of the operator
+    that launched it, PORT_LINE_COLUMNS), what got slower first, empty when neither trace has call sites;
+    unattributed: device work of A / of B launched outside any operator (in no row, in the categories)."""
 
     ops: pd.DataFrame
     categories: pd.DataFrame
+    lines: pd.DataFrame
     unattributed: tuple[int, int]
 
 
@@ -51,6 +54,14 @@ def row_keys(calls: OpCalls, shared: set[str]) -> np.ndarray:
         key[hit] = calls.name[at[hit]]
         at = np.where(live & ~hit, calls.parent[np.maximum(at, 0)], -1)
     return np.where(key >= 0, key, calls.name)
+
+
+def row_op_ids(calls: OpCalls, other: OpCalls, operator: str) -> np.ndarray:
+    """The op ids of the calls of `calls` that count in the port diff's row `operator` (the other side: `other`)."""
+    if not len(calls.name):
+        return np.zeros(0, np.int64)
+    keys = row_keys(calls, set(calls.names) & set(other.names))
+    return calls.op_id[np.asarray(calls.names, dtype=object)[keys] == operator]
 
 
 def _side(calls: OpCalls, shared: set[str]) -> tuple[pd.DataFrame, pd.Series]:
@@ -98,7 +109,23 @@ def port_diff(trace_a: Trace, regions_a: list[int] | None, trace_b: Trace, regio
                        for name in ops["operator"]]  # fmt: skip
     order = np.lexsort((ops["operator"].to_numpy(dtype=str), -np.maximum(a_ns, b_ns), -ops["delta_ns"].to_numpy()))
     ops = ops.iloc[order].reset_index(drop=True)[PORT_COLUMNS]
-    return PortDiff(ops=ops, categories=_categories(calls_a, calls_b), unattributed=(calls_a.unattributed_ns, calls_b.unattributed_ns))
+    return PortDiff(ops=ops, categories=_categories(calls_a, calls_b), lines=_lines(calls_a, calls_b),
+                    unattributed=(calls_a.unattributed_ns, calls_b.unattributed_ns))  # fmt: skip
+
+
+def _lines(calls_a: OpCalls, calls_b: OpCalls) -> pd.DataFrame:
+    """Self device time per model line on each side (the calls' own call sites), lines with device time only."""
+    sides = []
+    for c in (calls_a, calls_b):
+        sited = c.line >= 0
+        spent = np.bincount(c.line[sited], weights=c.self_ns[sited], minlength=len(c.lines)) if len(c.lines) else np.zeros(0)
+        sides.append(pd.Series(np.rint(spent).astype(np.int64), index=pd.Index(c.lines, dtype=object), dtype="int64"))
+    frame = pd.concat(sides, axis=1, keys=["a_device_ns", "b_device_ns"]).fillna(0).astype("int64")
+    frame = frame[(frame["a_device_ns"] > 0) | (frame["b_device_ns"] > 0)].reset_index(names="line")
+    frame["delta_ns"] = frame["b_device_ns"] - frame["a_device_ns"]
+    frame["ratio"] = [b / a if a else None for a, b in zip(frame["a_device_ns"].tolist(), frame["b_device_ns"].tolist(), strict=True)]
+    frame = frame.sort_values(["delta_ns", "line"], ascending=[False, True], kind="stable")
+    return frame.reset_index(drop=True)[PORT_LINE_COLUMNS]
 
 
 def _categories(calls_a: OpCalls, calls_b: OpCalls) -> pd.DataFrame:

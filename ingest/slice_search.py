@@ -33,7 +33,6 @@ class SliceMatches:
 
 def find_slices(slices: pa.Table, text: str, full: Lanes) -> SliceMatches:
     """Slices of `slices` whose name contains `text` (case-insensitive); `full`: the timeline's lanes of `slices`.
-
     The matches keep their place in `full` (lane, depth row, kind group): their lanes are a subset of its
     groups, taken by position, so no second sort and no second nesting pass.
     """
@@ -47,6 +46,12 @@ def find_slices(slices: pa.Table, text: str, full: Lanes) -> SliceMatches:
     elif text.strip() and column is not None:  # plain strings (names too many for a dictionary): matched row by row
         hit = pc.match_substring(column, text.strip(), ignore_case=True).fill_null(False)
         found = np.flatnonzero(np.concatenate([c.to_numpy(zero_copy_only=False) for c in hit.chunks])).astype(np.int64)
+    return rows_as_matches(found, full)
+
+
+def rows_as_matches(found: np.ndarray, full: Lanes) -> SliceMatches:
+    """Slices given by their rows of the slices table (an operator's kernels, a name's matches) as matches that
+    keep their place in `full`, the timeline's lanes."""
     full_row = np.asarray(full.row)
     position = np.empty(len(full_row), np.int64)
     position[full_row] = np.arange(len(full_row))

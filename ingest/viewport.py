@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from portscope.ingest._compute import int_values
 from portscope.ingest.schema import EngineKind, SliceKind
 
 KINDS: tuple[str, ...] = tuple(k.value for k in SliceKind)
@@ -77,11 +78,11 @@ def _unescape(s: str) -> str:
 
 
 def dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
-    """Dictionary codes and values of a string column (dictionary-encoded or plain)."""
+    """Dictionary codes (-1: null) and values of a string column (dictionary-encoded or plain)."""
     array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     if not pa.types.is_dictionary(array.type):
         array = pc.dictionary_encode(array)
-    return array.indices.to_numpy(zero_copy_only=False).astype(np.int64), array.dictionary.to_pylist()
+    return int_values(array.indices, fill=-1), array.dictionary.to_pylist()
 
 
 def build_lanes(slices: pa.Table) -> Lanes:

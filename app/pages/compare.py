@@ -15,7 +15,7 @@ from ..context import store
 from ..data.runs import regions_frame
 from ..data.tables import numerics_frame
 from ..figures import flow_indices, graph_config, match_indices, timeline_figure
-from . import compare_ops, compare_schedules, timeline_tools
+from . import compare_ops, compare_port, compare_schedules, timeline_tools
 from .common import load, region_label, run_label
 from .timeline import click_update, panels, slice_view, zoom_update
 
@@ -71,6 +71,7 @@ def layout(a: str = "", b: str = "", ra: str | None = None, rb: str | None = Non
         ),
         html.Div([dcc.Link(f"A: {run_label(a, trace_a)} ({a})", href=urls.run(a)),
                   dcc.Link(f"B: {run_label(b, trace_b)} ({b})", href=urls.run(b))], className="links"),
+        compare_port.section(),
         html.H3("Signals"),
         html.Div(id=ids.COMPARE_SIGNALS),
         html.H3("Operators added, removed, increased, decreased"),
@@ -161,6 +162,7 @@ def register(app: dash.Dash) -> None:
     timeline_tools.register(app, ids.COMPARE_TIMELINES, ids.COMPARE_TOOLS, slice_view)
     compare_schedules.register(app)
     compare_ops.register(app)
+    compare_port.register(app)
 
     @app.callback(
         Output(ids.TIMELINE_DETAIL, "children", allow_duplicate=True),

@@ -30,7 +30,7 @@ from ..figures import (
     viewport_from_relayout,
 )
 from ..time_axis import fmt_duration, parse_clock
-from . import timeline_tools
+from . import compare_port, timeline_tools
 from .common import load, run_label
 from .timeline_runs import bands, extent, run_unit
 
@@ -148,10 +148,11 @@ def slice_view(run_id: str, row: int) -> html.Dl:
 def zoom_update(key: dict[str, Any], relayout: dict[str, Any] | None, match: dict[str, Any] | None) -> tuple[Any, str]:
     """A zoom's answer with the search matches of the new view highlighted."""
     patch, status = relayout_update(key["run_ids"], relayout, key.get("clock_hz"), key.get("titles"))
-    text = (match or {}).get("text")
-    if text and key.get("match_traces"):
+    text, operator = (match or {}).get("text"), (match or {}).get("operator")
+    if (text or operator) and key.get("match_traces"):
         window = viewport_from_relayout(relayout, extent(key["run_ids"])) or extent(key["run_ids"])
-        timeline_tools.add_highlights(patch, key["run_ids"], text, window, key["match_traces"])
+        found = compare_port.operator_matches(key["run_ids"], operator) if operator else timeline_tools.text_matches(key["run_ids"], text)
+        timeline_tools.add_highlights(patch, found, window, key["match_traces"])
     return patch, status
 
 

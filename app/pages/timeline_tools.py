@@ -35,19 +35,24 @@ def matches(run_id: str, text: str) -> SliceMatches:
                           lambda: find_slices(timeline_slices(store().trace(run_id))[0], text, store().lanes(run_id)))
 
 
-def add_highlights(patch: Any, run_ids: list[str], text: str | None, window: tuple[float, float], indices: list[int]) -> int:
-    """Put the matches of `text` inside `window` into the patch's match traces; the number of matches in all runs."""
+def add_highlights(patch: Any, found: list[SliceMatches | None], window: tuple[float, float], indices: list[int]) -> int:
+    """Put the matches of each run (`found`, in the runs' order) inside `window` into the patch's match traces;
+    the number of matches in all runs."""
     total = 0
-    for run_id, index in zip(run_ids, indices, strict=False):
-        found = matches(run_id, text or "") if text else None
-        if found is None or not len(found):
+    for matched, index in zip(found, indices, strict=False):
+        if matched is None or not len(matched):
             patch["data"][index]["x"], patch["data"][index]["y"] = [], []
             continue
-        total += len(found)
-        view = reduce_viewport(found.lanes, window[0], window[1], VIEW_PX, max_bars=MAX_HIGHLIGHTS)
+        total += len(matched)
+        view = reduce_viewport(matched.lanes, window[0], window[1], VIEW_PX, max_bars=MAX_HIGHLIGHTS)
         x, y = highlight_bars(view)
         patch["data"][index]["x"], patch["data"][index]["y"] = x, y
     return total
+
+
+def text_matches(run_ids: list[str], text: str | None) -> list[SliceMatches | None]:
+    """Each run's slices whose name contains `text` (None for every run when there is no text)."""
+    return [matches(run_id, text) if text else None for run_id in run_ids]
 
 
 def step_window(start: float, end: float, window: tuple[float, float]) -> tuple[float, float]:
@@ -191,7 +196,7 @@ def search_update(key: dict[str, Any], text: str, trigger: Any, relayout: dict[s
     found = matches(run_ids[0], text) if text.strip() else None
     if found is None or not stepping or not len(found):
         patch = Patch()
-        total = add_highlights(patch, run_ids, text if found is not None else None, window, key.get("match_traces") or [])
+        total = add_highlights(patch, text_matches(run_ids, text if found is not None else None), window, key.get("match_traces") or [])
         status = "" if found is None else f"{total:,} slices match" + ("" if total else " (names are matched case-insensitively, any part)")
         return patch, dash.no_update, status, {"text": text, "index": -1}, dash.no_update
     k = state.get("index", -1) if state.get("text") == text else -1

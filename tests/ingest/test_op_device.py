@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from kineto_pair import event as ev
+from kineto_pair import CONTROL, TEST
+from kineto_pair import convert as convert_pair
+from port_pair import CUDA, ROCM, convert
 
 from portscope.app.cli import main
 from portscope.ingest import read_trace, write_trace
@@ -16,56 +18,9 @@ from portscope.ingest.op_categories import OpCategory, kernel_category, operator
 from portscope.ingest.op_device import category_totals, device_by_operator, op_calls
 from portscope.ingest.port_diff import port_diff
 from portscope.ingest.readers import read_kineto
+from portscope.ingest.readers.ascend_trace import read_ascend_trace
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "kineto"
-
-
-def nest(names: list[str], ts: float, dur: float) -> list[dict]:
-    """Operators each one µs inside the one before."""
-    return [ev("cpu_op", n, ts + i, dur - 2 * i) for i, n in enumerate(names)]
-
-
-def launch(call: str, ts: float, corr: int, kernel: str, at: float, dur: float, cat: str = "kernel") -> list[dict]:
-    return [ev("cuda_runtime", call, ts, 1, correlation=corr), ev(cat, kernel, at, dur, correlation=corr)]
-
-
-# CUDA: conv2d > convolution > _convolution > cudnn_convolution launches an implicit-GEMM kernel (30 µs) and a
-# layout kernel (5 µs); SDPA > flash launches a flash kernel (20 µs); linear > addmm a GEMM (12 µs); aten::add
-# twice, once with a kernel (3 µs); a copy launched outside any operator (4 µs).
-CUDA = [
-    ev("user_annotation", "ProfilerStep#1", 0, 300),
-    *nest(["aten::conv2d", "aten::convolution", "aten::_convolution", "aten::cudnn_convolution"], 10, 50),
-    *launch("cudaLaunchKernel", 14, 1, "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw", 400, 30),
-    *launch("cudaLaunchKernel", 20, 2, "void cudnn::ops::nchwToNhwcKernel<float>", 431, 5),
-    *nest(["aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention"], 70, 40),
-    *launch("cudaLaunchKernel", 72, 3, "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits>", 440, 20),
-    *nest(["aten::linear", "aten::addmm"], 120, 40),
-    *launch("cudaLaunchKernel", 122, 4, "ampere_sgemm_64x64_nn", 461, 12),
-    ev("cpu_op", "aten::add", 170, 10),
-    *launch("cudaLaunchKernel", 171, 5, "void at::native::vectorized_elementwise_kernel<4, CUDAFunctor_add<float>>", 474, 3),
-    ev("cpu_op", "aten::add", 185, 10),
-    *launch("cudaMemcpyAsync", 200, 6, "Memcpy HtoD (Pageable -> Device)", 480, 4, cat="gpu_memcpy"),
-]
-# ROCm: the same model; MIOpen convolution (50 µs), efficient attention (30 µs), a Tensile GEMM (10 µs), add (4 µs).
-ROCM = [
-    ev("user_annotation", "ProfilerStep#1", 0, 300),
-    *nest(["aten::conv2d", "aten::convolution", "aten::_convolution", "aten::miopen_convolution"], 10, 50),
-    *launch("hipLaunchKernel", 14, 1, "igemm_fwd_gtcx_nchw_fp32_bx0_ex1_bt128x128x16", 400, 50),
-    *nest(["aten::scaled_dot_product_attention", "aten::_scaled_dot_product_efficient_attention",
-           "aten::_efficient_attention_forward"], 70, 40),
-    *launch("hipLaunchKernel", 74, 3, "attn_fwd", 451, 30),
-    *nest(["aten::linear", "aten::addmm"], 120, 40),
-    *launch("hipExtModuleLaunchKernel", 122, 4, "Cijk_Alik_Bljk_SB_MT64x64x16_MI32x32x2x1", 482, 10),
-    ev("cpu_op", "aten::add", 170, 10),
-    *launch("hipLaunchKernel", 171, 5, "void at::native::elementwise_kernel<128, 2, add_kernel>", 493, 4),
-    ev("cpu_op", "aten::add", 185, 10),
-]
-
-
-def convert(tmp_path: Path, name: str, events: list[dict]) -> Path:
-    source = tmp_path / f"{name}.json"
-    source.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
-    return write_trace(read_kineto(source), tmp_path / f"{name}.arrow")
 
 
 @pytest.fixture
@@ -85,6 +40,7 @@ def test_operator_categories_by_name() -> None:
     assert operator_category("aten::_softmax") is OpCategory.REDUCTION
     assert operator_category("aten::_to_copy") is OpCategory.COPY
     assert operator_category("aten::view") is OpCategory.OTHER
+    assert operator_category("aten::add.Tensor") is OpCategory.ELEMENTWISE  # an overload's name
 
 
 def test_kernel_categories_by_name() -> None:
@@ -100,6 +56,8 @@ def test_kernel_categories_by_name() -> None:
     assert kernel_category("Memcpy DtoH (Device -> Pinned)") is OpCategory.COPY
     assert kernel_category("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel") is OpCategory.NORMALIZATION
     assert kernel_category("indexSelectLargeIndex") is None  # the operator decides
+    assert kernel_category("aten::mm.out") is OpCategory.GEMM  # a predicted kernel, named after its operator
+    assert kernel_category("prims::convert_element_type") is None
 
 
 def test_device_time_per_operator_by_hand(pair: tuple[Path, Path]) -> None:
@@ -204,3 +162,44 @@ def test_real_eager_vs_compiled(tmp_path: Path) -> None:
     assert diff.unattributed[1] == 68_798_000
     cats = diff.categories.set_index("category")
     assert cats["b_device_ns"].sum() == op_calls(b).device_ns
+
+
+def test_torch_npu_trace_view_device_time(tmp_path: Path) -> None:
+    """torch_npu's trace view: kernels joined to their operator by the launch flows (the reader's translation),
+    one MatMul of 8 µs inside aten::mm inside aten::linear, one Add of 3 µs."""
+    header = [{"ph": "M", "name": "process_name", "pid": 100, "tid": 0, "args": {"name": "Python"}},
+              {"ph": "M", "name": "process_name", "pid": 7, "tid": 0, "args": {"name": "Ascend Hardware"}},
+              {"ph": "M", "name": "thread_name", "pid": 7, "tid": 3, "args": {"name": "Stream 3"}}]  # fmt: skip
+
+    def op(name: str, ts: str, dur: float) -> dict:
+        return {"ph": "X", "name": name, "cat": "cpu_op", "pid": 100, "tid": 100, "ts": ts, "dur": dur}
+
+    def kernel(name: str, ts: str, dur: float, flow: int, host_ts: str) -> list[dict]:
+        return [{"ph": "X", "name": name, "pid": 7, "tid": 3, "ts": ts, "dur": dur, "args": {"Task Type": "AI_CORE"}},
+                {"ph": "s", "name": "torch_to_npu", "cat": "async_npu", "id": flow, "pid": 100, "tid": 100, "ts": host_ts},
+                {"ph": "f", "name": "torch_to_npu", "cat": "async_npu", "id": flow, "pid": 7, "tid": 3, "ts": ts, "bp": "e"}]  # fmt: skip
+
+    events = [op("aten::linear", "1000.000", 80), op("aten::mm", "1001.000", 50), *kernel("MatMul", "1020.000", 8, 1, "1001.000"),
+              op("aten::add", "1100.000", 20), *kernel("Add", "1130.000", 3, 2, "1100.000")]  # fmt: skip
+    path = tmp_path / "trace_view.json"
+    path.write_text(json.dumps([*header, *events]))
+    rows = device_by_operator(op_calls(read_ascend_trace(path))).set_index("operator")
+    assert rows.loc["aten::mm", ["device_self_ns", "device_total_ns", "category"]].tolist() == [8_000, 8_000, "GEMM"]
+    assert rows.loc["aten::linear", ["device_calls", "device_self_ns", "device_total_ns"]].tolist() == [1, 0, 8_000]
+    assert rows.loc["aten::add", ["device_self_ns", "share"]].tolist() == [3_000, pytest.approx(3 / 11)]
+
+
+def test_port_diff_by_model_line(tmp_path: Path) -> None:
+    """tests/ingest/kineto_pair.py: A's model.py:12 runs aten::mm (gemm_a, 4 µs), model.py:20 aten::add twice (a
+    4 µs kernel each); B's model.py:12 runs CompiledFunction (gemm_b and add_kernel, 4 µs each), model.py:20
+    aten::add once (4 µs); B's stale kernel was launched before its trace began (no operator, no line)."""
+    a, b = (read_trace(convert_pair(tmp_path, name, events)) for name, events in (("control", CONTROL), ("test", TEST)))
+    diff = port_diff(a, None, b, None)
+    assert diff.lines.to_dict("records") == [
+        {"line": "model.py:12 (forward)", "a_device_ns": 4_000, "b_device_ns": 8_000, "delta_ns": 4_000, "ratio": 2.0},
+        {"line": "model.py:20 (forward)", "a_device_ns": 8_000, "b_device_ns": 4_000, "delta_ns": -4_000, "ratio": 0.5},
+    ]
+    rows = diff.ops.set_index("operator")
+    assert rows.loc["CompiledFunction", ["a_calls", "b_calls", "b_device_self_ns"]].tolist() == [0, 1, 8_000]
+    assert rows.loc["aten::mm", ["a_calls", "b_calls", "a_device_self_ns"]].tolist() == [1, 0, 4_000]
+    assert diff.unattributed == (0, 2_000)
