@@ -32,7 +32,17 @@ from .rules import (
     launched_ops,
     memory_peaks,
 )
-from .schema import Direction, EngineKind, Mode, Placement, SignalKind, SliceKind
+from .schema import (
+    MEMORY_ALLOCATED,
+    MEMORY_ENGINE_PREFIX,
+    MEMORY_RESERVED,
+    Direction,
+    EngineKind,
+    Mode,
+    Placement,
+    SignalKind,
+    SliceKind,
+)
 from .spill import DiskColumn, release_memory
 from .trace import TableSlices, Trace
 
@@ -300,10 +310,10 @@ class _Assembly:
                       kind=(placement[top] == 2).astype(np.int8))  # fmt: skip
         del top
         parts = [p for p in (host, self._device_lanes(), *self._memory_lanes(), self._span_lanes()) if p is not None and len(p.rows)]
-        names_used = np.zeros(len(self.texts) + 1, dtype=bool)  # the last: "allocated" (memory lanes)
+        names_used = np.zeros(len(self.texts) + 2, dtype=bool)  # the last two: memory lanes' allocated and reserved
         for p in parts:
             names_used[p.name if p.name is not None else self.column("name", p.rows)] = True
-        name = Coder([*self.texts, "allocated"], names_used)
+        name = Coder([*self.texts, MEMORY_ALLOCATED, MEMORY_RESERVED], names_used)
         dictionaries = {c: _Words() for c in ("engine", "engine_kind", "kind")}
         for p in parts:
             engines = self.column(p.engine_of, p.rows) if p.engine_of is not None else p.engine
@@ -412,7 +422,9 @@ class _Assembly:
                       kind_values=slice_kinds, kind=slice_kind, nbytes=nbytes)  # fmt: skip
 
     def _memory_lanes(self) -> list[_Lanes]:
-        """A lane per device: one slice from each allocator event to the next, its bytes the total allocated."""
+        """A lane per device: one slice from each allocator event to the next, named allocated with the total
+        allocated as its bytes (led by a slice of no length holding the total before the first event, when that
+        event gives its own bytes), and one named reserved with the total reserved where the events give it."""
         a = self.a
         rows = np.flatnonzero(a["kind"] == KIND_CODES[EventKind.MEMORY])
         rows = rows[a["total_allocated"][rows] != NONE]
@@ -422,10 +434,21 @@ class _Assembly:
             on = on[np.argsort(self.column("start_ns", on), kind="stable")]
             starts = self.column("start_ns", on)
             ends = np.r_[starts[1:], max(self.links.end_ns, int(starts[-1]))]
-            out.append(_Lanes(rows=on, engine_values=[f"memory {self.device_name(dev)}"],
-                              engine_kind_values=[EngineKind.OTHER.value], kind_values=[SliceKind.ANNOTATION.value],
-                              name=np.full(len(on), len(self.texts), dtype=np.int32), nbytes=a["total_allocated"][on],
-                              start=starts, dur=ends - starts))  # fmt: skip
+            lane = {"engine_values": [f"{MEMORY_ENGINE_PREFIX}{self.device_name(dev)}"],
+                    "engine_kind_values": [EngineKind.OTHER.value], "kind_values": [SliceKind.ANNOTATION.value]}
+            totals, first = a["total_allocated"][on], a["bytes"][on[0]]
+            if first != NONE:  # a slice of no length before the first event: the total it started from
+                lead = {"rows": np.r_[on[0], on], "nbytes": np.r_[totals[0] - first, totals], "start": np.r_[starts[0], starts],
+                        "dur": np.r_[0, ends - starts]}  # fmt: skip
+            else:
+                lead = {"rows": on, "nbytes": totals, "start": starts, "dur": ends - starts}
+            out.append(_Lanes(name=np.full(len(lead["rows"]), len(self.texts), dtype=np.int32), **lead, **lane))
+            reserved = a["total_reserved"][on] != NONE
+            if reserved.any():
+                kept = starts[reserved]
+                out.append(_Lanes(rows=on[reserved], name=np.full(len(kept), len(self.texts) + 1, dtype=np.int32),
+                                  nbytes=a["total_reserved"][on][reserved], start=kept, dur=np.r_[kept[1:], ends[-1]] - kept,
+                                  **lane))  # fmt: skip
         return out
 
     def _span_lanes(self) -> _Lanes | None:

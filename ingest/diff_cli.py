@@ -41,6 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "operator both share): device time in A and B, what got slower first, device time per category; "
                         "then every operator, runtime call and kernel by name: HTA's ops diff sets, the call sites whose "
                         "counts changed")
+    p.add_argument("--memory", action="store_true",
+                   help="peak and live memory per device of A and B, and the call sites whose allocated bytes grew most")
     p.add_argument("--fail-on-increase", action="store_true",
                    help="exit 1 when any signal's count (or the d2h volume) is higher in B than in A (a CI gate against a baseline)")
     p.set_defaults(func=_diff)
@@ -93,6 +95,18 @@ def format_diff(a: dict[str, Any], b: dict[str, Any], signals: pd.DataFrame, ope
     return "\n".join(lines) + "\n"
 
 
+def memory_section(trace_a: Trace, region_a: int, trace_b: Trace, region_b: int, *, wanted: bool, as_json: bool,
+                   top: int) -> dict[str, Any]:
+    """What `diff --memory` adds: {} when not asked, {"memory": ...} for --json, else {"text": ...}."""
+    if not wanted:
+        return {}
+    from .memory import memory_diff
+    from .memory_report import format_memory_diff, memory_diff_data
+
+    diff = memory_diff(trace_a, region_a, trace_b, region_b)
+    return {"memory": memory_diff_data(diff)} if as_json else {"text": format_memory_diff(diff, top)}
+
+
 def _diff(args: argparse.Namespace) -> int:
     path_b = args.b or args.a
     trace_a = read_trace(args.a)
@@ -117,11 +131,13 @@ def _diff(args: argparse.Namespace) -> int:
         print(f"portscope diff --schedule: {exc}", file=sys.stderr)
         return 2
     ops = op_section(trace_a, rid_a, trace_b, rid_b, wanted=args.ops, as_json=args.json, top=args.top)
+    memory = memory_section(trace_a, rid_a, trace_b, rid_b, wanted=args.memory, as_json=args.json, top=args.top)
     if args.json:
         print(json.dumps({"a": a, "b": b, "signals": records(signals), "operators": records(operators),
-                          "call_sites": records(sites), **schedule, **ops}, indent=1, default=str))
+                          "call_sites": records(sites), **schedule, **ops, **memory}, indent=1, default=str))
     else:
-        sys.stdout.write(format_diff(a, b, signals, operators, sites, args.top) + schedule.get("text", "") + ops.get("text", ""))
+        sys.stdout.write(format_diff(a, b, signals, operators, sites, args.top) + schedule.get("text", "") + ops.get("text", "")
+                         + memory.get("text", ""))
     increased = signals[signals["delta"] > 0]
     if args.fail_on_increase and len(increased):
         print(f"increased in B: {', '.join(increased['signal'])}", file=sys.stderr)

@@ -23,6 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--schedule", action="store_true", help="print the per-engine schedule summary of each region")
     p.add_argument("--ops", action="store_true",
                    help="device time per operator (self, total, device calls, CPU time, category), as key_averages() gives it")
+    p.add_argument("--memory", action="store_true",
+                   help="memory per region and device: peak, live at exit, allocations, the call sites that allocated most")
     p.set_defaults(func=_report)
 
     c = sub.add_parser("check")
@@ -53,6 +55,12 @@ def _report(args: argparse.Namespace) -> int:
         regions = trace["regions"]
         modes = {r: (m, p) for r, m, p in zip(*(regions.column(c).to_pylist() for c in ("region_id", "mode", "phase")), strict=True)}
         sys.stdout.write(format_schedule(schedule_summaries(trace, args.region), unit=trace.run_info.time_unit.value, modes=modes))
+        return 0
+    if args.memory:  # memory per region (ingest/memory.py)
+        from .memory_report import format_memory, memory_report_data
+
+        data = memory_report_data(trace, args.region)
+        sys.stdout.write(json.dumps(data, indent=1) + "\n" if args.json else format_memory(data))
         return 0
     if args.ops:  # device time per operator (ingest/op_device.py)
         from .op_report import format_ops, ops_report_data

@@ -299,6 +299,13 @@ FRAMES = _schema(
 # stored at record time so viewers show it without the source at hand.
 FRAME_SOURCE = "source"
 
+# A memory lane of engine_slices (one per device of a run that recorded allocator events): engine
+# "memory <device>", engine_kind other, kind annotation; slices named MEMORY_ALLOCATED hold the allocator's total
+# allocated bytes from their start to the next event, slices named MEMORY_RESERVED its total reserved bytes.
+MEMORY_ENGINE_PREFIX = "memory "
+MEMORY_ALLOCATED = "allocated"
+MEMORY_RESERVED = "reserved"
+
 STACKS = _schema(
     "stacks",
     [

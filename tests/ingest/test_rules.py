@@ -118,8 +118,10 @@ def test_memory_instants_give_each_region_its_peak(tmp_path: Path) -> None:
     peaks = dict(zip(regions["name"], regions["peak_memory_bytes"], strict=True))
     assert peaks == {"run.json": 3000, "ProfilerStep#1": 3000, "ProfilerStep#2": 2500}
     slices = load_any(path)["engine_slices"].to_pydict()
-    lane = [b for e, b in zip(slices["engine"], slices["bytes"], strict=True) if e == "memory cuda:0"]
-    assert lane == [1000, 3000, 2000, 2500]
+    lane = [(n, b) for e, n, b in zip(slices["engine"], slices["name"], slices["bytes"], strict=True) if e == "memory cuda:0"]
+    # led by the total before the first event (1000 - 1000 bytes), then each total; the reserved total beside it
+    assert [b for n, b in lane if n == "allocated"] == [0, 1000, 3000, 2000, 2500]
+    assert [b for n, b in lane if n == "reserved"] == [4096] * 4
 
 
 def test_the_root_region_is_named_after_the_file_given(tmp_path: Path) -> None:

@@ -1,0 +1,158 @@
+"""Memory per region, from a trace's memory lanes (FORMAT.md; `schema.MEMORY_ENGINE_PREFIX`): per device the peak
+of allocated bytes, the bytes live when the region ends, its allocations and the call sites that allocated most;
+and two regions' memory compared.
+
+A memory lane's allocated slices hold the allocator's running total; an event's own bytes are the change from the
+slice before it (the lane starts with a slice of no length holding the total before its first event). An event
+belongs to a region when it happens inside the region's time (its start in [start, end]), as the region's peak in
+the regions table is computed; an allocation (bytes > 0) is attributed to the call site of the operator around it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+
+from . import _compute as pc
+from .callsites import site_line
+from .schema import MEMORY_ALLOCATED, MEMORY_ENGINE_PREFIX, MEMORY_RESERVED
+from .trace import Trace
+from .viewport import dictionary_codes
+
+__all__ = ["DEVICE_COLUMNS", "SITE_COLUMNS", "MemoryDiff", "MemoryLane", "RegionMemory", "memory_diff", "memory_lanes", "region_memory"]
+
+DEVICE_COLUMNS = ["device", "peak_bytes", "live_at_exit_bytes", "allocations", "allocated_bytes", "peak_reserved_bytes"]
+SITE_COLUMNS = ["device", "call_site", "allocations", "allocated_bytes"]
+NO_SITE = "(no call site)"
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryLane:
+    """One device's allocator events in time order: the time, the total allocated after it, its own bytes (the
+    change; NaN-free: 0 for the leading slice), the operator around it (-1: none); and the reserved totals."""
+
+    device: str
+    start: np.ndarray
+    total: np.ndarray
+    delta: np.ndarray
+    op_id: np.ndarray
+    reserved_start: np.ndarray
+    reserved: np.ndarray
+
+
+def memory_lanes(trace: Trace) -> list[MemoryLane]:
+    """The trace's memory lanes, one per device, by device name."""
+    slices = trace["engine_slices"]
+    if not slices.num_rows:
+        return []
+    engine, engines = dictionary_codes(slices.column("engine"))
+    lanes = [k for k, e in enumerate(engines) if e is not None and e.startswith(MEMORY_ENGINE_PREFIX)]
+    if not lanes:
+        return []
+    rows = np.flatnonzero(np.isin(engine, lanes))
+    picked = slices.take(rows)
+    name_codes, names = dictionary_codes(picked.column("name"))
+    name = np.array([*names, None], dtype=object)[name_codes]
+    start, nbytes = (pc.int_values(picked.column(c).combine_chunks()) for c in ("start", "bytes"))
+    op = pc.int_values(picked.column("op_id").combine_chunks())
+    out = []
+    for k in lanes:
+        on = engine[rows] == k
+        alloc, res = on & (name == MEMORY_ALLOCATED), on & (name == MEMORY_RESERVED)
+        order = np.flatnonzero(alloc)[np.argsort(start[alloc], kind="stable")]
+        total = nbytes[order]
+        delta = np.diff(total, prepend=total[:1])
+        r_order = np.flatnonzero(res)[np.argsort(start[res], kind="stable")]
+        out.append(MemoryLane(device=engines[k][len(MEMORY_ENGINE_PREFIX) :], start=start[order], total=total, delta=delta,
+                              op_id=op[order], reserved_start=start[r_order], reserved=nbytes[r_order]))  # fmt: skip
+    return sorted(out, key=lambda lane: lane.device)
+
+
+@dataclasses.dataclass(frozen=True)
+class RegionMemory:
+    """devices: one row per device with memory events (DEVICE_COLUMNS); sites: per device, the call sites of the
+    allocations inside the region by bytes allocated (SITE_COLUMNS)."""
+
+    devices: pd.DataFrame
+    sites: pd.DataFrame
+
+
+def _window(trace: Trace, region_id: int) -> tuple[int, int]:
+    regions = trace["regions"]
+    at = regions.column("region_id").to_pylist().index(region_id)
+    start = regions.column("start_ns")[at].as_py()
+    return start, start + regions.column("dur_ns")[at].as_py()
+
+
+def _op_sites(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """(op ids sorted, the model line of each, None when it has no call site) of every operator."""
+    ops = trace["ops"]
+    if not ops.num_rows:
+        return np.zeros(0, np.int64), np.zeros(0, dtype=object)
+    ids = pc.int_values(ops.column("op_id").combine_chunks())
+    codes, sites = dictionary_codes(ops.column("call_site"))
+    lines = np.array([site_line(s) if s is not None else None for s in sites] + [None], dtype=object)[codes]
+    order = np.argsort(ids, kind="stable")
+    return ids[order], lines[order]
+
+
+def region_memory(trace: Trace, region_id: int) -> RegionMemory:
+    """Memory of one region, per device."""
+    start, end = _window(trace, region_id)
+    op_ids, op_lines = _op_sites(trace)
+    rows, sites = [], []
+    for lane in memory_lanes(trace):
+        inside = (lane.start >= start) & (lane.start <= end)
+        before = np.searchsorted(lane.start, end, "right")
+        reserved_in = (lane.reserved_start >= start) & (lane.reserved_start <= end)
+        if not inside.any() and not before:
+            continue
+        alloc = inside & (lane.delta > 0)
+        rows.append({"device": lane.device, "peak_bytes": int(lane.total[inside].max()) if inside.any() else None,
+                     "live_at_exit_bytes": int(lane.total[before - 1]) if before else None,
+                     "allocations": int(alloc.sum()), "allocated_bytes": int(lane.delta[alloc].sum()),
+                     "peak_reserved_bytes": int(lane.reserved[reserved_in].max()) if reserved_in.any() else None})  # fmt: skip
+        if alloc.any():
+            sites.append(_sites(lane.device, lane.op_id[alloc], lane.delta[alloc], op_ids, op_lines))
+    devices = pd.DataFrame(rows, columns=DEVICE_COLUMNS)
+    return RegionMemory(devices=devices, sites=pd.concat(sites, ignore_index=True) if sites else pd.DataFrame(columns=SITE_COLUMNS))
+
+
+def _sites(device: str, op: np.ndarray, nbytes: np.ndarray, op_ids: np.ndarray, op_lines: np.ndarray) -> pd.DataFrame:
+    """Allocations of one device grouped by the call site of their operator, most bytes first."""
+    line = np.full(len(op), NO_SITE, dtype=object)
+    if len(op_ids):
+        at = np.minimum(np.searchsorted(op_ids, op), len(op_ids) - 1)
+        found = (op >= 0) & (op_ids[at] == op)
+        line[found] = [v if v is not None else NO_SITE for v in op_lines[at[found]]]
+    frame = pd.DataFrame({"call_site": line, "nbytes": nbytes})
+    grouped = frame.groupby("call_site").agg(allocations=("nbytes", "size"), allocated_bytes=("nbytes", "sum")).reset_index()
+    grouped.insert(0, "device", device)
+    return grouped.sort_values(["allocated_bytes", "call_site"], ascending=[False, True], kind="stable")[SITE_COLUMNS]
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryDiff:
+    """devices: per device, A's and B's peak and live-at-exit bytes with Δ; sites: per (device, call site), bytes
+    allocated in A and B, the ones that grew most first."""
+
+    devices: pd.DataFrame
+    sites: pd.DataFrame
+
+
+def memory_diff(trace_a: Trace, region_a: int, trace_b: Trace, region_b: int) -> MemoryDiff:
+    """Two regions' memory side by side, device by device (by name)."""
+    a, b = region_memory(trace_a, region_a), region_memory(trace_b, region_b)
+    keep = ["device", "peak_bytes", "live_at_exit_bytes", "allocations", "allocated_bytes"]
+    devices = a.devices[keep].merge(b.devices[keep], on="device", how="outer", suffixes=("_a", "_b"))
+    devices = devices.rename(columns=lambda c: f"{c[-1]}_{c[:-2]}" if c.endswith(("_a", "_b")) else c)
+    devices["delta_peak_bytes"] = devices["b_peak_bytes"] - devices["a_peak_bytes"]
+    sites = a.sites.merge(b.sites, on=["device", "call_site"], how="outer", suffixes=("_a", "_b")).fillna(0)
+    sites = sites.rename(columns=lambda c: f"{c[-1]}_{c[:-2]}" if c.endswith(("_a", "_b")) else c)
+    for c in ("a_allocations", "b_allocations", "a_allocated_bytes", "b_allocated_bytes"):
+        sites[c] = sites[c].astype("int64")
+    sites["delta_bytes"] = sites["b_allocated_bytes"] - sites["a_allocated_bytes"]
+    sites = sites.sort_values(["delta_bytes", "device", "call_site"], ascending=[False, True, True], kind="stable").reset_index(drop=True)
+    return MemoryDiff(devices=devices.sort_values("device").reset_index(drop=True), sites=sites)

@@ -1,0 +1,94 @@
+"""Memory per region from a trace's memory lanes (`report --memory`, `diff --memory`): a tiny Kineto trace written
+here with [memory] instant events, every figure worked out by hand, and the real BERT pair's figures read from its
+raw events."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from kineto_pair import event as ev
+
+from portscope.app.cli import main
+from portscope.ingest import read_trace, write_trace
+from portscope.ingest.memory import memory_diff, memory_lanes, region_memory
+from portscope.ingest.readers import read_kineto
+from portscope.ingest.region_tree import region_ids
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "kineto"
+
+
+def mem(ts: float, nbytes: int, total: int, reserved: int, device: int = 0) -> dict:
+    return {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
+            "args": {"Bytes": nbytes, "Total Allocated": total, "Total Reserved": reserved, "Device Type": 1, "Device Id": device,
+                     "Addr": 1000 + int(ts)}}  # fmt: skip
+
+
+# A step of 100 µs: 1000 B were allocated before it (the first event's total minus its bytes). model.py:10's
+# aten::empty allocates 500 B (1500), model.py:20's aten::mm 2000 B (3500, the peak), then frees the 500 (3000);
+# after the step, a 4000 B allocation (7000) counts in the run but not in the step.
+EVENTS = [
+    ev("user_annotation", "ProfilerStep#1", 0, 100),
+    ev("python_function", "model.py(10): forward", 5, 10), ev("python_function", "model.py(20): forward", 30, 40),
+    ev("cpu_op", "aten::empty", 6, 5), mem(7, 500, 1500, 2048),
+    ev("cpu_op", "aten::mm", 31, 20), mem(35, 2000, 3500, 4096),
+    mem(60, -500, 3000, 4096),
+    ev("cpu_op", "aten::empty", 150, 5), mem(151, 4000, 7000, 8192),
+]
+
+
+@pytest.fixture
+def trace(tmp_path: Path):
+    source = tmp_path / "mem.json"
+    source.write_text(json.dumps({"schemaVersion": 1, "traceEvents": EVENTS}))
+    return read_trace(write_trace(read_kineto(source), tmp_path / "mem.arrow"))
+
+
+def test_memory_lane_holds_totals_and_changes(trace) -> None:
+    [lane] = memory_lanes(trace)
+    assert lane.device == "cuda:0"
+    assert lane.total.tolist() == [1000, 1500, 3500, 3000, 7000]  # led by the total before the first event
+    assert lane.delta.tolist() == [0, 500, 2000, -500, 4000]
+    assert lane.reserved.tolist() == [2048, 4096, 4096, 8192]
+
+
+def test_region_memory_by_hand(trace) -> None:
+    step = region_memory(trace, region_ids(trace, "ProfilerStep#1")[0])
+    assert step.devices.to_dict("records") == [{"device": "cuda:0", "peak_bytes": 3500, "live_at_exit_bytes": 3000,
+                                                "allocations": 2, "allocated_bytes": 2500, "peak_reserved_bytes": 4096}]  # fmt: skip
+    assert step.sites[["call_site", "allocations", "allocated_bytes"]].values.tolist() == [
+        ["model.py:20 (forward)", 1, 2000], ["model.py:10 (forward)", 1, 500]]
+    run = region_memory(trace, region_ids(trace, "mem.json")[0])
+    assert run.devices.loc[0, ["peak_bytes", "live_at_exit_bytes", "allocations", "allocated_bytes"]].tolist() == [7000, 7000, 3, 6500]
+    # the regions table's peak is the same figure
+    regions = trace["regions"].to_pylist()
+    assert {r["name"]: r["peak_memory_bytes"] for r in regions} == {"mem.json": 7000, "ProfilerStep#1": 3500}
+
+
+def test_report_and_diff_memory_cli(trace, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(tmp_path / "mem.arrow")
+    assert main(["report", path, "--memory", "--region", "ProfilerStep#1", "--json"]) == 0
+    [region] = json.loads(capsys.readouterr().out)["regions"]
+    assert region["devices"][0]["peak_bytes"] == 3500 and region["sites"][0]["call_site"] == "model.py:20 (forward)"
+    assert main(["report", path, "--memory", "--region", "ProfilerStep#1"]) == 0
+    out = capsys.readouterr().out
+    assert "  cuda:0         3.5 KB        3.0 KB            2     2.5 KB         4.1 KB\n" in out
+    assert main(["diff", path, path, "--region-a", "ProfilerStep#1", "--region-b", "mem.json", "--memory", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)["memory"]
+    assert data["devices"][0]["a_peak_bytes"] == 3500 and data["devices"][0]["b_peak_bytes"] == 7000
+    assert data["sites"][0]["call_site"] == "(no call site)" and data["sites"][0]["delta_bytes"] == 4000  # the 4000 B after the step
+
+
+def test_real_bert_memory(tmp_path: Path) -> None:
+    """From the raw events of the H100 file (Device Type 1, inside ProfilerStep#6): 218 [memory] events, peak Total
+    Allocated 101,305,344, 109 with Bytes > 0 summing to 47,460,864, the last Total Allocated 91,360,768, peak
+    Total Reserved 121,634,816."""
+    path = SHARED / "bert_small_h100.json.gz"
+    if not path.exists():
+        pytest.skip(f"{path} is absent")
+    trace = read_trace(write_trace(read_kineto(path), tmp_path / "h100.arrow"))
+    step = region_memory(trace, region_ids(trace, "ProfilerStep#6")[0]).devices.set_index("device")
+    assert step.loc["cuda:0"].tolist() == [101_305_344, 91_360_768, 109, 47_460_864, 121_634_816]
+    diff = memory_diff(trace, region_ids(trace, "ProfilerStep#6")[0], trace, region_ids(trace, "ProfilerStep#6")[0])
+    assert diff.devices.loc[diff.devices["device"] == "cuda:0", "delta_peak_bytes"].tolist() == [0]
