@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .catalog import SourceKind
+from .schema import MEMORY_ENGINE_PREFIX
 from .trace import Trace
 
 UNKNOWN = "unknown"
@@ -251,10 +252,12 @@ def cost_sources_text(extra: dict) -> str | None:
 
 
 def region_slices(trace: Trace, region_id: int) -> pa.Table:
-    """The engine slices of one region (its own; nested regions have their own)."""
+    """The engine slices of one region (its own; nested regions have their own), memory lanes left out: they are
+    levels of memory, not work an engine did."""
     slices = trace["engine_slices"]
-    mask = pc.equal(slices.column("region_id"), pa.scalar(region_id, pa.int32()))
-    return slices.filter(pc.fill_null(mask, False))
+    mask = pc.fill_null(pc.equal(slices.column("region_id"), pa.scalar(region_id, pa.int32())), False)
+    memory = pc.starts_with(pc.cast(slices.column("engine"), pa.string()), MEMORY_ENGINE_PREFIX)
+    return slices.filter(pc.and_(mask, pc.invert(memory)))
 
 
 def schedule_summary(trace: Trace, region_id: int, table: pa.Table | None = None) -> ScheduleSummary:
