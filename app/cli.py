@@ -33,6 +33,7 @@ COMMANDS: dict[str, Command] = {
     "view": Command("portscope.app.view_cli", "open the web viewer (runs, regions, engine timelines, comparisons, uploads)"),
     "report": Command("portscope.ingest.report_cli", "print the report of a trace's regions"),
     "check": Command("portscope.ingest.report_cli", "exit 1 when a region exceeds a budget (a CI gate)"),
+    "sql": Command("portscope.ingest.sql_cli", "SQL over one run or hundreds: operators, kernels, copies, syncs, fallbacks..."),
     "diff": Command("portscope.ingest.diff_cli", "compare two regions' signals: eager vs compiled, cold vs warm, run vs run"),
     "convert": Command("portscope.ingest.convert_cli",
                        "convert a PyTorch profiler trace, fallback log or TORCH_TRACE log into a portscope trace"),
