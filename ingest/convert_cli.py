@@ -27,9 +27,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=_convert)
 
     e = sub.add_parser("export")
-    e.add_argument("trace", help="a portscope trace, or any input `convert` reads")
-    e.add_argument("--chrome", action="store_true", required=True, help="Chrome trace JSON (Perfetto, chrome://tracing)")
-    e.add_argument("-o", "--output", required=True, help="the .json file to write")
+    e.add_argument("trace", nargs="+", metavar="RUN",
+                   help="--chrome: a portscope trace, or any input `convert` reads; --parquet: traces, folders of traces or globs")
+    to = e.add_mutually_exclusive_group(required=True)
+    to.add_argument("--chrome", action="store_true", help="Chrome trace JSON (Perfetto, chrome://tracing) of one trace")
+    to.add_argument("--parquet", metavar="DIR",
+                    help="the SQL views (`portscope sql --schema`) as Parquet partitioned by run, DIR/VIEW/run=RUN/, for a "
+                         "distributed engine (Dask, Spark, Trino...)")
+    e.add_argument("-o", "--output", help="--chrome: the .json file to write")
     e.set_defaults(func=_export)
 
 
@@ -64,7 +69,16 @@ def _convert(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    trace = load_any(args.trace)
+    if args.parquet:
+        from .sql import export_parquet, open_runs
+
+        runs = open_runs(args.trace)
+        written = export_parquet(runs, args.parquet)
+        print(f"{args.parquet}: {len(runs)} runs, " + ", ".join(f"{rows} {view}" for view, rows in written.items()))
+        return 0
+    if len(args.trace) != 1 or not args.output:
+        raise UsageError("--chrome exports one trace: give one RUN and -o FILE.json")
+    trace = load_any(args.trace[0])
     write_chrome(trace, args.output)
     print(f"{args.output}: Chrome trace JSON of {trace['ops'].num_rows} ops, {trace['transfers'].num_rows} transfers, "
           f"{trace['signals'].num_rows} signals; open it in https://ui.perfetto.dev")

@@ -81,10 +81,19 @@ def write_text(table: pa.Table, fmt: str, out: TextIO) -> None:
         for batch in table.to_batches():
             writer.writerows(zip(*(c.to_pylist() for c in batch.columns), strict=True))
     elif fmt == "json":
-        json.dump(table.to_pylist(), out, indent=1, default=str)
+        json.dump(table.to_pylist(), out, indent=1, default=_json_value)
         out.write("\n")
     else:
         out.write(format_table(table))
+
+
+def _json_value(value: Any) -> Any:
+    """What json cannot write: a DECIMAL (DuckDB's sum of integers is one) as a number, anything else as text."""
+    from decimal import Decimal
+
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return str(value)
 
 
 def _text(value: Any) -> str:
