@@ -17,6 +17,7 @@ import pandas as pd
 from dash import Patch
 
 from portscope.ingest.flows import slice_flows
+from portscope.ingest.memory import MemoryLane, levels
 from portscope.ingest.memory_lanes import MemoryLanes
 from portscope.ingest.schema import TimeUnit
 from portscope.ingest.slice_search import lanes_of_rows
@@ -37,6 +38,8 @@ KIND_COLOURS = {
 ROW_PX = 26
 BAR_PX = 18
 VIEW_PX = 2000  # pixels a viewport is reduced to (wider than most screens)
+LEVEL_HALF = 0.42  # a memory lane's level spans its row ± this (lanes are one unit apart)
+LEVEL_COLOURS = {"allocated": "rgba(84,48,112,0.75)", "reserved": "#222222"}
 
 
 def plot_text(text: Any) -> str:
@@ -61,6 +64,30 @@ class Panel:
     unit: str
     memory: MemoryLanes | None = None  # tensors of a static schedule: drawn above the lanes
     clock_hz: float | None = None  # a cycle axis is labelled in time at this clock rate
+    levels: list[LevelLane] = dataclasses.field(default_factory=list)  # memory lanes drawn as levels over their bars
+
+
+@dataclasses.dataclass(frozen=True)
+class LevelLane:
+    """A memory lane of a panel: its row among the lanes, its events, and the level drawn full height."""
+
+    row: int
+    lane: MemoryLane
+    top: float
+
+    @classmethod
+    def of(cls, row: int, lane: MemoryLane) -> LevelLane:
+        return cls(row, lane, float(max(lane.total.max(initial=0), lane.reserved.max(initial=0), 1)))
+
+    def traces(self, x0: float, x1: float) -> tuple[dict[str, Any], dict[str, Any]]:
+        """x and y of the allocated area (a closed polygon on the lane's baseline) and of the reserved line."""
+        found = levels(self.lane, x0, x1, VIEW_PX)
+        base = self.row + LEVEL_HALF
+        y = base - 2 * LEVEL_HALF * found.allocated / self.top
+        area = ({"x": typed(np.r_[found.x, found.x[-1], found.x[0]]), "y": typed(np.r_[y, base, base])} if len(found.x)
+                else {"x": [], "y": []})  # fmt: skip
+        line = {"x": typed(found.reserved_x), "y": typed(base - 2 * LEVEL_HALF * found.reserved / self.top)} if len(found.reserved_x) else {"x": [], "y": []}
+        return area, line
 
 
 def axis_ticks(units: list[str], clocks: list[float | None], x0: float, x1: float) -> list[TimeTicks]:
@@ -254,6 +281,7 @@ def timeline_figure(panels: list[Panel], *, drag: str = "zoom") -> dict[str, Any
             shapes.append({"type": "rect", "xref": f"x{suffix}", "yref": f"y{suffix} domain", "x0": x0, "x1": x1, "y0": 0, "y1": 1, "fillcolor": "rgba(120,120,120,0.08)", "line": {"width": 0}, "layer": "below"})
     annotations += panel_annotations([p.bands for p in panels], [p.title for p in panels],
                                      [(p.viewport.x0, p.viewport.x1) for p in panels])
+    data += level_traces(panels)  # right after every panel's bars: their indices are known to a zoom's patch
     data += memory_data
     for i in range(len(panels)):  # search matches, drawn over the bars (filled by the search callback)
         suffix = "" if i == 0 else str(i + 1)
@@ -284,6 +312,31 @@ def timeline_figure(panels: list[Panel], *, drag: str = "zoom") -> dict[str, Any
         }
     )
     return {"data": data, "layout": layout}
+
+
+def level_traces(panels: list[Panel]) -> list[dict[str, Any]]:
+    """Two traces per memory lane of every panel (allocated bytes as an area, reserved as a line), panel by panel."""
+    out = []
+    for i, panel in enumerate(panels):
+        suffix = "" if i == 0 else str(i + 1)
+        for level in panel.levels:
+            area, line = level.traces(panel.viewport.x0, panel.viewport.x1)
+            common = {"type": "scattergl", "xaxis": f"x{suffix}", "yaxis": f"y{suffix}", "showlegend": False, "hoverinfo": "skip"}
+            out.append({**common, **area, "mode": "lines", "fill": "toself", "name": "memory allocated",
+                        "fillcolor": LEVEL_COLOURS["allocated"], "line": {"width": 0.5, "color": LEVEL_COLOURS["allocated"]}})  # fmt: skip
+            out.append({**common, **line, "mode": "lines", "name": "memory reserved",
+                        "line": {"width": 1.5, "color": LEVEL_COLOURS["reserved"], "dash": "dot"}})  # fmt: skip
+    return out
+
+
+def patch_levels(patch: Any, panels_levels: list[list[LevelLane]], first: int, window: tuple[float, float]) -> None:
+    """Put each memory lane's levels over `window` into a patch; `first`: the index of the first level trace."""
+    index = first
+    for lane_levels in panels_levels:
+        for level in lane_levels:
+            for part in level.traces(*window):
+                patch["data"][index]["x"], patch["data"][index]["y"] = part["x"], part["y"]
+                index += 1
 
 
 def timeline_patch(viewports: list[Viewport], ticks: list[TimeTicks] | None = None,

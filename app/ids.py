@@ -37,6 +37,8 @@ OPS_GRID = "ops-grid"
 REGION_KEY = "region-key"  # {"run_id", "region_id"} of the page
 REGION_DEVICE_GRID = "region-device-grid"  # device time per operator
 REGION_DEVICE_CATEGORIES = "region-device-categories"
+REGION_MEMORY_TABLE = "region-memory-table"  # memory per device
+REGION_MEMORY_SITES = "region-memory-sites"
 
 # timeline page
 TIMELINE_GRAPH = "timeline-graph"
@@ -110,6 +112,8 @@ COMPARE_PORT_TABLE = "compare-port-table"  # with timelines to highlight on (two
 COMPARE_PORT_TABLE_ALONE = "compare-port-table-alone"  # two regions of one run: no timelines, nothing to highlight
 COMPARE_PORT_CATEGORIES = "compare-port-categories"
 COMPARE_PORT_STATUS = "compare-port-status"
+COMPARE_MEMORY = "compare-memory"  # memory of A and B (app/pages/memory_sections.py)
+COMPARE_MEMORY_TABLE = "compare-memory-table"
 
 
 def run_pick(run_id: str) -> dict[str, str]:
@@ -126,3 +130,12 @@ def breakdown_graph(metric: str) -> dict[str, str]:
 
 
 BREAKDOWN_GRAPH_ALL = {"type": BREAKDOWN_GRAPH, "metric": ALL}
+
+# query page (SQL over the runs ticked: app/pages/query.py)
+QUERY_RUNS = "query-runs"  # checklist of runs
+QUERY_SQL = "query-sql"
+QUERY_RUN = "query-run"  # the button
+QUERY_ERROR = "query-error"  # DuckDB's message, under the box
+QUERY_STATUS = "query-status"
+QUERY_GRID = "query-grid"
+QUERY_CSV = "query-csv"  # download the grid as CSV

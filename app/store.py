@@ -86,7 +86,7 @@ class _Lru(collections.OrderedDict):
 
 
 # Part of every derived-data cache key: bump when report or run-row data change shape (a disk cache outlives the process).
-_DERIVED_VERSION = "d6"
+_DERIVED_VERSION = "d7"
 
 
 class TraceStore:

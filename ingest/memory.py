@@ -21,7 +21,8 @@ from .schema import MEMORY_ALLOCATED, MEMORY_ENGINE_PREFIX, MEMORY_RESERVED
 from .trace import Trace
 from .viewport import dictionary_codes
 
-__all__ = ["DEVICE_COLUMNS", "SITE_COLUMNS", "MemoryDiff", "MemoryLane", "RegionMemory", "memory_diff", "memory_lanes", "region_memory"]
+__all__ = ["DEVICE_COLUMNS", "SITE_COLUMNS", "Levels", "MemoryDiff", "MemoryLane", "RegionMemory", "levels", "memory_diff", "memory_lanes",
+           "region_memory"]
 
 DEVICE_COLUMNS = ["device", "peak_bytes", "live_at_exit_bytes", "allocations", "allocated_bytes", "peak_reserved_bytes"]
 SITE_COLUMNS = ["device", "call_site", "allocations", "allocated_bytes"]
@@ -156,3 +157,38 @@ def memory_diff(trace_a: Trace, region_a: int, trace_b: Trace, region_b: int) ->
     sites["delta_bytes"] = sites["b_allocated_bytes"] - sites["a_allocated_bytes"]
     sites = sites.sort_values(["delta_bytes", "device", "call_site"], ascending=[False, True, True], kind="stable").reset_index(drop=True)
     return MemoryDiff(devices=devices.sort_values("device").reset_index(drop=True), sites=sites)
+
+
+@dataclasses.dataclass(frozen=True)
+class Levels:
+    """A memory lane's levels over a window as steps: x (twice per change) and the allocated bytes, and the same
+    for the reserved bytes; at most about 2 x `px` points each (the greatest level of each pixel column kept)."""
+
+    x: np.ndarray
+    allocated: np.ndarray
+    reserved_x: np.ndarray
+    reserved: np.ndarray
+
+
+def _steps(times: np.ndarray, values: np.ndarray, x0: float, x1: float, px: int) -> tuple[np.ndarray, np.ndarray]:
+    """Step points of a level series over [x0, x1]: the level at x0, each change inside, held to x1."""
+    if not len(times) or x1 <= x0:
+        return np.zeros(0), np.zeros(0)
+    lo, hi = np.searchsorted(times, x0, "right") - 1, np.searchsorted(times, x1, "right")
+    t, v = times[max(lo, 0) : hi].astype(np.float64), values[max(lo, 0) : hi].astype(np.float64)
+    if not len(t):
+        return np.zeros(0), np.zeros(0)
+    t[0] = max(t[0], x0)
+    if len(t) > 2 * px:  # a pixel column's greatest level: a peak never vanishes at a coarse zoom
+        column = np.minimum(((t - x0) / (x1 - x0) * px).astype(np.int64), px - 1)
+        starts = np.flatnonzero(np.r_[True, column[1:] != column[:-1]])
+        t, v = t[starts], np.maximum.reduceat(v, starts)
+    x = np.repeat(t, 2)[1:]
+    return np.r_[x, max(float(x1), x[-1])], np.repeat(v, 2)
+
+
+def levels(lane: MemoryLane, x0: float, x1: float, px: int) -> Levels:
+    """The lane's allocated and reserved levels over [x0, x1] as steps, reduced to about `px` columns."""
+    x, allocated = _steps(lane.start, lane.total, x0, x1, px)
+    reserved_x, reserved = _steps(lane.reserved_start, lane.reserved, x0, x1, px)
+    return Levels(x=x, allocated=allocated, reserved_x=reserved_x, reserved=reserved)

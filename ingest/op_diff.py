@@ -27,7 +27,7 @@ import pyarrow as pa
 from . import _compute as pc
 from .callsites import site_line
 from .region_tree import descendants, top_level_ids
-from .schema import EngineKind, TimeUnit
+from .schema import EngineKind, SliceKind, TimeUnit
 from .trace import Trace
 
 __all__ = ["OP_COLUMNS", "SITE_COLUMNS", "OpChange", "OpDiff", "OpKind", "change_sets", "op_diff", "op_totals", "set_sizes"]
@@ -153,7 +153,9 @@ def _device_work(trace: Trace, ids: pa.Array) -> tuple[list, int]:
     """([name, dur, op_id] of the device work the regions' runtime calls launched, how many device slices
     no runtime call launched) — or, in a trace without runtime calls, the device work in the regions."""
     slices = trace["engine_slices"]
-    device = pc.call("filter", slices, pc.call("invert", pc.is_in(slices.column("engine_kind"), pa.array(_HOST_SIDE))))
+    work = pc.call("and", pc.call("invert", pc.is_in(slices.column("engine_kind"), pa.array(_HOST_SIDE))),
+                   pc.call("not_equal", slices.column("kind"), pa.scalar(SliceKind.ANNOTATION.value)))  # not memory levels, nor marks
+    device = pc.call("filter", slices, work)
     if trace.run_info.time_unit is TimeUnit.CYCLES:  # a schedule in cycles: counts only, no time
         device = device.set_column(device.schema.get_field_index("dur"), "dur", pa.array(np.zeros(device.num_rows, np.int64)))
     calls = trace["runtime_calls"]

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .schema import MEMORY_ENGINE_PREFIX
 from .viewport import dictionary_codes
 
 DEPTH_MARK = " · "
@@ -64,13 +65,17 @@ def slice_depths(engine: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.n
 
 
 def nest_slices(slices: pa.Table) -> pa.Table:
-    """The slices with the engine of every nested slice renamed "ENGINE · DEPTH" (the table unchanged when none nest)."""
+    """The slices with the engine of every nested slice renamed "ENGINE · DEPTH" (the table unchanged when none nest);
+    memory lanes never nest."""
     if slices.num_rows < 2:
         return slices
     codes, names = dictionary_codes(slices.column("engine"))
     start = slices.column("start").to_numpy().astype(np.float64)
     end = start + slices.column("dur").to_numpy().astype(np.float64)
     depth = slice_depths(codes, start, end)
+    memory = [k for k, name in enumerate(names) if name is not None and name.startswith(MEMORY_ENGINE_PREFIX)]
+    if memory:  # a memory lane's slices are levels (allocated, reserved), drawn on one row
+        depth[np.isin(codes, memory)] = 0
     if not depth.any():
         return slices
     nested = np.flatnonzero(depth)

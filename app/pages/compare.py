@@ -15,7 +15,7 @@ from ..context import store
 from ..data.runs import regions_frame
 from ..data.tables import numerics_frame
 from ..figures import flow_indices, graph_config, match_indices, timeline_figure
-from . import compare_ops, compare_port, compare_schedules, timeline_tools
+from . import compare_ops, compare_port, compare_schedules, memory_sections, timeline_tools
 from .common import load, region_label, run_label
 from .timeline import click_update, panels, slice_view, zoom_update
 
@@ -79,6 +79,7 @@ def layout(a: str = "", b: str = "", ra: str | None = None, rb: str | None = Non
         html.H3("Call sites"),
         html.Div(id=ids.COMPARE_SITES),
         compare_ops.section(),
+        html.Div(id=ids.COMPARE_MEMORY),
         html.Div(id=ids.COMPARE_SCHEDULES),  # filled by compare_schedules when both regions carry schedules
         html.Div(numerics_side_by_side(trace_a, trace_b), id=ids.COMPARE_NUMERICS),
     ]
@@ -163,6 +164,7 @@ def register(app: dash.Dash) -> None:
     compare_schedules.register(app)
     compare_ops.register(app)
     compare_port.register(app)
+    memory_sections.register(app)
 
     @app.callback(
         Output(ids.TIMELINE_DETAIL, "children", allow_duplicate=True),

@@ -26,7 +26,7 @@ from ..components import (
 from ..context import store
 from ..data.tables import OPS_COLUMNS, breakdown, operator_detail, region_ops_page
 from ..figures import breakdown_figure
-from . import region_device, region_lines
+from . import memory_sections, region_device, region_lines
 from .common import load, region_rows, time_text
 
 SIGNAL_COLUMNS = [
@@ -115,6 +115,7 @@ def layout(run_id: str = "", region: str = "", n: str = "0", **_query: str) -> h
         grid(ids.SIGNAL_GRID, signals, SIGNAL_COLUMNS, height=grid_height(len(signals))) if signals else html.P("No signals: everything ran where it was asked to."),
     ]
     children += region_device.section(run_id, region_id)
+    children += memory_sections.region_section(run_id, region_id)
     children += region_lines.line_section(run_id, region_id)
     if signals:
         operators = operator_rows(report)

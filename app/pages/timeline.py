@@ -8,9 +8,10 @@ import dash
 from dash import Input, Output, Patch, State, dcc, html
 from dash.exceptions import PreventUpdate
 
+from portscope.ingest.memory import memory_lanes as allocator_lanes
 from portscope.ingest.memory_lanes import memory_lanes
-from portscope.ingest.schema import TimeUnit
-from portscope.ingest.viewport import KINDS, Viewport, reduce_viewport, slice_at
+from portscope.ingest.schema import MEMORY_ENGINE_PREFIX, TimeUnit
+from portscope.ingest.viewport import KINDS, Lanes, Viewport, reduce_viewport, slice_at
 
 from .. import ids, urls
 from ..components import fmt_bytes, page
@@ -18,6 +19,7 @@ from ..context import store
 from ..data.tables import slice_detail
 from ..figures import (
     VIEW_PX,
+    LevelLane,
     Panel,
     axis_ticks,
     flow_indices,
@@ -25,6 +27,7 @@ from ..figures import (
     graph_config,
     match_indices,
     panel_annotations,
+    patch_levels,
     timeline_figure,
     timeline_patch,
     viewport_from_relayout,
@@ -44,8 +47,16 @@ def panels(run_ids: list[str], titles: list[str], window: tuple[float, float] | 
     for run_id, title, lane in zip(run_ids, titles, lanes, strict=True):
         trace = store().trace(run_id)
         out.append(Panel(title=title, lanes=lane, viewport=reduce_viewport(lane, x0, x1, VIEW_PX), bands=bands(run_id),
-                         unit=run_unit(run_id), memory=memory_lanes(trace), clock_hz=clock_hz))
+                         unit=run_unit(run_id), memory=memory_lanes(trace), clock_hz=clock_hz, levels=level_lanes(run_id, lane)))
     return out
+
+
+def level_lanes(run_id: str, lanes: Lanes) -> list[LevelLane]:
+    """The run's memory lanes (allocator levels) with their rows on the timeline, read once per run."""
+    found = store().memo(f"memory-levels:{run_id}", lambda: allocator_lanes(store().trace(run_id)))
+    rows = {name: k for k, name in enumerate(lanes.lanes)}
+    return [LevelLane.of(rows[f"{MEMORY_ENGINE_PREFIX}{lane.device}"], lane) for lane in found
+            if f"{MEMORY_ENGINE_PREFIX}{lane.device}" in rows]
 
 
 def status_text(viewports: list[Viewport], totals: list[int]) -> str:
@@ -63,7 +74,9 @@ def relayout_update(run_ids: list[str], relayout: dict[str, Any] | None, clock_h
     viewports = [reduce_viewport(lane, window[0], window[1], VIEW_PX) for lane in lanes]
     ticks = axis_ticks([run_unit(r) for r in run_ids], [clock_hz] * len(run_ids), window[0], window[1])
     labels = panel_annotations([bands(r) for r in run_ids], titles, [window] * len(run_ids))
-    return timeline_patch(viewports, ticks, labels), status_text(viewports, [len(lane) for lane in lanes])
+    patch = timeline_patch(viewports, ticks, labels)
+    patch_levels(patch, [level_lanes(r, lane) for r, lane in zip(run_ids, lanes, strict=True)], len(run_ids) * len(KINDS), window)
+    return patch, status_text(viewports, [len(lane) for lane in lanes])
 
 
 def clicked_slice(run_ids: list[str], click: dict[str, Any] | None, relayout: dict[str, Any] | None) -> tuple[int, str, int | None]:

@@ -1,0 +1,83 @@
+"""Memory in the viewer, in headless Chromium: the region page's memory table and call sites, the compare page's
+memory section, and the timeline's memory lane drawn as levels that follow a zoom.
+
+Run alone:  DASH_TEST_CHROMEPATH=/usr/bin/chromium .venv/bin/pytest --headless tests/app/test_memory_browser.py
+The trace is tests/ingest/memory_trace.py (its figures worked out in tests/ingest/test_memory.py).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from dash.testing.wait import until
+
+from portscope.app import urls
+from portscope.ingest import read_trace, write_trace
+from portscope.ingest.readers import read_kineto
+from portscope.ingest.region_tree import region_ids
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ingest"))
+from memory_trace import EVENTS  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+
+def table_rows(dash_duo, css: str) -> list[list[str]]:
+    return [[td.text for td in tr.find_elements("css selector", "td")] for tr in dash_duo.find_elements(f"{css} tbody tr")]
+
+
+def level_points(dash_duo, graph: str) -> list[int]:
+    """Bytes of x values of each memory-level trace of a timeline (typed arrays or lists)."""
+    return dash_duo.driver.execute_script(
+        "const plot = document.querySelector(`#${arguments[0]} .js-plotly-plot`);"
+        "return plot.data.filter(t => (t.name || '').startsWith('memory allocated'))"
+        "  .map(t => !t.x ? 0 : t.x.bdata ? atob(t.x.bdata).length : (t.x.byteLength ?? t.x.length));", graph)
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> tuple[Path, str, Path]:
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    source = tmp_path / "mem.json"
+    source.write_text(json.dumps({"schemaVersion": 1, "traceEvents": EVENTS}))
+    path = write_trace(read_kineto(source), folder / "mem.arrow")
+    return folder, read_trace(path).content_hash(), path
+
+
+def test_region_page_memory(dash_duo, make_app, run) -> None:
+    folder, run_id, _ = run
+    dash_duo.start_server(make_app(trace_paths=(folder,)))
+    dash_duo.wait_for_page(url=dash_duo.server_url + urls.region(run_id, "ProfilerStep#1", 0))
+    dash_duo.wait_for_element("#region-memory-table", timeout=20)
+    assert table_rows(dash_duo, "#region-memory-table") == [["cuda:0", "3.5 KB", "3.0 KB", "2", "2.5 KB", "4.1 KB"]]
+    dash_duo.wait_for_element("#region-memory-sites .ag-row", timeout=10)
+    sites = dash_duo.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#region-memory-sites .ag-center-cols-container .ag-row'))"
+        ".sort((a, b) => a.getAttribute('row-index') - b.getAttribute('row-index'))"
+        ".map(r => [r.querySelector('[col-id=call_site]').innerText, r.querySelector('[col-id=allocated_bytes]').innerText]);")
+    assert sites == [["model.py:20 (forward)", "2,000"], ["model.py:10 (forward)", "500"]]
+    assert dash_duo.get_logs() == []
+
+
+def test_compare_memory_and_levels_follow_a_zoom(dash_duo, make_app, run, tmp_path: Path) -> None:
+    folder, run_id, path = run
+    source = tmp_path / "again.json"  # the same events under another name: a second run, B's whole run against A's step
+    source.write_text(json.dumps({"schemaVersion": 1, "traceEvents": EVENTS}))
+    second = read_trace(write_trace(read_kineto(source), folder / "again.arrow"))
+    other = second.content_hash()
+    ra, rb = region_ids(read_trace(path), "ProfilerStep#1")[0], region_ids(second, "again.json")[0]
+    dash_duo.start_server(make_app(trace_paths=(folder,)))
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/compare/{run_id}/{other}?ra={ra}&rb={rb}")
+    dash_duo.wait_for_element("#compare-memory-table", timeout=20)
+    assert table_rows(dash_duo, "#compare-memory-table") == [["cuda:0", "3.5 KB", "7.0 KB", "+3.5 KB", "3.0 KB", "7.0 KB"]]
+    assert "(no call site)" in dash_duo.find_element("#compare-memory").text  # the 4000 B after the step
+    dash_duo.wait_for_element("#compare-timelines .main-svg", timeout=20)
+    before = level_points(dash_duo, "compare-timelines")
+    assert len(before) == 2 and all(n > 0 for n in before)
+    dash_duo.driver.execute_script(  # zoom into the step: the levels are reduced to the new window on the server
+        "Plotly.relayout(document.querySelector('#compare-timelines .js-plotly-plot'), {'xaxis.range[0]': 0, 'xaxis.range[1]': 50000});")
+    until(lambda: level_points(dash_duo, "compare-timelines") != before, 10)
+    assert dash_duo.get_logs() == []
