@@ -75,7 +75,12 @@ def detect(path: str | Path) -> str:
     except OSError as exc:
         raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
     if magic == b"PK\x03\x04":
+        _refuse_torch_archive(path)
         return "portscope"
+    if start[:1] == b"\x80" and start[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        raise TraceFormatError(path, "a Python pickle (a PyTorch memory snapshot from torch.cuda.memory._dump_snapshot is one): "
+                                     "portscope never unpickles a file, as unpickling runs whatever code the file holds; "
+                                     "record the run with the PyTorch profiler (profile_memory=True) and convert its trace")  # fmt: skip
     found = _sniff_text(start)
     if found:
         return found
@@ -84,6 +89,20 @@ def detect(path: str | Path) -> str:
     what = "gzip-compressed content" if magic[:2] == GZIP_MAGIC else "content"
     tried = [f"{f.name}: {f.looks_like}" for f in FORMATS.values()]
     raise TraceFormatError(path, [f"unrecognised {what}; tried these formats:", *tried])
+
+
+def _refuse_torch_archive(path: Path) -> None:
+    """A torch.save archive (a ZIP holding data.pkl) is a pickle too: refused with the reason, never opened further."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            pickled = any(n.endswith("data.pkl") for n in archive.namelist()[:1000])
+    except (zipfile.BadZipFile, OSError):
+        return  # not a readable ZIP: the trace reader says what is wrong with it
+    if pickled:
+        raise TraceFormatError(path, "a torch.save archive (a ZIP holding data.pkl, a Python pickle): portscope never "
+                                     "unpickles a file, as unpickling runs whatever code the file holds")  # fmt: skip
 
 
 def _sniff_text(start: bytes) -> str | None:
