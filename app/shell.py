@@ -30,7 +30,7 @@ def layout(config: ViewerConfig) -> html.Div:
             html.Header(
                 [
                     dcc.Link("portscope", href=urls.runs(), className="brand"),
-                    html.Nav([dcc.Link("Runs", href=urls.runs())]),
+                    html.Nav([dcc.Link("Runs", href=urls.runs()), dcc.Link("Query", href=urls.query())]),
                     zone,
                 ],
                 className="topbar",

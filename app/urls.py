@@ -27,6 +27,12 @@ def plan(run_id: str) -> str:
     return f"/run/{run_id}/plan"
 
 
+def query(run_ids: list[str] | None = None, sql: str | None = None) -> str:
+    """The SQL page, the given runs ticked (and the query run as it opens)."""
+    params = {k: v for k, v in (("runs", ",".join(run_ids or [])), ("sql", sql)) if v}
+    return "/query" + (f"?{urlencode(params)}" if params else "")
+
+
 def compare(a: str, b: str, region_a: int | None = None, region_b: int | None = None) -> str:
     query = {k: v for k, v in (("ra", region_a), ("rb", region_b)) if v is not None}
     return f"/compare/{a}/{b}" + (f"?{urlencode(query)}" if query else "")

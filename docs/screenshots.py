@@ -22,6 +22,7 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 from werkzeug.serving import make_server
 
+from portscope.app import urls
 from portscope.app._dev_samples import write_demo_traces
 from portscope.app.config import ViewerConfig, bundled_traces_dir
 from portscope.app.server import create_app
@@ -29,6 +30,8 @@ from portscope.ingest import read_trace
 from portscope.ingest.summary import region_ids
 
 OUT = Path(__file__).resolve().parent / "screenshots"
+QUERY_SHOT = ("SELECT run, operator, count(*) AS kernels, round(sum(dur) / 1e3, 1) AS device_us\nFROM kernels\n"
+              "GROUP BY ALL\nORDER BY device_us DESC\nLIMIT 12")
 
 
 def browser() -> webdriver.Chrome:
@@ -107,6 +110,7 @@ def main(argv: list[str]) -> int:
             shoot(driver, f"{base}/run/{first_id}/region/{region}", "#signal-grid .ag-row", "region"),
             shoot(driver, f"{base}/run/{first_id}/timeline", "#timeline-graph .gl-container canvas", "timeline"),
             shoot(driver, f"{base}/compare/{first_id}/{second_id}", "#compare-signals-table", "compare"),
+            shoot(driver, base + urls.query([first_id, second_id], QUERY_SHOT), "#query-grid .ag-row", "query"),
         ]
         shots += schedule_shots(driver, base, loaded)
         plans = [t for t in loaded if t["plan"].num_rows]

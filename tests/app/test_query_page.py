@@ -1,0 +1,58 @@
+"""The Query page's answer as a plain function: rows and columns for the grid, DuckDB's message, the limits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from portscope.app import urls
+from portscope.app.pages.query import answer, run_options
+from portscope.ingest import read_trace
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+
+
+@pytest.fixture
+def viewer(make_app):
+    app = make_app(trace_paths=(SAMPLES,))
+    with app.server.test_request_context("/"):
+        yield app
+
+
+def _id(name: str) -> str:
+    return read_trace(SAMPLES / f"{name}.arrow").content_hash()
+
+
+def test_answer_gives_grid_columns_and_rows(viewer) -> None:
+    columns, rows, error, status = answer([_id("bert_small_h100")], "SELECT run, count(*) AS n, sum(dur) AS s, "
+                                          "'a.b' AS \"x.y\" FROM kernels GROUP BY run")
+    assert error is None and status.startswith("1 rows in")
+    assert [(c["field"], c["headerName"], c.get("type")) for c in columns] == [
+        ("c0", "run", None), ("c1", "n", "numericColumn"), ("c2", "s", "numericColumn"), ("c3", "x.y", None)]
+    assert rows == [{"c0": "bert_small_h100", "c1": 61, "c2": 309437, "c3": "a.b"}]  # report --ops: 309.4 µs of device work
+
+
+def test_every_listed_run_is_offered(viewer) -> None:
+    assert len(run_options([])) == len(list(SAMPLES.glob("*.arrow")))
+
+
+def test_bad_queries_and_escapes_answer_with_a_message_under_the_box(viewer) -> None:
+    bert = [_id("bert_small_h100")]
+    for sql, words in [("SELECT nope FROM ops", 'Referenced column "nope" not found'),
+                       ("SELECT * FROM read_csv('/etc/passwd')", "file system operations are disabled"),
+                       ("ATTACH '/tmp/x.db'", "only SELECT queries"), ("SET threads = 64", "only SELECT queries")]:
+        columns, rows, error, status = answer(bert, sql)
+        assert (columns, rows, status) == ([], [], "") and words in error.children.children
+    assert "Tick at least one run" in answer([], "SELECT 1")[2].children.children
+    assert "no run 'ffffffffffffffff' here" in answer(["ffffffffffffffff"], "SELECT 1")[2].children.children
+
+
+def test_a_huge_result_is_cut_at_the_row_limit_and_says_so(viewer) -> None:
+    _, rows, error, status = answer([_id("bert_small_h100")], "SELECT * FROM range(1000000000000)")
+    assert error is None and len(rows) == 10_000 and "the first 10,000 only" in status
+
+
+def test_query_url_carries_runs_and_sql() -> None:
+    assert urls.query(["a", "b"], "SELECT 1") == "/query?runs=a%2Cb&sql=SELECT+1"
+    assert urls.query() == "/query"
