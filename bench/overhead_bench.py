@@ -84,6 +84,7 @@ def main() -> None:
         "explain": make(),
         "explain(python path)": make(native=False),
         "explain(with_stack)": make(with_stack=True),
+        "explain(memory=True)": make(memory=True),
         "explain(target=fp16-npu)": make(target="fp16-npu"),
         "torch.profiler(record_shapes)": torch_prof,
     }

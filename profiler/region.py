@@ -53,8 +53,12 @@ class Region:
         tags: dict[str, str] | None = None,
         timeline: bool = False,
         library: tuple[str, ...] | None = None,
+        memory: bool = False,
     ) -> None:
         self.name = name
+        self.memory_wanted = memory  # tensor storages allocated and released (profiler/memory.py)
+        self.memory: Any = None  # the MemoryTracker recording this region (its own, or its parent's)
+        self._memory_owner = False
         self.with_stack = with_stack
         self.library = library  # packages whose frames are not call sites (None: the enclosing region's)
         self.user_root: str | None = None  # where the user's files are (call sites are relative to it)
@@ -110,6 +114,12 @@ class Region:
             self.predictor.attach(self, s)
         self._saved_with_stack = s.with_stack
         s.with_stack = s.with_stack or self.with_stack
+        self.memory = self.parent.memory if self.parent is not None and self.parent.memory is not None else None
+        if self.memory is None and self.memory_wanted and self.predictor is None:
+            from .memory import MemoryTracker
+
+            self.memory, self._memory_owner = MemoryTracker(s), True
+            s.hooks.append(self.memory.on_op)
         self._cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
         if self._cuda:
             torch.cuda.synchronize()
@@ -149,6 +159,9 @@ class Region:
         if s.regions and s.regions[-1] is self:
             s.regions.pop()
         s.with_stack = self._saved_with_stack
+        if self._memory_owner:
+            self.memory.stop()
+            s.hooks.remove(self.memory.on_op)
         if self.predictor is not None:
             self.predictor.detach(self, s)
         self.model = model_summary(s.root_model)
@@ -211,6 +224,7 @@ def explain(
     tags: dict[str, str] | None = None,
     timeline: bool = False,
     library: Sequence[str] | None = None,
+    memory: bool = False,
 ) -> Region:
     """A region that records every operator dispatched inside it.
 
@@ -220,6 +234,8 @@ def explain(
     target: predict for a target device (name or TOML path) instead of measuring.
     device: the device the region works on (default: the most used non-host device).
     timeline: also record a torch.profiler (Kineto) timeline: engine slices per host thread, CUDA stream, copy direction.
+    memory: also record the tensor storages its operators allocate and release, per device (profiler/memory.py):
+        each region's peak, bytes live at exit, allocations and the call sites that allocated most.
     """
     run = recording_run.get()
     if run is not None:
@@ -231,7 +247,7 @@ def explain(
 
         library_dirs(library)  # an unknown package is a usage error now, not when the trace is built
     return Region(name, with_stack=with_stack, target=target, device=device, mode=mode, phase=phase, tags=tags,
-                  timeline=timeline, library=tuple(library) if library is not None else None)
+                  timeline=timeline, library=tuple(library) if library is not None else None, memory=memory)
 
 
 def explain_steady(

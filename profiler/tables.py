@@ -78,7 +78,10 @@ def build_trace(regions: list[Region], run_info: RunInfo) -> Trace:
     decoded: dict[int, tuple[int, list[OpEvent]]] = {}  # engine schedules: id(region) -> (region id, ops)
     predicted_end = 0
     op_id = 0
+    op_base: dict[int, int] = {}  # id(region) -> the op_id of its first operator (memory events point at operators)
+    devices: dict[int, str] = {}  # id(region) -> the device it worked on
     for region in everything:
+        op_base[id(region)] = op_id
         parent = ids.get(id(region.parent)) if region.parent is not None else None
         rid = builder.add_region(
             region.name,
@@ -100,6 +103,7 @@ def build_trace(regions: list[Region], run_info: RunInfo) -> Trace:
         events = [decoder.event(op_id + i, raw, t_base) for i, raw in enumerate(region.raw)]
         device = region.predictor.device if region.predictor is not None else region_device(events, region.device)
         builder.regions.set(rid, device=device)
+        devices[id(region)] = device
         for index, ev in enumerate(events):
             stack = region.raw[index][5]
             if stack is not None:
@@ -126,6 +130,7 @@ def build_trace(regions: list[Region], run_info: RunInfo) -> Trace:
             predicted_end = max(predicted_end, sched.end_ns)
         # ----
         op_id += len(events)
+    _add_memory(builder, everything, op_base, ids, devices, t_base)
     for region in everything:  # engine schedules: measured timelines (profiler/timeline.py)
         if getattr(region, "timeline", None) is not None:
             add_timeline(builder, region, decoded, t_base)
@@ -133,6 +138,22 @@ def build_trace(regions: list[Region], run_info: RunInfo) -> Trace:
         builder.stacks.sources.update(attribution.sources)
     builder.run_info.roots = {**roots.used, **builder.run_info.roots}
     return builder.build()
+
+
+def _add_memory(builder: TraceBuilder, everything: list[Region], op_base: dict[int, int], ids: dict[int, int],
+                devices: dict[int, str], t_base: int) -> None:
+    """Memory lanes of the regions recorded with memory=True, and each such region's peak where no device counter
+    gave one (profiler/memory.py)."""
+    from .memory import lane_columns, peak_in
+
+    trackers = {id(r.memory): r.memory for r in everything if getattr(r, "memory", None) is not None and r.memory.events}
+    end = max(r.end_ns for r in everything) - t_base
+    for tracker in trackers.values():
+        builder.engine_slices.extend(lane_columns(tracker, op_base, ids, t_base, end))
+    for region in everything:
+        if getattr(region, "memory", None) is not None and region.memory.events and region.peak_memory_bytes is None:
+            peak = peak_in(region.memory, region.start_ns, region.end_ns, devices.get(id(region)))
+            builder.regions.set(ids[id(region)], peak_memory_bytes=peak)
 
 
 _COMPILE_SIGNALS = {
