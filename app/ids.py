@@ -81,6 +81,7 @@ PLAN_MEMORY = "plan-memory"
 PLAN_PADDING = "plan-padding"
 PLAN_DECODE = "plan-decode"
 PLAN_TABLE = "plan-table"
+PLAN_ADVICE = "plan-advice"  # the margin, and what to change where a setting does not fit
 
 # compare page
 COMPARE_KEY = "compare-key"

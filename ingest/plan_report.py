@@ -31,11 +31,45 @@ def format_plan(table: pa.Table, info: RunInfo) -> str:
         lines.append(f"memory = weights at {bits} bits + KV cache; device memory "
                      f"{format_bytes(memory) if memory is not None else 'unknown'}. "
                      f"Times from the {source} engine figures of {info.target or 'the target'}.")
+        lines += fit_advice(rows, bits)
         late = [r for r in rows if r["prompts_over_cache"]]
         if late:
             lines.append("prompts whose generation runs past the cache: " + ", ".join(
                 f"seq {r['max_sequence_length']} batch {r['batch_size']}: {r['prompts_over_cache']}" for r in late))
     return "\n".join(lines)
+
+
+def fit_advice(rows: list[dict[str, Any]], weight_bits: Any) -> list[str]:
+    """The smallest margin among the settings that fit, and for each that does not: by how much, and which setting
+    to change to fit (the KV cache grows with batch x cache length, the weights with their bits)."""
+    out: list[str] = []
+    known = [r for r in rows if r["memory_bytes"] is not None]
+    fitting = [r for r in known if r["fits"]]
+    if fitting:
+        tight = min(fitting, key=lambda r: r["memory_bytes"] - r["device_memory_bytes"])
+        out.append(f"smallest margin: {format_bytes(tight['memory_bytes'] - tight['device_memory_bytes'])} free at seq "
+                   f"{tight['max_sequence_length']} batch {tight['batch_size']}")  # fmt: skip
+    for r in (r for r in known if r["fits"] is False):
+        memory, weights, kv = r["memory_bytes"], r["weight_bytes"], r["kv_cache_bytes"]
+        batch, cache = r["batch_size"], r["max_cache_length"]
+        text = f"seq {r['max_sequence_length']} batch {batch} does NOT fit: {format_bytes(weights + kv - memory)} over; "
+        room = memory - weights
+        if room <= 0:
+            text += "the weights alone exceed the device"
+            if isinstance(weight_bits, int) and weights:
+                bits = int(weight_bits * memory // weights)
+                text += f": weights at {bits} bits or fewer would leave room" if bits >= 1 else ""
+            out.append(text)
+            continue
+        per_sequence = kv // batch if batch else kv  # KV bytes of one sequence of the full cache length
+        per_position = kv // (batch * cache) if batch and cache else 0
+        options = []
+        if per_sequence and room // per_sequence >= 1:
+            options.append(f"batch {room // per_sequence} or less")
+        if per_position and room // (per_position * batch) >= 1:
+            options.append(f"cache length {room // (per_position * batch)} or less at batch {batch}")
+        out.append(text + ("fits with " + ", or ".join(options) if options else "no batch or cache length fits these weights"))
+    return out
 
 
 def _cells(r: dict[str, Any]) -> tuple[str, ...]:

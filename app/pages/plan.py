@@ -7,6 +7,8 @@ from typing import Any
 import dash
 from dash import dcc, html
 
+from portscope.ingest.plan_report import fit_advice
+
 from .. import ids, urls
 from ..components import fmt_bytes, page, problem, text_table
 from ..plan_charts import DECODE, MEMORY, PADDING, plan_chart
@@ -77,6 +79,8 @@ def layout(run_id: str = "", **_query: str) -> html.Div:
         html.Div(charts, className="plan-charts"),
         html.H3("Per sequence length and batch"),
         text_table(frame.sort_values(["batch_size", "max_sequence_length"]), PLAN_COLUMNS, table_id=ids.PLAN_TABLE),
+        html.Ul([html.Li(line) for line in fit_advice(trace["plan"].to_pylist(), (info.config.get("static_shapes") or {}).get("weight_bits"))],
+                id=ids.PLAN_ADVICE),
         subtitle=run_label(run_id, trace),
     )
 
