@@ -20,7 +20,7 @@ from . import progress, schema
 from .builder import StackInterner
 from .callsites import parse_frame, relative_frames, site_of_frames
 from .columns import Coder, coded_column, table_of
-from .events import KIND_CODES, NONE, EventKind, Logged, Translated
+from .events import KIND_CODES, NONE, EventKind, Logged, SparseColumn, Translated
 from .kineto_vocabulary import ONLINE_COMPILE_CALLS, SYNC_RUNTIME_CALLS
 from .link import link
 from .rules import (
@@ -122,6 +122,15 @@ class _Assembly:
         work = np.isin(kind, [KIND_CODES[k] for k in (EventKind.KERNEL, EventKind.COPY, EventKind.MEMSET)])
         devices = np.unique(self.a["device"][work])
         self.devices = devices[devices >= 0].tolist()
+        # operators the device ran, joined to their work by the reader's ids (no runtime call): drawn as that work, not
+        # on a host lane; those ids are not the format's and are not written
+        ran = work & (self.links.launcher < 0) & (self.links.op >= 0)
+        self.ran_op = np.zeros(len(self.op_rows), dtype=bool)
+        if ran.any():
+            self.ran_op[self.op_id(self.links.op[ran])] = True
+            corr = self.a["correlation"]
+            keep = ~ran[corr.rows]  # type: ignore[union-attr]  # ids joined something: a sparse column
+            self.a["correlation"] = SparseColumn(corr.rows[keep], corr.values[keep], len(kind))  # type: ignore[union-attr, assignment]
 
     def park(self, columns: tuple[str, ...]) -> None:
         """Move these per-event columns to temporary files (a trace of more than `SLICE_ROWS` events): the sliced
@@ -227,7 +236,7 @@ class _Assembly:
         tables["stacks"] = self.stacks.stacks_table()
         slices = {"ops": self.ops(placement)}
         if sliced:  # what the sliced tables read back, on disk, before the lanes are planned; what they never read, gone
-            self.park(("start_ns", "dur_ns", "name", "args", "thread"))
+            self.park(("start_ns", "dur_ns", "name", "args", "thread", "output_shapes", "output_dtypes"))
         slices["engine_slices"] = self.engine_slices(placement)
         if sliced:
             self.park(("correlation",))
@@ -263,7 +272,21 @@ class _Assembly:
         shapes, strides, dtypes = (Coder([args[k] for args in self.arguments], args_used) for k in range(3))
         bytes_in = np.array([args[3] for args in self.arguments], dtype=np.int64)
         place = Coder(_PLACES, np.bincount(placement, minlength=3) > 0)
-        device = Coder(["cpu", self.t.root_device, "cpu"], np.bincount(placement, minlength=3) > 0)
+        where_on = placement.astype(np.int32)  # a code into `devices`: by placement, or the operator's own device
+        own = np.asarray(a["device"][rows])
+        devices = ["cpu", self.t.root_device, "cpu"]
+        if (own >= 0).any():
+            used, at = np.unique(own[own >= 0], return_inverse=True)
+            devices += [self.device_name(int(d)) for d in used.tolist()]
+            where_on[own >= 0] = 3 + at.reshape(-1)
+        del own
+        device = Coder(devices, np.bincount(where_on, minlength=len(devices)) > 0)
+        outputs = {}  # outputs' texts: a few among many names, coded by the used ones only
+        for c in ("output_shapes", "output_dtypes"):
+            used = np.flatnonzero(np.bincount(a[c][rows], minlength=len(self.texts)))
+            index = np.zeros(len(self.texts), dtype=np.int32)
+            index[used] = np.arange(len(used), dtype=np.int32)
+            outputs[c] = (Coder([self.texts[t] for t in used.tolist()], np.ones(len(used), dtype=bool)), index)
         sites = Coder(self.site_texts, np.bincount(self.op_site[rows], minlength=len(self.site_texts)) > 0)
         tid = [t[1] if type(t[1]) is int and -(2**31) <= t[1] < 2**31 else None for t in self.threads]
         tids = np.array([v if v is not None else 0 for v in tid] or [0], dtype=np.int64)
@@ -279,8 +302,9 @@ class _Assembly:
                 yield from table_of("ops", {
                     "op_id": np.arange(lo, lo + len(part), dtype=np.int64), "region_id": self.region_of(part, start),
                     "name": name(self.column("name", part)), "start_ns": start, "dur_ns": self.column("dur_ns", part),
-                    "placement": place(where), "device": device(where), "input_shapes": shapes(args),
+                    "placement": place(where), "device": device(where_on[lo : lo + SLICE_ROWS]), "input_shapes": shapes(args),
                     "input_strides": strides(args), "input_dtypes": dtypes(args), "bytes_in": bytes_in[args],
+                    **{c: coder(index[self.column(c, part)]) for c, (coder, index) in outputs.items()},
                     "bytes_out": np.zeros(len(part), dtype=np.int64), "call_site": sites(site),
                     "stack_id": _nullable(stack, stack < 0), "thread": _nullable(tids[thread], tid_null[thread]),
                 }).to_batches()  # fmt: skip
@@ -301,7 +325,7 @@ class _Assembly:
         """Every lane's slices, made `SLICE_ROWS` at a time as written: the host lanes (the operators no other
         encloses, a lane per thread, the one with most operators "host"), then device work, memory and the readers'
         own lanes. Each part is planned here as a few codes per row; every batch shares one dictionary per column."""
-        top = self.links.op[self.op_rows] < 0
+        top = (self.links.op[self.op_rows] < 0) & ~self.ran_op
         counts = np.bincount(self.column("thread", self.op_rows), minlength=len(self.threads))
         main = int(np.argmax(counts)) if len(counts) else -1
         host = _Lanes(rows=self.op_rows[top], engine_of="thread",

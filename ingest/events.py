@@ -29,6 +29,8 @@ Columns (all times in ns from the start of the run; ``None`` where the format do
                           None: by device and stream
 ``logged``                `placement` and `compile` events: a code into `EventColumns.logs`, what the log
                           line says beyond name and time (a `Logged`)
+``output_shapes``,        an operator's outputs where the format lists them (torch_npu's kernel_details), in
+``output_dtypes``         the notation of ``shapes`` and ``dtypes``
 ========================  =================================================================================
 """
 
@@ -67,7 +69,7 @@ DEVICE_KINDS = (EventKind.KERNEL, EventKind.COPY, EventKind.MEMSET, EventKind.WA
 KIND_CODES = {k: i for i, k in enumerate(EventKind)}
 
 INT_COLUMNS = ("correlation", "copy_kind", "bytes", "device", "stream", "total_allocated", "total_reserved", "logged")
-TEXT_COLUMNS = ("name", "unit", "lane", "engine_kind")
+TEXT_COLUMNS = ("name", "unit", "lane", "engine_kind", "output_shapes", "output_dtypes")
 ARG_COLUMNS = ("shapes", "strides", "dtypes", "bytes_in")  # an operator's arguments, kept once per distinct set
 COLUMNS = ("kind", "thread", "args", "start_ns", "dur_ns", *INT_COLUMNS, *TEXT_COLUMNS)
 NONE = -(2**63)  # "not given" in an integer column

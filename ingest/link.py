@@ -7,7 +7,8 @@ Every reader's events (`events.EventColumns`) are linked here and nowhere else:
   first, then kind: frames, operators, runtime calls, instants, then file order). This is the stack sweep of a
   profiler's own viewer, computed for all events at once (`enclosing`).
 * launches: device work -> the runtime call that holds the same correlation id (the last one in file order when a
-  broken file repeats an id), a relational join done by DuckDB.
+  broken file repeats an id), a relational join done by DuckDB. Device work no runtime call launched joins the
+  operator that holds its correlation id, where a format lists device work with the operator it ran as.
 * regions: user annotations nest by time across threads; an event belongs to the innermost one open at its start.
 """
 
@@ -27,7 +28,8 @@ _RANK = {EventKind.PYTHON: 0, EventKind.ANNOTATION: 0, EventKind.OP: 1, EventKin
 class Links:
     """Per event row (-1: none): what the linker found."""
 
-    op: np.ndarray  # the innermost operator enclosing it (device work: the one enclosing its launching call)
+    op: np.ndarray  # the innermost operator enclosing it (device work: the one enclosing its launching call, or the
+    # operator it ran as)
     launcher: np.ndarray  # device work: the runtime call that launched it
     frame: np.ndarray  # operators: the innermost Python frame open at their start
     frame_parent: np.ndarray  # Python frames: the frame that called them
@@ -142,11 +144,37 @@ def link(a: dict[str, np.ndarray]) -> Links:
     if len(launched):
         op = np.array(op, dtype=np.int32)  # writable (a trace without operators links to a constant)
         op[launched] = op[launcher[launched]]
+    # device work listed with the operator it ran as, no runtime call between (kernel_details): that operator
+    ran = _ran_as(a["correlation"], is_[EventKind.OP], device & (launcher < 0))
+    ran_as = np.flatnonzero(ran >= 0)
+    if len(ran_as):
+        op = np.array(op, dtype=np.int32)
+        op[ran_as] = ran[ran_as]
     anns, parent, times, rows = _regions(start, dur, is_[EventKind.ANNOTATION])
     end_ns = int((start + dur).max()) if n else 0
     return Links(op=op, launcher=launcher, frame=frame, frame_parent=frame_parent, call_parent=call_parent,
                  annotations=anns, annotation_parent=parent, region_times=times, region_rows=rows,
                  end_ns=max(end_ns, 0))  # fmt: skip
+
+
+def _ran_as(correlation: np.ndarray, ops: np.ndarray, work: np.ndarray) -> np.ndarray:
+    """Per row: for device work, the last operator (file order) holding its correlation id; else -1. A sort and a
+    binary search (a format that lists its device work with operators pairs every kernel: DuckDB's join would hold
+    hash tables of them all)."""
+    op_rows, work_rows = np.flatnonzero(ops), np.flatnonzero(work)
+    op_rows, work_rows = op_rows[correlation[op_rows] != NONE], work_rows[correlation[work_rows] != NONE]
+    if not len(op_rows) or not len(work_rows):
+        return np.broadcast_to(np.int32(-1), (len(ops),))
+    keys = correlation[op_rows]
+    order = np.argsort(keys, kind="stable")  # ties in file order: the last of a key is the last in the file
+    keys, op_rows = keys[order], op_rows[order]
+    del order
+    ids = correlation[work_rows]
+    at = np.searchsorted(keys, ids, side="right") - 1
+    hit = (at >= 0) & (keys[np.maximum(at, 0)] == ids)
+    out = np.full(len(ops), -1, dtype=np.int32)
+    out[work_rows[hit]] = op_rows[at[hit]]
+    return out
 
 
 def _regions(start: np.ndarray, dur: np.ndarray, annotation: np.ndarray) -> tuple[np.ndarray, ...]:
