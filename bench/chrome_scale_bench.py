@@ -10,9 +10,6 @@ prints the wall time, events/s and peak RSS. Inputs are written into --dir and r
 --string-ids gives the generic traces and trace views string flow ids (one distinct id per flow). --kind mobilint
 furiosa repeat the Mobilint / Furiosa test fixtures to the size asked.
 
---kernel-dict-mb N converts kernel tables with `_kernel_names.DICT_MAX_BYTES` set to N MB (0: every table's names
-as plain strings; default: the reader's own limit), to compare the dictionary and plain-string outputs at one size.
-
 --before DIR also converts each file with the portscope found in DIR (a folder holding ``portscope/``, e.g.
 links to an older tree's app/, ingest/, profiler/), right after the run of this tree, so both see the same load.
 """
@@ -136,13 +133,9 @@ def make_kernel_details(path: Path, megabytes: float, names: int = 0) -> int:
     return n
 
 
-def convert(path: Path, out: Path, env: dict[str, str] | None = None, dict_mb: float | None = None) -> dict[str, float]:
-    """Seconds and peak RSS (bytes) of `portscope convert path -o out` in a fresh process (`dict_mb`: kernel_details'
-    name dictionary limit, in MB)."""
+def convert(path: Path, out: Path, env: dict[str, str] | None = None) -> dict[str, float]:
+    """Seconds and peak RSS (bytes) of `portscope convert path -o out` in a fresh process."""
     cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "portscope.app.cli", "convert", str(path), "-o", str(out)]
-    if dict_mb is not None:
-        cmd[3:5] = ["-c", "import sys; from portscope.ingest.readers import _kernel_names as k; "
-                    f"k.DICT_MAX_BYTES = int({dict_mb} * 2**20); from portscope.app.cli import main; sys.exit(main())"]
     t = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     seconds = time.perf_counter() - t
@@ -163,8 +156,6 @@ def main(argv: list[str] | None = None) -> int:
                         "(default 0: every kernel's name its own, the worst case)")
     parser.add_argument("--string-ids", action="store_true", help="chrome, npu: flow ids are strings, one distinct id "
                         "per flow (default: integers)")
-    parser.add_argument("--kernel-dict-mb", type=float, help="kernels: the name dictionary's limit in MB (0: plain "
-                        "strings always; default: the reader's)")
     parser.add_argument("--before", type=Path, help="a folder holding an older portscope/: each file converted by it too")
     args = parser.parse_args(argv)
     args.dir.mkdir(parents=True, exist_ok=True)
@@ -186,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append(("before: ", {**os.environ, "PYTHONPATH": str(args.before)}))
             try:
                 for label, env in runs:
-                    r = convert(path, args.dir / f"{kind}_{gb:g}gb.arrow", env, args.kernel_dict_mb if kind == "kernels" else None)
+                    r = convert(path, args.dir / f"{kind}_{gb:g}gb.arrow", env)
                     (args.dir / f"{kind}_{gb:g}gb.arrow").unlink(missing_ok=True)
                     print(f"{label}{kind} {size / 1e9:.2f} GB: {r['seconds']:.1f} s, peak RSS {r['peak_rss'] / 1e9:.2f} GB "
                           f"({r['peak_rss'] / size:.2f}x the file) | {r['stdout'].splitlines()[0]}", flush=True)  # fmt: skip

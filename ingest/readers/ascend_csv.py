@@ -3,64 +3,68 @@
 ``kernel_details.csv``: one row per kernel the device ran. Header variants (both real):
 ``Step Id,Model ID,Task ID,Stream ID,Name,Type,[OP State,]Accelerator Core,Start Time(us),Duration(us),
 Wait Time(us),Block Dim,...,Input Shapes,Input Data Types,...`` or the same led by ``Device_id,``.
-``Accelerator Core`` is AI_CORE, AI_VECTOR_CORE, MIX_AIC, MIX_AIV, AI_CPU (the kernel ran on the
-device's AI CPU: a device-side fallback, ``dispatch/cpu_fallback`` with reason ``ai-cpu``), HCCL
-(communication: collective lane) or DSA_SQE. Quirks kept by the reader: a TAB inside the quoted start
-time (``"1736413971558972.912<TAB>"``), shapes in tripled quotes (three double quotes around ``81920,4096;8192,512``),
-``N/A`` for an unknown field (HCCL rows have no stream). Times are parsed as decimals, exactly.
-Each kernel becomes an operator row (named by its ``Type``; placement device, shapes, dtypes) and an engine
-slice on ``NPU [<device> ]stream <Stream ID>`` (``NPU HCCL`` without a stream); each ``Step Id`` a region.
+``Accelerator Core`` (``Task Type`` in older exports) is AI_CORE, AI_VECTOR_CORE, MIX_AIC, MIX_AIV, AI_CPU (the
+kernel ran on the device's AI CPU), HCCL (communication) or DSA_SQE. Quirks kept by the reader: a TAB inside the
+quoted start time (``"1736413971558972.912<TAB>"``), shapes in tripled quotes (three double quotes around
+``81920,4096;8192,512``), ``N/A`` for an unknown field (HCCL rows have no stream). Times are parsed as decimals,
+exactly.
+
+Events (`events.EventColumns`), in order of start: each kernel is an OP named by its ``Type`` (its ``Name`` where
+it has none; shapes and dtypes of its inputs and outputs, its device) and the KERNEL it ran as (named by its
+``Name``, its ``Accelerator Core`` as its unit), joined by an id of the reader's (no runtime call lies between);
+the kernel drawn on ``NPU [<device> ]stream <Stream ID>`` (``NPU HCCL``, a collective lane; ``NPU <core>`` without
+a stream); each ``Step Id`` an ANNOTATION from its first kernel's start to its last one's end. `assemble` and its
+rules do the rest (AI CPU kernels: the ``ai-cpu`` rule). Read in blocks by pyarrow's CSV reader into numpy
+columns: nothing is held per kernel but a few numbers.
 
 ``op_statistic.csv``: ``[Device_id,]OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),
-Max Time(us),Ratio(%)`` -- totals per operator type, no timeline: AI_CPU rows become counted
+Max Time(us),Ratio(%)`` -- totals per operator type, no timeline, so no events: AI_CPU rows become counted
 fallback signals, and the table is kept in ``run_info.extra["op_statistic"]``.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
-import dataclasses
 import io
+import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+from pyarrow import csv as pa_csv
 
+from ..assemble import assemble
 from ..builder import TraceBuilder
-from ..columns import Coder, table_of
 from ..errors import TraceFormatError
+from ..events import NONE, EventColumns, EventKind, Translated
 from ..rules import AI_CPU, AI_CPU_NOTE
-from ..schema import TABLES, EngineKind, Mode, Placement, SignalKind, SliceKind, Source
+from ..schema import EngineKind, Mode, SignalKind, Source
 from ..spill import release_memory
-from ..trace import RunInfo, TableSlices, Trace
-from . import _chrome_slices
-from ._chrome_slices import finish
-from ._chrome_stream import micros_to_ns
-from ._kernel_columns import (
-    CORE_COLUMNS,
-    KERNEL_NEEDS,
-    LIMIT,
-    MAX_PROBLEMS,
-    Cells,
-    Kernels,
-    clean_cell,
-    read_kernel_columns,
-)
-from ._kernel_names import DiskNames
-from ._kernel_order import first_seen, in_order, sort_by_start
+from ..trace import RunInfo, Trace
+from ._chrome_stream import file_chunks, micros_to_ns
 from ._source import DEFAULT_CAPS, SizeCaps, decode_text, read_bytes
 
 KERNELS_FORMAT = "ascend-kernels"
-_SLICES = TABLES["engine_slices"]
-_PLAIN_SLICES = _SLICES.set(_SLICES.get_field_index("name"), _SLICES.field("name").with_type(pa.string()))  # many names
 STATISTIC_FORMAT = "ascend-op-statistic"
+CORE_COLUMNS = ("Accelerator Core", "Task Type")  # older exports name the core column "Task Type"
+KERNEL_NEEDS = ("Name", "Start Time(us)", "Duration(us)")
 _STAT_NEEDS = ("OP Type", "Core Type", "Count", "Total Time(us)")
+MAX_PROBLEMS = 12
+LIMIT = 2**61  # ns and counts beyond this are not a profile (and would overflow int64 columns)
+BLOCK_BYTES = 4 << 20  # CSV read this much at a time (tests make it tiny)
+_CELLS = ("Type", "Device_id", "Step Id", "Stream ID", "Input Shapes", "Input Data Types", "Output Shapes",
+          "Output Data Types")  # the columns read besides Name and the times, and the core's  # fmt: skip
 # Ascend (GE) data type names -> torch names
 DTYPES = {"FLOAT16": "float16", "FLOAT": "float32", "FLOAT32": "float32", "BF16": "bfloat16", "BFLOAT16": "bfloat16",
           "DOUBLE": "float64", "INT64": "int64", "INT32": "int32", "INT16": "int16", "INT8": "int8", "UINT8": "uint8",
           "BOOL": "bool", "UINT64": "uint64", "UINT32": "uint32", "COMPLEX64": "complex64"}  # fmt: skip
+_MISSING = ["host operators, syncs, transfers and compiles (kernel_details lists device kernels only)",
+            "dispatch/cpu_fallback on the host (AI CPU kernels are counted as device-side fallbacks, reason ai-cpu)"]
 
 
 def _header(text: str) -> list[str]:
@@ -77,6 +81,246 @@ def sniff_statistic(text: str) -> bool:
     """True when the first line is an op_statistic.csv header."""
     head = _header(text)
     return all(c in head for c in _STAT_NEEDS)
+
+
+def clean_cell(value: str | None) -> str | None:
+    """A cell without surrounding quotes, tabs and spaces; None for empty or N/A."""
+    if not isinstance(value, str):
+        return None
+    value = value.strip().strip('"').strip()
+    return None if value in ("", "N/A", "NA", "-") else value
+
+
+def _shapes(text: str | None) -> str | None:
+    """``81920,4096;8192,512`` -> ``81920x4096;8192x512`` (the trace format's notation)."""
+    if text is None:
+        return None
+    return ";".join("x".join(d.strip() for d in s.split(",") if d.strip()) or "()" for s in text.split(";"))
+
+
+def _dtypes(text: str | None) -> str | None:
+    if text is None:
+        return None
+    names = [t.strip().upper().removeprefix("DT_") for t in text.split(";")]
+    return ";".join(DTYPES.get(n, n.lower()) for n in names)
+
+
+class _Cells:
+    """The distinct cells of one column, each coded once as cleaned (`clean_cell`, then `form`): by `code` where
+    given (the events' own text codes), else as an index into `values` (0: None, an empty or absent cell)."""
+
+    def __init__(self, code: Callable[[str | None], int] | None = None, form: Callable[[str | None], str | None] | None = None) -> None:
+        self.values: list[str | None] = [None]
+        self._codes: dict[str | None, int] = {None: 0}
+        self._code = code or self._own
+        self._form = form or (lambda v: v)
+
+    def _own(self, value: str | None) -> int:
+        code = self._codes.get(value)
+        if code is None:
+            code = self._codes[value] = len(self.values)
+            self.values.append(value)
+        return code
+
+    def __call__(self, cells: pa.Array) -> np.ndarray:
+        """The code of each cell of a block's column (int32)."""
+        encoded = cells.dictionary_encode()
+        at = np.array([self._code(self._form(clean_cell(v))) for v in encoded.dictionary.to_pylist()] or [0], dtype=np.int32)
+        return at[encoded.indices.to_numpy(zero_copy_only=False)]
+
+
+def _ns(cells: pa.Array) -> np.ndarray:
+    """Integer ns of microsecond cells (quotes, tabs and spaces around them removed), exactly: digits past ns cut;
+    NONE where a cell is no decimal or is not below `LIMIT`."""
+    text = pc.utf8_trim_whitespace(pc.utf8_trim(pc.utf8_trim_whitespace(cells), '"'))
+    ok = pc.fill_null(pc.match_substring_regex(text, r"^[+-]?[0-9]+(\.[0-9]*)?$"), False)
+    text = pc.if_else(ok, text, "0")
+    digits = pc.utf8_ltrim(text, "+-")
+    whole = pc.utf8_ltrim(pc.replace_substring_regex(digits, r"\..*$", ""), "0")
+    long = pc.greater(pc.utf8_length(whole), 16)
+    whole = pc.if_else(pc.or_(long, pc.equal(whole, "")), "0", whole)
+    frac = pc.utf8_slice_codeunits(pc.utf8_rpad(pc.replace_substring_regex(digits, r"^[0-9]*\.?", ""), 3, "0"), 0, 3)
+    ns = pc.cast(whole, pa.int64()).to_numpy() * 1000 + pc.cast(frac, pa.int64()).to_numpy()
+    ns = np.where(pc.starts_with(text, "-").to_numpy(zero_copy_only=False), -ns, ns)
+    bad = ~ok.to_numpy(zero_copy_only=False) | long.to_numpy(zero_copy_only=False) | (np.abs(ns) >= LIMIT)
+    return np.where(bad, NONE, ns)
+
+
+class _ChunkFile(io.RawIOBase):
+    """The (gunzipped) bytes of a file as a readable stream for pyarrow's CSV reader, within the caps."""
+
+    def __init__(self, path: Path, chunks: Iterator[bytes]) -> None:
+        self.path, self.chunks, self.rest = path, chunks, b""
+        self.utf8 = codecs.getincrementaldecoder("utf-8")()  # checks the text as it passes (pyarrow's row errors cannot)
+        self.offset = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self.rest:
+            piece = next(self.chunks, None)
+            final = piece is None
+            try:
+                self.utf8.decode(piece or b"", final)
+            except UnicodeDecodeError as exc:
+                raise TraceFormatError(self.path, f"not UTF-8 text (invalid byte at offset {self.offset + exc.start})") from None
+            if final:
+                return 0
+            self.offset += len(piece)
+            self.rest = piece
+        n = min(len(buffer), len(self.rest))
+        buffer[:n] = self.rest[:n]
+        self.rest = self.rest[n:]
+        return n
+
+
+def _read_kernels(path: Path, caps: SizeCaps, out: EventColumns) -> tuple[list[str], dict[str, np.ndarray], dict[str, _Cells]]:
+    """(header, per kernel in file order its start and duration in ns and a code per cell of each column read, the
+    columns' cells): read in blocks by pyarrow's CSV reader; names and types coded as the events' texts (`out`)."""
+    chunks = file_chunks(path, caps)
+    first = next(chunks, b"")
+    line = first.split(b"\n", 1)[0]
+    try:
+        raw_header = next(csv.reader([line.decode("utf-8").lstrip("\ufeff").rstrip("\r")]), [])
+    except UnicodeDecodeError:
+        raise TraceFormatError(path, "not UTF-8 text (in the header)") from None
+    except csv.Error as exc:  # e.g. a bare carriage return inside the header line
+        raise TraceFormatError(path, f"the header line is not CSV ({exc})") from None
+    header = [c.strip() for c in raw_header]
+    missing = [c for c in KERNEL_NEEDS if c not in header]
+    if missing:
+        raise TraceFormatError(path, f"the header lacks the columns {missing} (has {header[:12]})")
+    core_col = next((c for c in CORE_COLUMNS if c in header), None)
+    if core_col is None:
+        raise TraceFormatError(path, f"the header has neither of {list(CORE_COLUMNS)}")
+    text = _Cells(out.text)
+    cells = {"Name": text, "Type": text, "core": _Cells(), **{c: _Cells() for c in _CELLS[1:4]},
+             **{c: _Cells(form=_dtypes if "Types" in c else _shapes) for c in _CELLS[4:]}}  # fmt: skip
+    at = {c: f"c{header.index(c)}" for c in (*KERNEL_NEEDS, *_CELLS) if c in header} | {"core": f"c{header.index(core_col)}"}
+    names = [f"c{i}" for i in range(len(raw_header))]  # by position: header cells may repeat or differ in spaces
+    ragged: list[str] = []
+
+    def bad_row(row: Any) -> str:
+        ragged.append(f"line {row.number or '?'}: {row.actual_columns} cells, the header has {row.expected_columns}")
+        return "skip"
+
+    got: dict[str, list[np.ndarray]] = {c: [] for c in ("start", "dur", *cells)}
+    problems: list[str] = []
+    bad = rows = 0
+    try:
+        reader = pa_csv.open_csv(
+            _ChunkFile(path, itertools.chain([first], chunks)),
+            read_options=pa_csv.ReadOptions(column_names=names, skip_rows=1, block_size=max(BLOCK_BYTES, 4 * len(line)),
+                                            use_threads=False),
+            parse_options=pa_csv.ParseOptions(newlines_in_values=True, invalid_row_handler=bad_row),
+            convert_options=pa_csv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()), include_columns=sorted(set(at.values())),
+                                                  strings_can_be_null=False, quoted_strings_can_be_null=False),
+        )  # fmt: skip
+        for batch in reader:
+            start, dur = _ns(batch.column(at["Start Time(us)"])), _ns(batch.column(at["Duration(us)"]))
+            name = text(batch.column(at["Name"]))
+            wrong = np.flatnonzero((start == NONE) | (dur == NONE) | (dur < 0) | (name == 0))
+            if len(wrong) and len(problems) < MAX_PROBLEMS:
+                problems += [f"line {rows + n + 2} ({out.texts[name[n]]!r:.40}): needs a Name, a Start Time(us) and a "
+                             "non-negative Duration(us)" for n in wrong[: MAX_PROBLEMS - len(problems)].tolist()]  # fmt: skip
+            bad += len(wrong)
+            rows += batch.num_rows
+            if bad:
+                continue  # malformed: reported below
+            got["start"].append(start)
+            got["dur"].append(dur)
+            got["Name"].append(name)
+            for c in (c for c in cells if c != "Name"):
+                got[c].append(cells[c](batch.column(at[c])) if c in at else np.zeros(batch.num_rows, dtype=np.int32))
+            release_memory()  # the block's cells, freed between the kept columns: back to the system
+    except pa.ArrowInvalid as exc:
+        what = "not UTF-8 text" if "UTF8" in str(exc) else "not valid CSV"
+        raise TraceFormatError(path, f"{what}: {exc}") from None
+    if bad or ragged:
+        raise TraceFormatError(path, [f"{bad + len(ragged)} of {rows + len(ragged)} rows are malformed",
+                                      *[*ragged, *problems][:MAX_PROBLEMS]])  # fmt: skip
+    if not rows:
+        raise TraceFormatError(path, "the table has a header but no rows: nothing to convert")
+    kernels = {c: np.concatenate(got.pop(c)) for c in list(got)}
+    release_memory()
+    return header, kernels, cells
+
+
+def translate(path: Path, caps: SizeCaps = DEFAULT_CAPS) -> Translated:
+    """The kernels of one kernel_details.csv in the one event model (module docstring)."""
+    out = EventColumns()
+    header, k, cells = _read_kernels(path, caps, out)
+    if not bool(np.all(k["start"][1:] >= k["start"][:-1])):  # in order of start; ties in file order
+        order = np.argsort(k["start"], kind="stable")
+        for c in k:
+            k[c] = k[c][order]
+        del order
+    n, t0 = len(k["start"]), int(k["start"][0])
+    k["start"] -= t0
+    core, step = cells["core"].values, cells["Step Id"].values
+    dev_of = [d or "0" for d in cells["Device_id"].values]  # none given: device 0
+    used = sorted({dev_of[c] for c in np.unique(k["Device_id"]).tolist()}, key=lambda d: (len(d), d))
+    device = np.array([used.index(d) for d in dev_of], dtype=np.int64)[k["Device_id"]]
+    # lanes: one per distinct (core, device, stream)
+    stream = cells["Stream ID"].values
+    width = max(len(core), len(dev_of), len(stream))
+    keys, lane = np.unique((k["core"].astype(np.int64) * width + device) * width + k["Stream ID"], return_inverse=True)
+    lanes = [_lane(core[c // width // width] or "unknown", used[c // width % width] if len(used) > 1 else None,
+                   stream[c % width]) for c in keys.tolist()]  # fmt: skip
+    steps, first, at = np.unique(k.pop("Step Id"), return_index=True, return_inverse=True)  # per step: its first start ...
+    end = np.full(len(steps), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(end, at.reshape(-1), k["start"] + k["dur"])  # ... and its last end, or the next step's first start
+    del at
+    by_start = np.argsort(first, kind="stable")
+    end[by_start[:-1]] = np.minimum(end[by_start[:-1]], k["start"][first[by_start[1:]]])
+    for s, lo, hi in zip(steps.tolist(), k["start"][first].tolist(), end.tolist(), strict=True):
+        if step[s] is not None:
+            out.add(EventKind.ANNOTATION, f"step {step[s]}", "NPU", None, lo, hi - lo)
+    counts = np.bincount(k["core"], minlength=len(core))
+    cores: dict[str, int] = {}
+    for c in np.flatnonzero(counts).tolist():
+        cores[core[c] or "unknown"] = cores.get(core[c] or "unknown", 0) + int(counts[c])
+    lane = lane.reshape(-1)
+    thread = ([("NPU", name) for name, _ in lanes], lane)  # a thread per lane: an operator nests in its lane's only
+    ids = np.arange(n, dtype=np.int64)
+    dtypes = cells["Input Data Types"].values
+    signatures, signature = np.unique(k.pop("Input Shapes").astype(np.int64) * len(dtypes) + k.pop("Input Data Types"),
+                                      return_inverse=True)  # fmt: skip
+    shapes = cells["Input Shapes"].values
+    arguments = [(shapes[s // len(dtypes)], None, dtypes[s % len(dtypes)], 0) for s in signatures.tolist()]
+    out.extend(EventKind.OP, n, start_ns=k["start"], dur_ns=k["dur"], correlation=ids, threads=thread,
+               device=device if len(used) > 1 else None,  # an operator's own device (one device: the run's)
+               arguments=(arguments, signature.reshape(-1)),
+               texts={"name": (out.texts, np.where(k["Type"] != 0, k.pop("Type"), k["Name"])),
+                      **{c: (cells[f].values, k.pop(f)) for c, f in (("output_shapes", "Output Shapes"),
+                                                                     ("output_dtypes", "Output Data Types"))}})  # fmt: skip
+    del signature
+    out.extend(EventKind.KERNEL, n, start_ns=k.pop("start"), dur_ns=k.pop("dur"), correlation=ids, device=device, threads=thread,
+               texts={"name": (out.texts, k.pop("Name")), "unit": (core, k.pop("core")),
+                      "lane": ([x[0] for x in lanes], lane), "engine_kind": ([x[1] for x in lanes], lane)})  # fmt: skip
+    del ids, device, lane, k
+    release_memory()
+    info = RunInfo(source=Source.CONVERTED, producer="portscope convert", converted_from=KERNELS_FORMAT,
+                   devices=["cpu", *(f"npu:{d}" for d in used)], missing_signals=list(_MISSING),
+                   extra={"kernels": n, "columns": header, "accelerator_cores": dict(sorted(cores.items()))})  # fmt: skip
+    return Translated(out, info, root_name=path.name.split(".")[0], root_device=f"npu:{used[0]}",
+                      device_names={i: f"npu:{d}" for i, d in enumerate(used)})  # fmt: skip
+
+
+def _lane(core: str, device: str | None, stream: str | None) -> tuple[str, str]:
+    """(lane, engine kind) of kernels of one core, device (None: the only one) and stream."""
+    prefix = "NPU" if device is None else f"NPU {device}"
+    if core == "HCCL":
+        return f"{prefix} HCCL" + (f" stream {stream}" if stream else ""), EngineKind.COLLECTIVE.value
+    return (f"{prefix} stream {stream}" if stream else f"{prefix} {core}"), EngineKind.STREAM.value
+
+
+def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool = False) -> Trace:
+    """Convert a torch_npu ``kernel_details.csv`` into device lanes, kernel rows and AI CPU fallbacks.
+
+    sliced: the big tables as `Trace.slices`, made as they are written (converting never holds them whole)."""
+    return assemble(translate(Path(path), caps), sliced=sliced)
 
 
 def _rows(path: Path, caps: SizeCaps, needs: tuple[str, ...]) -> tuple[list[str], list[dict[str, str]]]:
@@ -96,253 +340,20 @@ def _rows(path: Path, caps: SizeCaps, needs: tuple[str, ...]) -> tuple[list[str]
     return header, rows
 
 
-def _field(row: dict[str, str], key: str) -> str | None:
-    """A cell without surrounding quotes, tabs and spaces; None for empty or N/A."""
-    return clean_cell(row.get(key))
-
-
-def _shapes(text: str | None) -> str | None:
-    """``81920,4096;8192,512`` -> ``81920x4096;8192x512`` (the trace format's notation)."""
-    if text is None:
-        return None
-    return ";".join("x".join(d.strip() for d in s.split(",") if d.strip()) or "()" for s in text.split(";"))
-
-
-def _dtypes(text: str | None) -> str | None:
-    if text is None:
-        return None
-    names = [t.strip().upper().removeprefix("DT_") for t in text.split(";")]
-    return ";".join(DTYPES.get(n, n.lower()) for n in names)
-
-
-def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced: bool = False) -> Trace:
-    """Convert a torch_npu ``kernel_details.csv`` into device lanes, kernel rows and AI CPU fallbacks.
-
-    Read in blocks by pyarrow's CSV reader into columns on disk (24 bytes a kernel; names coded on disk,
-    `_kernel_names`: only the dictionary of distinct names is held, once read), put in start order on disk if
-    they are not (`_kernel_order`); the ops, engine slices and signals are made `SLICE_ROWS` kernels at a time as
-    they are written (sliced: `Trace.slices`) or gathered. Names too many for a dictionary of
-    `_kernel_names.DICT_MAX_BYTES` stay on disk and `engine_slices.name` is a plain string column, gathered slice by
-    slice."""
-    path = Path(path)
-    k = read_kernel_columns(path, caps)
-    cells, clean = k.cells, k.cells.clean
-    n, n_combo = len(k.start), len(k.combo_cells[k.core_col])
-    rows = _chrome_slices.SLICE_ROWS
-    renumber = None  # codes given in order of first appearance already when the kernels come in start order
-    if not in_order(k.start, rows):  # kernels by start (a stable sort: ties keep file order)
-        cols = sort_by_start({"start": k.start, "dur": k.dur, "name": k.name, "combo": k.combo}, hold=k.start.hold)
-        k.start, k.dur, k.name, k.combo = cols["start"], cols["dur"], cols["name"], cols["combo"]
-        if isinstance(k.names, pa.Array):  # plain strings (DiskNames) have no dictionary to put in order
-            renumber, order = first_seen(k.name, len(k.names), rows)  # the dictionary in order of first appearance (by start)
-            k.names = k.names.take(pa.array(order))
-            del order
-    release_memory()
-    none = np.full(n_combo, cells.code(None), dtype=np.int32)
-    of = {c: k.combo_cells.get(c, none) for c in ("Device_id", "Step Id", "Stream ID", "Type")}  # per combo
-    typed = np.array([v is not None for v in clean] or [False], dtype=bool)[of["Type"]]  # per combo
-    t0, end = int(k.start[0]), None
-    first_of = np.full(n_combo, np.iinfo(np.int64).max, dtype=np.int64)  # per combo: its first start, last end
-    last_of = np.full(n_combo, np.iinfo(np.int64).min, dtype=np.int64)
-    per_combo = np.zeros(n_combo, dtype=np.int64)
-    untyped: list[np.ndarray] = []  # name codes of kernels without a Type
-    for _, start, dur, combo, name in _blocks(k, renumber, 0, rows):
-        ends = start + dur
-        end = int(ends.max()) if end is None else max(end, int(ends.max()))
-        np.minimum.at(first_of, combo, start)
-        np.maximum.at(last_of, combo, ends)
-        per_combo += np.bincount(combo, minlength=n_combo)
-        untyped = [np.unique(np.concatenate([*untyped, name[~typed[combo]]]))]
-    named = untyped[0].astype(np.int32) if untyped else np.zeros(0, dtype=np.int32)
-    del untyped
-    dev_of = [c or "0" for c in clean]
-    used_devs = sorted({dev_of[c] for c in np.unique(of["Device_id"]).tolist()}, key=lambda d: (len(d), d))
-    info = RunInfo(source=Source.CONVERTED, producer="portscope convert", converted_from=KERNELS_FORMAT,
-                   devices=["cpu", *(f"npu:{d}" for d in used_devs)],
-                   missing_signals=["host operators, syncs, transfers and compiles (kernel_details lists device kernels only)",
-                                    "dispatch/cpu_fallback on the host (AI CPU kernels are counted as device-side "
-                                    "fallbacks, reason ai-cpu)"],
-                   extra={"kernels": n, "columns": k.header})  # fmt: skip
-    b = TraceBuilder(info)
-    root = b.add_region(path.name.split(".")[0], dur_ns=end - t0, mode=Mode.UNKNOWN, device=f"npu:{used_devs[0]}")
-    region_of_cell = np.full(len(clean) or 1, root, dtype=np.int32)
-    step_code = of["Step Id"]
-    steps = [c for c in np.unique(step_code).tolist() if clean[c] is not None]
-    first = np.full(len(clean), np.iinfo(np.int64).max, dtype=np.int64)
-    last = np.full(len(clean), np.iinfo(np.int64).min, dtype=np.int64)
-    np.minimum.at(first, step_code, first_of)  # per step: its first start and last end
-    np.maximum.at(last, step_code, last_of)
-    for c in sorted(steps, key=lambda c: (len(clean[c]), clean[c])):  # type: ignore[arg-type]
-        region_of_cell[c] = b.add_region(f"step {clean[c]}", start_ns=int(first[c]) - t0, dur_ns=int(last[c] - first[c]),
-                                         parent_id=root, device=f"npu:{used_devs[0]}")  # fmt: skip
-    region = region_of_cell[step_code]  # per combo
-    # lanes: one per distinct (core, device, stream)
-    core_code, stream_code = k.combo_cells[k.core_col], of["Stream ID"]
-    width = max(len(clean), 1)
-    lane_key = (core_code.astype(np.int64) * width + of["Device_id"]) * width + stream_code
-    keys, lane_at = np.unique(lane_key, return_inverse=True)
-    lane_at = lane_at.astype(np.int32).reshape(-1)  # per combo
-    keys = np.stack([keys // (width * width), keys // width % width, keys % width], axis=1)
-    prefix_dev = len(used_devs) > 1
-    lanes = []
-    for core_c, dev_c, stream_c in keys.tolist():
-        core, dev, stream = clean[core_c] or "unknown", dev_of[dev_c], clean[stream_c]
-        prefix = f"NPU {dev}" if prefix_dev else "NPU"
-        if core == "HCCL":
-            lanes.append((f"{prefix} HCCL" + (f" stream {stream}" if stream else ""), EngineKind.COLLECTIVE, SliceKind.COMPUTE))
-        else:
-            lanes.append((f"{prefix} stream {stream}" if stream else f"{prefix} {core}", EngineKind.STREAM,
-                          SliceKind.FALLBACK if core == AI_CPU else SliceKind.COMPUTE))  # fmt: skip
-    per_core = np.zeros(len(clean) or 1, dtype=np.int64)
-    np.add.at(per_core, core_code, per_combo)
-    cores: dict[str, int] = {}
-    for c in np.flatnonzero(per_core).tolist():
-        cores[clean[c] or "unknown"] = cores.get(clean[c] or "unknown", 0) + int(per_core[c])
-    b.run_info.extra["accelerator_cores"] = dict(sorted(cores.items()))
-    ai_cpu = np.array([v == AI_CPU for v in clean], dtype=bool)[core_code]  # per combo: AI CPU kernels, a fallback each
-    trace = b.build()
-    cell = {c: k.combo_cells.get(c, none) for c in ("Input Shapes", "Input Data Types", "Output Shapes", "Output Data Types", "Device_id")}
-    op_name = _OpNames(clean, of["Type"], typed, named, k.names)
-    made = _KernelRows(k, renumber, t0, region, op_name, ai_cpu)
-    tables = _kernel_tables(made, cell, cells, lanes, lane_at, dev_of)
-    signals = int(per_combo[ai_cpu].sum())
-    if signals:
-        tables["signals"] = TableSlices(signals, made.signal_batches)
-    return finish(trace, tables, sliced=sliced)
-
-
-def _blocks(k: Kernels, renumber: np.ndarray | None, t0: int,
-            rows: int) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:  # fmt: skip
-    """(first kernel, start - t0, dur, combo, name code) of `rows` kernels at a time, read from disk."""
-    for lo in range(0, len(k.start), max(1, rows)):
-        name = k.name.read(lo, lo + rows)
-        start = k.start.read(lo, lo + rows)
-        start -= t0
-        yield lo, start, k.dur.read(lo, lo + rows), k.combo.read(lo, lo + rows), name if renumber is None else renumber[name]
-
-
-class _OpNames:
-    """Per kernel its Type, or its Name where it has none, dictionary-encoded (types first, then those names:
-    `named`, the sorted name codes of kernels without a Type)."""
-
-    def __init__(self, clean: list[str | None], type_of: np.ndarray, typed: np.ndarray, named: np.ndarray,
-                 names: pa.Array | DiskNames) -> None:  # fmt: skip
-        types = np.unique(type_of[typed])
-        at = np.zeros(len(clean) or 1, dtype=np.int32)
-        at[types] = np.arange(len(types), dtype=np.int32)
-        self.of_combo, self.typed, self.named, self.first_named = at[type_of], typed, named, len(types)
-        texts = names.take(pa.array(named)) if isinstance(names, pa.Array) else names.texts(named)
-        self.words = pa.concat_arrays([pa.array([clean[c] for c in types.tolist()], pa.string()), texts])
-
-    def __call__(self, combo: np.ndarray, name: np.ndarray) -> pa.DictionaryArray:
-        has_type = self.typed[combo]
-        indices = self.of_combo[combo]
-        indices[~has_type] = self.first_named + np.searchsorted(self.named, name[~has_type])
-        return pa.DictionaryArray.from_arrays(pa.array(indices), self.words)
-
-
-@dataclasses.dataclass
-class _KernelRows:
-    """What the tables' slices are made of: the kernels on disk and per-combo lookups."""
-
-    k: Kernels
-    renumber: np.ndarray | None
-    t0: int
-    region: np.ndarray  # per combo
-    op_name: _OpNames
-    ai_cpu: np.ndarray  # per combo
-
-    def blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-        return _blocks(self.k, self.renumber, self.t0, _chrome_slices.SLICE_ROWS)
-
-    def signal_batches(self) -> Iterator[pa.RecordBatch]:
-        """A fallback signal per AI CPU kernel."""
-        for lo, start, _, combo, name in self.blocks():
-            which = np.flatnonzero(self.ai_cpu[combo])
-            m = len(which)
-            if not m:
-                continue
-
-            def constant(word: str, m: int = m) -> pa.DictionaryArray:
-                return pa.DictionaryArray.from_arrays(pa.array(np.zeros(m, dtype=np.int32)), pa.array([word]))
-
-            yield from table_of("signals", {
-                "region_id": self.region[combo[which]], "op_id": which.astype(np.int64) + lo,
-                "kind": constant(SignalKind.CPU_FALLBACK.value), "reason": constant("ai-cpu"),
-                "op_name": self.op_name(combo[which], name[which]), "count": np.ones(m, dtype=np.int64),
-                "bytes": np.zeros(m, dtype=np.int64), "note": constant(AI_CPU_NOTE), "time_ns": start[which]}).to_batches()  # fmt: skip
-
-
-def _kernel_tables(made: _KernelRows, cell: dict[str, np.ndarray], cells: Cells, lanes: list[tuple[str, EngineKind, SliceKind]],
-                   lane_at: np.ndarray, dev_of: list[str]) -> dict[str, TableSlices]:  # fmt: skip
-    """The ops (one per kernel, placement device) and engine slices, made slice by slice with shared dictionaries;
-    `cell`, `made.region` and `lane_at` are per combo."""
-    clean = cells.clean
-    n = len(made.k.start)
-    region = made.region
-
-    def coder(values: list, codes: np.ndarray) -> Coder:
-        used = np.zeros(len(values), dtype=bool)
-        used[codes] = True
-        return Coder(values, used)
-
-    shapes, dtypes = [_shapes(v) for v in clean], [_dtypes(v) for v in clean]
-    ops = {"device": coder([f"npu:{d}" for d in dev_of], cell["Device_id"]),
-           "input_shapes": coder(shapes, cell["Input Shapes"]), "input_dtypes": coder(dtypes, cell["Input Data Types"]),
-           "output_shapes": coder(shapes, cell["Output Shapes"]), "output_dtypes": coder(dtypes, cell["Output Data Types"])}  # fmt: skip
-    placement = Coder([Placement.DEVICE.value], np.ones(1, dtype=bool))
-    engines = sorted({e for e, _, _ in lanes})
-    lane_engine = np.array([engines.index(e) for e, _, _ in lanes], dtype=np.int32)
-    ekinds = sorted({k.value for _, k, _ in lanes})
-    lane_ekind = np.array([ekinds.index(k.value) for _, k, _ in lanes], dtype=np.int32)
-    kinds = sorted({k.value for _, _, k in lanes})
-    lane_kind = np.array([kinds.index(k.value) for _, _, k in lanes], dtype=np.int32)
-    slices = {"engine": Coder(engines, np.ones(len(engines), dtype=bool)), "engine_kind": Coder(ekinds, np.ones(len(ekinds), dtype=bool)),
-              "kind": Coder(kinds, np.ones(len(kinds), dtype=bool))}
-    names = made.k.names
-    plain = None if isinstance(names, pa.Array) else _PLAIN_SLICES
-
-    def op_batches() -> Iterator[pa.RecordBatch]:
-        for lo, start, dur, of, name in made.blocks():
-            m = len(of)
-            yield from table_of("ops", {
-                "op_id": np.arange(lo, lo + m, dtype=np.int64), "region_id": region[of], "name": made.op_name(of, name),
-                "start_ns": start, "dur_ns": dur, "placement": placement(np.zeros(m, dtype=np.int32)),
-                "device": ops["device"](cell["Device_id"][of]),
-                **{k: ops[k](cell[c][of]) for k, c in (("input_shapes", "Input Shapes"), ("input_dtypes", "Input Data Types"),
-                                                       ("output_shapes", "Output Shapes"), ("output_dtypes", "Output Data Types"))},
-                "bytes_in": np.zeros(m, dtype=np.int64), "bytes_out": np.zeros(m, dtype=np.int64)}).to_batches()  # fmt: skip
-
-    def slice_batches() -> Iterator[pa.RecordBatch]:
-        for lo, start, dur, of, name in made.blocks():
-            lane = lane_at[of]
-            table = table_of("engine_slices", {
-                "region_id": region[of], "engine": slices["engine"](lane_engine[lane]),
-                "engine_kind": slices["engine_kind"](lane_ekind[lane]), "kind": slices["kind"](lane_kind[lane]),
-                "name": pa.DictionaryArray.from_arrays(pa.array(name), names) if plain is None else None,
-                "start": start, "dur": dur, "op_id": np.arange(lo, lo + len(lane), dtype=np.int64)})  # fmt: skip
-            if plain is not None:  # the names' text gathered from disk for this slice only
-                at = plain.get_field_index("name")
-                table = table.set_column(at, plain.field(at), names.texts(name))  # type: ignore[union-attr]
-            yield from table.to_batches()
-
-    return {"ops": TableSlices(n, op_batches), "engine_slices": TableSlices(n, slice_batches, plain)}
-
-
 def read_op_statistic(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Trace:
     """Convert a torch_npu ``op_statistic.csv`` (totals per operator type) into counted AI CPU fallbacks."""
     path = Path(path)
     header, rows = _rows(path, caps, _STAT_NEEDS)
     table, problems = [], []
     for n, row in enumerate(rows):
-        count, total = _field(row, "Count"), micros_to_ns(_field(row, "Total Time(us)"))
-        op_type, core = _field(row, "OP Type"), _field(row, "Core Type") or "unknown"
+        count, total = clean_cell(row.get("Count")), micros_to_ns(clean_cell(row.get("Total Time(us)")))
+        op_type, core = clean_cell(row.get("OP Type")), clean_cell(row.get("Core Type")) or "unknown"
         if (op_type is None or count is None or not count.isdigit() or int(count) >= LIMIT or total is None
                 or not 0 <= total < LIMIT):  # fmt: skip
             problems.append(f"line {n + 2} ({op_type!r:.40}): needs an OP Type, an integer Count and a Total Time(us)")
             continue
-        table.append({"device": _field(row, "Device_id"), "op_type": op_type, "core_type": core, "count": int(count),
-                      "total_ns": total})  # fmt: skip
+        table.append({"device": clean_cell(row.get("Device_id")), "op_type": op_type, "core_type": core,
+                      "count": int(count), "total_ns": total})  # fmt: skip
     if problems:
         raise TraceFormatError(path, [f"{len(problems)} of {len(rows)} rows are malformed", *problems[:MAX_PROBLEMS]])
     devices = sorted({t["device"] or "0" for t in table}, key=lambda d: (len(d), d))
@@ -362,5 +373,5 @@ def read_op_statistic(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Tra
     return b.build()
 
 
-__all__ = ["KERNELS_FORMAT", "STATISTIC_FORMAT", "read_kernel_details", "read_op_statistic", "sniff_kernels",
-           "sniff_statistic"]  # fmt: skip
+__all__ = ["BLOCK_BYTES", "KERNELS_FORMAT", "STATISTIC_FORMAT", "read_kernel_details", "read_op_statistic",
+           "sniff_kernels", "sniff_statistic", "translate"]  # fmt: skip

@@ -17,17 +17,13 @@ from portscope.ingest.errors import TraceFormatError
 
 # (module, knob, tiny value): a module or knob that is gone is an error (drop it here when a reader drops it)
 TINY_KNOBS = (
-    ("portscope.ingest.readers._chrome_slices", "SLICE_ROWS", 3),
+    ("portscope.ingest.assemble", "SLICE_ROWS", 3),
     ("portscope.ingest.readers._chrome_events", "HOLD_ROWS", 4),
     ("portscope.ingest.readers._chrome_bind", "BUCKET_ROWS", 4),
     ("portscope.ingest.readers._chrome_bind", "RANGE_ROWS", 4),
     ("portscope.ingest.readers._kineto_ops", "SPILL_ROWS", 3),
     ("portscope.ingest.readers._kineto_rows", "SPILL_ROWS", 3),
-    ("portscope.ingest.readers._kernel_columns", "_HOLD", 4),
-    ("portscope.ingest.readers._kernel_order", "RUN_ROWS", 3),
-    ("portscope.ingest.readers._kernel_order", "MERGE_ROWS", 4),
-    ("portscope.ingest.readers._kernel_names", "SWEEP_ROWS", 3),
-    ("portscope.ingest.readers._kernel_names", "TEXT_WINDOW", 5),
+    ("portscope.ingest.readers.ascend_csv", "BLOCK_BYTES", 1),
     ("portscope.ingest.batches", "_BATCH_ROWS", 5),
 )
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from portscope.ingest import read_trace, write_trace
+from portscope.ingest import assemble, read_trace, write_trace
 from portscope.ingest.errors import TraceFormatError
-from portscope.ingest.readers import _chrome_slices, _kernel_columns
+from portscope.ingest.readers import ascend_csv
 from portscope.ingest.readers.ascend_csv import read_kernel_details
 from portscope.ingest.trace import Trace
 
@@ -49,8 +49,8 @@ KERNELS = (
 def test_kernel_details_sliced_equals_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "kernel_details.csv"
     path.write_text(KERNELS)
-    monkeypatch.setattr(_chrome_slices, "SLICE_ROWS", 2)
-    monkeypatch.setattr(_kernel_columns, "_BLOCK_BYTES", 100)  # blocks as small as the header allows
+    monkeypatch.setattr(assemble, "SLICE_ROWS", 2)
+    monkeypatch.setattr(ascend_csv, "BLOCK_BYTES", 100)  # blocks as small as the header allows
     whole, sliced = read_kernel_details(path), read_kernel_details(path, sliced=True)
     assert [b.num_rows for b in sliced.slices["engine_slices"].batches()] == [2, 2]
     got = _same_files(whole, sliced, tmp_path)
