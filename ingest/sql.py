@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -24,7 +25,6 @@ import pyarrow as pa
 
 from . import run_ids
 from .errors import PortscopeError, UsageError
-from .region_tree import region_depths
 from .schema import MEMORY_ENGINE_PREFIX, EngineKind
 from .trace import Trace, read_trace
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import duckdb
 
 __all__ = ["VIEWS", "Column", "Limits", "QueryError", "QueryResult", "Run", "View", "connect", "export_parquet",
-           "open_runs", "resolve_runs", "run_query", "schema_text"]
+           "open_runs", "resolve_runs", "run_query", "schema_text", "views_in"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -276,20 +276,25 @@ def _names(paths: Sequence[Path]) -> list[str]:
 
 def open_runs(args: Sequence[str | Path]) -> list[Run]:
     """The runs of RUN arguments, memory-mapped. A file is validated in full unless portscope validated these exact
-    bytes before (`run_ids`: written by `convert`, opened by the viewer); one that is not a trace raises the
-    TraceFormatError naming it."""
+    bytes before (`run_ids`: written by `convert`, opened by the viewer or by an earlier query); one that is not a
+    trace raises the TraceFormatError naming it."""
     paths = resolve_runs(args)
     return [Run(name, _read(path)) for name, path in zip(_names(paths), paths, strict=True)]
 
 
 def _read(path: Path) -> Trace:
+    """Validated in full and its run id remembered the first time (as the viewer's store does), so that the next
+    query over the same files reads none of them through again."""
     try:
         before = run_ids.file_key(path)
     except OSError:
         return read_trace(path)  # names the problem
-    trace = read_trace(path, validate=run_ids.recall(before) is None)
+    known = run_ids.recall(before) is not None
+    trace = read_trace(path, validate=not known)
     if run_ids.file_key(path) != before:  # changed while read: validate what is there now
         return read_trace(path)
+    if not known:
+        run_ids.remember(before, trace.content_hash())
     return trace
 
 
@@ -329,17 +334,45 @@ def _run_info_table(runs: Sequence[Run]) -> pa.Table:
 
 
 def _regions_with_depth(trace: Trace) -> pa.Table:
+    """The regions table and each region's depth (a parent chain walked for all regions at once: ids increase)."""
+    import numpy as np
+
     regions = trace["regions"]
-    depths = region_depths(trace)
-    return regions.append_column("depth", pa.array([depths[r] for r in regions.column("region_id").to_pylist()], pa.int32()))
+    ids = regions.column("region_id").to_numpy()
+    parents = regions.column("parent_id").fill_null(-1).to_numpy()
+    at = np.searchsorted(ids, parents)
+    up = np.where((parents >= 0) & (at < len(ids)), at, -1)  # row of each region's parent, -1 at the top
+    up[up >= 0] = np.where(ids[up[up >= 0]] == parents[up >= 0], up[up >= 0], -1)
+    depth, row = np.zeros(len(ids), dtype=np.int32), up.copy()
+    for _ in range(len(ids)):  # as many steps as the deepest chain (a cycle is cut at len(ids))
+        live = row >= 0
+        if not live.any():
+            break
+        depth[live] += 1
+        row[live] = up[row[live]]
+    return regions.append_column("depth", pa.array(depth, pa.int32()))
 
 
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def connect(runs: Sequence[Run], *, limits: Limits | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with the views over `runs`; no file or network access, its configuration locked."""
+def views_in(sql: str) -> list[str]:
+    """The views a query may read: those whose name appears in it as a word (a column or an alias of the same name
+    adds one more view, which costs a little; DuckDB's own parser cannot say, it binds `USING` columns first)."""
+    words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", sql)}
+    return [name for name in VIEWS if name in words]
+
+
+def _tables_of(view: View) -> list[str]:
+    return [name for name in (*_STORED, "run_info") if "{" + name + "}" in view.body]
+
+
+def connect(runs: Sequence[Run], *, limits: Limits | None = None, views: Sequence[str] | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the views over `runs`; no file or network access, its configuration locked.
+
+    views: only these (`views_in(query)`: a query over 100 runs then registers only the tables it reads); None: all.
+    """
     import duckdb
 
     limits = limits or Limits()
@@ -349,18 +382,20 @@ def connect(runs: Sequence[Run], *, limits: Limits | None = None) -> duckdb.Duck
         config |= {"memory_limit": limits.memory, "temp_directory": ""}  # bounded: no spilling to disk
     if limits.threads:
         config["threads"] = limits.threads
+    chosen = {name: VIEWS[name] for name in (VIEWS if views is None else views)}
+    needed = {table for view in chosen.values() for table in _tables_of(view)}
     con = duckdb.connect(config=config)
     try:
-        selects: dict[str, list[str]] = {name: [] for name in VIEWS}
-        device_kinds = _device_kinds()
+        selects: dict[str, list[str]] = {name: [] for name in chosen}
+        device_kinds = _device_kinds() if any("{device_kinds}" in v.body for v in chosen.values()) else ""
         for i, run in enumerate(runs):
             tables = {name: f"t{i}_{name}" for name in (*_STORED, "run_info")}
-            for name in _STORED:
-                con.register(tables[name], _regions_with_depth(run.trace) if name == "regions" else run.trace[name])
-            con.register(tables["run_info"], _run_info_table([run]))
-            for name, view in VIEWS.items():
+            for name in needed:
+                con.register(tables[name], _regions_with_depth(run.trace) if name == "regions" else
+                             _run_info_table([run]) if name == "run_info" else run.trace[name])  # fmt: skip
+            for name, view in chosen.items():
                 selects[name].append(f"SELECT {_literal(run.name)} AS run, * FROM ({view.select({**tables, 'device_kinds': device_kinds})})")
-        for name, view in VIEWS.items():
+        for name, view in chosen.items():
             if not selects[name]:  # no run: the view's columns, no rows
                 cols = ", ".join(f"NULL::{c.type} AS {c.name}" for c in (RUN, *view.columns))
                 selects[name].append(f"SELECT {cols} WHERE false")

@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _sql(args: argparse.Namespace) -> int:
-    from .sql import connect, open_runs, run_query, schema_text
+    from .sql import connect, open_runs, run_query, schema_text, views_in
 
     if args.schema:
         sys.stdout.write(schema_text())
@@ -44,7 +44,7 @@ def _sql(args: argparse.Namespace) -> int:
     if args.format in _BINARY and not args.output:
         raise UsageError(f"--format {args.format} writes a binary file: give -o FILE")
     runs = open_runs(args.runs)
-    con = connect(runs)
+    con = connect(runs, views=views_in(args.query))  # only the tables the query reads are registered
     try:
         table = run_query(con, args.query).table
     finally:

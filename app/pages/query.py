@@ -14,7 +14,7 @@ import pyarrow as pa
 from dash import Input, Output, State, dcc, html
 
 from portscope.ingest.errors import PortscopeError
-from portscope.ingest.sql import RUN, VIEWS, Limits, Run, connect, run_query
+from portscope.ingest.sql import RUN, VIEWS, Limits, Run, connect, run_query, views_in
 
 from .. import ids
 from ..components import grid, page, problem
@@ -85,7 +85,7 @@ def answer(run_ids: list[str], sql: str) -> tuple[list[dict[str, Any]], list[dic
         return [], [], problem("Type a query."), ""
     limits = Limits.sandbox()
     try:
-        con = connect(_runs(run_ids), limits=limits)
+        con = connect(_runs(run_ids), limits=limits, views=views_in(sql))
         try:
             result = run_query(con, sql, limits=limits)
         finally:

@@ -215,3 +215,41 @@ def test_a_runaway_query_does_not_stop_another_connection() -> None:
     assert not thread.is_alive() and "time limit" in str(caught[0])
     runaway.close()
     other.close()
+
+
+def test_region_depths_are_the_region_trees(samples_con) -> None:
+    from portscope.ingest.region_tree import region_depths
+
+    for run in open_runs([SAMPLES]):
+        got = dict(samples_con.execute("SELECT region_id, depth FROM regions WHERE run = ?", [run.name]).fetchall())
+        assert got == region_depths(run.trace), run.name
+    assert samples_con.sql("SELECT max(depth) FROM regions").fetchall()[0][0] >= 2
+
+
+def test_a_file_validated_once_is_not_read_through_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from portscope.ingest import sql
+
+    copy = tmp_path / "copy.arrow"
+    shutil.copy(BERT, copy)
+    calls: list[bool] = []
+    real = sql.read_trace
+    monkeypatch.setattr(sql, "read_trace", lambda path, validate=True: calls.append(validate) or real(path, validate=validate))
+    open_runs([copy])
+    open_runs([copy])
+    assert calls == [True, False]
+    copy.touch()  # changed: validated again
+    open_runs([copy])
+    assert calls == [True, False, True]
+
+
+def test_a_connection_holds_the_views_a_query_names() -> None:
+    from portscope.ingest.sql import views_in
+
+    assert views_in("WITH per AS (SELECT run FROM kernels) SELECT * FROM per JOIN Regions USING (run)") == ["regions", "kernels"]
+    assert views_in('SELECT count(*) FROM "ops"') == ["ops"] and views_in("SELECT 1") == []
+    con = connect(open_runs([BERT]), views=["ops"])
+    try:
+        names = {r[0] for r in con.sql("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+        assert names == {"ops", "t0_ops"}  # the view and the one table it reads (registered Arrow tables list as views)
+    finally:
+        con.close()
