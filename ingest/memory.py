@@ -17,6 +17,7 @@ import pandas as pd
 
 from . import _compute as pc
 from .callsites import site_line
+from .region_tree import descendants
 from .schema import MEMORY_ALLOCATED, MEMORY_ENGINE_PREFIX, MEMORY_RESERVED
 from .trace import Trace
 from .viewport import dictionary_codes
@@ -39,6 +40,7 @@ class MemoryLane:
     total: np.ndarray
     delta: np.ndarray
     op_id: np.ndarray
+    region_id: np.ndarray
     reserved_start: np.ndarray
     reserved: np.ndarray
 
@@ -58,6 +60,7 @@ def memory_lanes(trace: Trace) -> list[MemoryLane]:
     name = np.array([*names, None], dtype=object)[name_codes]
     start, nbytes = (pc.int_values(picked.column(c).combine_chunks()) for c in ("start", "bytes"))
     op = pc.int_values(picked.column("op_id").combine_chunks())
+    region = pc.int_values(picked.column("region_id").combine_chunks())
     out = []
     for k in lanes:
         on = engine[rows] == k
@@ -67,7 +70,8 @@ def memory_lanes(trace: Trace) -> list[MemoryLane]:
         delta = np.diff(total, prepend=total[:1])
         r_order = np.flatnonzero(res)[np.argsort(start[res], kind="stable")]
         out.append(MemoryLane(device=engines[k][len(MEMORY_ENGINE_PREFIX) :], start=start[order], total=total, delta=delta,
-                              op_id=op[order], reserved_start=start[r_order], reserved=nbytes[r_order]))  # fmt: skip
+                              op_id=op[order], region_id=region[order], reserved_start=start[r_order],
+                              reserved=nbytes[r_order]))  # fmt: skip
     return sorted(out, key=lambda lane: lane.device)
 
 
@@ -100,14 +104,21 @@ def _op_sites(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
 
 
 def region_memory(trace: Trace, region_id: int) -> RegionMemory:
-    """Memory of one region, per device."""
+    """Memory of one region, per device. A predicted run's lanes are on the predicted time axis, not the region's
+    measured span: there an event belongs to the region it was predicted in (or one nested in it)."""
     start, end = _window(trace, region_id)
+    subtree = np.asarray(descendants(trace, region_id), dtype=np.int64) if trace.predicted else None
     op_ids, op_lines = _op_sites(trace)
     rows, sites = [], []
     for lane in memory_lanes(trace):
-        inside = (lane.start >= start) & (lane.start <= end)
-        before = np.searchsorted(lane.start, end, "right")
-        reserved_in = (lane.reserved_start >= start) & (lane.reserved_start <= end)
+        if subtree is None:
+            inside = (lane.start >= start) & (lane.start <= end)
+            before = np.searchsorted(lane.start, end, "right")
+            reserved_in = (lane.reserved_start >= start) & (lane.reserved_start <= end)
+        else:
+            inside = np.isin(lane.region_id, subtree)
+            before = int(np.flatnonzero(inside)[-1]) + 1 if inside.any() else 0
+            reserved_in = np.zeros(len(lane.reserved_start), dtype=bool)
         if not inside.any() and not before:
             continue
         alloc = inside & (lane.delta > 0)

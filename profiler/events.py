@@ -115,13 +115,15 @@ class RegionPrediction:
     """The predictor's state of one region: what each recorded operator became on the target.
 
     outcomes[i]: (placement, signals, transfers) of op i; compiles: (op index, program key text, compile ns)
-    of each program compiled; deps[i]: indices of earlier ops whose outputs op i reads (None: a view).
+    of each program compiled; deps[i]: indices of earlier ops whose outputs op i reads (None: a view); memory: the
+    bytes valid on the device after each operator that changed them (the residency model's memory).
     """
 
     outcomes: dict[int, tuple[Placement, list[SignalRecord], list[TransferRecord]]] = dataclasses.field(
         default_factory=dict)
     compiles: list[tuple[int, str, int]] = dataclasses.field(default_factory=list)
     deps: dict[int, tuple[int, ...] | None] = dataclasses.field(default_factory=dict)
+    memory: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # (op index, device-resident bytes after it)
 
 
 def sync_signals(rule: OpRule, itemsize: int, device: str) -> tuple[list[SignalRecord], list[TransferRecord]]:

@@ -102,6 +102,7 @@ class Predictor:
         self._names: dict[Any, str] = {}
         self._programs = _PROGRAMS.setdefault(self.target, set())
         self._attached = 0
+        self.device_bytes = 0  # bytes of the storages valid on the device now (the residency model's memory)
         self._dtype_note = cause_hint(Cause.DTYPE_NOT_SUPPORTED, dtype=sorted(self.target.dtypes)[0])
 
     # ---- session wiring -----------------------------------------------------------------
@@ -146,6 +147,7 @@ class Predictor:
             self._programs.add(key)
             state.compiles.append((index, _key_text(key), int(self.target.compile_ns)))
         state.outcomes[index] = (Placement.GRAPH, signals, transfers)
+        self._remember(index)
 
     def on_root(self, module: torch.nn.Module) -> None:
         """The model's parameters and buffers live on the device."""
@@ -163,14 +165,18 @@ class Predictor:
         if entry is None:
             state = DEVICE if isinstance(t, torch.nn.Parameter) else HOST
             entry = self._state[key] = [state, weakref.ref(storage, self._forget(key)), storage.nbytes()]
+            if state & DEVICE:
+                self.device_bytes += entry[2]
         return entry
 
     def _forget(self, key: int):  # noqa: ANN202
         states, producers = self._state, self._producers
 
         def callback(_: Any) -> None:
-            states.pop(key, None)
+            entry = states.pop(key, None)
             producers.pop(key, None)
+            if entry is not None and entry[0] & DEVICE:
+                self.device_bytes -= entry[2]
 
         return callback
 
@@ -180,8 +186,12 @@ class Predictor:
         key = id(storage)
         entry = self._state.get(key)
         if entry is None:
-            self._state[key] = [state, weakref.ref(storage, self._forget(key)), storage.nbytes()]
+            entry = self._state[key] = [state, weakref.ref(storage, self._forget(key)), storage.nbytes()]
+            if state & DEVICE:
+                self.device_bytes += entry[2]
         elif not only_if_new:
+            if (state & DEVICE) != (entry[0] & DEVICE):
+                self.device_bytes += entry[2] if state & DEVICE else -entry[2]
             entry[0] = state
 
     def tracked(self) -> int:
@@ -191,6 +201,16 @@ class Predictor:
     # ---- the hot path -------------------------------------------------------------------
 
     def on_op(self, func: Any, args: tuple, kwargs: dict, out: Any, index: int) -> None:
+        """Predict one operator; the device-resident bytes after it join the region's memory when they changed."""
+        self._predict(func, args, kwargs, out, index)
+        self._remember(index)
+
+    def _remember(self, index: int) -> None:
+        memory = recorder.session().regions[-1].prediction.memory
+        if not memory or memory[-1][1] != self.device_bytes:
+            memory.append((index, self.device_bytes))
+
+    def _predict(self, func: Any, args: tuple, kwargs: dict, out: Any, index: int) -> None:
         session = recorder.session()
         region = session.regions[-1]
         state: RegionPrediction = region.prediction
@@ -281,6 +301,8 @@ class Predictor:
             entry = self._entry(t, st)
             if not entry[0] & where:
                 entry[0] |= where
+                if where == DEVICE:
+                    self.device_bytes += entry[2]
                 if where == DEVICE:
                     transfers.append(TransferRecord(Direction.H2D, entry[2], "cpu", self.device, cause))
                 else:

@@ -231,6 +231,7 @@ class Schedule:
     waited_on: list[str | None]
     start_ns: int
     end_ns: int
+    op_starts: dict[int, int] = dataclasses.field(default_factory=dict)  # op id -> its first slice's start (when scheduled)
 
     def __len__(self) -> int:
         return len(self.lane)
@@ -461,6 +462,9 @@ def add_region_schedule(builder: Any, region_id: int, region: Any, events: Seque
                           insides=graph_insides(region, events, target))
     sched = schedule(ops, target, start_ns=start_ns)
     builder.engine_slices.extend(sched.columns(ops, region_id))
+    for start, op in sorted(zip(sched.start, sched.op, strict=True), reverse=True):  # the earliest start wins
+        if ops.op_id[op] >= 0:
+            sched.op_starts[ops.op_id[op]] = start
     return sched
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from portscope.ingest.builder import TraceBuilder
-from portscope.ingest.schema import CompileKind, Placement, SignalKind
+from portscope.ingest.schema import CompileKind, EngineKind, Placement, SignalKind, SliceKind
 from portscope.ingest.trace import RunInfo, Trace
 
 from . import callsite
@@ -128,6 +128,7 @@ def build_trace(regions: list[Region], run_info: RunInfo) -> Trace:
             # start (host seconds between regions would dwarf predicted microseconds)
             sched = add_region_schedule(builder, rid, region, events, predicted_end, region.predictor.target)
             predicted_end = max(predicted_end, sched.end_ns)
+            _add_predicted_memory(builder, rid, region, op_id, sched)
         # ----
         op_id += len(events)
     _add_memory(builder, everything, op_base, ids, devices, t_base)
@@ -138,6 +139,31 @@ def build_trace(regions: list[Region], run_info: RunInfo) -> Trace:
         builder.stacks.sources.update(attribution.sources)
     builder.run_info.roots = {**roots.used, **builder.run_info.roots}
     return builder.build()
+
+
+def _add_predicted_memory(builder: TraceBuilder, rid: int, region: Region, op_base: int, sched: Any) -> None:
+    """The residency model's device-resident bytes as the region's memory lane on the predicted time axis (each
+    change at the predicted start of the operator after which it holds), and the region's peak."""
+    from portscope.ingest.schema import MEMORY_ALLOCATED, MEMORY_ENGINE_PREFIX
+
+    memory = region.prediction.memory if region.prediction is not None else []
+    if not memory:
+        return
+    times, totals, ops, at = [], [], [], sched.start_ns
+    for index, total in memory:
+        at = max(at, sched.op_starts.get(op_base + index, at))  # an operator with no slice: where the last one was
+        times.append(at)
+        totals.append(total)
+        ops.append(op_base + index)
+    ends = [*times[1:], max(sched.end_ns, times[-1])]
+    n = len(times) + 1  # led by the total before the first change (nothing on the device yet)
+    builder.engine_slices.extend({
+        "region_id": [rid] * n, "engine": [f"{MEMORY_ENGINE_PREFIX}{region.predictor.device}"] * n,
+        "engine_kind": [EngineKind.OTHER.value] * n, "kind": [SliceKind.ANNOTATION.value] * n,
+        "name": [MEMORY_ALLOCATED] * n, "start": [times[0], *times], "dur": [0, *(e - t for t, e in zip(times, ends, strict=True))],
+        "op_id": [ops[0], *ops], "bytes": [0, *totals]})  # fmt: skip
+    if region.peak_memory_bytes is None:
+        builder.regions.set(rid, peak_memory_bytes=max(totals))
 
 
 def _add_memory(builder: TraceBuilder, everything: list[Region], op_base: dict[int, int], ids: dict[int, int],

@@ -70,3 +70,22 @@ def test_cuda_totals_start_from_the_device_counter() -> None:
     [lane] = [lane for lane in memory_lanes(region.to_trace()) if lane.device.startswith("cuda")]
     assert lane.total.tolist()[:2] == [base, base + (1 << 20)]
     assert region.peak_memory_bytes == torch.cuda.max_memory_allocated() and weights.numel() and x.numel()
+
+
+def test_predicted_device_memory_from_the_residency_model() -> None:
+    """Under a target, the bytes valid on the device after each operator: the weights (4 x 8 x 2 B = 64) from the
+    module's first call; mm copies its host input (1 x 4 x 2 = 8 B) and leaves its output (16 B) there: 88; mul: 104;
+    y is released (88) and add's output takes its place: 104 again, so no change is recorded after add."""
+    torch.manual_seed(0)
+    linear, x = torch.nn.Linear(4, 8, bias=False).half(), torch.ones(1, 4, dtype=torch.float16)
+    with torch.no_grad(), explain("predicted", target="fp16-npu") as region:
+        y = linear(x)
+        z = y * 2
+        del y
+        w = z + 1
+    trace = region.to_trace()
+    [lane] = memory_lanes(trace)
+    assert lane.device == "npu:0" and lane.total.tolist() == [0, 64, 88, 104] and lane.op_id.tolist() == [0, 0, 1, 2]
+    assert trace["regions"].column("peak_memory_bytes").to_pylist() == [104]
+    found = region_memory(trace, 0).devices
+    assert found.loc[0, ["peak_bytes", "live_at_exit_bytes"]].tolist() == [104, 104] and w.shape == (1, 8)
