@@ -247,6 +247,7 @@ class Run:
 
     name: str
     trace: Trace
+    file: str | None = None  # what `runs.file` says (default: the trace's path; the viewer gives a file name only)
 
 
 def resolve_runs(args: Sequence[str | Path]) -> list[Path]:
@@ -325,7 +326,7 @@ class QueryError(PortscopeError, ValueError):
 def _run_info_table(runs: Sequence[Run]) -> pa.Table:
     def info(run: Run) -> dict[str, Any]:
         ri = run.trace.run_info
-        return {"file": run.trace.path, "source": ri.source.value, "target": ri.target, "converted_from": ri.converted_from,
+        return {"file": run.file or run.trace.path, "source": ri.source.value, "target": ri.target, "converted_from": ri.converted_from,
                 "producer": ri.producer, "time_unit": ri.time_unit.value, "devices": ", ".join(map(str, ri.devices)) or None,
                 "torch_version": ri.torch_version, "start_time": ri.start_time}  # fmt: skip
 

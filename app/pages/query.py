@@ -64,7 +64,8 @@ def _runs(run_ids: list[str]) -> list[Run]:
     """The ticked runs, named as the pages name them (by run id where two share a name)."""
     traces = [(run_id, store().trace(run_id)) for run_id in dict.fromkeys(run_ids)]
     labels = [run_label(run_id, trace) for run_id, trace in traces]
-    return [Run(label if labels.count(label) == 1 else run_id, trace) for label, (run_id, trace) in zip(labels, traces, strict=True)]
+    return [Run(label if labels.count(label) == 1 else run_id, trace, file=store().path(run_id).name)  # no server paths
+            for label, (run_id, trace) in zip(labels, traces, strict=True)]
 
 
 def _cell_values(column: pa.ChunkedArray) -> list[Any]:

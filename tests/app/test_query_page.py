@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from portscope.app import urls
+from portscope.app.pages import query
 from portscope.app.pages.query import answer, run_options
 from portscope.ingest import read_trace
 
@@ -56,3 +60,37 @@ def test_a_huge_result_is_cut_at_the_row_limit_and_says_so(viewer) -> None:
 def test_query_url_carries_runs_and_sql() -> None:
     assert urls.query(["a", "b"], "SELECT 1") == "/query?runs=a%2Cb&sql=SELECT+1"
     assert urls.query() == "/query"
+
+
+def test_the_runs_view_names_files_not_server_paths(viewer) -> None:
+    _, rows, error, _ = answer([_id("bert_small_h100")], "SELECT run, file, source FROM runs")
+    assert error is None and rows == [{"c0": "bert_small_h100", "c1": "bert_small_h100.arrow", "c2": "converted"}]
+
+
+def test_a_runaway_query_is_interrupted_while_the_server_answers_others(make_app, monkeypatch: pytest.MonkeyPatch) -> None:
+    quick = dataclasses.replace(query.Limits.sandbox(), seconds=1.5)
+
+    class Quick(query.Limits):
+        @classmethod
+        def sandbox(cls) -> query.Limits:
+            return quick
+
+    monkeypatch.setattr(query, "Limits", Quick)
+    app = make_app(trace_paths=(SAMPLES,))
+    bert = [_id("bert_small_h100")]
+    answers: list = []
+
+    def runaway() -> None:
+        with app.server.test_request_context("/"):
+            answers.append(answer(bert, "SELECT count(*) FROM range(10000000) a, range(10000000) b"))
+
+    thread = threading.Thread(target=runaway)
+    started = time.perf_counter()
+    thread.start()
+    time.sleep(0.3)
+    assert app.server.test_client().get("/api/runs").status_code == 200
+    with app.server.test_request_context("/"):
+        assert answer(bert, "SELECT count(*) AS n FROM ops")[1] == [{"c0": 479}]
+    thread.join(15)
+    assert not thread.is_alive() and time.perf_counter() - started < 10
+    assert "stopped after 1.5 s" in answers[0][2].children.children
