@@ -95,7 +95,7 @@ def _measured_cpu() -> list[Region]:
     model, ids = tiny_llama(dtype=torch.float32), prompt(7)
     with torch.no_grad():
         cold, warm = explain_steady(lambda: model(input_ids=ids), warmup=2, return_cold=True,
-                                    name="forward", with_stack=True)
+                                    name="forward", with_stack=True, memory=True)
     return [cold, warm]
 
 
@@ -122,7 +122,7 @@ SAMPLES: list[Sample] = [
            "`portscope compare-modes`: the forward eager and torch.compile'd (inductor, prompt padded to 64), cold and warm, predicted for fp16-npu",
            predicted_target="fp16-npu", write=_eager_vs_compiled),
     Sample("llama_cpu_measured.arrow",
-           "the same model in float32, measured on this CPU (no target), cold and warm",
+           "the same model in float32, measured on this CPU (no target), cold and warm, with its memory",
            _measured_cpu),
 ]
 
