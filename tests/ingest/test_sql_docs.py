@@ -69,21 +69,20 @@ EXPECTED: dict[int, list[tuple]] = {
         (f"{LLAMA}:65 (LlamaRMSNorm.forward)", 10, "aten::mean.dim, aten::pow.Tensor_Scalar"),
         (f"{LLAMA}:123 (rotate_half)", 8, "aten::cat, aten::neg"),
         (f"{LLAMA}:147 (apply_rotary_pos_emb)", 4, "aten::add.Tensor, aten::mul.Tensor")],
-    # report --ops --region forward:warm: calls and CPU µs
-    8: [("aten::mm", 15, 625.4), ("aten::mean.dim", 5, 392.9), ("aten::mul.Tensor", 23, 327.2),
-        ("aten::view", 25, 256.6), ("aten::add.Tensor", 14, 251.3)],
+    # report --ops --region 'ProfilerStep#6': calls and CPU µs
+    8: [("aten::linear", 26, 1155.8), ("aten::addmm", 26, 825.7), ("aten::layer_norm", 10, 276.4),
+        ("aten::native_layer_norm", 10, 238.1), ("aten::scaled_dot_product_attention", 4, 226.7)],
     # diff --ops bert_small_h100 vs bert_small_mi300: the runtime rows of A
     9: [("cudaLaunchKernel", 34, 162.0), ("cuLaunchKernel", 22, 136.2), ("cudaLaunchKernelExC", 4, 26.6),
         ("cudaDeviceSynchronize", 2, 11.9)],
     # report --ops: 309.4 µs of device work, the d2h copy (aten::_local_scalar_dense) 2.2 of it
     10: [("cuLaunchKernel", "stream 7", 22, 164.5), ("cudaLaunchKernel", "stream 7", 34, 109.6),
          ("cudaLaunchKernelExC", "stream 7", 4, 33.1), ("cudaMemcpyAsync", "DMA d2h", 1, 2.2)],
-    # report: dispatch/recompile 12 (forward:cold) and 19 (eager:cold), one graph in compiled:cold;
-    # compile_ns summed from the compiles table
-    11: [("llama_fp16-npu_eager_vs_compiled", "compiled:cold", "graph", 1, 7106.02),
-         ("llama_fp16-npu_eager_vs_compiled", "compiled:cold", "program", 1, 40.0),
-         ("llama_fp16-npu_eager_vs_compiled", "eager:cold", "program", 19, 760.0),
-         ("llama_fp16-npu_forward", "forward:cold", "program", 12, 480.0)],
+    # report: dispatch/recompile 12 (forward:cold) and 19 (eager:cold), compiled:cold compiles one program;
+    # compile_ns summed from the compiles table (the target's 40 ms a program)
+    11: [("llama_fp16-npu_eager_vs_compiled", "compiled:cold", 1, 40.0),
+         ("llama_fp16-npu_eager_vs_compiled", "eager:cold", 19, 760.0),
+         ("llama_fp16-npu_forward", "forward:cold", 12, 480.0)],
     # report: peak memory 101.3 MB (h100) and 146.4 MB (mi300); the rest from the memory lanes' slices
     12: [("bert_small_h100", "cpu", "allocated", 16), ("bert_small_h100", "cpu", "reserved", 0),
          ("bert_small_h100", "cuda:0", "allocated", 101305344), ("bert_small_h100", "cuda:0", "reserved", 121634816),
@@ -93,11 +92,9 @@ EXPECTED: dict[int, list[tuple]] = {
     13: [("ascend_kernel_details_591", "converted", "ascend-kernels", 591, 591, 7, 0),
          ("bert_small_h100", "converted", "kineto", 479, 61, 0, 3),
          ("llama_fp16-npu_forward", "predicted", "fp16-npu", 368, 128, 108, 0)],
-    # report: the regions' walls
-    14: [("llama_fp16-npu_eager_vs_compiled", "compiled:cold", 7302.827),
-         ("llama_fp16-npu_eager_vs_compiled", "eager:warm", 204.644),
-         ("llama_fp16-npu_eager_vs_compiled", "eager:cold", 119.763),
-         ("llama_fp16-npu_generate", "generate #1 (7-token prompt)", 92.157)],
+    # report: the regions' walls (each file's root region)
+    14: [("cuda_diff_test", "cuda_diff_test.json.gz", 745.341), ("cuda_diff_control", "cuda_diff_control.json.gz", 465.275),
+         ("bert_small_h100", "bert_small_h100.json.gz", 4.871)],
 }  # fmt: skip
 
 
