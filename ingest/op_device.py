@@ -23,15 +23,13 @@ from .callsites import site_line
 from .link import enclosing
 from .op_categories import OpCategory, kernel_category, operator_category
 from .region_tree import descendants
-from .schema import EngineKind, SliceKind, TimeUnit
+from .schema import DEVICE_ENGINES, SliceKind, TimeUnit
 from .trace import Trace
 from .viewport import dictionary_codes
 
 __all__ = ["CATEGORIES", "CATEGORY_COLUMNS", "DEVICE_ENGINES", "OPS_COLUMNS", "OpCalls", "category_totals", "device_by_operator",
            "device_rows", "op_calls"]
 
-DEVICE_ENGINES = frozenset({EngineKind.STREAM, EngineKind.DMA_H2D, EngineKind.DMA_D2H, EngineKind.DMA_D2D, EngineKind.MATRIX,
-                            EngineKind.VECTOR, EngineKind.COLLECTIVE})  # fmt: skip
 OPS_COLUMNS = ["operator", "calls", "device_calls", "device_self_ns", "device_total_ns", "cpu_ns", "category", "share"]
 CATEGORY_COLUMNS = ["category", "device_ns", "share"]
 CATEGORIES = list(OpCategory)

@@ -299,6 +299,10 @@ FRAMES = _schema(
 # stored at record time so viewers show it without the source at hand.
 FRAME_SOURCE = "source"
 
+# Engine kinds whose slices are device work (kernels, copies, memsets, a prediction's compute units).
+DEVICE_ENGINES = frozenset({EngineKind.STREAM, EngineKind.DMA_H2D, EngineKind.DMA_D2H, EngineKind.DMA_D2D, EngineKind.MATRIX,
+                            EngineKind.VECTOR, EngineKind.COLLECTIVE})  # fmt: skip
+
 # A memory lane of engine_slices (one per device of a run that recorded allocator events): engine
 # "memory <device>", engine_kind other, kind annotation; slices named MEMORY_ALLOCATED hold the allocator's total
 # allocated bytes from their start to the next event, slices named MEMORY_RESERVED its total reserved bytes.

@@ -60,8 +60,8 @@ def _cols(*specs: tuple[str, str, str]) -> tuple[Column, ...]:
 
 
 def _device_kinds() -> str:
-    """The engine kinds of device work (`op_device.DEVICE_ENGINES`: streams, copy engines, compute units), as SQL."""
-    from .op_device import DEVICE_ENGINES
+    """The engine kinds of device work (`schema.DEVICE_ENGINES`: streams, copy engines, compute units), as SQL."""
+    from .schema import DEVICE_ENGINES
 
     return ", ".join(f"'{k.value}'" for k in EngineKind if k in DEVICE_ENGINES)
 
