@@ -21,7 +21,7 @@ class PlanChart:
     scale: float = 1.0
 
 
-MEMORY = PlanChart("device_memory_bytes", "Device memory: weights + KV cache", "GB", 1 / GB)
+MEMORY = PlanChart("device_memory_bytes", "Device memory: weights + KV cache + activations (estimate)", "GB", 1 / GB)
 PADDING = PlanChart("padding_waste", "Prefill padding waste at the prompt lengths", "% of computed positions", 100.0)
 DECODE = PlanChart("decode_ns_per_token", "Decode time per token", "ms", 1e-6)
 CHARTS = (MEMORY, PADDING, DECODE)

@@ -28,7 +28,8 @@ def format_plan(table: pa.Table, info: RunInfo) -> str:
     if rows:
         bits = (info.config.get("static_shapes") or {}).get("weight_bits", "?")
         memory = rows[0]["memory_bytes"]
-        lines.append(f"memory = weights at {bits} bits + KV cache; device memory "
+        lines.append(f"memory = weights at {bits} bits + KV cache + activations (an estimate: the prefill program's widest "
+                     f"layer, attention fused); device memory "
                      f"{format_bytes(memory) if memory is not None else 'unknown'}. "
                      f"Times from the {source} engine figures of {info.target or 'the target'}.")
         lines += fit_advice(rows, bits)
@@ -51,8 +52,9 @@ def fit_advice(rows: list[dict[str, Any]], weight_bits: Any) -> list[str]:
                    f"{tight['max_sequence_length']} batch {tight['batch_size']}")  # fmt: skip
     for r in (r for r in known if r["fits"] is False):
         memory, weights, kv = r["memory_bytes"], r["weight_bytes"], r["kv_cache_bytes"]
+        activations = max(r["device_memory_bytes"] - weights - kv, 0)  # a plan written before activations: 0
         batch, cache = r["batch_size"], r["max_cache_length"]
-        text = f"seq {r['max_sequence_length']} batch {batch} does NOT fit: {format_bytes(weights + kv - memory)} over; "
+        text = f"seq {r['max_sequence_length']} batch {batch} does NOT fit: {format_bytes(weights + kv + activations - memory)} over; "
         room = memory - weights
         if room <= 0:
             text += "the weights alone exceed the device"
@@ -61,13 +63,13 @@ def fit_advice(rows: list[dict[str, Any]], weight_bits: Any) -> list[str]:
                 text += f": weights at {bits} bits or fewer would leave room" if bits >= 1 else ""
             out.append(text)
             continue
-        per_sequence = kv // batch if batch else kv  # KV bytes of one sequence of the full cache length
-        per_position = kv // (batch * cache) if batch and cache else 0
+        per_sequence = (kv + activations) // batch if batch else kv + activations  # one sequence's KV cache and activations
+        per_position = kv // (batch * cache) if batch and cache else 0  # one position of one sequence's KV cache
         options = []
         if per_sequence and room // per_sequence >= 1:
             options.append(f"batch {room // per_sequence} or less")
-        if per_position and room // (per_position * batch) >= 1:
-            options.append(f"cache length {room // (per_position * batch)} or less at batch {batch}")
+        if per_position and (room - activations) // (per_position * batch) >= 1:
+            options.append(f"cache length {(room - activations) // (per_position * batch)} or less at batch {batch}")
         out.append(text + ("fits with " + ", or ".join(options) if options else "no batch or cache length fits these weights"))
     return out
 

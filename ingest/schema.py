@@ -336,7 +336,7 @@ PLAN = _schema(
         pa.field("batch_size", pa.int32(), nullable=False),
         pa.field("weight_bytes", pa.int64(), nullable=False),
         pa.field("kv_cache_bytes", pa.int64(), nullable=False),
-        pa.field("device_memory_bytes", pa.int64(), nullable=False),  # weights + KV cache
+        pa.field("device_memory_bytes", pa.int64(), nullable=False),  # weights + KV cache + activations (the rest once weights and KV cache are taken)
         pa.field("memory_bytes", pa.int64()),  # the target's device memory (null: unknown)
         pa.field("fits", pa.bool_()),  # null when the target's memory is unknown
         pa.field("programs", pa.int32(), nullable=False),

@@ -44,6 +44,7 @@ class ModelShape:
     vocab_size: int
     parameters: int  # distinct parameters (tied embeddings counted once)
     linear_weights: int  # weights of every matrix product a token goes through (the LM head included, tied or not)
+    intermediate_size: int = 0  # the MLP's inner width (0: 4 x hidden_size)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -76,6 +77,7 @@ def shape_of(model: Any, config: Any) -> ModelShape:
         vocab_size=int(config.vocab_size),
         parameters=sum(p.numel() for p in model.parameters()),
         linear_weights=int(linear),
+        intermediate_size=int(getattr(config, "intermediate_size", None) or 4 * config.hidden_size),
     )
 
 
@@ -103,6 +105,26 @@ def kv_cache_bytes(shape: ModelShape, *, cache_length: int, batch: int, bits: in
 
 def weight_bytes(shape: ModelShape, bits: int) -> int:
     return shape.parameters * bits // 8
+
+
+def activation_bytes(shape: ModelShape, *, sequence: int, batch: int, bits: int) -> int:
+    """An estimate of the prefill program's largest live activations: inside a layer, per token of batch x
+    sequence, the residual stream in and out (2 x hidden) with its widest products (queries, keys and values, or
+    the MLP's two inner products: 2 x intermediate); after the last layer, the hidden states and the logits of each
+    sequence's last position (generation keeps those only). Attention is taken as fused (no sequence x sequence
+    score matrix is kept)."""
+    inner = shape.intermediate_size or 4 * shape.hidden_size
+    qkv = (shape.attention_heads + 2 * shape.kv_heads) * shape.head_dim
+    layer = sequence * (2 * shape.hidden_size + max(qkv, 2 * inner))
+    head = sequence * shape.hidden_size + shape.vocab_size
+    return batch * max(layer, head) * bits // 8
+
+
+def device_bytes(shape: ModelShape, static: StaticShapes) -> tuple[int, int, int]:
+    """(weights, KV cache, activations) a static-shape program set holds on the device."""
+    return (weight_bytes(shape, static.weight_bits),
+            kv_cache_bytes(shape, cache_length=static.max_cache_length, batch=static.batch_size, bits=static.kv_cache_bits),
+            activation_bytes(shape, sequence=static.max_sequence_length, batch=static.batch_size, bits=static.activation_bits))
 
 
 # ---- prompts and padding -------------------------------------------------------------------------
@@ -225,8 +247,7 @@ class PlanRow:
 
 def plan_row(shape: ModelShape, target: Target, static: StaticShapes, *, prompt_lengths: Sequence[int] = (),
              new_tokens: int = 0) -> PlanRow:
-    weights = weight_bytes(shape, static.weight_bits)
-    cache = kv_cache_bytes(shape, cache_length=static.max_cache_length, batch=static.batch_size, bits=static.kv_cache_bits)
+    weights, cache, activations = device_bytes(shape, static)
     pad = padding(prompt_lengths, sequence=static.max_sequence_length, cache=static.max_cache_length,
                   batch=static.batch_size, new_tokens=new_tokens)
     h2d, d2h = step_bytes(shape, static, tokens=1)
@@ -237,9 +258,9 @@ def plan_row(shape: ModelShape, target: Target, static: StaticShapes, *, prompt_
         batch_size=static.batch_size,
         weight_bytes=weights,
         kv_cache_bytes=cache,
-        device_memory_bytes=weights + cache,
+        device_memory_bytes=weights + cache + activations,
         memory_bytes=memory,
-        fits=None if memory is None else weights + cache <= memory,
+        fits=None if memory is None else weights + cache + activations <= memory,
         programs=PROGRAMS,
         prompts=pad.prompts,
         prompts_over_sequence=pad.over_sequence,

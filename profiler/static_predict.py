@@ -234,7 +234,7 @@ class StaticPredictor(Predictor):
 
     def run_config(self) -> dict[str, Any]:
         """The static shapes, the programs called, and the device memory they reserve (run_info.config)."""
-        from .plan import kv_cache_bytes, shape_of, weight_bytes
+        from .plan import device_bytes, shape_of
 
         s = self.static
         out: dict[str, Any] = {"static_shapes": s.to_json(), "kv_cache": "device",
@@ -243,8 +243,8 @@ class StaticPredictor(Predictor):
         if config is None or not hasattr(config, "num_hidden_layers"):
             return out
         shape = shape_of(self.model, config)
-        weights = weight_bytes(shape, s.weight_bits)
-        cache = kv_cache_bytes(shape, cache_length=s.max_cache_length, batch=s.batch_size, bits=s.kv_cache_bits)
-        out.update(weight_bytes=weights, kv_cache_bytes=cache, device_memory_bytes=weights + cache,
-                   fits=None if s.memory_bytes is None else weights + cache <= s.memory_bytes)
+        weights, cache, activations = device_bytes(shape, s)
+        total = weights + cache + activations
+        out.update(weight_bytes=weights, kv_cache_bytes=cache, activation_bytes=activations, device_memory_bytes=total,
+                   fits=None if s.memory_bytes is None else total <= s.memory_bytes)
         return out

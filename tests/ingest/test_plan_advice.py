@@ -35,3 +35,15 @@ def test_weights_alone_too_big_and_unknown_memory() -> None:
         "seq 4096 batch 1 does NOT fit: 370.0 MB over; the weights alone exceed the device: weights at 6 bits or fewer "
         "would leave room"]
     assert fit_advice([row(4096, 1, memory=None)], 8) == []
+
+
+def test_activations_count_against_the_batch_but_not_the_cache_length() -> None:
+    # seq 4096 batch 64 with 167,772,160 B of activations per sequence (10,737,418,240 B in all): 1,235,814,400 +
+    # 8,589,934,592 + 10,737,418,240 = 20,563,167,232 B, 3,383,298,048 B over; a sequence needs 134,217,728 +
+    # 167,772,160 = 301,989,888 B: 15,944,054,784 // that = 52; the cache keeps 15,944,054,784 - 10,737,418,240 =
+    # 5,206,636,544 B at 2,097,152 B a position: 2,482 positions
+    r = row(4096, 64)
+    r["device_memory_bytes"] += 167_772_160 * 64
+    r["fits"] = False
+    assert fit_advice([r], 8) == [
+        "seq 4096 batch 64 does NOT fit: 3.4 GB over; fits with batch 52 or less, or cache length 2482 or less at batch 64"]

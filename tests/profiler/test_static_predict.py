@@ -83,7 +83,10 @@ def test_run_config_reserves_weights_and_cache(llama: torch.nn.Module, target: T
     # weights at 8 bits: embedding and LM head 256 x 128 each (untied); per layer q, o 128x128, k, v 128x64,
     # MLP 3 x 128x256, two norms of 128; final norm 128
     assert config["weight_bytes"] == 2 * 32_768 + 2 * (2 * 16_384 + 2 * 8_192 + 98_304 + 256) + 128 == 361_088
-    assert config["device_memory_bytes"] == 377_472 and config["fits"] is True
+    # activations (16 bits): a layer holds 2 x 128 + max((4 + 2 x 2) x 32, 2 x 256) = 768 values per token, x 16
+    # positions = 12,288 (the last hidden states and logits: 16 x 128 + 256 = 2,304), x 2 B = 24,576
+    assert config["activation_bytes"] == 24_576
+    assert config["device_memory_bytes"] == 361_088 + 16_384 + 24_576 == 402_048 and config["fits"] is True
     assert config["kv_cache"] == "device" and config["program_calls"] == {"prefill": 1, "decode": 1}
     assert config["static_shapes"]["max_sequence_length"] == 16
 
@@ -116,7 +119,7 @@ def test_generation_past_the_cache(llama: torch.nn.Module, target: Target) -> No
 def test_report_says_programs_and_reserved_memory(llama: torch.nn.Module, target: Target) -> None:
     text = format_trace(generate(llama, target, 7, 4))
     assert ("static shapes: 2 programs, prefill 1x16 (1 call) and decode 1x1 over a 32-position cache (3 calls); "
-            "KV cache on the device (16.4 KB reserved); device memory 377.5 KB with weights at 8 bits of 17.2 GB (fits)"
+            "KV cache on the device (16.4 KB reserved); device memory 402.0 KB with weights at 8 bits of 17.2 GB (fits)"
             ) in text
     assert "9x program prefill 1x16  why: prefill 9" in text  # 16 - 7 padded positions
 
