@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .readers import ascend_csv, ascend_trace, furiosa_schedule, furiosa_trace, mobilint_trace, rbln_dump
+from .readers import (
+    ascend_csv,
+    ascend_memory,
+    ascend_trace,
+    furiosa_schedule,
+    furiosa_trace,
+    mobilint_trace,
+    rbln_dump,
+)
 from .trace import Trace
 
 # (name, what it looks like, reader(path, caps, **options)) -- convert.py wraps each in an InputFormat
@@ -26,6 +34,11 @@ VENDOR_FORMATS: tuple[tuple[str, str, Callable[..., Trace]], ...] = (
      lambda p, caps, sliced=False, **kw: ascend_csv.read_kernel_details(p, caps=caps, sliced=sliced)),
     (ascend_csv.STATISTIC_FORMAT, "torch_npu op_statistic.csv (OP Type, Core Type, Count, Total Time(us)...)",
      lambda p, caps, **kw: ascend_csv.read_op_statistic(p, caps=caps)),
+    (ascend_memory.RECORD_FORMAT, "torch_npu / msprof memory_record.csv (Component, Timestamp(us), Total Allocated(MB|KB)...)",
+     lambda p, caps, sliced=False, **kw: ascend_memory.read_memory_record(p, caps=caps, sliced=sliced)),
+    (ascend_memory.OPERATOR_FORMAT, "torch_npu / msprof operator_memory.csv (Name, Size(KB), Allocation Time(us), "
+     "Allocation Total Allocated(MB|KB)...)",
+     lambda p, caps, sliced=False, **kw: ascend_memory.read_operator_memory(p, caps=caps, sliced=sliced)),
     (mobilint_trace.FORMAT, "Mobilint qbruntime npu_core_trace.json (a bare array of B/E pairs: infer, run npu, wait core...)",
      lambda p, caps, sliced=False, **kw: mobilint_trace.read_mobilint_trace(p, caps=caps, sliced=sliced)),
 )
@@ -43,6 +56,10 @@ def sniff_vendor(text: str) -> str | None:
         return ascend_csv.KERNELS_FORMAT
     if ascend_csv.sniff_statistic(text):
         return ascend_csv.STATISTIC_FORMAT
+    if ascend_memory.sniff_record(text):
+        return ascend_memory.RECORD_FORMAT
+    if ascend_memory.sniff_operator(text):
+        return ascend_memory.OPERATOR_FORMAT
     if rbln_dump.sniff(text):
         return rbln_dump.FORMAT
     if furiosa_schedule.sniff(text):
