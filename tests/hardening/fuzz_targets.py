@@ -125,6 +125,7 @@ READERS: dict[str, Reader] = {
         *(Reader(fmt, suffix, _read_as(fmt), TraceFormatError, "portscope.ingest.convert",
                  _read_as(fmt, sliced=True) if fmt in SLICED_FORMATS else None) for fmt, suffix in (
             ("ascend-trace", ".json"), ("ascend-kernels", ".csv"), ("ascend-op-statistic", ".csv"),
+            ("ascend-memory-record", ".csv"), ("ascend-operator-memory", ".csv"),
             ("mobilint-trace", ".json"), ("furiosa-trace", ".json"), ("chrome", ".json"), ("rbln-explain", ".json"),
             ("furiosa-schedule", ".json"))),
         # the Kineto reader on a trace with NPU device rows (its npu_kineto hooks run)
@@ -181,6 +182,10 @@ def seed(reader: str) -> bytes:
         return (REPO / "tests" / "vendor" / "fixtures" / VENDOR_SEEDS[reader]).read_bytes()
     if reader == "ascend-kernels":
         return KERNEL_DETAILS_SEED
+    if reader == "ascend-memory-record":
+        return MEMORY_RECORD_SEED
+    if reader == "ascend-operator-memory":
+        return OPERATOR_MEMORY_SEED
     raise KeyError(reader)
 
 
@@ -212,6 +217,21 @@ KERNEL_DETAILS_SEED = (
     b'19,4294967295,N/A,N/A,hcom_broadcast__445_0,hcom_broadcast_,N/A,HCCL,"1736413971560588.764\t",308926.68,N/A,0,'
     b"N/A,N/A,N/A\n"
     b'19,4294967295,7,9,trans_Cast_5,Cast,static,AI_CPU,1736413971560900.5,197.54,0,1,"""1,7""",INT64,"""1,7"""\n'
+)
+
+# torch_npu memory_record.csv: components beside the allocator's (PTA), a TAB inside a quoted time, empty totals
+MEMORY_RECORD_SEED = (
+    b"Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB),Total Active(MB),Stream Ptr,Device Type\n"
+    b"APP,1704161511420300.000,,100.0,,,NPU:0\n"
+    b'PTA,"1704161511420306.491\t",1.0,2.0,1.0,187650,NPU:0\n'
+    b"PTA,1704161511420310.000,3.5,4.0,3.5,187650,NPU:0\n"
+    b"PTA+GE,1704161511420311.000,11.5,12.0,,,NPU:0\n"
+)
+# msprof operator_memory.csv: a release whose allocation came before the collection (negative size), one still held
+OPERATOR_MEMORY_SEED = (
+    b"Device_id,Name,Size(KB),Allocation Time(us),Duration(us),Allocation Total Allocated(KB),"
+    b"Allocation Total Reserved(KB),Release Total Allocated(KB),Release Total Reserved(KB),Device\n"
+    b"0,MatMul,2048,10,5,3072,4096,1024,4096,NPU:0\n0,,-1024,11,,,,2048,4096,NPU:0\n0,Add,1024,12,,3072,4096,,,NPU:0\n"
 )
 
 FALLBACK_SEED = b"""[2026-09-14 19:49:00.145][I] `aten::neg` op ran on CPU instead of RBLN

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from ._fuzzing import FUZZ, check, mutated
 from .fuzz_targets import seed
 
-NPU_READERS = ["ascend-trace", "ascend-kernels", "ascend-op-statistic", "mobilint-trace", "furiosa-trace", "chrome",
-               "rbln-explain", "furiosa-schedule", "npu-kineto"]
+NPU_READERS = ["ascend-trace", "ascend-kernels", "ascend-op-statistic", "ascend-memory-record", "ascend-operator-memory",
+               "mobilint-trace", "furiosa-trace", "chrome", "rbln-explain", "furiosa-schedule", "npu-kineto"]
 SCALARS = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=10)
 TIMES = st.decimals(-1e3, 1e16, places=3, allow_nan=False).map(str) | st.floats(-1e3, 1e16) | st.integers(-10, 2**60) | SCALARS
 IDS = st.integers(0, 2**70) | st.text(max_size=6) | SCALARS
@@ -69,3 +69,23 @@ def test_kernel_tables_from_cells(rows: list[list[str]]) -> None:
     check("ascend-kernels", (header + "\n".join(",".join(r) for r in rows)).encode())
     header = "OP Type,Core Type,Count,Total Time(us)\n"
     check("ascend-op-statistic", (header + "\n".join(",".join(r) for r in rows)).encode())
+
+
+MEMORY_CELLS = st.sampled_from(["", "N/A", '"12.5\t"', "-1", "-512", "1e400", "1e-400", "x", "7", "NaN", "NPU:0", "CPU",
+                                "NPU", "PTA", "GE", "APP"])  # fmt: skip
+
+
+@FUZZ
+@given(st.lists(st.lists(MEMORY_CELLS, min_size=1, max_size=7), max_size=6), st.sampled_from(["MB", "KB", "B", "GB", "TB", ""]))
+def test_memory_tables_from_cells(rows: list[list[str]], unit: str) -> None:
+    body = "\n".join(",".join(r) for r in rows)
+    header = f"Component,Timestamp(us),Total Allocated({unit}),Total Reserved(MB),Device Type,Device_id,Stream Ptr\n"
+    check("ascend-memory-record", (header + body).encode())
+    header = (f"Name,Size({unit}),Allocation Time(us),Release Time(us),Duration(us),Allocation Total Allocated(MB),"
+              "Release Total Allocated(KB)\n")
+    check("ascend-operator-memory", (header + body).encode())
+
+
+@pytest.mark.parametrize("reader", ["ascend-memory-record", "ascend-operator-memory"])
+def test_memory_seeds_convert(reader: str) -> None:
+    assert check(reader, seed(reader)) == "ok"
