@@ -98,8 +98,8 @@ def _refuse_torch_archive(path: Path) -> None:
     try:
         with zipfile.ZipFile(path) as archive:
             pickled = any(n.endswith("data.pkl") for n in archive.namelist()[:1000])
-    except (zipfile.BadZipFile, OSError):
-        return  # not a readable ZIP: the trace reader says what is wrong with it
+    except (zipfile.BadZipFile, NotImplementedError, OSError, ValueError, RuntimeError):
+        return  # not a ZIP this can list: the trace reader says what is wrong with it
     if pickled:
         raise TraceFormatError(path, "a torch.save archive (a ZIP holding data.pkl, a Python pickle): portscope never "
                                      "unpickles a file, as unpickling runs whatever code the file holds")  # fmt: skip
