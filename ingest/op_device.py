@@ -214,7 +214,8 @@ def _launch_regions(trace: Trace, work: pa.Table) -> np.ndarray:
 
 def device_by_operator(calls: OpCalls) -> pd.DataFrame:
     """One row per operator name (OPS_COLUMNS): calls, device calls, self and total device time, CPU time, its
-    category and its share of the regions' device time; by self device time, then total, then name."""
+    category and its share of the regions' device time; by self device time, then total, then CPU time (a run
+    without device work reads as a CPU profile), then name."""
     k = len(calls.names)
     if not k:
         return pd.DataFrame(columns=OPS_COLUMNS)
@@ -228,7 +229,8 @@ def device_by_operator(calls: OpCalls) -> pd.DataFrame:
         "category": [CATEGORIES[c].value for c in calls.name_categories()],
         "share": sums["self_ns"] / total if total else np.zeros(k)})  # fmt: skip
     frame = frame[frame["calls"] > 0]
-    order = np.lexsort((frame["operator"].to_numpy(), -frame["device_total_ns"].to_numpy(), -frame["device_self_ns"].to_numpy()))
+    order = np.lexsort((frame["operator"].to_numpy(), -frame["cpu_ns"].to_numpy(), -frame["device_total_ns"].to_numpy(),
+                        -frame["device_self_ns"].to_numpy()))  # fmt: skip
     return frame.iloc[order].reset_index(drop=True)[OPS_COLUMNS]
 
 
