@@ -18,12 +18,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "convert", description="The input format is recognised from the content: " + "; ".join(
             f"{f.name} ({f.looks_like})" for f in FORMATS.values()),
     )
-    c.add_argument("input", help="a file (.json, .json.gz, .log...) or a TORCH_TRACE directory")
+    c.add_argument("input", help="a file (.json, .json.gz, .log...), a TORCH_TRACE directory, or a folder or glob of "
+                                 "per-rank PyTorch-profiler traces (one multi-rank run)")
     c.add_argument("-o", "--output", required=True, help="the portscope trace to write (.arrow)")
     c.add_argument("--format", choices=sorted(FORMATS), help="skip detection and read as this format")
     c.add_argument("--infer-fallback", action="store_true",
                    help="kineto: count leaf operators of a GPU trace that launched no GPU work as cpu_fallback (a guess)")
     c.add_argument("--compression", choices=["zstd", "lz4"], help="compress the Arrow tables (not memory-mappable)")
+    c.add_argument("--jobs", type=int, metavar="N", help="multi-rank runs: ranks converted at once (default: one per core)")
     c.set_defaults(func=_convert)
 
     e = sub.add_parser("export")
@@ -39,6 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _convert(args: argparse.Namespace) -> int:
+    from .ranks import is_rank_input
+
+    if is_rank_input(args.input) and args.format in (None, "kineto"):
+        return _convert_ranks(args)
     options = {"infer_fallback": True} if args.infer_fallback else {}
     if options and args.format not in (None, "kineto"):
         raise UsageError("--infer-fallback applies to kineto traces only")
@@ -65,6 +71,23 @@ def _convert(args: argparse.Namespace) -> int:
         print(f"  warning: {unknown} lines were not understood (see run_info.extra)", file=sys.stderr)
     if trace.run_info.missing_signals:
         print("  this source could not provide: " + "; ".join(trace.run_info.missing_signals))
+    return 0
+
+
+def _convert_ranks(args: argparse.Namespace) -> int:
+    from .ranks import convert_ranks
+
+    if args.infer_fallback:
+        raise UsageError("--infer-fallback applies to single kineto traces only")
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    trace, _ = convert_ranks(args.input, args.output, jobs=args.jobs, compression=args.compression)
+    ranks = trace.run_info.extra["ranks"]
+    counts = ", ".join(f"{trace.num_rows(t)} {t}" for t in ("regions", "ops", "signals", "engine_slices"))
+    listed = ", ".join(f"{r['rank']}: {r['file']}" for r in ranks)
+    print(f"{args.output}: {len(ranks)} ranks ({listed}): {counts}")
+    for problem in trace.run_info.extra.get("problems") or []:
+        print(f"  warning: {problem}", file=sys.stderr)
     return 0
 
 

@@ -1,0 +1,422 @@
+"""A multi-rank run: a folder (or glob) of per-rank PyTorch-profiler traces read as one run.
+
+Each rank's file converts on its own (`convert_rank`, one process per rank with `--jobs`, each in the bounded
+memory of the one-file converter) into a temporary portscope trace; `merge_ranks` then lays the ranks side by
+side in one trace without changing the format:
+
+* each rank is a top-level region named ``rank N``; the rank's own regions (its file's root region, its
+  ``ProfilerStep#N`` ranges...) nest in it, so a row's rank is found by region nesting (`rank_of_regions`);
+* its engine lanes are prefixed ``rank N · `` (`LANE_PREFIX`);
+* its operator, region, frame and stack ids and correlation ids are offset past the previous ranks' (rank-distinct);
+* its times are shifted by its start relative to the earliest rank (`run_info.start_time` of each file);
+* ``run_info.extra["ranks"]`` lists every rank: number, world size, file, where the number came from, its region.
+
+A rank's number comes from the trace's ``distributedInfo`` (``rank``, ``world_size``), else from the file name
+(``rank-N``, ``rank_N``, ``*_rankN*``), else from the file's place in name order (with a warning).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import datetime
+import glob
+import multiprocessing
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from . import _compute as pc
+from . import schema
+from .errors import TraceFormatError
+from .trace import RunInfo, TableSlices, Trace, read_trace, write_run, write_trace
+
+__all__ = ["LANE_PREFIX", "RankFile", "convert_rank", "convert_ranks", "is_rank_input", "lane_prefix", "merge_ranks",
+           "rank_files", "rank_of_regions", "rank_region_name", "read_ranks"]
+
+LANE_PREFIX = "rank {rank} · "
+_RANK_REGION = re.compile(r"^rank (\d+)$")
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+_TRACE_SUFFIXES = (".json", ".json.gz")
+_SLICED = ("ops", "engine_slices", "runtime_calls")  # big tables: streamed rank by rank when written
+
+
+def rank_region_name(rank: int) -> str:
+    return f"rank {rank}"
+
+
+def lane_prefix(rank: int) -> str:
+    return LANE_PREFIX.format(rank=rank)
+
+
+@dataclasses.dataclass(frozen=True)
+class RankFile:
+    """One rank of a run: its number, the world size the trace says (None: unknown), its file, and where the
+    number came from (``distributedInfo``, ``file name`` or ``file order``)."""
+
+    rank: int
+    world_size: int | None
+    path: Path
+    rank_from: str
+
+
+def is_rank_input(spec: str | Path) -> bool:
+    """Whether `convert` should read `spec` as a multi-rank run: a glob pattern, or a folder holding trace JSON
+    files (a TORCH_TRACE folder holds logs)."""
+    text = str(spec)
+    if any(c in text for c in "*?[") and not Path(text).exists():
+        return True
+    p = Path(text)
+    return p.is_dir() and any(_is_trace_name(f) for f in p.iterdir() if f.is_file())
+
+
+def _is_trace_name(path: Path) -> bool:
+    return path.name.lower().endswith(_TRACE_SUFFIXES)
+
+
+def rank_files(spec: str | Path) -> list[Path]:
+    """The trace files of a folder (``*.json``, ``*.json.gz``) or a glob pattern, in name order."""
+    p = Path(spec)
+    if p.is_dir():
+        found = [f for f in p.iterdir() if f.is_file() and _is_trace_name(f)]
+    else:
+        found = [Path(f) for f in glob.glob(str(spec)) if Path(f).is_file()]
+    if not found:
+        raise TraceFormatError(spec, "no trace files (*.json, *.json.gz) to read as ranks")
+    return sorted(found, key=_natural)
+
+
+def _natural(path: Path) -> list[Any]:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path.name)]
+
+
+def convert_rank(path: str, out: str) -> dict[str, Any]:
+    """Convert one rank's trace file into the portscope trace `out` (run in a worker process); what the rank's
+    detection needs: the trace's ``distributedInfo`` (or None) and its start time."""
+    from .convert import load_any
+    from .spill import map_large_blocks
+
+    map_large_blocks()
+    trace = load_any(path, sliced=True)
+    write_trace(trace, out)
+    meta = trace.run_info.extra.get("metadata") or {}
+    info = meta.get("distributedInfo") if isinstance(meta, dict) else None
+    return {"distributed": info if isinstance(info, dict) else None, "start_time": trace.run_info.start_time,
+            "host_name": meta.get("host_name") if isinstance(meta, dict) else None}  # fmt: skip
+
+
+def _assign(paths: list[Path], found: list[dict[str, Any]]) -> tuple[list[RankFile], list[str]]:
+    """Rank numbers from distributedInfo, else file names, else file order; one error for clashes."""
+    warnings: list[str] = []
+    files: list[RankFile] = []
+    problems: list[str] = []
+    for order, (path, got) in enumerate(zip(paths, found, strict=True)):
+        info = got.get("distributed") or {}
+        rank, world = info.get("rank"), info.get("world_size")
+        world = world if isinstance(world, int) and not isinstance(world, bool) and world > 0 else None
+        if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
+            files.append(RankFile(rank, world, path, "distributedInfo"))
+        elif (m := _RANK_IN_NAME.search(path.name)) is not None:
+            files.append(RankFile(int(m.group(1)), world, path, "file name"))
+        else:
+            files.append(RankFile(order, world, path, "file order"))
+            warnings.append(f"{path.name}: no distributedInfo rank and no rank in the file name: taken as rank {order} "
+                            "(its place in name order)")
+    seen: dict[int, Path] = {}
+    for f in files:
+        if f.rank in seen:
+            problems.append(f"rank {f.rank} appears twice: {seen[f.rank].name} and {f.path.name}")
+        seen[f.rank] = f.path
+        if f.world_size is not None and f.rank >= f.world_size:
+            problems.append(f"{f.path.name}: rank {f.rank} is outside its world size {f.world_size}")
+    worlds = {f.world_size for f in files if f.world_size is not None}
+    if len(worlds) > 1:
+        problems.append(f"the files disagree on the world size: {sorted(worlds)}")
+    elif worlds and (world := worlds.pop()) != len(files):
+        warnings.append(f"world size {world}, {len(files)} rank files: ranks "
+                        f"{sorted(set(range(world)) - set(seen)) or 'beyond the world'} missing")
+    if problems:
+        raise TraceFormatError(files[0].path.parent if len(files) > 1 else files[0].path, problems)
+    return sorted(files, key=lambda f: f.rank), warnings
+
+
+def read_ranks(spec: str | Path, workdir: str | Path, *, jobs: int | None = None) -> Trace:
+    """Convert every rank's file of `spec` (a folder or a glob) into `workdir` (`jobs` processes at once; None: one
+    per core, 1: in this process) and merge them: a trace whose big tables are read from `workdir` when written,
+    so `workdir` must outlive the trace's writing."""
+    paths = rank_files(spec)
+    outs = [str(Path(workdir) / f"rank-file-{i}.arrow") for i in range(len(paths))]
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
+    if jobs == 1:
+        found = [convert_rank(str(p), o) for p, o in zip(paths, outs, strict=True)]
+    else:
+        context = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads (Arrow's pool)
+        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+            found = list(pool.map(convert_rank, [str(p) for p in paths], outs))
+    files, warnings = _assign(paths, found)
+    by_path = {p: (o, f) for p, o, f in zip(paths, outs, found, strict=True)}
+    ranked = [(f, read_trace(by_path[f.path][0]), by_path[f.path][1]) for f in files]
+    return merge_ranks([(f, t) for f, t, _ in ranked], warnings=warnings,
+                       hosts={f.rank: got.get("host_name") for f, _, got in ranked})
+
+
+def convert_ranks(spec: str | Path, output: str | Path, *, jobs: int | None = None,
+                  compression: str | None = None) -> tuple[Trace, str]:
+    """`read_ranks` and write the merged run to `output` (its temporary rank files beside it, removed after);
+    the trace (its big tables no longer readable) and its run id."""
+    out = Path(output)
+    with tempfile.TemporaryDirectory(prefix=".portscope-ranks-", dir=out.parent if str(out.parent) else ".") as work:
+        trace = read_ranks(spec, work, jobs=jobs)
+        run_id = write_run(trace, out, compression=compression)
+        counts = {name: trace.num_rows(name) for name in schema.TABLES}
+    return _counted(trace, counts), run_id
+
+
+def _counted(trace: Trace, counts: dict[str, int]) -> Trace:
+    """The merged trace with its streamed tables replaced by row counts only (their files are gone)."""
+    gone = {name: TableSlices(counts[name], lambda: iter(()), trace.slices[name].schema) for name in trace.slices}
+    return Trace(run_info=trace.run_info, tables=trace.tables, slices=gone)
+
+
+# -- merging ---------------------------------------------------------------------------------------------------------
+
+
+def _start_ns(iso: str | None) -> int | None:
+    if not iso:
+        return None
+    try:
+        t = datetime.datetime.fromisoformat(iso)
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=datetime.UTC)
+    delta = t - datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+    return (delta.days * 86_400 + delta.seconds) * 10**9 + delta.microseconds * 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class _Shift:
+    """How one rank's rows move into the merged run."""
+
+    rank: int
+    region_base: int  # the rank's own region id; its regions' ids are shifted by region_base + 1 - their lowest
+    region_shift: int
+    op_shift: int
+    frame_shift: int
+    stack_shift: int
+    correlation_shift: int
+    time_shift: int
+    shift_times: bool  # engine_slices in ns (cycles are not moved)
+
+
+def _span(table: pa.Table, column: str) -> tuple[int, int] | None:
+    if not table.num_rows or table.column(column).null_count == table.num_rows:
+        return None
+    lo, hi = pc.min_max(table.column(column))
+    return int(lo), int(hi)
+
+
+def _plain(field: pa.Field) -> pa.Field:
+    return field.with_type(pa.string()) if pa.types.is_dictionary(field.type) else field
+
+
+def _plain_schema(table_schema: pa.Schema) -> pa.Schema:
+    return pa.schema([_plain(f) for f in table_schema], metadata=table_schema.metadata)
+
+
+_ID_SHIFTS: dict[str, dict[str, str]] = {  # table -> column -> which shift
+    "regions": {"region_id": "region", "parent_id": "region"},
+    "ops": {"op_id": "op", "region_id": "region", "stack_id": "stack"},
+    "signals": {"region_id": "region", "op_id": "op", "stack_id": "stack"},
+    "transfers": {"region_id": "region", "op_id": "op", "stack_id": "stack"},
+    "compiles": {"region_id": "region"},
+    "engine_slices": {"region_id": "region", "op_id": "op", "correlation": "correlation"},
+    "runtime_calls": {"region_id": "region", "op_id": "op", "correlation": "correlation"},
+    "frames": {"frame_id": "frame"},
+    "stacks": {"stack_id": "stack"},
+}
+_TIMES: dict[str, tuple[str, ...]] = {"regions": ("start_ns",), "ops": ("start_ns",), "signals": ("time_ns",),
+                                      "transfers": ("start_ns",), "compiles": ("time_ns",), "runtime_calls": ("start_ns",)}
+
+
+def _moved(name: str, batch: pa.RecordBatch | pa.Table, shift: _Shift, target: pa.Schema) -> pa.Table:
+    """One rank's rows of table `name` with rank-distinct ids, shifted times, prefixed lanes, plain strings."""
+    table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    amounts = {"region": shift.region_shift, "op": shift.op_shift, "stack": shift.stack_shift,
+               "frame": shift.frame_shift, "correlation": shift.correlation_shift}  # fmt: skip
+    columns = {}
+    for column in table.column_names:
+        col = table.column(column)
+        which = _ID_SHIFTS.get(name, {}).get(column)
+        if which is not None and amounts[which]:
+            col = pc.call("add", col, pa.scalar(amounts[which], col.type))
+        elif column in _TIMES.get(name, ()) or (name == "engine_slices" and column == "start" and shift.shift_times):
+            col = pc.call("add", col, pa.scalar(shift.time_shift, col.type)) if shift.time_shift else col
+        if name == "engine_slices" and column == "engine":
+            col = pc.call("binary_join_element_wise", pa.scalar(lane_prefix(shift.rank)), col.cast(pa.string()), "")
+        if name == "stacks" and column == "frame_ids" and shift.frame_shift:
+            col = _shift_lists(col, shift.frame_shift)
+        if pa.types.is_dictionary(col.type):
+            col = col.cast(pa.string())
+        columns[column] = col
+    if name == "regions":  # the rank's top-level regions nest in its rank region
+        columns["parent_id"] = pc.call("coalesce", columns["parent_id"], pa.scalar(shift.region_base, pa.int32()))
+    fields = [target.field(c) if c in target.names else _plain(table.schema.field(c)) for c in table.column_names]
+    return pa.Table.from_arrays([columns[c].cast(f.type) for c, f in zip(table.column_names, fields, strict=True)],
+                                schema=pa.schema(fields))
+
+
+def _shift_lists(col: pa.ChunkedArray, by: int) -> pa.ChunkedArray:
+    chunks = []
+    for chunk in col.chunks:
+        values = pc.call("add", chunk.flatten(), pa.scalar(by, pa.int32()))
+        chunks.append(pa.ListArray.from_arrays(chunk.offsets, values, mask=chunk.is_null()))
+    return pa.chunked_array(chunks, type=col.type)
+
+
+def merge_ranks(ranked: list[tuple[RankFile, Trace]], *, warnings: list[str] | None = None,
+                hosts: dict[int, Any] | None = None) -> Trace:
+    """One run of the ranks' traces (in rank order): see the module's docstring. The big tables (`_SLICED`) are
+    given as slices read from each rank's trace when written."""
+    if not ranked:
+        raise ValueError("no ranks to merge")
+    ranked = sorted(ranked, key=lambda rt: rt[0].rank)
+    starts = [_start_ns(t.run_info.start_time) for _, t in ranked]
+    aligned = all(s is not None for s in starts)
+    warnings = list(warnings or [])
+    if not aligned and len(ranked) > 1:
+        warnings.append("some ranks' traces carry no start time: every rank is drawn from time 0 (not aligned)")
+    first = min(s for s in starts if s is not None) if aligned else 0
+    shifts: list[_Shift] = []
+    next_region = next_op = next_frame = next_stack = next_corr = 0
+    rank_rows: list[dict[str, Any]] = []
+    for (f, t), start in zip(ranked, starts, strict=True):
+        regions = _span(t["regions"], "region_id") or (0, -1)
+        ops = _span(t["ops"], "op_id") or (0, -1)
+        frames = _span(t["frames"], "frame_id") or (0, -1)
+        stacks = _span(t["stacks"], "stack_id") or (0, -1)
+        corr = [s for s in (_span(t["runtime_calls"], "correlation"), _batched_span(t, "engine_slices", "correlation")) if s]
+        corr_lo, corr_hi = (min(s[0] for s in corr), max(s[1] for s in corr)) if corr else (0, -1)
+        shift = _Shift(rank=f.rank, region_base=next_region, region_shift=next_region + 1 - regions[0],
+                       op_shift=next_op - ops[0], frame_shift=next_frame - frames[0], stack_shift=next_stack - stacks[0],
+                       correlation_shift=next_corr - corr_lo, time_shift=(start - first) if aligned and start is not None else 0,
+                       shift_times=t.run_info.time_unit is schema.TimeUnit.NS)  # fmt: skip
+        shifts.append(shift)
+        next_region += 1 + regions[1] - regions[0] + 1
+        next_op += ops[1] - ops[0] + 1
+        next_frame += frames[1] - frames[0] + 1
+        next_stack += stacks[1] - stacks[0] + 1
+        next_corr += corr_hi - corr_lo + 1
+        rank_rows.append({"rank": f.rank, "world_size": f.world_size, "file": f.path.name, "rank_from": f.rank_from,
+                          "region_id": shift.region_base, "start_offset_ns": shift.time_shift,
+                          "host_name": (hosts or {}).get(f.rank)})  # fmt: skip
+    if next_op >= 2**63 or next_region >= 2**31:
+        raise TraceFormatError(ranked[0][0].path, "too many rows to merge the ranks into one run")
+    tables: dict[str, pa.Table] = {}
+    slices: dict[str, TableSlices] = {}
+    for name, table_schema in schema.TABLES.items():
+        target = _plain_schema(table_schema)
+        if name in _SLICED:
+            slices[name] = TableSlices(sum(t.num_rows(name) for _, t in ranked), _batches(name, ranked, shifts, target), target)
+            continue
+        parts = [_moved(name, t[name], s, target) for (_, t), s in zip(ranked, shifts, strict=True) if t[name].num_rows]
+        if name == "regions":
+            parts = _with_rank_regions(parts, ranked, shifts, target)
+        tables[name] = pa.concat_tables(parts) if parts else pa.Table.from_batches([], schema=target)
+    info = _merged_info([t.run_info for _, t in ranked], rank_rows, warnings, first if aligned else None)
+    return Trace(run_info=info, tables=tables, slices=slices)
+
+
+def _batched_span(trace: Trace, name: str, column: str) -> tuple[int, int] | None:
+    lo = hi = None
+    for batch in trace.batches(name):
+        got = _span(pa.Table.from_batches([batch]), column)
+        if got:
+            lo = got[0] if lo is None else min(lo, got[0])
+            hi = got[1] if hi is None else max(hi, got[1])
+    return (lo, hi) if lo is not None and hi is not None else None
+
+
+def _batches(name: str, ranked: list[tuple[RankFile, Trace]], shifts: list[_Shift],
+             target: pa.Schema) -> Callable[[], Iterator[pa.RecordBatch]]:
+    def make() -> Iterator[pa.RecordBatch]:
+        for (_, t), shift in zip(ranked, shifts, strict=True):
+            for batch in t.batches(name):
+                yield from _moved(name, batch, shift, target).to_batches()
+
+    return make
+
+
+def _with_rank_regions(parts: list[pa.Table], ranked: list[tuple[RankFile, Trace]], shifts: list[_Shift],
+                       target: pa.Schema) -> list[pa.Table]:
+    """Each rank's own region (``rank N``: its regions' span, their device) before its regions."""
+    out: list[pa.Table] = []
+    moved = iter(parts)
+    for (_, t), shift in zip(ranked, shifts, strict=True):
+        own = next(moved) if t["regions"].num_rows else None
+        if own is not None and own.num_rows:
+            start = pc.min_max(own.column("start_ns"))[0]
+            end = pc.min_max(pc.call("add", own.column("start_ns"), own.column("dur_ns")))[1]
+            tops = pc.call("filter", own, pc.call("equal", own.column("parent_id"), pa.scalar(shift.region_base, pa.int32())))
+            devices = [d for d in tops.column("device").to_pylist() if d]
+            modes = set(tops.column("mode").to_pylist())
+        else:
+            start, end, devices, modes = shift.time_shift, shift.time_shift, [], set()
+        row = {"region_id": [shift.region_base], "parent_id": [None], "name": [rank_region_name(shift.rank)],
+               "start_ns": [int(start)], "dur_ns": [int(end) - int(start)],
+               "mode": [modes.pop() if len(modes) == 1 else schema.Mode.UNKNOWN.value], "phase": [schema.Phase.NONE.value],
+               "device": [devices[0] if devices else None], "peak_memory_bytes": [None], "error": [None], "tags": [None]}  # fmt: skip
+        out.append(pa.Table.from_pydict(row, schema=target))
+        if own is not None:
+            out.append(own.select(target.names).cast(target) if own.schema.names != target.names else own.cast(target))
+    return out
+
+
+def _merged_info(infos: list[RunInfo], ranks: list[dict[str, Any]], warnings: list[str], start: int | None) -> RunInfo:
+    missing: list[str] = []
+    devices: list[str] = []
+    for info in infos:
+        missing += [m for m in info.missing_signals if m not in missing]
+        devices += [d for d in info.devices if d not in devices]
+    start_time = (datetime.datetime.fromtimestamp(start / 1e9, datetime.UTC).isoformat() if start is not None
+                  else infos[0].start_time)  # fmt: skip
+    extra: dict[str, Any] = {"ranks": ranks, "world_size": max((r["world_size"] or 0 for r in ranks), default=0) or len(ranks)}
+    if warnings:
+        extra["problems"] = warnings
+    return RunInfo(source=schema.Source.CONVERTED, torch_version=infos[0].torch_version, devices=devices,
+                   start_time=start_time, producer="portscope convert", converted_from=infos[0].converted_from,
+                   missing_signals=missing, time_unit=infos[0].time_unit, extra=extra)  # fmt: skip
+
+
+def rank_of_regions(trace: Trace) -> dict[int, int]:
+    """Every region's rank (region id -> rank) in a merged run: the ``rank N`` region it nests in ({}: not a
+    multi-rank run)."""
+    regions = trace["regions"]
+    ids = regions.column("region_id").to_pylist()
+    parents = regions.column("parent_id").to_pylist()
+    names = regions.column("name").to_pylist()
+    listed = {r["region_id"]: r["rank"] for r in trace.run_info.extra.get("ranks") or [] if isinstance(r, dict)
+              and isinstance(r.get("region_id"), int) and isinstance(r.get("rank"), int)}  # fmt: skip
+    parent = dict(zip(ids, parents, strict=True))
+    for rid, pid, name in zip(ids, parents, names, strict=True):
+        if pid is None and rid not in listed and (m := _RANK_REGION.match(str(name))):
+            listed[rid] = int(m.group(1))
+    out: dict[int, int] = {}
+    for rid in ids:
+        chain = []
+        r: int | None = rid
+        while r is not None and r not in out and r not in listed and len(chain) <= len(ids):
+            chain.append(r)
+            r = parent.get(r)
+        rank = out.get(r) if r in out else listed.get(r) if r is not None else None
+        if r is not None and r in listed:
+            out[r] = listed[r]
+        for c in chain:
+            if rank is not None:
+                out[c] = rank
+    return out
