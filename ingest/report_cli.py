@@ -25,6 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="device time per operator (self, total, device calls, CPU time, category), as key_averages() gives it")
     p.add_argument("--memory", action="store_true",
                    help="memory per region and device: peak, live at exit, allocations, the call sites that allocated most")
+    p.add_argument("--ranks", action="store_true",
+                   help="a multi-rank run: per rank and step, compute, communication (exposed), idle; each step's straggler")
     p.set_defaults(func=_report)
 
     c = sub.add_parser("check")
@@ -55,6 +57,12 @@ def _report(args: argparse.Namespace) -> int:
         regions = trace["regions"]
         modes = {r: (m, p) for r, m, p in zip(*(regions.column(c).to_pylist() for c in ("region_id", "mode", "phase")), strict=True)}
         sys.stdout.write(format_schedule(schedule_summaries(trace, args.region), unit=trace.run_info.time_unit.value, modes=modes))
+        return 0
+    if args.ranks:  # per-rank steps and stragglers (ingest/rank_report.py)
+        from .rank_report import format_ranks, ranks_report_data
+
+        data = ranks_report_data(trace)
+        sys.stdout.write(json.dumps(data, indent=1) + "\n" if args.json else format_ranks(data))
         return 0
     if args.memory:  # memory per region (ingest/memory.py)
         from .memory_report import format_memory, memory_report_data

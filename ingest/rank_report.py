@@ -1,0 +1,233 @@
+"""Per-rank analyses of a multi-rank run (`ingest/ranks.py`): where each rank's steps went, who held the others up.
+
+Per rank and per step (a ``ProfilerStep#N`` region of the rank), over the step's time:
+
+* **compute**: time covered by compute work. A rank with device work: its device slices (kernels, copies) that
+  are not communication; a rank without (a CPU run): its host lanes' top-level operators that are not.
+* **communication**: time covered by communication: a rank with device work, its kernels whose name says
+  ``nccl``/``rccl``/``gloo``/``hccl`` or whose category is communication (`op_categories.kernel_category`);
+  a rank without, its host operators so named (``gloo:all_reduce``, ``c10d::allreduce_``...) and the
+  communication ranges the profiler recorded on the backend's threads (``gloo:all_reduce`` annotations: regions).
+* **exposed communication**: communication time covered by no compute of the same rank (|comm ∪ compute| − |compute|).
+* **idle**: the step's time covered by neither.
+* **busy**: the step's time less its exposed communication: the time the rank's own work took. In synchronised
+  training (DDP) every rank's step lasts as long as the slowest one's: the others spend the difference waiting
+  in a collective, so the step's wall time does not tell the ranks apart and its busy time does.
+
+The **straggler** of a step is the rank with the longest busy time; its slowdown is its busy time over the
+median rank's (the median busy time of the other ranks in that step: with two ranks, the other one), in ns and %. `slow_operators` lists the
+operators that took the straggler longer than the median of the other ranks (device time per operator from
+`op_device`; CPU time in a run without device work).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .op_categories import OpCategory, kernel_category, operator_category
+from .op_device import device_by_operator, op_calls
+from .op_report import records
+from .ranks import rank_of_regions
+from .schema import DEVICE_ENGINES, MEMORY_ENGINE_PREFIX
+from .trace import Trace
+
+__all__ = ["STEP_COLUMNS", "STRAGGLER_COLUMNS", "SUMMARY_COLUMNS", "format_ranks", "is_communication", "rank_steps",
+           "rank_summary", "ranks_report_data", "slow_operators", "stragglers"]
+
+STEP_COLUMNS = ["rank", "step", "region_id", "start_ns", "step_ns", "compute_ns", "communication_ns",
+                "exposed_communication_ns", "idle_ns", "busy_ns"]  # fmt: skip
+STRAGGLER_COLUMNS = ["step", "rank", "busy_ns", "median_ns", "slowdown_ns", "slowdown_pct", "ranks"]
+SUMMARY_COLUMNS = ["rank", "steps", "step_ns", "compute_ns", "communication_ns", "exposed_communication_ns", "idle_ns",
+                   "busy_ns", "straggler_steps"]  # fmt: skip
+SLOW_COLUMNS = ["operator", "straggler_ns", "median_ns", "excess_ns"]
+
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_COMM_NAME = re.compile(r"nccl|rccl|gloo|hccl", re.IGNORECASE)
+_LANE_RANK = re.compile(r"^rank (\d+) · ")
+_DEVICE_KINDS = frozenset(k.value for k in DEVICE_ENGINES)
+
+
+def is_communication(name: str) -> bool:
+    """Whether a kernel's or operator's name says it communicates between ranks."""
+    return bool(_COMM_NAME.search(name)) or kernel_category(name) is OpCategory.COMMUNICATION \
+        or operator_category(name) is OpCategory.COMMUNICATION
+
+
+def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint sorted intervals covering [starts, ends)."""
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    if not len(starts):
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], np.maximum.accumulate(ends[order])
+    first = np.flatnonzero(np.r_[True, starts[1:] > ends[:-1]])  # each run's first interval
+    return starts[first], ends[np.r_[first[1:] - 1, len(ends) - 1]]
+
+
+def _covered(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> int:
+    s, e = _union(np.clip(starts, lo, hi), np.clip(ends, lo, hi))
+    return int((e - s).sum())
+
+
+def _intervals(trace: Trace) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """Per rank: 'compute' and 'communication' intervals (start, end) in ns."""
+    ranks = rank_of_regions(trace)
+    slices = trace["engine_slices"].select(["engine", "engine_kind", "kind", "name", "start", "dur"]).to_pandas()
+    slices = slices[~slices["engine"].astype(str).str.contains(MEMORY_ENGINE_PREFIX, regex=False)
+                    & (slices["kind"].astype(str) != "annotation")]  # fmt: skip
+    lane_rank = slices["engine"].astype(str).str.extract(_LANE_RANK, expand=False)
+    slices = slices.assign(rank=pd.to_numeric(lane_rank).fillna(0).astype(np.int64) if len(slices) else 0)
+    names = slices["name"].astype(str)
+    comm_names = {n: is_communication(n) for n in names.unique()}
+    slices = slices.assign(comm=names.map(comm_names).astype(bool), device=slices["engine_kind"].astype(str).isin(_DEVICE_KINDS),
+                           end=slices["start"] + slices["dur"])  # fmt: skip
+    regions = trace["regions"].select(["region_id", "name", "start_ns", "dur_ns"]).to_pandas()
+    regions = regions.assign(rank=regions["region_id"].map(ranks).fillna(0).astype(np.int64))
+    comm_regions = regions[regions["name"].astype(str).map(lambda n: bool(_COMM_NAME.search(n)))]
+    out: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
+    for rank in sorted(set(slices["rank"].tolist()) | set(regions["rank"].tolist())):
+        mine = slices[slices["rank"] == rank]
+        on_device = bool(mine["device"].any())
+        work = mine[mine["device"]] if on_device else mine[mine["engine_kind"].astype(str) == "host"]
+        compute, comm = work[~work["comm"]], work[work["comm"]]
+        c_start, c_end = comm["start"].to_numpy(np.int64), comm["end"].to_numpy(np.int64)
+        if not on_device:
+            ranged = comm_regions[comm_regions["rank"] == rank]
+            c_start = np.r_[c_start, ranged["start_ns"].to_numpy(np.int64)]
+            c_end = np.r_[c_end, (ranged["start_ns"] + ranged["dur_ns"]).to_numpy(np.int64)]
+        out[rank] = {"compute": (compute["start"].to_numpy(np.int64), compute["end"].to_numpy(np.int64)),
+                     "communication": (c_start, c_end)}  # fmt: skip
+    return out
+
+
+def rank_steps(trace: Trace) -> pd.DataFrame:
+    """One row per (rank, ProfilerStep#N) of the run (STEP_COLUMNS), by rank then step; a single-rank run is rank 0."""
+    ranks = rank_of_regions(trace)
+    regions = trace["regions"].select(["region_id", "name", "start_ns", "dur_ns"]).to_pylist()
+    spans = _intervals(trace)
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    rows = []
+    for r in regions:
+        m = _STEP.match(str(r["name"]))
+        if not m:
+            continue
+        rank = ranks.get(r["region_id"], 0)
+        lo, hi = r["start_ns"], r["start_ns"] + r["dur_ns"]
+        compute = spans.get(rank, {}).get("compute", empty)
+        comm = spans.get(rank, {}).get("communication", empty)
+        compute_ns = _covered(*compute, lo, hi)
+        comm_ns = _covered(*comm, lo, hi)
+        either = _covered(np.r_[compute[0], comm[0]], np.r_[compute[1], comm[1]], lo, hi)
+        exposed = either - compute_ns
+        rows.append({"rank": rank, "step": int(m.group(1)), "region_id": r["region_id"], "start_ns": lo,
+                     "step_ns": r["dur_ns"], "compute_ns": compute_ns, "communication_ns": comm_ns,
+                     "exposed_communication_ns": exposed, "idle_ns": r["dur_ns"] - either,
+                     "busy_ns": r["dur_ns"] - exposed})  # fmt: skip
+    frame = pd.DataFrame(rows, columns=STEP_COLUMNS)
+    return frame.sort_values(["rank", "step"], kind="stable").reset_index(drop=True)
+
+
+def stragglers(steps: pd.DataFrame) -> pd.DataFrame:
+    """The straggler of each step (STRAGGLER_COLUMNS): the rank of longest busy time (the lowest rank on a tie),
+    its busy time, the median of the other ranks', by how much (ns, %) and how many ranks ran the step."""
+    rows = []
+    for step, group in steps.groupby("step", sort=True):
+        group = group.sort_values("rank", kind="stable")
+        busy = group["busy_ns"].to_numpy(np.int64)
+        at = int(np.argmax(busy))
+        others = np.delete(busy, at)
+        median = float(np.median(others)) if len(others) else float(busy[at])
+        slow = float(busy[at]) - median
+        rows.append({"step": int(step), "rank": int(group["rank"].iloc[at]), "busy_ns": int(busy[at]), "median_ns": median,
+                     "slowdown_ns": slow, "slowdown_pct": 100.0 * slow / median if median > 0 else 0.0,
+                     "ranks": len(group)})  # fmt: skip
+    return pd.DataFrame(rows, columns=STRAGGLER_COLUMNS)
+
+
+def rank_summary(steps: pd.DataFrame, straggling: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per rank (SUMMARY_COLUMNS): its steps' figures summed, and in how many steps it was the straggler."""
+    straggling = stragglers(steps) if straggling is None else straggling
+    counts = straggling["rank"].value_counts().to_dict()
+    summed = ["step_ns", "compute_ns", "communication_ns", "exposed_communication_ns", "idle_ns", "busy_ns"]
+    frame = steps.groupby("rank", sort=True).agg(steps=("step", "count"), **{c: (c, "sum") for c in summed}).reset_index()
+    frame["straggler_steps"] = frame["rank"].map(counts).fillna(0).astype(np.int64)
+    return frame[SUMMARY_COLUMNS]
+
+
+def slow_operators(trace: Trace, steps: pd.DataFrame, rank: int, step: int | None = None, top: int = 10) -> pd.DataFrame:
+    """The operators that took `rank` longer than the median of the other ranks (SLOW_COLUMNS), in step `step`
+    (None: every step), by excess: device time per operator (`op_device`, self time), CPU time in a run
+    without device work."""
+    chosen = steps if step is None else steps[steps["step"] == step]
+    per_rank: dict[int, pd.Series] = {}
+    device = False
+    frames = {}
+    for r, group in chosen.groupby("rank", sort=True):
+        frames[int(r)] = device_by_operator(op_calls(trace, [int(x) for x in group["region_id"]]))
+        device = device or bool(frames[int(r)]["device_self_ns"].sum() > 0)
+    metric = "device_self_ns" if device else "cpu_ns"
+    for r, frame in frames.items():
+        per_rank[r] = frame.set_index("operator")[metric].astype(np.float64)
+    if rank not in per_rank:
+        return pd.DataFrame(columns=SLOW_COLUMNS)
+    others = [s for r, s in per_rank.items() if r != rank]
+    mine = per_rank[rank]
+    if not others:
+        return pd.DataFrame(columns=SLOW_COLUMNS)
+    table = pd.concat(others, axis=1).reindex(mine.index.union(pd.concat(others, axis=1).index)).fillna(0.0)
+    median = table.median(axis=1)
+    mine = mine.reindex(median.index).fillna(0.0)
+    frame = pd.DataFrame({"operator": median.index, "straggler_ns": mine.to_numpy(), "median_ns": median.to_numpy()})
+    frame["excess_ns"] = frame["straggler_ns"] - frame["median_ns"]
+    frame = frame[frame["excess_ns"] > 0].sort_values(["excess_ns", "operator"], ascending=[False, True], kind="stable")
+    return frame.head(top).reset_index(drop=True)[SLOW_COLUMNS]
+
+
+def ranks_report_data(trace: Trace) -> dict[str, Any]:
+    """`portscope report --ranks` as JSON-ready data: `ranks` (per rank), `steps` (per rank and step), `stragglers`
+    (per step), and `slow_operators` of the rank most often the straggler."""
+    steps = rank_steps(trace)
+    straggling = stragglers(steps)
+    summary = rank_summary(steps, straggling)
+    worst = None
+    slow = pd.DataFrame(columns=SLOW_COLUMNS)
+    if len(straggling):
+        worst = int(straggling["rank"].value_counts().sort_index().idxmax())
+        slow = slow_operators(trace, steps, worst)
+    return {"world_size": trace.run_info.extra.get("world_size") or len(summary), "ranks": records(summary),
+            "steps": records(steps), "stragglers": records(straggling), "slowest_rank": worst,
+            "slow_operators": records(slow)}  # fmt: skip
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.2f}"
+
+
+def format_ranks(data: dict[str, Any]) -> str:
+    """The ranks report as text."""
+    lines = [f"ranks: {len(data['ranks'])} (world size {data['world_size']})", ""]
+    if not data["steps"]:
+        return "\n".join([*lines, "no ProfilerStep#N ranges: record with a torch.profiler schedule and prof.step()", ""])
+    head = f"{'rank':>5} {'steps':>5} {'step ms':>10} {'compute':>10} {'comm':>10} {'exposed':>10} {'idle':>10} {'busy':>10} {'straggler':>9}"
+    lines.append(head)
+    for r in data["ranks"]:
+        lines.append(f"{r['rank']:>5} {r['steps']:>5} {_ms(r['step_ns']):>10} {_ms(r['compute_ns']):>10} "
+                     f"{_ms(r['communication_ns']):>10} {_ms(r['exposed_communication_ns']):>10} {_ms(r['idle_ns']):>10} "
+                     f"{_ms(r['busy_ns']):>10} {r['straggler_steps']:>9}")  # fmt: skip
+    lines += ["", "stragglers (busy = step less exposed communication; median of the other ranks):",
+              f"{'step':>5} {'rank':>5} {'busy ms':>10} {'median ms':>10} {'slower ms':>10} {'slower %':>9}"]
+    for s in data["stragglers"]:
+        lines.append(f"{s['step']:>5} {s['rank']:>5} {_ms(s['busy_ns']):>10} {_ms(s['median_ns']):>10} "
+                     f"{_ms(s['slowdown_ns']):>10} {s['slowdown_pct']:>8.1f}%")
+    if data["slowest_rank"] is not None:
+        lines += ["", f"operators slower on rank {data['slowest_rank']} than the median of the others:"]
+        if not data["slow_operators"]:
+            lines.append("  none: the time went outside operators (idle, waiting)")
+        for o in data["slow_operators"]:
+            lines.append(f"  {_ms(o['excess_ns']):>10} ms more  {o['operator']} ({_ms(o['straggler_ns'])} vs {_ms(o['median_ns'])} ms)")
+    return "\n".join(lines) + "\n"
