@@ -51,8 +51,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", default="plan.arrow", help="trace file to write (default plan.arrow)")
     p.set_defaults(func=_plan, needs_torch=True)
 
-    t = sub.add_parser("targets")
-    t.add_argument("path", nargs="?", help="a target TOML file to validate")
+    t = sub.add_parser("targets", description="portscope targets [FILE.toml] | portscope targets calibrate TRACE... "
+                                               "[--base NAME|PATH] -o mydevice.toml")
+    t.add_argument("path", nargs="*", help="a target TOML file to validate; or `calibrate TRACE...`: fit the base "
+                                           "target's cost figures from measured traces of the device")
+    t.add_argument("--base", default="fp16-npu", help="calibrate: the target whose rules and unmeasured figures the "
+                                                      "new file keeps (built-in name or TOML path; default fp16-npu)")
+    t.add_argument("-o", "--output", help="calibrate: the target file to write (default calibrated.toml)")
+    t.add_argument("--name", help="calibrate: the new target's name (default: the output file's stem)")
     t.set_defaults(func=_targets)
 
 
@@ -168,11 +174,34 @@ def _plan(args: argparse.Namespace) -> int:
 def _targets(args: argparse.Namespace) -> int:
     from .targets import builtin_targets, load_target
 
+    if args.path and args.path[0] == "calibrate":
+        return _calibrate(args)
+    if len(args.path) > 1:
+        print("portscope targets: validate one target file at a time (or: targets calibrate TRACE...)", file=sys.stderr)
+        return 2
     if args.path:
-        t = load_target(args.path)
+        t = load_target(args.path[0])
         print(f"{t.path}: ok ({t.name}: {t.description})")
         return 0
     for name in builtin_targets():
         t = load_target(name)
         print(f"{name:12s} {t.description}")
+    return 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from .calibrate import CalibrationError, write_calibrated
+
+    traces = args.path[1:]
+    if not traces:
+        print("portscope targets calibrate: name at least one measured trace (TRACE...)", file=sys.stderr)
+        return 2
+    output = args.output or "calibrated.toml"
+    try:
+        target, cal = write_calibrated(traces, args.base, output, name=args.name)
+    except CalibrationError as exc:
+        print(f"portscope targets calibrate: {exc}", file=sys.stderr)
+        return 1
+    print(cal.summary())
+    print(f"{output}: ok ({target.name})")
     return 0
