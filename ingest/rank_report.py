@@ -16,7 +16,8 @@ Per rank and per step (a ``ProfilerStep#N`` region of the rank), over the step's
 
 The **straggler** of a step is the rank with the longest busy time; its slowdown is its busy time over the
 median rank's (the median busy time of the other ranks in that step: with two ranks, the other one), in ns and %. `slow_operators` lists the
-operators that took the straggler longer than the median of the other ranks (device time per operator from
+operators (communication aside: their time is mostly waiting) that took the straggler longer than the median of
+the other ranks (device time per operator from
 `op_device`; CPU time in a run without device work).
 """
 
@@ -184,7 +185,8 @@ def slow_operators(trace: Trace, steps: pd.DataFrame, rank: int, step: int | Non
     mine = mine.reindex(median.index).fillna(0.0)
     frame = pd.DataFrame({"operator": median.index, "straggler_ns": mine.to_numpy(), "median_ns": median.to_numpy()})
     frame["excess_ns"] = frame["straggler_ns"] - frame["median_ns"]
-    frame = frame[frame["excess_ns"] > 0].sort_values(["excess_ns", "operator"], ascending=[False, True], kind="stable")
+    waiting = frame["operator"].map(lambda n: is_communication(str(n))).astype(bool)  # a collective's time is waiting
+    frame = frame[(frame["excess_ns"] > 0) & ~waiting].sort_values(["excess_ns", "operator"], ascending=[False, True], kind="stable")
     return frame.head(top).reset_index(drop=True)[SLOW_COLUMNS]
 
 
