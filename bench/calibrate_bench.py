@@ -128,7 +128,7 @@ def compare(pred: dict[str, list[float]], meas: dict[str, list[float]], repeats:
 
 def cpu_base(out: Path) -> Path:
     """The `cuda` target with dispatch_ns = 0 (the CPU runs each operator itself: the issue cost is inside each
-    operator's measured time, which the engine latency absorbs)."""
+    operator's measured time, which the engine latency absorbs) and free copies (nothing crosses)."""
     from importlib import resources
 
     from portscope.profiler.calibrate import render_toml
@@ -136,8 +136,10 @@ def cpu_base(out: Path) -> Path:
     raw = tomllib.loads((resources.files("portscope.profiler.targets") / "cuda.toml").read_text(encoding="utf-8"))
     raw["target"].update(name="cpu-host", description="the CPU as the device: cuda's rules, no separate dispatch")
     raw["cost"]["dispatch_ns"] = 0
+    for direction in ("dma_h2d", "dma_d2h"):  # the CPU is the device: nothing crosses, no copy costs anything
+        raw["engines"][direction].update(bytes_per_ns=0, latency_ns=0)
     path = out / "cpu-host.toml"
-    path.write_text(render_toml(raw, "bench/calibrate_bench.py: cuda.toml with dispatch_ns = 0 (assumed)"))
+    path.write_text(render_toml(raw, "bench/calibrate_bench.py: cuda.toml with dispatch_ns = 0 and free copies"))
     return path
 
 
@@ -183,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="/tmp/calibrate_bench")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: stable on a shared 2-core machine)")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=10, help="profiled forwards per model")
     ap.add_argument("--held-out", default="qwen2,gpt2")
     ap.add_argument("--cuda-control")
     ap.add_argument("--cuda-test")
@@ -214,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
             "total_error_vs_plain": (predicted - plain) / plain, **extra,
             "by_category": compare(per_pred, measured_by_category(path, args.repeats), args.repeats),
         }
+        errors = [r["median_error"] for r in result[name]["by_category"].values() if "median_error" in r]
+        result[name]["median_of_category_errors"] = statistics.median(errors) if errors else None
     if args.cuda_control and args.cuda_test:
         result["cuda"] = cuda_check(Path(args.cuda_control), Path(args.cuda_test), out)
     text = json.dumps(result, indent=1, default=str)
