@@ -83,6 +83,12 @@ PLAN_DECODE = "plan-decode"
 PLAN_TABLE = "plan-table"
 PLAN_ADVICE = "plan-advice"  # the margin, and what to change where a setting does not fit
 
+# ranks page (a multi-rank run: app/pages/ranks.py)
+RANKS_TABLE = "ranks-table"
+RANKS_HEATMAP = "ranks-heatmap"  # busy time by rank x step, the stragglers outlined
+RANKS_STRAGGLERS = "ranks-stragglers"
+RANKS_SLOW_OPERATORS = "ranks-slow-operators"
+
 # compare page
 COMPARE_KEY = "compare-key"
 COMPARE_REGION_A = "compare-region-a"

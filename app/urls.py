@@ -27,6 +27,10 @@ def plan(run_id: str) -> str:
     return f"/run/{run_id}/plan"
 
 
+def ranks(run_id: str) -> str:
+    return f"/run/{run_id}/ranks"
+
+
 def query(run_ids: list[str] | None = None, sql: str | None = None) -> str:
     """The SQL page, the given runs ticked (and the query run as it opens)."""
     params = {k: v for k, v in (("runs", ",".join(run_ids or [])), ("sql", sql)) if v}

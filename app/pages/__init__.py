@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dash
 
-from . import compare, plan, query, region, run, runs, timeline
+from . import compare, plan, query, ranks, region, run, runs, timeline
 
 # Dash matches templates in `order`; specific ones come first ("/run/<run_id>" would match "/run/x/timeline").
-PAGES = (runs, region, timeline, plan, compare, query, run)
+PAGES = (runs, region, timeline, plan, ranks, compare, query, run)
 
 
 def register_all(app: dash.Dash) -> None:

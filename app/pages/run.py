@@ -81,6 +81,8 @@ def layout(run_id: str = "", **_query: str) -> html.Div:
     links = [dcc.Link("Engine timeline", href=urls.timeline(run_id)), dcc.Link("All runs", href=urls.runs())]
     if trace["plan"].num_rows:
         links.insert(0, dcc.Link("Static-shape plan (charts)", href=urls.plan(run_id)))
+    if trace.run_info.extra.get("ranks"):
+        links.insert(0, dcc.Link("Ranks: steps and stragglers", href=urls.ranks(run_id)))
     if a is not None and b is not None and a != b:
         label = {r["region_id"]: r["label"] for r in rows}
         links.insert(1, dcc.Link(f"Compare {label[a]} with {label[b]}", href=urls.compare(run_id, run_id, a, b)))

@@ -1,0 +1,110 @@
+"""Ranks: a multi-rank run (`portscope convert FOLDER`) per rank: compute, communication, exposed communication and
+idle time, a heatmap of each rank's step time by step with each step's straggler outlined, and the operators that
+made the straggler slow (`ingest/rank_report.py` computes all of it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import dcc, html
+
+from portscope.ingest.rank_report import ranks_report_data
+
+from .. import ids, urls
+from ..components import page, problem, text_table
+from .common import load, run_label
+
+
+def _ms(v: Any) -> str:
+    return "-" if v is None or v != v else f"{v / 1e6:,.2f}"
+
+
+def _pct(v: Any) -> str:
+    return "-" if v is None or v != v else f"{v:,.1f} %"
+
+
+RANK_COLUMNS = [
+    ("rank", "Rank", None),
+    ("steps", "Steps", None),
+    ("step_ns", "Step (ms)", _ms),
+    ("compute_ns", "Compute (ms)", _ms),
+    ("communication_ns", "Communication (ms)", _ms),
+    ("exposed_communication_ns", "Exposed comm. (ms)", _ms),
+    ("idle_ns", "Idle (ms)", _ms),
+    ("busy_ns", "Busy (ms)", _ms),
+    ("straggler_steps", "Straggler in", None),
+]
+STRAGGLER_COLUMNS = [
+    ("step", "Step", None),
+    ("rank", "Straggler", None),
+    ("busy_ns", "Busy (ms)", _ms),
+    ("median_ns", "Median of the others (ms)", _ms),
+    ("slowdown_ns", "Slower by (ms)", _ms),
+    ("slowdown_pct", "Slower by", _pct),
+]
+SLOW_COLUMNS = [("operator", "Operator", None), ("straggler_ns", "Straggler (ms)", _ms), ("median_ns", "Median (ms)", _ms),
+                ("excess_ns", "More (ms)", _ms)]  # fmt: skip
+
+
+def step_heatmap(data: dict[str, Any]) -> dict[str, Any]:
+    """Busy time (ms) by rank (rows) and step (columns); each step's straggler outlined in red."""
+    ranks = sorted({s["rank"] for s in data["steps"]})
+    steps = sorted({s["step"] for s in data["steps"]})
+    busy = {(s["rank"], s["step"]): s for s in data["steps"]}
+    z = [[busy[(r, k)]["busy_ns"] / 1e6 if (r, k) in busy else None for k in steps] for r in ranks]
+    text = [[(f"rank {r}, step {k}<br>busy {busy[(r, k)]['busy_ns'] / 1e6:,.2f} ms<br>step {busy[(r, k)]['step_ns'] / 1e6:,.2f} ms"
+              f"<br>exposed comm. {busy[(r, k)]['exposed_communication_ns'] / 1e6:,.2f} ms") if (r, k) in busy else ""
+             for k in steps] for r in ranks]  # fmt: skip
+    labels = [f"rank {r}" for r in ranks]
+    slow = data["stragglers"]
+    outlines = [{"type": "rect", "xref": "x", "yref": "y", "x0": steps.index(s["step"]) - 0.5, "x1": steps.index(s["step"]) + 0.5,
+                 "y0": ranks.index(s["rank"]) - 0.5, "y1": ranks.index(s["rank"]) + 0.5,
+                 "line": {"color": "#E45756", "width": 4}} for s in slow]  # fmt: skip
+    return {
+        "data": [
+            {"type": "heatmap", "x": [str(k) for k in steps], "y": labels, "z": z, "text": text, "hoverinfo": "text",
+             "colorscale": [[0.0, "#F7FBFF"], [1.0, "#2171B5"]], "colorbar": {"title": {"text": "busy ms"}}},
+            {"type": "scatter", "mode": "text", "name": "straggler", "x": [str(s["step"]) for s in slow],
+             "y": [f"rank {s['rank']}" for s in slow], "text": [f"+{s['slowdown_pct']:.0f}%" for s in slow],
+             "textfont": {"color": "#B2182B", "size": 14}, "hoverinfo": "skip"},
+        ],  # fmt: skip
+        "layout": {
+            "title": {"text": "Busy time per step (the step less its exposed communication); each step's straggler outlined"},
+            "xaxis": {"title": {"text": "ProfilerStep"}, "type": "category"},
+            "yaxis": {"autorange": "reversed", "type": "category"},
+            "shapes": outlines, "height": 160 + 60 * len(ranks), "margin": {"l": 80, "r": 20, "t": 60, "b": 50},
+            "showlegend": False,
+        },
+    }
+
+
+def layout(run_id: str = "", **_query: str) -> html.Div:
+    trace, error = load(run_id)
+    if trace is None:
+        return page("Ranks", error)
+    back = html.Div([dcc.Link("Run", href=urls.run(run_id)), dcc.Link("Engine timeline", href=urls.timeline(run_id))],
+                    className="links")
+    if not trace.run_info.extra.get("ranks"):
+        return page("Ranks", back, problem(f"{run_label(run_id, trace)} is not a multi-rank run "
+                                           "(convert a folder of per-rank traces: portscope convert FOLDER -o run.arrow)."))
+    data = ranks_report_data(trace)
+    children: list[Any] = [back, html.P(
+        f"{len(data['ranks'])} ranks (world size {data['world_size']}). Busy time is a step's time less its exposed "
+        "communication (communication overlapped by no compute of the rank): in synchronised training every rank's "
+        "step lasts as long as the slowest one's, the others wait in a collective.")]
+    children += [html.H3("Per rank"), text_table(data["ranks"], RANK_COLUMNS, table_id=ids.RANKS_TABLE)]
+    if not data["steps"]:
+        children.append(problem("No ProfilerStep#N ranges: record with a torch.profiler schedule and call prof.step()."))
+        return page("Ranks", *children, subtitle=run_label(run_id, trace))
+    children += [dcc.Graph(id=ids.RANKS_HEATMAP, figure=step_heatmap(data), config={"displaylogo": False}),
+                 html.H3("Stragglers"), text_table(data["stragglers"], STRAGGLER_COLUMNS, table_id=ids.RANKS_STRAGGLERS)]
+    if data["slowest_rank"] is not None:
+        children.append(html.H3(f"Operators slower on rank {data['slowest_rank']} than on the others (median)"))
+        children.append(text_table(data["slow_operators"], SLOW_COLUMNS, table_id=ids.RANKS_SLOW_OPERATORS) if data["slow_operators"]
+                        else html.P("None: its time went outside operators (idle, waiting)."))
+    return page("Ranks", *children, subtitle=run_label(run_id, trace))
+
+
+def register(app: dash.Dash) -> None:
+    dash.register_page(__name__, path_template="/run/<run_id>/ranks", order=3, name="Ranks", title="portscope: ranks", layout=layout)

@@ -1,0 +1,69 @@
+"""The ranks page in headless Chromium: a three-rank run (tests/ingest/test_ranks.py's hand-written files, rank 1
+slowed) shows its per-rank table, the busy-time heatmap with rank 1 outlined in both steps, the stragglers and the
+operator that made it slow; a single-rank run says it is not a multi-rank run.
+
+Run alone:  DASH_TEST_CHROMEPATH=/usr/bin/chromium .venv/bin/python -m pytest --headless -p no:randomly tests/app/test_ranks_browser.py
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from dash.testing.wait import until
+
+from portscope.app import urls
+from portscope.ingest import read_trace, write_trace
+from portscope.ingest.ranks import convert_ranks
+from portscope.ingest.readers import read_kineto
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ingest"))
+from test_ranks import kineto  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+
+def table_rows(dash_duo, css: str) -> list[list[str]]:
+    return [[td.text for td in tr.find_elements("css selector", "td")] for tr in dash_duo.find_elements(f"{css} tbody tr")]
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> tuple[Path, str, str]:
+    folder, traces = tmp_path / "runs", tmp_path / "traces"
+    folder.mkdir()
+    traces.mkdir()
+    for rank, doc in enumerate([kineto(0), kineto(1, step=150.0, gemm=90.0), kineto(2)]):
+        (traces / f"rank{rank}.json").write_text(json.dumps(doc))
+    convert_ranks(traces, folder / "ranks.arrow", jobs=1)
+    write_trace(read_kineto(traces / "rank0.json"), folder / "single.arrow")
+    return folder, read_trace(folder / "ranks.arrow").content_hash(), read_trace(folder / "single.arrow").content_hash()
+
+
+def test_ranks_page(dash_duo, make_app, runs, tmp_path: Path) -> None:
+    folder, run_id, single = runs
+    dash_duo.start_server(make_app(trace_paths=(folder,)))
+    dash_duo.wait_for_page(url=dash_duo.server_url + urls.run(run_id))
+    dash_duo.wait_for_element(f"a[href='{urls.ranks(run_id)}']", timeout=20).click()
+    dash_duo.wait_for_element("#ranks-table", timeout=20)
+    # figures of test_the_straggler_and_what_made_it_slow: busy 85 µs a step on ranks 0 and 2, 150 on rank 1
+    assert table_rows(dash_duo, "#ranks-table") == [
+        ["0", "2", "0.20", "0.08", "0.06", "0.03", "0.09", "0.17", "0"],
+        ["1", "2", "0.30", "0.18", "0.06", "0.00", "0.12", "0.30", "2"],
+        ["2", "2", "0.20", "0.08", "0.06", "0.03", "0.09", "0.17", "0"]]
+    assert table_rows(dash_duo, "#ranks-stragglers") == [["0", "1", "0.15", "0.09", "0.07", "76.5 %"],
+                                                         ["1", "1", "0.15", "0.09", "0.07", "76.5 %"]]
+    assert table_rows(dash_duo, "#ranks-slow-operators") == [["aten::mm", "0.18", "0.08", "0.10"]]
+    dash_duo.wait_for_element("#ranks-heatmap .heatmaplayer", timeout=20)
+    outlined = dash_duo.driver.execute_script(
+        "const p = document.querySelector('#ranks-heatmap .js-plotly-plot');"
+        "const s = p.data.find(t => t.name === 'straggler'); return [s.x, s.y, s.text];")
+    assert outlined == [["0", "1"], ["rank 1", "rank 1"], ["+76%", "+76%"]]
+    until(lambda: len(dash_duo.find_elements("#ranks-heatmap .layer-above .shapelayer path")) == 2, timeout=10)
+    dash_duo.driver.set_window_size(1300, 1300)
+    dash_duo.driver.save_screenshot(str(tmp_path / "ranks.png"))
+    assert dash_duo.get_logs() == []
+    dash_duo.wait_for_page(url=dash_duo.server_url + urls.ranks(single))
+    dash_duo.wait_for_contains_text(".problem", "is not a multi-rank run", timeout=20)
+    assert dash_duo.get_logs() == []
