@@ -51,7 +51,7 @@ from portscope.ingest.schema import EngineKind
 from .targets import Target, builtin_targets, matches, parse_target
 
 __all__ = ["CalibrationError", "Calibration", "Fit", "Sample", "calibrate", "fit_engine", "fit_transfer", "load_samples",
-           "engine_names", "engine_of", "render_toml", "samples_from_trace", "write_calibrated"]
+           "engine_names", "engine_of", "is_collective", "render_toml", "samples_from_trace", "write_calibrated"]
 
 GAP_CAP_NS = 1_000_000  # a longer gap between two host operators is a pause (between steps), not overhead
 OUTLIER_FACTOR = 3.0  # a call more than 3x off (above or below) its bucket's median is an outlier
@@ -61,6 +61,14 @@ _ITEMSIZE = {"float": 4, "float32": 4, "double": 8, "float64": 8, "c10::Half": 2
 _COMPUTE_CATEGORIES = {OpCategory.GEMM, OpCategory.ATTENTION, OpCategory.CONVOLUTION}
 _LANE_KINDS = {EngineKind.HOST, EngineKind.DISPATCH, EngineKind.COMPILER, EngineKind.DMA_H2D, EngineKind.DMA_D2H,
                EngineKind.DMA_D2D}  # fmt: skip
+
+
+_COLLECTIVE = re.compile(r"hcom|hccl|nccl|gloo|c10d|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all", re.IGNORECASE)
+
+
+def is_collective(name: str) -> bool:
+    """A collective (its time is mostly waiting on peers): its category says so, or its name (hcom_allReduce_)."""
+    return operator_category(name) is OpCategory.COMMUNICATION or bool(_COLLECTIVE.search(name))
 
 
 class CalibrationError(ValueError):
@@ -395,10 +403,20 @@ def _add_op(out: TraceSamples, cols: dict[str, list], i: int, dur_ns: float) -> 
 
 
 def load_samples(paths: Iterable[str | Path]) -> list[tuple[str, TraceSamples]]:
-    """(file name, samples) of each trace file (any format `portscope convert` reads, or a portscope .arrow run)."""
-    from portscope.ingest.convert import load_any
+    """(file name, samples) of each trace file (any format `portscope convert` reads, or a portscope .arrow run).
 
-    return [(Path(p).name, samples_from_trace(load_any(p))) for p in paths]
+    Raises CalibrationError for a predicted run: its times are a target's figures, not measurements."""
+    from portscope.ingest.convert import load_any
+    from portscope.ingest.schema import Source
+
+    out = []
+    for p in paths:
+        trace = load_any(p)
+        if trace.run_info.source is Source.PREDICTED:
+            raise CalibrationError(f"{Path(p).name} is a prediction (target {trace.run_info.target}): its times come "
+                                   "from a target's figures, not from the device; calibrate from measured traces")
+        out.append((Path(p).name, samples_from_trace(trace)))
+    return out
 
 
 # ---- the target file ------------------------------------------------------------------------------
@@ -449,7 +467,7 @@ def calibrate(paths: Sequence[str | Path], base: str | Path, *, name: str | None
     for _, s in loaded:
         host_only = host_only or not s.device_time
         for sample in s.ops:
-            if operator_category(sample.name) is OpCategory.COMMUNICATION:
+            if is_collective(sample.name):
                 collectives += 1
                 continue
             engine = engine_of(sample.name, patterned, default, matrix)

@@ -149,3 +149,21 @@ def test_no_usable_events_is_a_clear_error(tmp_path: Path) -> None:
     assert done.returncode == 1 and "no usable events" in done.stderr
     assert not (tmp_path / "x.toml").exists()
     assert _cli("calibrate").returncode == 2
+
+
+def test_a_predicted_run_is_refused(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2] / "sample_traces" / "llama_fp16-npu_forward.arrow"
+    if not root.exists():
+        pytest.skip("sample trace not built")
+    with pytest.raises(CalibrationError, match="is a prediction"):
+        calibrate([root], "fp16-npu")
+
+
+def test_collectives_are_left_out_of_the_engine_fits() -> None:
+    from portscope.profiler.calibrate import TraceSamples, is_collective
+
+    assert is_collective("hcom_allReduce_") and is_collective("nccl:all_reduce") and not is_collective("aten::add")
+    ops = [Sample("aten::add", 0, 0, 5_000)] * 3 + [Sample("hcom_allReduce_", 0, 0, 2_000_000)] * 3
+    _, cal = calibrate([], "fp16-npu", samples=[("t.json", TraceSamples(ops=ops))])
+    assert cal.fits["vector"].latency_ns == pytest.approx(5_000) and cal.fits["vector"].n == 3
+    assert any("3 collective calls left out" in note for note in cal.notes)
