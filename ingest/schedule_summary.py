@@ -61,6 +61,8 @@ class ScheduleSummary:
     critical_by_engine: dict[str, int]
     # predicted schedules: the cost figures on the critical path that the target only assumed
     assumed: list[str] = dataclasses.field(default_factory=list)
+    # predicted schedules: a measured figure times the critical path and no assumed one (a calibrated target)
+    measured: bool = False
     # rows of the summarized slices on the critical path, from the slice that ends last back to the first
     critical_rows: list[int] = dataclasses.field(default_factory=list)
 
@@ -223,14 +225,25 @@ def assumed_on_critical_path(summary: ScheduleSummary, sources: dict[str, str]) 
     sources: figure path -> source text, as a predicted run records them (run_info.extra["cost_sources"],
     only the figures the target sets); a figure missing from it is not used.
     """
+    return [f for f in critical_path_figures(summary, sources) if SourceKind.of_text(sources[f]) is SourceKind.ASSUMED]
+
+
+def critical_path_figures(summary: ScheduleSummary, sources: dict[str, str]) -> list[str]:
+    """The cost figures (of those `sources` names) that time the critical path's engines, sorted."""
     kinds = {e.engine: e.engine_kind for e in summary.engines}
     out: list[str] = []
     for engine, ns in summary.critical_by_engine.items():
         if not ns or engine not in kinds:
             continue
         figures = _KIND_FIGURES.get(kinds[engine]) or tuple(f for f in sources if f.startswith(f"engines.{engine}."))
-        out += [f for f in figures if f in sources and SourceKind.of_text(sources[f]) is SourceKind.ASSUMED and f not in out]
+        out += [f for f in figures if f in sources and f not in out]
     return sorted(out)
+
+
+def measured_critical_path(summary: ScheduleSummary, sources: dict[str, str]) -> bool:
+    """Whether a calibrated target timed the critical path: a measured figure on it and no assumed one."""
+    kinds = {SourceKind.of_text(sources[f]) for f in critical_path_figures(summary, sources)}
+    return SourceKind.MEASURED in kinds and SourceKind.ASSUMED not in kinds
 
 
 def assumed_by_region(trace: Trace) -> dict[int, list[str]]:
@@ -272,7 +285,9 @@ def schedule_summary(trace: Trace, region_id: int, table: pa.Table | None = None
     summary = summarize_slices(table, name=name, region_id=region_id)
     sources = trace.run_info.extra.get("cost_sources")
     if isinstance(sources, dict):
-        summary.assumed = assumed_on_critical_path(summary, {str(k): str(v) for k, v in sources.items()})
+        named = {str(k): str(v) for k, v in sources.items()}
+        summary.assumed = assumed_on_critical_path(summary, named)
+        summary.measured = measured_critical_path(summary, named)
     return summary
 
 
@@ -305,7 +320,7 @@ def format_schedule(summaries: list[ScheduleSummary], *, unit: str = "ns", modes
     lines: list[str] = []
     for s in summaries:
         lines.append(f"region {s.name!r}: schedule {format_time(s.total, unit)}, critical path {format_time(s.critical_path, unit)}"
-                     + (" (assumed)" if s.assumed else ""))
+                     + (" (assumed)" if s.assumed else " (measured)" if s.measured else ""))
         if s.assumed:
             lines.append("  assumed, not measured nor from a datasheet, on the critical path: " + ", ".join(s.assumed))
         if s.critical_path:
@@ -331,5 +346,5 @@ def format_schedule(summaries: list[ScheduleSummary], *, unit: str = "ns", modes
 
 
 __all__ = ["ENGINE_KIND_ORDER", "RELEASED_BY", "EngineUse", "ScheduleSummary", "assumed_by_region", "assumed_on_critical_path",
-           "cost_sources_text", "format_schedule", "format_time", "region_slices", "schedule_summaries", "schedule_summary",
+           "cost_sources_text", "critical_path_figures", "measured_critical_path", "format_schedule", "format_time", "region_slices", "schedule_summaries", "schedule_summary",
            "string_values", "summarize_slices"]

@@ -167,3 +167,20 @@ def test_collectives_are_left_out_of_the_engine_fits() -> None:
     _, cal = calibrate([], "fp16-npu", samples=[("t.json", TraceSamples(ops=ops))])
     assert cal.fits["vector"].latency_ns == pytest.approx(5_000) and cal.fits["vector"].n == 3
     assert any("3 collective calls left out" in note for note in cal.notes)
+
+
+def test_a_critical_path_timed_by_measured_figures_reads_measured() -> None:
+    import pyarrow as pa
+
+    from portscope.ingest.schedule_summary import format_schedule, measured_critical_path, summarize_slices
+
+    table = pa.table({"engine": ["dispatch", "matrix"], "engine_kind": ["dispatch", "matrix"],
+                      "kind": ["dispatch", "compute"], "start": [0, 10], "dur": [10, 20], "waited_on": [None, "dispatch"]})
+    summary = summarize_slices(table, name="step")
+    sources = {"cost.dispatch_ns": "measured: run.json, n=8", "engines.matrix.latency_ns": "measured: run.json, n=3",
+               "engines.matrix.flops_per_ns": "datasheet: manual", "engines.vector.latency_ns": "assumed"}
+    assert measured_critical_path(summary, sources)  # the vector engine is not on the critical path
+    summary.measured = True
+    assert "critical path 30 ns (measured)" in format_schedule([summary])
+    sources["engines.matrix.flops_per_ns"] = "assumed"
+    assert not measured_critical_path(summary, sources)
