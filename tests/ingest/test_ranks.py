@@ -219,3 +219,12 @@ def test_communication_names() -> None:
     assert all(map(is_communication, ["ncclDevKernel_AllReduce_Sum_f32", "gloo:all_reduce", "c10d::allreduce_",
                                       "rccl_kernel", "hcclAllReduce"]))  # fmt: skip
     assert not any(map(is_communication, ["gemm_kernel", "aten::mm", "ProfilerStep#1"]))
+
+
+def test_the_committed_sample() -> None:
+    # sample_traces/ddp_gloo_3ranks.arrow (bench/ddp_ranks.py, rank 1 sleeping 150 ms a step): see its README line
+    sample = read_trace(Path(__file__).resolve().parents[2] / "sample_traces" / "ddp_gloo_3ranks.arrow")
+    assert [r["rank"] for r in sample.run_info.extra["ranks"]] == [0, 1, 2]
+    slow = stragglers(rank_steps(sample))
+    assert slow["rank"].tolist() == [1, 1, 1]
+    assert ((slow["slowdown_ns"] > 135e6) & (slow["slowdown_ns"] < 165e6)).all()
