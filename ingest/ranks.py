@@ -97,13 +97,20 @@ def _natural(path: Path) -> list[Any]:
 
 def convert_rank(path: str, out: str) -> dict[str, Any]:
     """Convert one rank's trace file into the portscope trace `out` (run in a worker process); what the rank's
-    detection needs: the trace's ``distributedInfo`` (or None) and its start time."""
+    detection needs: the trace's ``distributedInfo`` (or None) and its start time; or, for a file that cannot be
+    read, ``problems`` (a TraceFormatError does not cross a process boundary whole)."""
     from .convert import load_any
     from .spill import map_large_blocks
 
     map_large_blocks()
-    trace = load_any(path, sliced=True)
-    write_trace(trace, out)
+    try:
+        trace = load_any(path, sliced=True)
+        if trace.run_info.converted_from != "kineto":
+            raise TraceFormatError(path, f"read as {trace.run_info.converted_from or 'a portscope trace'}: not a "
+                                         "PyTorch-profiler (Kineto) trace, the only kind read as a rank")
+        write_trace(trace, out)
+    except TraceFormatError as exc:
+        return {"problems": [f"{Path(path).name}: {p}" for p in exc.problems]}
     meta = trace.run_info.extra.get("metadata") or {}
     info = meta.get("distributedInfo") if isinstance(meta, dict) else None
     return {"distributed": info if isinstance(info, dict) else None, "start_time": trace.run_info.start_time,
@@ -158,6 +165,9 @@ def read_ranks(spec: str | Path, workdir: str | Path, *, jobs: int | None = None
         context = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads (Arrow's pool)
         with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
             found = list(pool.map(convert_rank, [str(p) for p in paths], outs))
+    problems = [p for got in found for p in got.get("problems", ())]
+    if problems:
+        raise TraceFormatError(spec, problems)
     files, warnings = _assign(paths, found)
     by_path = {p: (o, f) for p, o, f in zip(paths, outs, found, strict=True)}
     ranked = [(f, read_trace(by_path[f.path][0]), by_path[f.path][1]) for f in files]

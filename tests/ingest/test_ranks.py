@@ -59,7 +59,7 @@ def kineto(rank: int | None, *, step: float = 100.0, gemm: float = 40.0, steps: 
     return doc
 
 
-def write(folder: Path, name: str, doc: dict) -> Path:
+def write(folder: Path, name: str, doc: dict | list) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
     path.write_text(json.dumps(doc))
@@ -228,3 +228,16 @@ def test_the_committed_sample() -> None:
     slow = stragglers(rank_steps(sample))
     assert slow["rank"].tolist() == [1, 1, 1]
     assert ((slow["slowdown_ns"] > 135e6) & (slow["slowdown_ns"] < 165e6)).all()
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_rank_that_cannot_be_read_is_named(tmp_path: Path, jobs: int) -> None:
+    folder = tmp_path / "t"
+    write(folder, "rank0.json", kineto(0, world=2))
+    (folder / "rank1.json").write_text('{"traceEvents": [{"ph": "X", "name": "x", "ts": "soon"')  # cut short
+    write(folder, "rank2.json", [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 1}])  # generic Chrome JSON
+    with pytest.raises(TraceFormatError) as err:
+        convert_ranks(folder, tmp_path / "run.arrow", jobs=jobs)
+    text = str(err.value)
+    assert str(folder) in text and "rank1.json: " in text and "rank2.json: read as chrome" in text
+    assert not (tmp_path / "run.arrow").exists()
