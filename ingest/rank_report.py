@@ -70,9 +70,21 @@ def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return starts[first], ends[np.r_[first[1:] - 1, len(ends) - 1]]
 
 
-def _covered(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> int:
-    s, e = _union(np.clip(starts, lo, hi), np.clip(ends, lo, hi))
-    return int((e - s).sum())
+class _Coverage:
+    """The union of some intervals, and how much of any window it covers (a binary search, not a scan)."""
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray) -> None:
+        self.starts, self.ends = _union(starts, ends)
+        self.before = np.r_[0, np.cumsum(self.ends - self.starts)]  # covered length before each interval
+
+    def upto(self, t: np.ndarray) -> np.ndarray:
+        """Covered length before each time t."""
+        i = np.searchsorted(self.starts, t, side="right") - 1
+        inside = np.clip(t - self.starts[np.maximum(i, 0)], 0, (self.ends - self.starts)[np.maximum(i, 0)]) if len(self.starts) else 0
+        return np.where(i >= 0, self.before[np.maximum(i, 0)] + inside, 0)
+
+    def within(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        return self.upto(hi) - self.upto(lo)
 
 
 def _intervals(trace: Trace) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray]]]:
@@ -109,35 +121,36 @@ def _intervals(trace: Trace) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray
 def rank_steps(trace: Trace) -> pd.DataFrame:
     """One row per (rank, ProfilerStep#N) of the run (STEP_COLUMNS), by rank then step; a single-rank run is rank 0."""
     ranks = rank_of_regions(trace)
-    regions = trace["regions"].select(["region_id", "name", "start_ns", "dur_ns"]).to_pylist()
+    regions = trace["regions"].select(["region_id", "name", "start_ns", "dur_ns"]).to_pandas()
+    step = regions["name"].astype(str).str.extract(_STEP, expand=False)
+    regions = regions[step.notna()].assign(step=pd.to_numeric(step[step.notna()]).astype(np.int64))
+    regions = regions.assign(rank=regions["region_id"].map(ranks).fillna(0).astype(np.int64))
     spans = _intervals(trace)
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    rows = []
-    for r in regions:
-        m = _STEP.match(str(r["name"]))
-        if not m:
-            continue
-        rank = ranks.get(r["region_id"], 0)
-        lo, hi = r["start_ns"], r["start_ns"] + r["dur_ns"]
-        compute = spans.get(rank, {}).get("compute", empty)
-        comm = spans.get(rank, {}).get("communication", empty)
-        compute_ns = _covered(*compute, lo, hi)
-        comm_ns = _covered(*comm, lo, hi)
-        either = _covered(np.r_[compute[0], comm[0]], np.r_[compute[1], comm[1]], lo, hi)
+    parts = []
+    for rank, group in regions.groupby("rank", sort=True):
+        compute, comm = spans.get(int(rank), {}).get("compute", empty), spans.get(int(rank), {}).get("communication", empty)
+        lo = group["start_ns"].to_numpy(np.int64)
+        hi = lo + group["dur_ns"].to_numpy(np.int64)
+        compute_ns = _Coverage(*compute).within(lo, hi)
+        either = _Coverage(np.r_[compute[0], comm[0]], np.r_[compute[1], comm[1]]).within(lo, hi)
         exposed = either - compute_ns
-        rows.append({"rank": rank, "step": int(m.group(1)), "region_id": r["region_id"], "start_ns": lo,
-                     "step_ns": r["dur_ns"], "compute_ns": compute_ns, "communication_ns": comm_ns,
-                     "exposed_communication_ns": exposed, "idle_ns": r["dur_ns"] - either,
-                     "busy_ns": r["dur_ns"] - exposed})  # fmt: skip
-    frame = pd.DataFrame(rows, columns=STEP_COLUMNS)
-    return frame.sort_values(["rank", "step"], kind="stable").reset_index(drop=True)
+        dur = group["dur_ns"].to_numpy(np.int64)
+        parts.append(pd.DataFrame({"rank": int(rank), "step": group["step"].to_numpy(), "region_id": group["region_id"].to_numpy(),
+                                   "start_ns": lo, "step_ns": dur, "compute_ns": compute_ns,
+                                   "communication_ns": _Coverage(*comm).within(lo, hi), "exposed_communication_ns": exposed,
+                                   "idle_ns": dur - either, "busy_ns": dur - exposed}))  # fmt: skip
+    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=STEP_COLUMNS)
+    return frame[STEP_COLUMNS].astype(np.int64).sort_values(["rank", "step"], kind="stable").reset_index(drop=True)
 
 
 def stragglers(steps: pd.DataFrame) -> pd.DataFrame:
-    """The straggler of each step (STRAGGLER_COLUMNS): the rank of longest busy time (the lowest rank on a tie),
+    """The straggler of each step two ranks or more ran (STRAGGLER_COLUMNS): the rank of longest busy time (the lowest rank on a tie),
     its busy time, the median of the other ranks', by how much (ns, %) and how many ranks ran the step."""
     rows = []
     for step, group in steps.groupby("step", sort=True):
+        if len(group) < 2:
+            continue  # one rank ran it: nobody to straggle behind
         group = group.sort_values("rank", kind="stable")
         busy = group["busy_ns"].to_numpy(np.int64)
         at = int(np.argmax(busy))
@@ -201,7 +214,7 @@ def ranks_report_data(trace: Trace) -> dict[str, Any]:
     if len(straggling):
         worst = int(straggling["rank"].value_counts().sort_index().idxmax())
         slow = slow_operators(trace, steps, worst)
-    return {"world_size": trace.run_info.extra.get("world_size") or len(summary), "ranks": records(summary),
+    return {"world_size": trace.run_info.extra.get("world_size") or max(len(summary), 1), "ranks": records(summary),
             "steps": records(steps), "stragglers": records(straggling), "slowest_rank": worst,
             "slow_operators": records(slow)}  # fmt: skip
 
@@ -221,6 +234,8 @@ def format_ranks(data: dict[str, Any]) -> str:
         lines.append(f"{r['rank']:>5} {r['steps']:>5} {_ms(r['step_ns']):>10} {_ms(r['compute_ns']):>10} "
                      f"{_ms(r['communication_ns']):>10} {_ms(r['exposed_communication_ns']):>10} {_ms(r['idle_ns']):>10} "
                      f"{_ms(r['busy_ns']):>10} {r['straggler_steps']:>9}")  # fmt: skip
+    if not data["stragglers"]:
+        return "\n".join([*lines, "", "no step ran on two ranks or more: no stragglers (convert a folder of per-rank traces)", ""])
     lines += ["", "stragglers (busy = step less exposed communication; median of the other ranks):",
               f"{'step':>5} {'rank':>5} {'busy ms':>10} {'median ms':>10} {'slower ms':>10} {'slower %':>9}"]
     for s in data["stragglers"]:

@@ -241,3 +241,15 @@ def test_a_rank_that_cannot_be_read_is_named(tmp_path: Path, jobs: int) -> None:
     text = str(err.value)
     assert str(folder) in text and "rank1.json: " in text and "rank2.json: read as chrome" in text
     assert not (tmp_path / "run.arrow").exists()
+
+
+def test_one_rank_has_steps_and_no_straggler(tmp_path: Path) -> None:
+    from portscope.ingest.readers import read_kineto
+
+    trace = read_kineto(write(tmp_path, "one.json", kineto(0, world=1)))
+    steps = rank_steps(trace)  # a plain (single-file) run: every region is rank 0's
+    assert steps[["rank", "step", "exposed_communication_ns", "busy_ns"]].values.tolist() == [[0, 0, 15_000, 85_000],
+                                                                                            [0, 1, 15_000, 85_000]]
+    assert stragglers(steps).empty
+    data = ranks_report_data(trace)
+    assert data["world_size"] == 1 and data["slowest_rank"] is None
