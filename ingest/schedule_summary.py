@@ -249,9 +249,22 @@ def measured_critical_path(summary: ScheduleSummary, sources: dict[str, str]) ->
 def assumed_by_region(trace: Trace) -> dict[int, list[str]]:
     """region id -> the assumed cost figures on its schedule's critical path (regions of a predicted run that
     recorded its figures' sources; empty lists left out)."""
+    return critical_path_sources(trace)[0]
+
+
+def measured_by_region(trace: Trace) -> set[int]:
+    """Regions of a predicted run whose schedule's critical path a measured figure times, and no assumed one
+    (a calibrated target: `portscope targets calibrate`)."""
+    return critical_path_sources(trace)[1]
+
+
+def critical_path_sources(trace: Trace) -> tuple[dict[int, list[str]], set[int]]:
+    """(`assumed_by_region`, `measured_by_region`) from one pass over the regions' schedules."""
     if not isinstance(trace.run_info.extra.get("cost_sources"), dict):
-        return {}
-    return {s.region_id: s.assumed for s in schedule_summaries(trace) if s.assumed and s.region_id is not None}
+        return {}, set()
+    summaries = [s for s in schedule_summaries(trace) if s.region_id is not None]
+    return ({s.region_id: s.assumed for s in summaries if s.assumed},
+            {s.region_id for s in summaries if s.measured})
 
 
 def cost_sources_text(extra: dict) -> str | None:
@@ -346,5 +359,5 @@ def format_schedule(summaries: list[ScheduleSummary], *, unit: str = "ns", modes
 
 
 __all__ = ["ENGINE_KIND_ORDER", "RELEASED_BY", "EngineUse", "ScheduleSummary", "assumed_by_region", "assumed_on_critical_path",
-           "cost_sources_text", "critical_path_figures", "measured_critical_path", "format_schedule", "format_time", "region_slices", "schedule_summaries", "schedule_summary",
+           "cost_sources_text", "critical_path_figures", "critical_path_sources", "measured_by_region", "measured_critical_path", "format_schedule", "format_time", "region_slices", "schedule_summaries", "schedule_summary",
            "string_values", "summarize_slices"]

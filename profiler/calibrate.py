@@ -8,19 +8,20 @@ source. Pure: numpy and the ingest readers, no torch.
 What is measured, and how:
 
 * **engines** (``engines.<name>.latency_ns / flops_per_ns / bytes_per_ns``): one sample per operator call: its own
-  device time (the device work it launched itself, `ingest.op_device`) when the trace has device work, else (a
-  host-only trace: the CPU is the device, it issues and runs each operator in turn) the inclusive time of each
-  outermost operator plus the host gap before it (Python and framework time since the previous operator that does
-  work, views included, up to GAP_CAP_NS): the latency then carries the per-operator overhead of the host. FLOPs and bytes come from
-  the recorded input shapes and dtypes. The calls go to the engine the target's ``ops`` patterns give (GEMM and
-  attention operators no pattern names go to the matrix engine), views do no work and are left out. Calls of the
-  same operator with the same FLOPs and bytes form a bucket; its median is the bucket's time, and a call more than
-  3x off its bucket's median is an outlier (counted and reported, not fitted). The schedule's model
-  ``latency + max(flops / flops_per_ns, bytes / bytes_per_ns)`` is then fitted to the bucket medians by least
-  squares weighted by the calls per bucket: a flops-only line, a bytes-only line, and the max of both (each bucket
-  assigned to the term that dominates it, refitted until stable, from the two lines' slopes and from a fit of their
-  sum); the one with the least squared error wins. Without shapes only the latency is fitted: the calls' mean of
-  bucket medians.
+  device compute time (the kernels it launched itself; its copies go to the DMA fit) when the trace has device work,
+  else (a host-only trace: the CPU is the device, it issues and runs each operator in turn) the inclusive time of
+  each outermost operator plus the host gap before it (Python and framework time since the previous operator that
+  does work, views included, up to GAP_CAP_NS): the latency then carries the per-operator overhead of the host.
+  FLOPs and bytes come from the recorded input shapes and dtypes. The calls go to the engine the target's ``ops``
+  patterns give (GEMM and attention operators no pattern names go to the matrix engine), views do no work and are
+  left out, and so are (`usable_calls`) operators that are not ATen's when some are, and calls without sizes when
+  others have them. Calls of the same operator with the same FLOPs and bytes form a bucket; its median is the
+  bucket's time, and a call more than 3x off its bucket's median is an outlier (counted and reported, not fitted).
+  The schedule's model ``latency + max(flops / flops_per_ns, bytes / bytes_per_ns)`` is then fitted to the bucket
+  medians by least squares weighted by the calls per bucket: a flops-only line, a bytes-only line, and the max of
+  both (each bucket assigned to the term that dominates it, refitted until stable, from the two lines' slopes and
+  from a fit of their sum); the one with the least squared error wins. Without shapes only the latency is fitted:
+  the calls' mean of bucket medians.
 * **transfers** (``engines.dma_h2d / dma_d2h``): ``latency + bytes / bytes_per_ns`` fitted the same way on the
   trace's copies per direction.
 * **dispatch** (``cost.dispatch_ns``): the median of the runtime's launch calls (``*Launch*``).
@@ -51,7 +52,7 @@ from portscope.ingest.schema import EngineKind
 from .targets import Target, builtin_targets, matches, parse_target
 
 __all__ = ["CalibrationError", "Calibration", "Fit", "Sample", "calibrate", "fit_engine", "fit_transfer", "load_samples",
-           "engine_names", "engine_of", "is_collective", "render_toml", "samples_from_trace", "write_calibrated"]
+           "engine_names", "engine_of", "is_collective", "render_toml", "samples_from_trace", "usable_calls", "write_calibrated"]
 
 GAP_CAP_NS = 1_000_000  # a longer gap between two host operators is a pause (between steps), not overhead
 OUTLIER_FACTOR = 3.0  # a call more than 3x off (above or below) its bucket's median is an outlier
@@ -339,19 +340,17 @@ class TraceSamples:
 def samples_from_trace(trace: Any) -> TraceSamples:
     """The calls, copies, launches, syncs and compiles of a loaded trace (`ingest.trace.Trace`)."""
     from portscope.ingest.link import enclosing
-    from portscope.ingest.op_device import op_calls
 
     out = TraceSamples()
     ops = trace["ops"]
     if ops.num_rows:
         cols = ops.select(["name", "dur_ns", "input_shapes", "input_dtypes", "bytes_in", "bytes_out", "flops",
                            "thread", "start_ns"]).to_pydict()
-        calls = op_calls(trace)
-        on_device = calls.self_n > 0
+        times = _compute_time(trace, ops.column("op_id").to_numpy(zero_copy_only=False))
+        on_device = times > 0
         out.device_time = bool(on_device.any())
         if out.device_time:
             rows = np.flatnonzero(on_device)
-            times = calls.self_ns
         else:  # host-only: each outermost operator, its inclusive time
             n = ops.num_rows
             thread = np.asarray([t if t is not None else -1 for t in cols["thread"]], dtype=np.int64)
@@ -390,6 +389,35 @@ def samples_from_trace(trace: Any) -> TraceSamples:
     compiles = trace["compiles"]
     if compiles.num_rows:
         out.compiles = [float(v) for v in compiles.column("compile_ns").to_pylist() if v is not None and v > 0]
+    return out
+
+
+def _compute_time(trace: Any, op_ids: np.ndarray) -> np.ndarray:
+    """Per operator (rows of the ops table): the time of the compute work it launched itself (kernels on streams,
+    matrix and vector engines; not its copies, which the DMA engines' fit takes, nor annotations)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from portscope.ingest.schema import DEVICE_ENGINES, SliceKind
+
+    slices = trace["engine_slices"]
+    out = np.zeros(len(op_ids), dtype=np.float64)
+    if not slices.num_rows or not len(op_ids):
+        return out
+    compute = [k.value for k in DEVICE_ENGINES - {EngineKind.DMA_H2D, EngineKind.DMA_D2H, EngineKind.DMA_D2D}]
+    kind = pc.cast(slices.column("engine_kind"), pa.string())
+    what = pc.cast(slices.column("kind"), pa.string())
+    keep = pc.and_(pc.and_(pc.is_in(kind, pa.array(compute)), pc.not_equal(what, SliceKind.ANNOTATION.value)),
+                   pc.is_valid(slices.column("op_id")))
+    work = slices.filter(keep)
+    if not work.num_rows or trace.run_info.time_unit.value != "ns":
+        return out
+    item_op = work.column("op_id").to_numpy(zero_copy_only=False).astype(np.int64)
+    dur = work.column("dur").to_numpy(zero_copy_only=False).astype(np.float64)
+    order = np.argsort(op_ids, kind="stable")
+    at = np.minimum(np.searchsorted(op_ids[order], item_op), len(order) - 1)
+    found = op_ids[order[at]] == item_op
+    np.add.at(out, order[at[found]], dur[found])
     return out
 
 
@@ -450,6 +478,17 @@ def _source(files: Sequence[str], n: int, extra: str = "") -> str:
     return f"measured: {', '.join(files)}, n={n}" + (f", {extra}" if extra else "")
 
 
+def usable_calls(samples: Sequence[Sample]) -> list[Sample]:
+    """The calls an engine's fit uses: ATen operators when there are any (a vendor or autograd-node operator's
+    sizes from its inputs say little about its work: an embedding table it indexes counts whole), and, when some
+    calls have sizes, only those (a call whose sizes the trace does not record, such as a list of tensors, would
+    pull the latency)."""
+    aten = [s for s in samples if s.name.startswith("aten::")]
+    chosen = aten or list(samples)
+    sized = [s for s in chosen if s.flops > 0 or s.nbytes > 0]
+    return sized or chosen
+
+
 def calibrate(paths: Sequence[str | Path], base: str | Path, *, name: str | None = None,
               samples: list[tuple[str, TraceSamples]] | None = None) -> tuple[dict[str, Any], Calibration]:
     """The base target's document with the figures the traces give, and what was fitted (see the module doc).
@@ -475,7 +514,11 @@ def calibrate(paths: Sequence[str | Path], base: str | Path, *, name: str | None
                 by_engine.setdefault(engine, []).append(sample)
     if collectives:
         cal.notes.append(f"{collectives} collective calls left out of the engine fits (their time is waiting on peers)")
-    for engine, samples_ in sorted(by_engine.items()):
+    for engine, every in sorted(by_engine.items()):
+        samples_ = usable_calls(every)
+        if len(samples_) < len(every):
+            cal.notes.append(f"{engine}: {len(every) - len(samples_)} of {len(every)} calls left out (not ATen "
+                             "operators, or sizes the trace does not record)")
         fit = fit_engine(samples_)
         cal.fits[engine] = fit
         what = "host-only trace: outermost operators' time + the host gap before each" if host_only else "operators' own device time"

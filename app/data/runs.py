@@ -7,7 +7,7 @@ from typing import Any
 
 from portscope.ingest.catalog import group_counts
 from portscope.ingest.run_metadata import run_labels
-from portscope.ingest.schedule_summary import assumed_by_region
+from portscope.ingest.schedule_summary import critical_path_sources
 from portscope.ingest.schema import Direction, SignalKind
 from portscope.ingest.summary import regions_frame, run_totals, summarize, top_level_ids
 from portscope.ingest.trace import RunInfo, Trace
@@ -40,6 +40,7 @@ class RunRow:
     time_unit: str  # ns, or cycles (a static schedule)
     predicted_time: bool
     assumed_time: bool = False  # assumed cost figures time a region's critical path (portscope.ingest.schedule_summary)
+    measured_time: bool = False  # measured figures (a calibrated target) time the critical paths, no assumed one
     model_from_file: bool = False  # no model in the trace: `model` is its file's name (another file name replaces it)
 
     def to_json(self) -> dict[str, Any]:
@@ -91,6 +92,7 @@ def run_row(trace: Trace, run_id: str, file: str) -> RunRow:
     info = trace.run_info
     top = list(summaries)
     spans = predicted_spans(trace)
+    assumed, measured = critical_path_sources(trace) if spans else ({}, set())
     if spans:
         time, unit = float(sum(spans.get(r, 0) for r in top)), info.time_unit.value
     else:
@@ -100,7 +102,8 @@ def run_row(trace: Trace, run_id: str, file: str) -> RunRow:
         time=time,
         time_unit=unit,
         predicted_time=bool(spans),
-        assumed_time=bool(spans) and bool(assumed_by_region(trace)),
+        assumed_time=bool(assumed),
+        measured_time=bool(measured) and not assumed,
         run_id=run_id,
         file=file,
         source=info.source.value,

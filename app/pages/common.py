@@ -8,7 +8,7 @@ from dash import html
 
 from portscope.ingest.catalog import group_counts
 from portscope.ingest.errors import PortscopeError
-from portscope.ingest.schedule_summary import assumed_by_region
+from portscope.ingest.schedule_summary import critical_path_sources
 from portscope.ingest.schema import SignalKind
 from portscope.ingest.trace import Trace
 
@@ -43,7 +43,8 @@ def region_rows(run_id: str, trace: Trace) -> list[dict[str, Any]]:
     """One row per region: identity, nth among same-named regions, and its report counters."""
     frame = regions_frame(trace)
     spans = predicted_spans(trace)  # a predicted run's headline time is its predicted device time
-    assumed = assumed_by_region(trace) if spans else {}  # ... and says so when assumed figures time it
+    # ... and says so when assumed figures time it, or a calibrated target's measured ones
+    assumed, measured = critical_path_sources(trace) if spans else ({}, set())
     seen: dict[str, int] = {}
     rows = []
     for r in frame.to_dict("records"):
@@ -63,7 +64,8 @@ def region_rows(run_id: str, trace: Trace) -> list[dict[str, Any]]:
                 "wall_ms": f"{report['wall_ns'] / 1e6:.3f}",
                 "wall": fmt_duration(report["wall_ns"]),
                 "predicted": (fmt_duration(spans[r["region_id"]], trace.run_info.time_unit)
-                              + (" (assumed)" if r["region_id"] in assumed else "")) if r["region_id"] in spans else "",
+                              + (" (assumed)" if r["region_id"] in assumed else " (measured)" if r["region_id"] in measured
+                                 else "")) if r["region_id"] in spans else "",
                 "ops": report["ops"],
                 "d2h_bytes": report["d2h_bytes"],
                 "depth": report["depth"],

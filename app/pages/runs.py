@@ -67,7 +67,8 @@ def _decorate(row: dict[str, Any]) -> dict[str, Any]:
         "source": source + (" · uploaded" if row.get("uploaded") else ""),
         "badge": status_badge(row["status"], row["seen"]),
         "time": html.Span(fmt_duration(row["time"], TimeUnit(row["time_unit"]))
-                          + ((" predicted (assumed)" if row.get("assumed_time") else " predicted") if row["predicted_time"] else " wall"),
+                          + ((" predicted (assumed)" if row.get("assumed_time") else " predicted (measured)"
+                              if row.get("measured_time") else " predicted") if row["predicted_time"] else " wall"),
                           title="predicted device time on the target (the CPU's wall while recording is on the run page)"
                           if row["predicted_time"] else "wall time of the top-level regions"),
     }

@@ -65,8 +65,9 @@ def test_calls_without_shapes_give_a_latency_only() -> None:
 
 
 def _kineto(path: Path, *, steps: int = 3) -> Path:
-    """A CUDA step: aten::mm (64x64 @ 64x64) launching a 20 us GEMM, aten::add launching a 5 us kernel, and a 1 MB
-    h2d copy of 60 us (a 2 MB one of 100 us every second step); launches take 4 us."""
+    """A CUDA step: aten::mm (64x64 @ 64x64) launching a 20 us GEMM, aten::add of 64x64 launching a 5 us kernel (of
+    128x128, 11 us, every second step), and a 1 MB h2d copy of 60 us (2 MB, 100 us every second step); launches
+    take 4 us."""
     ev: list[dict] = []
     corr = 0
     for k in range(steps):
@@ -84,7 +85,8 @@ def _kineto(path: Path, *, steps: int = 3) -> Path:
                        "args": {"correlation": corr, "device": 0, "stream": 7, **(args or {})}})
 
         launched("aten::mm", t, [[64, 64], [64, 64]], "ampere_sgemm_64x64_nn", 20)
-        launched("aten::add", t + 100, [[64, 64], [64, 64], []], "vectorized_elementwise_kernel", 5)
+        side, kdur = (128, 11) if k % 2 else (64, 5)
+        launched("aten::add", t + 100, [[side, side], [side, side], []], "vectorized_elementwise_kernel", kdur)
         size, dur = (2 * MB, 100) if k % 2 else (MB, 60)
         launched("aten::copy_", t + 200, [[size // 4], [size // 4], []], "Memcpy HtoD (Pageable -> Device)", dur,
                  cat="gpu_memcpy", args={"bytes": size})
@@ -113,6 +115,8 @@ def test_calibrate_a_kineto_file_end_to_end(tmp_path: Path) -> None:
     source = target.source_of("engines.dma_h2d.bytes_per_ns")
     assert source.kind is SourceKind.MEASURED and source.detail.startswith("gpu_run.json, n=3")
     assert target.source_of("cost.dispatch_ns").kind is SourceKind.MEASURED
+    # the vector engine is fitted on the three adds: the copies' memcpys are the DMA fit's, not compute work
+    assert target.source_of("engines.vector.latency_ns").detail.startswith("gpu_run.json, n=3, 2 shapes")
     matrix = next(e for e in target.engines if e.name == "matrix")
     assert matrix.latency_ns == pytest.approx(20_000)  # one shape: a latency only; its rates stay the base's
     assert target.source_of("engines.matrix.flops_per_ns").kind is SourceKind.ASSUMED
@@ -184,3 +188,28 @@ def test_a_critical_path_timed_by_measured_figures_reads_measured() -> None:
     assert "critical path 30 ns (measured)" in format_schedule([summary])
     sources["engines.matrix.flops_per_ns"] = "assumed"
     assert not measured_critical_path(summary, sources)
+
+
+def test_a_prediction_on_a_calibrated_target_reads_measured(make_app, tmp_path: Path) -> None:  # noqa: ANN001
+    torch = pytest.importorskip("torch")
+
+    from portscope.app.context import store
+    from portscope.app.pages.common import region_rows
+    from portscope.ingest.schedule_summary import format_schedule, schedule_summaries
+    from portscope.ingest.trace import read_trace
+    from portscope.profiler import explain
+    from portscope.profiler.calibrate import write_calibrated
+
+    target, _ = write_calibrated([_kineto(tmp_path / "gpu_run.json")], "cuda", tmp_path / "mine.toml")
+    assert target.source_of("engines.vector.latency_ns").kind is SourceKind.MEASURED
+    with torch.no_grad(), explain("step", target=str(tmp_path / "mine.toml")) as region:
+        torch.ones(8) * 2
+    path = region.save(tmp_path / "p.arrow")
+    trace = read_trace(path)
+    (summary,) = schedule_summaries(trace)
+    assert summary.measured and not summary.assumed  # dispatch (measured) and the vector engine's latency time it
+    assert "(measured)" in format_schedule([summary]).splitlines()[0]
+    with make_app(trace_paths=(path,)).server.test_request_context("/"):
+        (row,) = region_rows(trace.content_hash(), trace)
+        run = store().run_row(trace.content_hash(), path.name)
+    assert row["predicted"].endswith(" (measured)") and run.measured_time and not run.assumed_time
