@@ -50,6 +50,7 @@ _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _COMM_NAME = re.compile(r"nccl|rccl|gloo|hccl", re.IGNORECASE)
 _LANE_RANK = re.compile(r"^rank (\d+) · ")
 _DEVICE_KINDS = frozenset(k.value for k in DEVICE_ENGINES)
+_TEXT_STEPS = 20  # the text report lists this many stragglers at most
 
 
 def is_communication(name: str) -> bool:
@@ -238,9 +239,13 @@ def format_ranks(data: dict[str, Any]) -> str:
         return "\n".join([*lines, "", "no step ran on two ranks or more: no stragglers (convert a folder of per-rank traces)", ""])
     lines += ["", "stragglers (busy = step less exposed communication; median of the other ranks):",
               f"{'step':>5} {'rank':>5} {'busy ms':>10} {'median ms':>10} {'slower ms':>10} {'slower %':>9}"]
-    for s in data["stragglers"]:
+    shown = sorted(data["stragglers"], key=lambda s: -s["slowdown_ns"])[:_TEXT_STEPS] if len(data["stragglers"]) > _TEXT_STEPS \
+        else data["stragglers"]
+    for s in sorted(shown, key=lambda s: s["step"]):
         lines.append(f"{s['step']:>5} {s['rank']:>5} {_ms(s['busy_ns']):>10} {_ms(s['median_ns']):>10} "
                      f"{_ms(s['slowdown_ns']):>10} {s['slowdown_pct']:>8.1f}%")
+    if len(shown) < len(data["stragglers"]):
+        lines.append(f"  ... the {len(shown)} steps of largest slowdown of {len(data['stragglers'])} (--json lists every step)")
     if data["slowest_rank"] is not None:
         lines += ["", f"operators slower on rank {data['slowest_rank']} than the median of the others:"]
         if not data["slow_operators"]:

@@ -43,6 +43,9 @@ STRAGGLER_COLUMNS = [
     ("slowdown_ns", "Slower by (ms)", _ms),
     ("slowdown_pct", "Slower by", _pct),
 ]
+_OUTLINED = 60  # stragglers outlined by a shape each; more: a marker each
+_LISTED = 20  # rows of the stragglers table at most (the largest slowdowns)
+
 SLOW_COLUMNS = [("operator", "Operator", None), ("straggler_ns", "Straggler (ms)", _ms), ("median_ns", "Median (ms)", _ms),
                 ("excess_ns", "More (ms)", _ms)]  # fmt: skip
 
@@ -58,16 +61,18 @@ def step_heatmap(data: dict[str, Any]) -> dict[str, Any]:
              for k in steps] for r in ranks]  # fmt: skip
     labels = [f"rank {r}" for r in ranks]
     slow = data["stragglers"]
-    outlines = [{"type": "rect", "xref": "x", "yref": "y", "x0": steps.index(s["step"]) - 0.5, "x1": steps.index(s["step"]) + 0.5,
+    many = len(slow) > _OUTLINED  # shapes cost O(n²) to draw: markers then, and no labels
+    outlines = [] if many else [{"type": "rect", "xref": "x", "yref": "y", "x0": steps.index(s["step"]) - 0.5, "x1": steps.index(s["step"]) + 0.5,
                  "y0": ranks.index(s["rank"]) - 0.5, "y1": ranks.index(s["rank"]) + 0.5,
                  "line": {"color": "#E45756", "width": 4}} for s in slow]  # fmt: skip
     return {
         "data": [
             {"type": "heatmap", "x": [str(k) for k in steps], "y": labels, "z": z, "text": text, "hoverinfo": "text",
              "colorscale": [[0.0, "#F7FBFF"], [1.0, "#2171B5"]], "colorbar": {"title": {"text": "busy ms"}}},
-            {"type": "scatter", "mode": "text", "name": "straggler", "x": [str(s["step"]) for s in slow],
+            {"type": "scatter", "mode": "markers" if many else "text", "name": "straggler", "x": [str(s["step"]) for s in slow],
              "y": [f"rank {s['rank']}" for s in slow], "text": [f"+{s['slowdown_pct']:.0f}%" for s in slow],
-             "textfont": {"color": "#B2182B", "size": 14}, "hoverinfo": "skip"},
+             "textfont": {"color": "#B2182B", "size": 14}, "hoverinfo": "skip",
+             "marker": {"symbol": "square-open", "size": 10, "color": "#E45756", "line": {"width": 2}}},
         ],  # fmt: skip
         "layout": {
             "title": {"text": "Busy time per step (the step less its exposed communication); each step's straggler outlined"},
@@ -98,7 +103,12 @@ def layout(run_id: str = "", **_query: str) -> html.Div:
         children.append(problem("No ProfilerStep#N ranges: record with a torch.profiler schedule and call prof.step()."))
         return page("Ranks", *children, subtitle=run_label(run_id, trace))
     children += [dcc.Graph(id=ids.RANKS_HEATMAP, figure=step_heatmap(data), config={"displaylogo": False}),
-                 html.H3("Stragglers"), text_table(data["stragglers"], STRAGGLER_COLUMNS, table_id=ids.RANKS_STRAGGLERS)]
+                 html.H3("Stragglers")]
+    worst = sorted(data["stragglers"], key=lambda s: -s["slowdown_ns"])[:_LISTED]
+    if len(worst) < len(data["stragglers"]):
+        children.append(html.P(f"The {len(worst)} steps of largest slowdown of {len(data['stragglers'])} "
+                               "(portscope report --ranks --json lists every step)."))
+    children.append(text_table(sorted(worst, key=lambda s: s["step"]), STRAGGLER_COLUMNS, table_id=ids.RANKS_STRAGGLERS))
     if data["slowest_rank"] is not None:
         children.append(html.H3(f"Operators slower on rank {data['slowest_rank']} than on the others (median)"))
         children.append(text_table(data["slow_operators"], SLOW_COLUMNS, table_id=ids.RANKS_SLOW_OPERATORS) if data["slow_operators"]
