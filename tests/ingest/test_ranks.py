@@ -253,3 +253,9 @@ def test_one_rank_has_steps_and_no_straggler(tmp_path: Path) -> None:
     assert stragglers(steps).empty
     data = ranks_report_data(trace)
     assert data["world_size"] == 1 and data["slowest_rank"] is None
+
+
+def test_missing_ranks_are_a_warning(tmp_path: Path) -> None:
+    got, _ = run(tmp_path, {"r0.json": kineto(0, world=3), "r2.json": kineto(2, world=3)})
+    assert [r["rank"] for r in got.run_info.extra["ranks"]] == [0, 2]
+    assert got.run_info.extra["problems"] == ["world size 3, 2 rank files: ranks [1] missing"]
