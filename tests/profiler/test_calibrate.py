@@ -213,3 +213,35 @@ def test_a_prediction_on_a_calibrated_target_reads_measured(make_app, tmp_path: 
         (row,) = region_rows(trace.content_hash(), trace)
         run = store().run_row(trace.content_hash(), path.name)
     assert row["predicted"].endswith(" (measured)") and run.measured_time and not run.assumed_time
+
+
+def test_a_host_only_trace_counts_each_outermost_call_with_the_gap_before_it(tmp_path: Path) -> None:
+    from portscope.ingest.convert import load_any
+    from portscope.profiler.calibrate import samples_from_trace
+
+    def op(name: str, ts: float, dur: float, dims: list) -> dict:
+        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+                "args": {"Input Dims": dims, "Input type": ["float"] * len(dims)}}
+
+    # mm 0-10 us (its child addmm is inside it), a view 12-13, add 15-20: the add's sample is its 5 us + the 5 us
+    # since the mm ended (the view does no work: its time is the host's gap); a 2 ms pause is not a gap
+    events = [op("aten::mm", 0, 10, [[8, 8], [8, 8]]), op("aten::addmm", 1, 8, [[8], [8, 8], [8, 8]]),
+              op("aten::view", 12, 1, [[8, 8], []]), op("aten::add", 15, 5, [[8, 8], [8, 8], []]),
+              op("aten::add", 2020, 5, [[8, 8], [8, 8], []])]
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    samples = samples_from_trace(load_any(path))
+    assert not samples.device_time
+    assert [(s.name, s.dur_ns) for s in samples.ops] == [("aten::mm", 10_000), ("aten::add", 10_000),
+                                                          ("aten::add", 5_000)]
+    # mm: 2*M*N*K; add: reads two 8x8 floats and the 0-dim scalar (4 B, as the reader counts it), writes one
+    assert samples.ops[0].flops == 2 * 8 * 8 * 8 and samples.ops[1].nbytes == 2 * 256 + 4 + 256
+
+
+def test_compiles_give_compile_ns() -> None:
+    from portscope.profiler.calibrate import TraceSamples
+
+    doc, cal = calibrate([], "fp16-npu", samples=[("log", TraceSamples(compiles=[30e6, 40e6, 90e6]))])
+    assert doc["cost"]["compile_ns"] == 40_000_000  # the median of three compiles
+    assert cal.sources["cost.compile_ns"] == "measured: log, n=3, median of the compiles"
+    assert doc["engines"]["matrix"]["latency_ns"] == 2000 and "engines.matrix.latency_ns" not in doc["sources"]
