@@ -38,7 +38,7 @@ COMMANDS: dict[str, Command] = {
     "convert": Command("portscope.ingest.convert_cli",
                        "convert a PyTorch profiler trace, fallback log or TORCH_TRACE log into a portscope trace"),
     "export": Command("portscope.ingest.convert_cli", "write a trace in another tool's format (Chrome trace JSON for Perfetto)"),
-    "targets": Command("portscope.profiler.cli", "list the built-in targets, or validate a target file"),
+    "targets": Command("portscope.profiler.cli", "list the built-in targets, validate a target file, or calibrate one from measured traces"),
     "record": Command("portscope.profiler.cli",
                       "run a Python script under the profiler and write a trace (needs torch)"),
     "demo": Command("portscope.profiler.cli", "regenerate the sample traces from tiny random-init models (needs torch)"),
