@@ -25,7 +25,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--infer-fallback", action="store_true",
                    help="kineto: count leaf operators of a GPU trace that launched no GPU work as cpu_fallback (a guess)")
     c.add_argument("--compression", choices=["zstd", "lz4"], help="compress the Arrow tables (not memory-mappable)")
-    c.add_argument("--jobs", type=int, metavar="N", help="multi-rank runs: ranks converted at once (default: one per core)")
+    c.add_argument("--jobs", type=int, metavar="N", help="multi-rank runs: ranks converted at once (default: one per core; "
+                                                         "with --dask local: the worker processes)")
+    c.add_argument("--dask", metavar="SCHEDULER", help="multi-rank runs: convert the ranks on Dask distributed workers, at "
+                   "a scheduler's address (tcp://host:8786) or `local` (a LocalCluster of worker processes here). The "
+                   "workers must see the rank files and the output's folder (where they write the converted ranks) at "
+                   "the same paths: a shared filesystem")
     c.set_defaults(func=_convert)
 
     e = sub.add_parser("export")
@@ -45,6 +50,8 @@ def _convert(args: argparse.Namespace) -> int:
 
     if is_rank_input(args.input) and args.format in (None, "kineto"):
         return _convert_ranks(args)
+    if args.dask:
+        raise UsageError("--dask applies to multi-rank runs only (a folder or glob of per-rank traces)")
     options = {"infer_fallback": True} if args.infer_fallback else {}
     if options and args.format not in (None, "kineto"):
         raise UsageError("--infer-fallback applies to kineto traces only")
@@ -81,7 +88,7 @@ def _convert_ranks(args: argparse.Namespace) -> int:
         raise UsageError("--infer-fallback applies to single kineto traces only")
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    trace, _ = convert_ranks(args.input, args.output, jobs=args.jobs, compression=args.compression)
+    trace, _ = convert_ranks(args.input, args.output, jobs=args.jobs, compression=args.compression, dask=args.dask)
     ranks = trace.run_info.extra["ranks"]
     counts = ", ".join(f"{trace.num_rows(t)} {t}" for t in ("regions", "ops", "signals", "engine_slices"))
     listed = ", ".join(f"{r['rank']}: {r['file']}" for r in ranks)

@@ -152,19 +152,19 @@ def _assign(paths: list[Path], found: list[dict[str, Any]]) -> tuple[list[RankFi
     return sorted(files, key=lambda f: f.rank), warnings
 
 
-def read_ranks(spec: str | Path, workdir: str | Path, *, jobs: int | None = None) -> Trace:
+def read_ranks(spec: str | Path, workdir: str | Path, *, jobs: int | None = None, dask: str | None = None) -> Trace:
     """Convert every rank's file of `spec` (a folder or a glob) into `workdir` (`jobs` processes at once; None: one
-    per core, 1: in this process) and merge them: a trace whose big tables are read from `workdir` when written,
+    per core, 1: in this process; or on the Dask scheduler `dask`, ``local``: a LocalCluster of `jobs` worker
+    processes, see `ranks_dask`) and merge them: a trace whose big tables are read from `workdir` when written,
     so `workdir` must outlive the trace's writing."""
     paths = rank_files(spec)
-    outs = [str(Path(workdir) / f"rank-file-{i}.arrow") for i in range(len(paths))]
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
-    if jobs == 1:
-        found = [convert_rank(str(p), o) for p, o in zip(paths, outs, strict=True)]
+    outs = [str(Path(workdir).resolve() / f"rank-file-{i}.arrow") for i in range(len(paths))]
+    if dask:
+        from .ranks_dask import map_on_dask
+
+        found = map_on_dask(dask, convert_rank, [str(p.resolve()) for p in paths], outs, workers=jobs)
     else:
-        context = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads (Arrow's pool)
-        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-            found = list(pool.map(convert_rank, [str(p) for p in paths], outs))
+        found = _map_local(paths, outs, max(1, min(jobs or os.cpu_count() or 1, len(paths))))
     problems = [p for got in found for p in got.get("problems", ())]
     if problems:
         raise TraceFormatError(spec, problems)
@@ -175,13 +175,22 @@ def read_ranks(spec: str | Path, workdir: str | Path, *, jobs: int | None = None
                        hosts={f.rank: got.get("host_name") for f, _, got in ranked})
 
 
+def _map_local(paths: list[Path], outs: list[str], jobs: int) -> list[dict[str, Any]]:
+    if jobs == 1:
+        return [convert_rank(str(p), o) for p, o in zip(paths, outs, strict=True)]
+    context = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads (Arrow's pool)
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        return list(pool.map(convert_rank, [str(p) for p in paths], outs))
+
+
 def convert_ranks(spec: str | Path, output: str | Path, *, jobs: int | None = None,
-                  compression: str | None = None) -> tuple[Trace, str]:
-    """`read_ranks` and write the merged run to `output` (its temporary rank files beside it, removed after);
-    the trace (its big tables no longer readable) and its run id."""
+                  compression: str | None = None, dask: str | None = None) -> tuple[Trace, str]:
+    """`read_ranks` and write the merged run to `output` (its temporary rank files beside it, removed after: with
+    `dask`, the workers write them there, so the output's folder must be shared with them); the trace (its big
+    tables no longer readable) and its run id."""
     out = Path(output)
     with tempfile.TemporaryDirectory(prefix=".portscope-ranks-", dir=out.parent if str(out.parent) else ".") as work:
-        trace = read_ranks(spec, work, jobs=jobs)
+        trace = read_ranks(spec, work, jobs=jobs, dask=dask)
         run_id = write_run(trace, out, compression=compression)
         counts = {name: trace.num_rows(name) for name in schema.TABLES}
     return _counted(trace, counts), run_id
