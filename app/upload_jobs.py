@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -87,7 +88,8 @@ class UploadJobs:
         self.folder = private_dir(store.root / "jobs")
 
     def start(self, tmp: Path, name: str) -> str:
-        """Convert `tmp` (which the job then owns and deletes) in a process of its own; return the job id."""
+        """Convert `tmp` (which the job then owns and deletes; a folder: rank files, one multi-rank run) in a process
+        of its own; return the job id."""
         job = uuid.uuid4().hex
         status = self.folder / f"{job}.json"
         JobProgress(status, name).save(force=True)
@@ -99,7 +101,7 @@ class UploadJobs:
 
     def _wait(self, child: subprocess.Popen, tmp: Path, name: str, status: Path) -> None:
         _, err = child.communicate()
-        tmp.unlink(missing_ok=True)
+        _discard(tmp)
         last = self.status(status.stem) or {}
         if "ok" not in last:  # killed (out of memory?) or crashed before it could say so
             log.error("conversion of %s ended with exit code %s: %s", name, child.returncode, err.decode(errors="replace")[-2000:])
@@ -136,11 +138,26 @@ def heartbeat(listener: JobProgress, every_s: float = 1.0) -> Iterator[None]:
         thread.join()
 
 
+def _discard(tmp: Path) -> None:
+    if tmp.is_dir() and not tmp.is_symlink():
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        tmp.unlink(missing_ok=True)
+
+
 def convert_upload(runs_dir: Path, tmp: Path, name: str, status: Path) -> None:
-    """Convert an uploaded file into `<runs_dir>/<run id>.arrow`, reporting to its status file (the job's process)."""
+    """Convert an uploaded file (or a folder of rank files: one multi-rank run) into `<runs_dir>/<run id>.arrow`,
+    reporting to its status file (the job's process)."""
     listener = JobProgress(status, name)
     try:
         with heartbeat(listener), progress.reporting(listener):
+            if tmp.is_dir():
+                from .upload_ranks import convert_rank_folder
+
+                run_id = convert_rank_folder(runs_dir, tmp, name)
+                listener.stage(progress.Stage.DONE)
+                listener.save(force=True, ok=True, run_id=run_id, text=f"{name}: converted")
+                return
             from portscope.ingest.convert import load_any
 
             try:
@@ -166,7 +183,7 @@ def convert_upload(runs_dir: Path, tmp: Path, name: str, status: Path) -> None:
         listener.stage(progress.Stage.FAILED)
         listener.save(force=True, ok=False, error=f"{name}: could not be loaded ({type(exc).__name__}: {exc})")
     finally:
-        tmp.unlink(missing_ok=True)
+        _discard(tmp)
 
 
 def main(argv: list[str]) -> None:

@@ -3,7 +3,10 @@
  * progress goes to the <progress> bar (hidden until the first upload), results to the upload-result store via
  * set_props.
  * A large file of another format is converted in the background: the server answers with a job,
- * polled at GET /api/upload/<job> until it names the run (its progress shown meanwhile). */
+ * polled at GET /api/upload/<job> until it names the run (its progress shown meanwhile).
+ * Several per-rank traces dropped at once (every name a .json/.json.gz with a rank in it: rank0.json,
+ * trace_rank-1.json.gz...) go in one multipart request to /api/upload/ranks: one multi-rank run. A .zip of
+ * rank files goes to /api/upload as any file (the server recognises it). */
 (function () {
   "use strict";
   var ZONE = "upload-zone";
@@ -60,7 +63,8 @@
     });
   }
 
-  function uploadOne(file, onProgress, onConverting) {
+  /* POST `body` to `url`; `file` ({name, size}) names the upload in the answer and in errors. */
+  function post(url, body, file, contentType, onProgress, onConverting) {
     return new Promise(function (resolve) {
       if (file.size > limit()) {
         resolve({file: file.name, ok: false,
@@ -69,9 +73,9 @@
         return;
       }
       var xhr = new XMLHttpRequest();
-      xhr.open("POST", prefix() + "api/upload?name=" + encodeURIComponent(file.name));
+      xhr.open("POST", prefix() + url);
       xhr.setRequestHeader("X-Portscope-Upload", "1");
-      xhr.setRequestHeader("Content-Type", "application/octet-stream");
+      if (contentType) { xhr.setRequestHeader("Content-Type", contentType); }
       xhr.upload.onprogress = function (e) { onProgress(e.loaded); };
       xhr.onload = function () {
         var answer;
@@ -85,12 +89,49 @@
       xhr.onerror = function () {
         resolve({file: file.name, ok: false, error: file.name + ": the upload failed (connection lost)"});
       };
-      xhr.send(file);
+      xhr.send(body);
     });
+  }
+
+  function uploadOne(file, onProgress, onConverting) {
+    return post("api/upload?name=" + encodeURIComponent(file.name), file, file, "application/octet-stream",
+                onProgress, onConverting);
+  }
+
+  var RANK_NAME = /rank[-_]?\d+.*\.json(\.gz)?$/i;
+
+  function isRankDrop(files) {
+    return files.length > 1 && files.every(function (f) { return RANK_NAME.test(f.name); });
+  }
+
+  /* Several rank files in one multipart request (the browser sets its Content-Type): one multi-rank run. */
+  function uploadRanks(files, onProgress, onConverting) {
+    var total = 0;
+    var form = new FormData();
+    files.forEach(function (f) { total += f.size; form.append("file", f, f.name); });
+    return post("api/upload/ranks", form, {name: files.length + " rank files", size: total}, null,
+                onProgress, onConverting);
   }
 
   function upload(files) {
     if (!files.length) { return; }
+    if (isRankDrop(files)) {
+      var total = 0;
+      files.forEach(function (f) { total += f.size; });
+      setProps("upload-progress", {value: "0", hidden: false});
+      setProps("upload-status", {children: "uploading " + files.length + " rank files (one multi-rank run)"});
+      uploadRanks(files, function (loaded) {
+        setProps("upload-progress", {value: String(Math.round(100 * loaded / Math.max(total, 1)))});
+      }, function (status) {
+        setProps("upload-status", {children: status.text});
+        setProps("upload-progress", {value: String(Math.round(100 * (status.fraction || 0)))});
+      }).then(function (answer) {
+        setProps("upload-progress", {value: "100"});
+        setProps("upload-status", {children: answer.ok ? "1 loaded" : "0 loaded, 1 failed"});
+        setProps("upload-result", {data: {results: [answer], at: Date.now()}});
+      });
+      return;
+    }
     var total = 0, done = 0, results = [];
     files.forEach(function (f) { total += f.size; });
     setProps("upload-progress", {value: "0", hidden: false});
