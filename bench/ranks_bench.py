@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranks", type=int, default=64)
     parser.add_argument("--mb", type=float, default=100.0, help="size of each rank's file")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--dask", metavar="SCHEDULER", help="convert with --dask SCHEDULER (`local`: a LocalCluster of "
+                        "--jobs worker processes) instead of --jobs alone")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()), help="folder for the made files")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
@@ -149,12 +151,14 @@ def main(argv: list[str] | None = None) -> int:
         (work / "single.arrow").unlink()
         print(f"single file (the bound): {single['seconds']:.1f} s, peak RSS {_mb(single['peak_rss'])}", flush=True)
         command = [script, "convert", str(folder), "-o", str(work / "run.arrow"), "--jobs", str(args.jobs)]
+        command += ["--dask", args.dask] if args.dask else []
+        how = f"--jobs {args.jobs}" + (f" --dask {args.dask}" if args.dask else "")
         multi = watched(command)
         if multi["rc"]:
             print(f"multi-rank convert failed: {multi['stderr']}")
             return 1
         run_bytes = (work / "run.arrow").stat().st_size
-        print(f"{args.ranks} ranks, --jobs {args.jobs}: {multi['seconds']:.1f} s ({total / 1e6 / multi['seconds']:.0f} MB/s, "
+        print(f"{args.ranks} ranks, {how}: {multi['seconds']:.1f} s ({total / 1e6 / multi['seconds']:.0f} MB/s, "
               f"{multi['seconds'] / args.ranks:.1f} s a rank), run {_mb(run_bytes)}; peak RSS: parent "
               f"{_mb(multi['parent_peak_rss'])}, largest worker {_mb(multi['worker_peak_rss'])} "
               f"({multi['worker_peak_rss'] / single['peak_rss']:.2f}x the single file), whole tree "
@@ -162,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
               f"largest worker {_mb(multi['worker_peak_anon'])}")  # fmt: skip
         print(multi["stdout"].strip().splitlines()[-1] if multi["stdout"].strip() else "")
         figures = {"ranks": args.ranks, "file_bytes": size, "total_bytes": total, "events_per_rank": events,
-                   "jobs": args.jobs, "single_s": single["seconds"], "single_peak_rss": single["peak_rss"],
+                   "jobs": args.jobs, "dask": args.dask, "single_s": single["seconds"], "single_peak_rss": single["peak_rss"],
                    "multi_s": multi["seconds"], "run_bytes": run_bytes,
                    **{k: multi[k] for k in ("parent_peak_rss", "worker_peak_rss", "tree_peak_rss", "workers_seen",
                                               "parent_peak_anon", "worker_peak_anon")}}  # fmt: skip

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -52,7 +53,8 @@ def map_on_dask(scheduler: str, convert: Callable[[str, str], dict[str, Any]], p
     `workers` processes, default one per core); the results in the order of `paths`. A worker that fails (not a
     TraceFormatError, which `convert` reports in its result) is one TraceFormatError naming the rank's file."""
     with _client(scheduler, workers) as client:
-        futures = client.map(convert, paths, outs, pure=False, key=[f"portscope-rank-{i}" for i in range(len(paths))])
+        run = uuid.uuid4().hex  # keys of this conversion only: a shared scheduler may run several at once
+        futures = client.map(convert, paths, outs, pure=False, key=[f"portscope-rank-{run}-{i}" for i in range(len(paths))])
         found: list[dict[str, Any]] = []
         problems: list[str] = []
         for path, future in zip(paths, futures, strict=True):
