@@ -63,6 +63,11 @@ def map_on_dask(scheduler: str, convert: Callable[[str, str], dict[str, Any]], p
             except Exception as exc:  # a worker lost, out of memory, or a converter bug: name the file
                 problems.append(f"{os.path.basename(path)}: the Dask worker failed ({type(exc).__name__}: {exc})")
                 found.append({})
+    if not problems:  # written on a worker's own disk: the merge here would not find them
+        problems = [f"{os.path.basename(path)}: converted, but its result {out} is not visible here: the output's "
+                    "folder must be on a filesystem shared with the Dask workers"
+                    for path, out, got in zip(paths, outs, found, strict=True)
+                    if "problems" not in got and not os.path.exists(out)]  # fmt: skip
     if problems:
         raise TraceFormatError(os.path.commonpath(paths) if len(paths) > 1 else paths[0], problems)
     return found

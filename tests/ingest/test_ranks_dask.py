@@ -86,3 +86,13 @@ def test_cli_local_cluster_and_lazy_import(tmp_path: Path) -> None:
                            "portscope.ingest.ranks; print(any(m.split('.')[0] in ('dask', 'distributed') for m in sys.modules))"],
                           capture_output=True, text=True, check=True)  # fmt: skip
     assert lazy.stdout.strip() == "False"
+
+
+def test_results_the_merge_cannot_see_are_one_clear_error(tmp_path: Path, cluster) -> None:
+    from portscope.ingest.ranks_dask import map_on_dask
+
+    paths = [str(tmp_path / "r0.json"), str(tmp_path / "r1.json")]
+    outs = [str(tmp_path / "gone" / "a.arrow"), str(tmp_path / "gone" / "b.arrow")]
+    with pytest.raises(TraceFormatError) as err:  # as if each worker wrote to a disk of its own
+        map_on_dask(cluster.scheduler_address, lambda path, out: {"distributed": None}, paths, outs)
+    assert "r0.json: converted, but its result" in str(err.value) and "shared with the Dask workers" in str(err.value)
