@@ -37,6 +37,8 @@ EXPECTED: dict[str, tuple[str, dict[str, tuple[str, int, int, int, int]]]] = {
     "ascend_kernel_details_591.arrow": ("not-clean", {"kernel_details_591": ("not-clean", 7, 0, 0, 0)}),
     "bert_small_h100.arrow": ("not-clean", {"bert_small_h100.json.gz": ("not-clean", 0, 0, 0, 1)}),
     "bert_small_mi300.arrow": ("not-clean", {"bert_small_mi300.json.gz": ("not-clean", 0, 0, 0, 1)}),
+    # three CPU ranks under DDP on gloo: no device, so nothing copied, fallen back or compiled
+    "ddp_gloo_3ranks.arrow": ("clean", {"rank 0": CLEAN, "rank 1": CLEAN, "rank 2": CLEAN}),
     "cuda_diff_control.arrow": ("not-clean", {"cuda_diff_control.json.gz": ("not-clean", 0, 0, 0, 100_896)}),
     "cuda_diff_test.arrow": ("not-clean", {"cuda_diff_test.json.gz": ("not-clean", 0, 0, 0, 117_936)}),
     "llama_cpu_measured.arrow": ("clean", {"forward:cold": CLEAN, "forward:warm": CLEAN}),
