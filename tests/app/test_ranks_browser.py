@@ -67,3 +67,20 @@ def test_ranks_page(dash_duo, make_app, runs, tmp_path: Path) -> None:
     dash_duo.wait_for_page(url=dash_duo.server_url + urls.ranks(single))
     dash_duo.wait_for_contains_text(".problem", "is not a multi-rank run", timeout=20)
     assert dash_duo.get_logs() == []
+
+
+def test_rank_against_rank_on_the_compare_page(dash_duo, make_app, runs) -> None:
+    """Two ranks of one run compared as two regions: rank 1's gemm took 90 µs a step against rank 0's 40 (two steps:
+    180 against 80 µs); both all-reduce kernels took 30 µs a step (60 µs each)."""
+    folder, run_id, _ = runs
+    trace = read_trace(folder / "ranks.arrow")
+    ids = dict(zip(trace["regions"].column("name").to_pylist(), trace["regions"].column("region_id").to_pylist(), strict=True))
+    dash_duo.start_server(make_app(trace_paths=(folder,)))
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/compare/{run_id}/{run_id}?ra={ids['rank 0']}&rb={ids['rank 1']}")
+    dash_duo.wait_for_element("#compare-port-table-alone .ag-row", timeout=20)
+    rows = dash_duo.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#compare-port-table-alone .ag-center-cols-container .ag-row'))"
+        ".sort((a, b) => a.getAttribute('row-index') - b.getAttribute('row-index'))"
+        ".map(r => ['operator', 'category', 'a_us', 'b_us', 'delta_us'].map(c => r.querySelector(`[col-id=${c}]`).innerText));")
+    assert rows == [["aten::mm", "GEMM", "80", "180", "100"], ["nccl:all_reduce", "communication", "60", "60", "0"]]
+    assert dash_duo.get_logs() == []
