@@ -110,30 +110,33 @@ def _pointer(t: torch.Tensor) -> int:
         return 0
 
 
-def lane_columns(tracker: MemoryTracker, op_base: dict[int, int], region_ids: dict[int, int], t_base: int,
-                 end_ns: int) -> dict[str, list]:
-    """The tracker's events as engine-slice columns of one memory lane per device (ingest/FORMAT.md): a slice of no
-    length holding the total before the first event, then a slice per event until the next, `bytes` the total.
-    op_base: id(region) -> the op_id of its first operator; region_ids: id(region) -> its region id."""
+def lane(device: str, starts: list[int], totals: list[int], before: int, op_ids: list[int | None],
+         region_ids: list[int | None], end_ns: int) -> dict[str, list]:
+    """One device's memory lane as engine-slice columns (ingest/FORMAT.md): a slice of no length holding the total
+    `before` the first event, then a slice per event until the next (the last until `end_ns`), `bytes` the total
+    after it. The leading slice takes the first event's operator and region."""
     from portscope.ingest.schema import MEMORY_ALLOCATED, MEMORY_ENGINE_PREFIX, EngineKind, SliceKind
 
-    cols: dict[str, list] = {k: [] for k in ("region_id", "engine", "engine_kind", "kind", "name", "start", "dur", "op_id", "bytes")}
+    n = len(starts) + 1
+    ends = [*starts[1:], max(end_ns, starts[-1])]
+    return {"region_id": [region_ids[0], *region_ids], "engine": [f"{MEMORY_ENGINE_PREFIX}{device}"] * n,
+            "engine_kind": [EngineKind.OTHER.value] * n, "kind": [SliceKind.ANNOTATION.value] * n,
+            "name": [MEMORY_ALLOCATED] * n, "start": [starts[0], *starts],
+            "dur": [0, *(max(e - t, 0) for t, e in zip(starts, ends, strict=True))], "op_id": [op_ids[0], *op_ids],
+            "bytes": [before, *totals]}  # fmt: skip
+
+
+def lane_columns(tracker: MemoryTracker, op_base: dict[int, int], region_ids: dict[int, int], t_base: int,
+                 end_ns: int) -> list[dict[str, list]]:
+    """The tracker's events as one memory lane per device (`lane`). op_base: id(region) -> the op_id of its first
+    operator; region_ids: id(region) -> its region id."""
+    out = []
     for device in sorted({e[3] for e in tracker.events}):
         mine = [e for e in tracker.events if e[3] == device]
-        starts = [e[0] - t_base for e in mine]
-        rows = [(starts[0], 0, mine[0][5] - mine[0][4], mine[0])]  # the total before the first event
-        rows += [(s, max((starts[k + 1] if k + 1 < len(mine) else end_ns) - s, 0), e[5], e) for k, (s, e) in enumerate(zip(starts, mine, strict=True))]
-        for start, dur, total, (_, region, index, _, _, _) in rows:
-            cols["region_id"].append(region_ids.get(id(region)))
-            cols["engine"].append(f"{MEMORY_ENGINE_PREFIX}{device}")
-            cols["engine_kind"].append(EngineKind.OTHER.value)
-            cols["kind"].append(SliceKind.ANNOTATION.value)
-            cols["name"].append(MEMORY_ALLOCATED)
-            cols["start"].append(start)
-            cols["dur"].append(dur)
-            cols["op_id"].append(op_base[id(region)] + index if index >= 0 and id(region) in op_base else None)
-            cols["bytes"].append(total)
-    return cols
+        ops = [op_base[id(r)] + index if index >= 0 and id(r) in op_base else None for _, r, index, _, _, _ in mine]
+        out.append(lane(device, [e[0] - t_base for e in mine], [e[5] for e in mine], mine[0][5] - mine[0][4], ops,
+                        [region_ids.get(id(e[1])) for e in mine], end_ns))  # fmt: skip
+    return out
 
 
 def peak_in(tracker: MemoryTracker, start_ns: int, end_ns: int, device: str | None) -> int | None:

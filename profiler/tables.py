@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from portscope.ingest.builder import TraceBuilder
-from portscope.ingest.schema import CompileKind, EngineKind, Placement, SignalKind, SliceKind
+from portscope.ingest.schema import CompileKind, Placement, SignalKind
 from portscope.ingest.trace import RunInfo, Trace
 
 from . import callsite
@@ -144,7 +144,7 @@ def build_trace(regions: list[Region], run_info: RunInfo) -> Trace:
 def _add_predicted_memory(builder: TraceBuilder, rid: int, region: Region, op_base: int, sched: Any) -> None:
     """The residency model's device-resident bytes as the region's memory lane on the predicted time axis (each
     change at the predicted start of the operator after which it holds), and the region's peak."""
-    from portscope.ingest.schema import MEMORY_ALLOCATED, MEMORY_ENGINE_PREFIX
+    from .memory import lane
 
     memory = region.prediction.memory if region.prediction is not None else []
     if not memory:
@@ -155,13 +155,8 @@ def _add_predicted_memory(builder: TraceBuilder, rid: int, region: Region, op_ba
         times.append(at)
         totals.append(total)
         ops.append(op_base + index)
-    ends = [*times[1:], max(sched.end_ns, times[-1])]
-    n = len(times) + 1  # led by the total before the first change (nothing on the device yet)
-    builder.engine_slices.extend({
-        "region_id": [rid] * n, "engine": [f"{MEMORY_ENGINE_PREFIX}{region.predictor.device}"] * n,
-        "engine_kind": [EngineKind.OTHER.value] * n, "kind": [SliceKind.ANNOTATION.value] * n,
-        "name": [MEMORY_ALLOCATED] * n, "start": [times[0], *times], "dur": [0, *(e - t for t, e in zip(times, ends, strict=True))],
-        "op_id": [ops[0], *ops], "bytes": [0, *totals]})  # fmt: skip
+    # led by the total before the first change: nothing on the device yet
+    builder.engine_slices.extend(lane(region.predictor.device, times, totals, 0, ops, [rid] * len(ops), sched.end_ns))
     if region.peak_memory_bytes is None:
         builder.regions.set(rid, peak_memory_bytes=max(totals))
 
@@ -175,7 +170,8 @@ def _add_memory(builder: TraceBuilder, everything: list[Region], op_base: dict[i
     trackers = {id(r.memory): r.memory for r in everything if getattr(r, "memory", None) is not None and r.memory.events}
     end = max(r.end_ns for r in everything) - t_base
     for tracker in trackers.values():
-        builder.engine_slices.extend(lane_columns(tracker, op_base, ids, t_base, end))
+        for columns in lane_columns(tracker, op_base, ids, t_base, end):
+            builder.engine_slices.extend(columns)
     for region in everything:
         if getattr(region, "memory", None) is not None and region.memory.events and region.peak_memory_bytes is None:
             peak = peak_in(region.memory, region.start_ns, region.end_ns, devices.get(id(region)))
