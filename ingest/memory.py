@@ -22,7 +22,7 @@ from .schema import MEMORY_ALLOCATED, MEMORY_ENGINE_PREFIX, MEMORY_RESERVED
 from .trace import Trace
 from .viewport import dictionary_codes
 
-__all__ = ["DEVICE_COLUMNS", "SITE_COLUMNS", "Levels", "MemoryDiff", "MemoryLane", "RegionMemory", "levels", "memory_diff", "memory_lanes",
+__all__ = ["DEVICE_COLUMNS", "SITE_COLUMNS", "Levels", "MemoryDiff", "MemoryLane", "RegionMemory", "RunMemory", "allocator_lanes", "levels", "memory_diff",
            "region_memory"]
 
 DEVICE_COLUMNS = ["device", "peak_bytes", "live_at_exit_bytes", "allocations", "allocated_bytes", "peak_reserved_bytes"]
@@ -45,7 +45,7 @@ class MemoryLane:
     reserved: np.ndarray
 
 
-def memory_lanes(trace: Trace) -> list[MemoryLane]:
+def allocator_lanes(trace: Trace) -> list[MemoryLane]:
     """The trace's memory lanes, one per device, by device name."""
     slices = trace["engine_slices"]
     if not slices.num_rows:
@@ -103,33 +103,46 @@ def _op_sites(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return ids[order], lines[order]
 
 
+class RunMemory:
+    """A run's memory lanes and its operators' call sites, read once for as many regions as are asked."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.lanes = allocator_lanes(trace)
+        self.op_ids, self.op_lines = _op_sites(trace) if self.lanes else (np.zeros(0, np.int64), np.zeros(0, dtype=object))
+
+    def region(self, region_id: int) -> RegionMemory:
+        """Memory of one region, per device. A predicted run's lanes are on the predicted time axis, not the
+        region's measured span: there an event belongs to the region it was predicted in (or one nested in it)."""
+        trace = self.trace
+        start, end = _window(trace, region_id)
+        subtree = np.asarray(descendants(trace, region_id), dtype=np.int64) if trace.predicted else None
+        rows, sites = [], []
+        for lane in self.lanes:
+            if subtree is None:
+                inside = (lane.start >= start) & (lane.start <= end)
+                before = np.searchsorted(lane.start, end, "right")
+                reserved_in = (lane.reserved_start >= start) & (lane.reserved_start <= end)
+            else:
+                inside = np.isin(lane.region_id, subtree)
+                before = int(np.flatnonzero(inside)[-1]) + 1 if inside.any() else 0
+                reserved_in = np.zeros(len(lane.reserved_start), dtype=bool)
+            if not inside.any() and not before:
+                continue
+            alloc = inside & (lane.delta > 0)
+            rows.append({"device": lane.device, "peak_bytes": int(lane.total[inside].max()) if inside.any() else None,
+                         "live_at_exit_bytes": int(lane.total[before - 1]) if before else None,
+                         "allocations": int(alloc.sum()), "allocated_bytes": int(lane.delta[alloc].sum()),
+                         "peak_reserved_bytes": int(lane.reserved[reserved_in].max()) if reserved_in.any() else None})  # fmt: skip
+            if alloc.any():
+                sites.append(_sites(lane.device, lane.op_id[alloc], lane.delta[alloc], self.op_ids, self.op_lines))
+        devices = pd.DataFrame(rows, columns=DEVICE_COLUMNS)
+        return RegionMemory(devices=devices, sites=pd.concat(sites, ignore_index=True) if sites else pd.DataFrame(columns=SITE_COLUMNS))
+
+
 def region_memory(trace: Trace, region_id: int) -> RegionMemory:
-    """Memory of one region, per device. A predicted run's lanes are on the predicted time axis, not the region's
-    measured span: there an event belongs to the region it was predicted in (or one nested in it)."""
-    start, end = _window(trace, region_id)
-    subtree = np.asarray(descendants(trace, region_id), dtype=np.int64) if trace.predicted else None
-    op_ids, op_lines = _op_sites(trace)
-    rows, sites = [], []
-    for lane in memory_lanes(trace):
-        if subtree is None:
-            inside = (lane.start >= start) & (lane.start <= end)
-            before = np.searchsorted(lane.start, end, "right")
-            reserved_in = (lane.reserved_start >= start) & (lane.reserved_start <= end)
-        else:
-            inside = np.isin(lane.region_id, subtree)
-            before = int(np.flatnonzero(inside)[-1]) + 1 if inside.any() else 0
-            reserved_in = np.zeros(len(lane.reserved_start), dtype=bool)
-        if not inside.any() and not before:
-            continue
-        alloc = inside & (lane.delta > 0)
-        rows.append({"device": lane.device, "peak_bytes": int(lane.total[inside].max()) if inside.any() else None,
-                     "live_at_exit_bytes": int(lane.total[before - 1]) if before else None,
-                     "allocations": int(alloc.sum()), "allocated_bytes": int(lane.delta[alloc].sum()),
-                     "peak_reserved_bytes": int(lane.reserved[reserved_in].max()) if reserved_in.any() else None})  # fmt: skip
-        if alloc.any():
-            sites.append(_sites(lane.device, lane.op_id[alloc], lane.delta[alloc], op_ids, op_lines))
-    devices = pd.DataFrame(rows, columns=DEVICE_COLUMNS)
-    return RegionMemory(devices=devices, sites=pd.concat(sites, ignore_index=True) if sites else pd.DataFrame(columns=SITE_COLUMNS))
+    """Memory of one region, per device (`RunMemory` for several regions of one run)."""
+    return RunMemory(trace).region(region_id)
 
 
 def _sites(device: str, op: np.ndarray, nbytes: np.ndarray, op_ids: np.ndarray, op_lines: np.ndarray) -> pd.DataFrame:
@@ -156,7 +169,8 @@ class MemoryDiff:
 
 def memory_diff(trace_a: Trace, region_a: int, trace_b: Trace, region_b: int) -> MemoryDiff:
     """Two regions' memory side by side, device by device (by name)."""
-    a, b = region_memory(trace_a, region_a), region_memory(trace_b, region_b)
+    run_a = RunMemory(trace_a)
+    a, b = run_a.region(region_a), (run_a if trace_b is trace_a else RunMemory(trace_b)).region(region_b)
     keep = ["device", "peak_bytes", "live_at_exit_bytes", "allocations", "allocated_bytes"]
     devices = a.devices[keep].merge(b.devices[keep], on="device", how="outer", suffixes=("_a", "_b"))
     devices = devices.rename(columns=lambda c: f"{c[-1]}_{c[:-2]}" if c.endswith(("_a", "_b")) else c)

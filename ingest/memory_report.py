@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .catalog import format_bytes
-from .memory import MemoryDiff, region_memory
+from .memory import MemoryDiff, RunMemory
 from .op_report import records
 from .summary import region_ids, regions_frame
 from .trace import Trace
@@ -19,9 +19,9 @@ TOP_SITES = 10
 def memory_report_data(trace: Trace, region: str | None = None) -> dict[str, Any]:
     """Per region (those named `region`, else every one): its devices' memory and its top allocating call sites."""
     names = regions_frame(trace).set_index("region_id")["name"]
-    out = []
+    out, memory = [], RunMemory(trace)
     for rid in region_ids(trace, region):
-        found = region_memory(trace, rid)
+        found = memory.region(rid)
         out.append({"region": names[rid], "region_id": rid, "devices": records(found.devices),
                     "sites": records(found.sites.groupby("device").head(TOP_SITES))})  # fmt: skip
     return {"regions": out}

@@ -8,7 +8,7 @@ from typing import Any
 import dash
 from dash import Input, Output, State, html
 
-from portscope.ingest.memory import MemoryDiff, RegionMemory, memory_diff, region_memory
+from portscope.ingest.memory import MemoryDiff, RegionMemory, RunMemory, memory_diff
 
 from .. import ids
 from ..components import fmt_bytes, fmt_int, grid, grid_height, text_table
@@ -38,9 +38,14 @@ def _signed_bytes(v: Any) -> str:
     return ("+" if v >= 0 else "−") + fmt_bytes(abs(int(v))).replace("-", "0 B")
 
 
+def run_memory(run_id: str) -> RunMemory:
+    """The run's memory lanes and call sites, read once per process (the region pages and the timeline share them)."""
+    return store().memo(f"run-memory:{run_id}", lambda: RunMemory(store().trace(run_id)))
+
+
 def region_section(run_id: str, region_id: int) -> list[Any]:
     """The region's memory: nothing when the run recorded no allocator events."""
-    found: RegionMemory = store().memo(f"memory:{run_id}:{int(region_id)}", lambda: region_memory(store().trace(run_id), int(region_id)))
+    found: RegionMemory = run_memory(run_id).region(int(region_id))
     if not len(found.devices):
         return []
     sites = [{"call_site": r.call_site, "device": r.device, "allocations": int(r.allocations), "allocated_bytes": int(r.allocated_bytes)}
@@ -82,4 +87,4 @@ def register(app: dash.Dash) -> None:
         return compare_view(diff)
 
 
-__all__ = ["compare_view", "region_section", "register"]
+__all__ = ["compare_view", "region_section", "register", "run_memory"]

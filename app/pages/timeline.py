@@ -8,7 +8,6 @@ import dash
 from dash import Input, Output, Patch, State, dcc, html
 from dash.exceptions import PreventUpdate
 
-from portscope.ingest.memory import memory_lanes as allocator_lanes
 from portscope.ingest.memory_lanes import memory_lanes
 from portscope.ingest.schema import MEMORY_ENGINE_PREFIX, TimeUnit
 from portscope.ingest.viewport import KINDS, Lanes, Viewport, reduce_viewport, slice_at
@@ -33,7 +32,7 @@ from ..figures import (
     viewport_from_relayout,
 )
 from ..time_axis import fmt_duration, parse_clock
-from . import compare_port, timeline_tools
+from . import compare_port, memory_sections, timeline_tools
 from .common import load, run_label
 from .timeline_runs import bands, extent, run_unit
 
@@ -53,7 +52,7 @@ def panels(run_ids: list[str], titles: list[str], window: tuple[float, float] | 
 
 def level_lanes(run_id: str, lanes: Lanes) -> list[LevelLane]:
     """The run's memory lanes (allocator levels) with their rows on the timeline, read once per run."""
-    found = store().memo(f"memory-levels:{run_id}", lambda: allocator_lanes(store().trace(run_id)))
+    found = memory_sections.run_memory(run_id).lanes
     rows = {name: k for k, name in enumerate(lanes.lanes)}
     return [LevelLane.of(rows[f"{MEMORY_ENGINE_PREFIX}{lane.device}"], lane) for lane in found
             if f"{MEMORY_ENGINE_PREFIX}{lane.device}" in rows]

@@ -12,7 +12,7 @@ from memory_trace import EVENTS
 
 from portscope.app.cli import main
 from portscope.ingest import read_trace, write_trace
-from portscope.ingest.memory import memory_diff, memory_lanes, region_memory
+from portscope.ingest.memory import allocator_lanes, memory_diff, region_memory
 from portscope.ingest.readers import read_kineto
 from portscope.ingest.region_tree import region_ids
 
@@ -27,7 +27,7 @@ def trace(tmp_path: Path):
 
 
 def test_memory_lane_holds_totals_and_changes(trace) -> None:
-    [lane] = memory_lanes(trace)
+    [lane] = allocator_lanes(trace)
     assert lane.device == "cuda:0"
     assert lane.total.tolist() == [1000, 1500, 3500, 3000, 7000]  # led by the total before the first event
     assert lane.delta.tolist() == [0, 500, 2000, -500, 4000]

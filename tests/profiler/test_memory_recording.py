@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from portscope.ingest.memory import memory_lanes, region_memory
+from portscope.ingest.memory import allocator_lanes, region_memory
 from portscope.profiler import explain
 from portscope.profiler.demo import prompt, tiny_llama
 
@@ -20,7 +20,7 @@ def test_storages_allocated_and_released_by_hand() -> None:
         del x  # released: 4,000
         w = torch.ones(250, dtype=torch.float64)  # 2,000 B: 6,000 live at the end
     trace = region.to_trace()
-    [lane] = memory_lanes(trace)
+    [lane] = allocator_lanes(trace)
     assert lane.device == "cpu"
     assert lane.total.tolist() == [0, 4000, 8000, 4000, 6000] and lane.delta.tolist() == [0, 4000, 4000, -4000, 2000]
     assert trace["regions"].column("peak_memory_bytes").to_pylist() == [8000]
@@ -34,7 +34,7 @@ def test_storages_allocated_and_released_by_hand() -> None:
 def test_off_by_default_and_nested_regions_share_the_record() -> None:
     with explain("plain") as plain:
         torch.ones(10) + 1
-    assert plain.memory is None and not memory_lanes(plain.to_trace())
+    assert plain.memory is None and not allocator_lanes(plain.to_trace())
     with explain("outer", memory=True) as outer:
         a = torch.zeros(100)  # 400 B
         with explain("inner") as inner:
@@ -67,7 +67,7 @@ def test_cuda_totals_start_from_the_device_counter() -> None:
     base = torch.cuda.memory_allocated()
     with explain("gpu", memory=True) as region:
         x = torch.empty(1 << 18, device="cuda")  # 1 MiB
-    [lane] = [lane for lane in memory_lanes(region.to_trace()) if lane.device.startswith("cuda")]
+    [lane] = [lane for lane in allocator_lanes(region.to_trace()) if lane.device.startswith("cuda")]
     assert lane.total.tolist()[:2] == [base, base + (1 << 20)]
     assert region.peak_memory_bytes == torch.cuda.max_memory_allocated() and weights.numel() and x.numel()
 
@@ -84,7 +84,7 @@ def test_predicted_device_memory_from_the_residency_model() -> None:
         del y
         w = z + 1
     trace = region.to_trace()
-    [lane] = memory_lanes(trace)
+    [lane] = allocator_lanes(trace)
     assert lane.device == "npu:0" and lane.total.tolist() == [0, 64, 88, 104] and lane.op_id.tolist() == [0, 0, 1, 2]
     assert trace["regions"].column("peak_memory_bytes").to_pylist() == [104]
     found = region_memory(trace, 0).devices

@@ -14,7 +14,7 @@ from portscope.ingest.assemble import assemble
 from portscope.ingest.convert import detect, load_any
 from portscope.ingest.errors import TraceFormatError
 from portscope.ingest.events import EventKind, Translated
-from portscope.ingest.memory import memory_lanes, region_memory
+from portscope.ingest.memory import allocator_lanes, region_memory
 from portscope.ingest.readers import _memory_table
 from portscope.ingest.readers.ascend_memory import (
     OPERATOR_FORMAT,
@@ -108,7 +108,7 @@ def test_memory_record_lane_holds_the_allocator(tmp_path: Path) -> None:
 
 def test_msprof_memory_record_a_lane_per_device(tmp_path: Path) -> None:
     trace = load_any(_file(tmp_path, MSPROF_RECORD, "memory_record_0.csv"))
-    assert [lane.device for lane in memory_lanes(trace)] == ["npu:0", "npu:1"]
+    assert [lane.device for lane in allocator_lanes(trace)] == ["npu:0", "npu:1"]
     assert _lane(trace, "memory npu:0", "allocated") == [(0, 1_500, MIB), (1_500, 2_000, 3 * MIB), (3_500, 0, 0)]
     assert _lane(trace, "memory npu:1", "allocated") == [(500, 2_250, MIB // 2), (2_750, 750, 2_621_440)]
     assert trace["regions"].column("peak_memory_bytes").to_pylist() == [3 * MIB]  # the greatest of either device's
