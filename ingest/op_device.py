@@ -27,8 +27,8 @@ from .schema import DEVICE_ENGINES, SliceKind, TimeUnit
 from .trace import Trace
 from .viewport import dictionary_codes
 
-__all__ = ["CATEGORIES", "CATEGORY_COLUMNS", "DEVICE_ENGINES", "OPS_COLUMNS", "OpCalls", "category_totals", "device_by_operator",
-           "device_rows", "op_calls"]
+__all__ = ["CATEGORIES", "CATEGORY_COLUMNS", "OPS_COLUMNS", "OpCalls", "category_totals", "categories_by_spend",
+           "device_by_operator", "device_rows", "op_calls"]
 
 OPS_COLUMNS = ["operator", "calls", "device_calls", "device_self_ns", "device_total_ns", "cpu_ns", "category", "share"]
 CATEGORY_COLUMNS = ["category", "device_ns", "share"]
@@ -74,22 +74,20 @@ class OpCalls:
     def name_categories(self) -> np.ndarray:
         """A category code per distinct name: the name's, else (OTHER) the one its calls' own device work
         spent most time in."""
-        by_name = np.array([CATEGORIES.index(operator_category(n)) for n in self.names], dtype=np.int64)
-        return _dominant(by_name, self.name, self.item_call, self.item_ns, self.item_category)
+        launched = self.item_call >= 0
+        return categories_by_spend(self.names, self.name[self.item_call[launched]], self.item_ns[launched],
+                                   self.item_category[launched])  # fmt: skip
 
 
-def _dominant(by_name: np.ndarray, name: np.ndarray, item_call: np.ndarray, item_ns: np.ndarray,
-              item_category: np.ndarray) -> np.ndarray:
-    """`by_name`, with each OTHER replaced by the category of most device time among the items of that name's
-    calls (kept OTHER when they have none)."""
-    launched = item_call >= 0
-    if not launched.any():
+def categories_by_spend(names: list[str], item_group: np.ndarray, item_ns: np.ndarray, item_category: np.ndarray) -> np.ndarray:
+    """A category code per name: the name's own (`operator_category`), else, for OTHER, the category in which the
+    device work of that name's group (`item_group`: a code into `names` per piece of work) spent most time."""
+    by_name = np.array([CATEGORIES.index(operator_category(n)) for n in names], dtype=np.int64)
+    if not len(item_group):
         return by_name
     k = len(CATEGORIES)
-    spent = np.bincount(name[item_call[launched]] * k + item_category[launched], weights=item_ns[launched],
-                        minlength=len(by_name) * k).reshape(len(by_name), k)  # fmt: skip
-    best = spent.argmax(axis=1)
-    return np.where((by_name == _OTHER) & (spent.max(axis=1) > 0), best, by_name)
+    spent = np.bincount(item_group * k + item_category, weights=item_ns, minlength=len(names) * k).reshape(len(names), k)
+    return np.where((by_name == _OTHER) & (spent.max(axis=1) > 0), spent.argmax(axis=1), by_name)
 
 
 def op_calls(trace: Trace, region_ids: list[int] | None = None) -> OpCalls:

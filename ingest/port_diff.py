@@ -17,8 +17,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from .op_categories import OpCategory, operator_category
-from .op_device import CATEGORIES, OpCalls, category_totals, op_calls
+from .op_device import CATEGORIES, OpCalls, categories_by_spend, category_totals, op_calls
 from .trace import Trace
 
 __all__ = ["PORT_CATEGORY_COLUMNS", "PORT_COLUMNS", "PORT_LINE_COLUMNS", "PortDiff", "port_diff", "row_keys", "row_op_ids"]
@@ -64,9 +63,10 @@ def row_op_ids(calls: OpCalls, other: OpCalls, operator: str) -> np.ndarray:
     return calls.op_id[np.asarray(calls.names, dtype=object)[keys] == operator]
 
 
-def _side(calls: OpCalls, shared: set[str]) -> tuple[pd.DataFrame, pd.Series]:
-    """One side's rows: per row name, calls of that operator, the self device time folded into it, CPU time of
-    its own calls, its other names with device time, and device time per category (for the row's category)."""
+def _side(calls: OpCalls, shared: set[str]) -> tuple[pd.DataFrame, np.ndarray]:
+    """One side's rows (per row name: calls of that operator, the self device time folded into it, CPU time of its
+    own calls, its other names with device time) and the row name of each piece of device work an operator
+    launched."""
     keys = row_keys(calls, shared)
     names = np.array(calls.names, dtype=object)
     frame = pd.DataFrame({"operator": names[keys], "own": names[calls.name], "device": calls.self_ns,
@@ -75,26 +75,14 @@ def _side(calls: OpCalls, shared: set[str]) -> tuple[pd.DataFrame, pd.Series]:
     folded = frame[(frame["own"] != frame["operator"]) & (frame["device"] > 0)]
     rows["ops"] = folded.groupby("operator")["own"].agg(lambda s: sorted(set(s))).reindex(rows.index)
     rows["ops"] = rows["ops"].apply(lambda v: v if isinstance(v, list) else [])
-    launched = calls.item_call >= 0
-    spent = pd.DataFrame({"operator": names[keys[calls.item_call[launched]]], "category": calls.item_category[launched],
-                          "ns": calls.item_ns[launched]})  # fmt: skip
-    by_category = spent.groupby(["operator", "category"])["ns"].sum()
-    return rows, by_category
-
-
-def _category(name: str, spent: pd.Series) -> str:
-    """A row's category: its operator's by name, else the category its device work spent most time in."""
-    own = operator_category(name)
-    if own is not OpCategory.OTHER or spent.empty or spent.max() <= 0:
-        return own.value
-    return CATEGORIES[int(spent.idxmax())].value
+    return rows, names[keys[calls.item_call[calls.item_call >= 0]]]
 
 
 def port_diff(trace_a: Trace, regions_a: list[int] | None, trace_b: Trace, regions_b: list[int] | None) -> PortDiff:
     """The port diff of A's regions (None: the whole run) against B's."""
     calls_a, calls_b = op_calls(trace_a, regions_a), op_calls(trace_b, regions_b)
     shared = set(calls_a.names) & set(calls_b.names)
-    (rows_a, spent_a), (rows_b, spent_b) = _side(calls_a, shared), _side(calls_b, shared)
+    (rows_a, work_a), (rows_b, work_b) = _side(calls_a, shared), _side(calls_b, shared)
     ops = rows_a.add_prefix("a_").join(rows_b.add_prefix("b_"), how="outer")
     for side in "ab":
         for column in ("calls", "device_self_ns", "cpu_ns"):
@@ -104,9 +92,12 @@ def port_diff(trace_a: Trace, regions_a: list[int] | None, trace_b: Trace, regio
     ops["delta_ns"] = ops["b_device_self_ns"] - ops["a_device_self_ns"]
     a_ns, b_ns = ops["a_device_self_ns"].to_numpy(), ops["b_device_self_ns"].to_numpy()
     ops["ratio"] = [b / a if a else None for a, b in zip(a_ns.tolist(), b_ns.tolist(), strict=True)]
-    spent = pd.concat([spent_a, spent_b]).groupby(level=[0, 1]).sum()
-    ops["category"] = [_category(name, spent.xs(name, level=0) if name in spent.index.get_level_values(0) else pd.Series(dtype=float))
-                       for name in ops["operator"]]  # fmt: skip
+    # a row's category: its operator's by name, else the one its device work on both sides spent most time in
+    row = pd.Index(ops["operator"]).get_indexer(np.concatenate([work_a, work_b]))
+    launched = [c.item_call >= 0 for c in (calls_a, calls_b)]
+    categories = categories_by_spend(ops["operator"].tolist(), row, np.concatenate([calls_a.item_ns[launched[0]], calls_b.item_ns[launched[1]]]),
+                                     np.concatenate([calls_a.item_category[launched[0]], calls_b.item_category[launched[1]]]))  # fmt: skip
+    ops["category"] = [CATEGORIES[c].value for c in categories]
     order = np.lexsort((ops["operator"].to_numpy(dtype=str), -np.maximum(a_ns, b_ns), -ops["delta_ns"].to_numpy()))
     ops = ops.iloc[order].reset_index(drop=True)[PORT_COLUMNS]
     return PortDiff(ops=ops, categories=_categories(calls_a, calls_b), lines=_lines(calls_a, calls_b),
