@@ -94,8 +94,8 @@ def op_calls(trace: Trace, region_ids: list[int] | None = None) -> OpCalls:
     """The operator calls of the regions `region_ids` and of every region nested in them (None: the whole run),
     with their device work."""
     ops = trace["ops"]
-    if region_ids is not None:
-        wanted = sorted({r for rid in region_ids for r in descendants(trace, rid)})
+    wanted = sorted({r for rid in region_ids for r in descendants(trace, rid)}) if region_ids is not None else None
+    if wanted is not None:
         ops = pc.call("filter", ops, pc.is_in(ops.column("region_id"), pc.int32_array(wanted)))
     n = ops.num_rows
     op_ids = _ints(ops.column("op_id"))
@@ -107,7 +107,7 @@ def op_calls(trace: Trace, region_ids: list[int] | None = None) -> OpCalls:
     thread = _ints(ops.column("thread")) if n else np.zeros(0, np.int64)
     everyone = np.ones(n, dtype=bool)
     parent = np.asarray(enclosing(thread, start, cpu, np.zeros(n, np.int8), everyone, everyone), dtype=np.int64)
-    item_call, item_ns, item_category = _device_work(trace, op_ids, names, name, region_ids)
+    item_call, item_ns, item_category = _device_work(trace, op_ids, names, name, wanted)
     launched = item_call >= 0
     self_ns = np.bincount(item_call[launched], weights=item_ns[launched], minlength=n)
     self_n = np.bincount(item_call[launched], minlength=n).astype(np.float64)
@@ -163,9 +163,10 @@ def _subtree_sums(parent: np.ndarray, *values: np.ndarray) -> list[np.ndarray]:
 
 
 def _device_work(trace: Trace, op_ids: np.ndarray, names: list[str], name: np.ndarray,
-                 region_ids: list[int] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(the call row that launched each piece of device work of the regions (-1: none), its time in ns, its
-    category code). Work with an operator belongs to that operator's region; work without one, to its own."""
+                 wanted: list[int] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the call row that launched each piece of device work of the regions `wanted` (None: all) (-1: none), its
+    time in ns, its category code). Work with an operator belongs to that operator's region; work without one, to
+    the region of its launch."""
     slices = trace["engine_slices"]
     device = pc.is_in(slices.column("engine_kind"), pa.array([e.value for e in DEVICE_ENGINES]))
     device = pc.call("and", device, pc.call("not_equal", slices.column("kind"), pa.scalar(SliceKind.ANNOTATION.value)))
@@ -183,9 +184,8 @@ def _device_work(trace: Trace, op_ids: np.ndarray, names: list[str], name: np.nd
     found[found] = op_ids[order[at[found]]] == item_op[found]
     call = np.where(found, order[at] if len(order) else -1, -1)
     keep = found | (item_op < 0)  # an operator of these regions, or none (then the region of its launch decides)
-    if region_ids is not None:
-        wanted = np.asarray(sorted({r for rid in region_ids for r in descendants(trace, rid)}), dtype=np.int64)
-        keep = found | ((item_op < 0) & np.isin(_launch_regions(trace, work), wanted))
+    if wanted is not None:
+        keep = found | ((item_op < 0) & np.isin(_launch_regions(trace, work), np.asarray(wanted, dtype=np.int64)))
     codes, slice_names = dictionary_codes(work.column("name"))
     said = np.array([CATEGORIES.index(c) if (c := kernel_category(s)) is not None else -1 for s in slice_names] + [-1],
                     dtype=np.int64)[codes]  # fmt: skip

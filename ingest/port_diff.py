@@ -20,7 +20,7 @@ import pandas as pd
 from .op_device import CATEGORIES, OpCalls, categories_by_spend, category_totals, op_calls
 from .trace import Trace
 
-__all__ = ["PORT_CATEGORY_COLUMNS", "PORT_COLUMNS", "PORT_LINE_COLUMNS", "PortDiff", "port_diff", "row_keys", "row_op_ids"]
+__all__ = ["PORT_CATEGORY_COLUMNS", "PORT_COLUMNS", "PORT_LINE_COLUMNS", "PortDiff", "port_diff", "port_diff_of", "row_keys", "row_op_ids"]
 
 PORT_COLUMNS = ["operator", "category", "a_calls", "b_calls", "a_device_self_ns", "b_device_self_ns", "delta_ns", "ratio",
                 "a_cpu_ns", "b_cpu_ns", "a_ops", "b_ops"]  # fmt: skip
@@ -80,7 +80,11 @@ def _side(calls: OpCalls, shared: set[str]) -> tuple[pd.DataFrame, np.ndarray]:
 
 def port_diff(trace_a: Trace, regions_a: list[int] | None, trace_b: Trace, regions_b: list[int] | None) -> PortDiff:
     """The port diff of A's regions (None: the whole run) against B's."""
-    calls_a, calls_b = op_calls(trace_a, regions_a), op_calls(trace_b, regions_b)
+    return port_diff_of(op_calls(trace_a, regions_a), op_calls(trace_b, regions_b))
+
+
+def port_diff_of(calls_a: OpCalls, calls_b: OpCalls) -> PortDiff:
+    """The port diff of two sides' operator calls (`op_calls`)."""
     shared = set(calls_a.names) & set(calls_b.names)
     (rows_a, work_a), (rows_b, work_b) = _side(calls_a, shared), _side(calls_b, shared)
     ops = rows_a.add_prefix("a_").join(rows_b.add_prefix("b_"), how="outer")

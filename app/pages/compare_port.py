@@ -9,8 +9,8 @@ from typing import Any
 import dash
 from dash import Input, Output, Patch, State, dcc, html
 
-from portscope.ingest.op_device import device_rows, op_calls
-from portscope.ingest.port_diff import PortDiff, port_diff, row_op_ids
+from portscope.ingest.op_device import OpCalls, device_rows, op_calls
+from portscope.ingest.port_diff import PortDiff, port_diff_of, row_op_ids
 from portscope.ingest.slice_search import SliceMatches, rows_as_matches
 
 from .. import ids
@@ -46,9 +46,14 @@ def section() -> html.Div:
     ])  # fmt: skip
 
 
+def calls_of(run_id: str, region_id: int) -> OpCalls:
+    """A region's operator calls and device work, read once for its diffs and its highlights."""
+    return store().memo(f"op-calls:{run_id}:{int(region_id)}", lambda: op_calls(store().trace(run_id), [int(region_id)]))
+
+
 def diff_of(a: str, region_a: int, b: str, region_b: int) -> PortDiff:
     return store().memo(f"port-diff:{a}:{int(region_a)}:{b}:{int(region_b)}",
-                        lambda: port_diff(store().trace(a), [int(region_a)], store().trace(b), [int(region_b)]))
+                        lambda: port_diff_of(calls_of(a, region_a), calls_of(b, region_b)))
 
 
 def _round(v: Any) -> float | None:
@@ -86,7 +91,7 @@ def operator_matches(run_ids: list[str], picked: dict[str, Any]) -> list[SliceMa
 
     def make() -> list[SliceMatches | None]:
         trace_a, trace_b = store().trace(a), store().trace(b)
-        calls_a, calls_b = op_calls(trace_a, [int(region_a)]), op_calls(trace_b, [int(region_b)])
+        calls_a, calls_b = calls_of(a, region_a), calls_of(b, region_b)
         found = [device_rows(trace_a, row_op_ids(calls_a, calls_b, operator)), device_rows(trace_b, row_op_ids(calls_b, calls_a, operator))]
         return [rows_as_matches(rows, store().lanes(run_id)) for run_id, rows in zip(run_ids, found, strict=True)]
 
