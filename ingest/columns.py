@@ -56,4 +56,11 @@ def table_of(name: str, columns: dict[str, object]) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=table_schema)
 
 
-__all__ = ["Coder", "coded_column", "table_of"]
+
+
+def nullable(values: np.ndarray, null: np.ndarray) -> pa.Array:
+    """An Arrow array of `values`, null where `null` (no validity buffer when nothing is null)."""
+    return pa.array(np.ascontiguousarray(values), mask=null if null.any() else None)
+
+
+__all__ = ["Coder", "coded_column", "nullable", "table_of"]
