@@ -55,12 +55,6 @@ class MemoryTracker:
     def stop(self) -> None:
         self.open = False
 
-    @staticmethod
-    def base(device: torch.device) -> int:
-        """The total a device starts from: its counter's figure, else 0."""
-        backend = device_counter(device)
-        return int(backend.memory_allocated(device)) if backend is not None else 0
-
     def on_op(self, func: Any, args: tuple, kwargs: dict, out: Any, index: int) -> None:
         """A session hook: the operator's new storages allocated, its outputs' lifetimes watched."""
         outs = [out] if isinstance(out, _Tensor) else [x for x in out if isinstance(x, _Tensor)] if isinstance(out, (list, tuple)) else []
@@ -84,8 +78,9 @@ class MemoryTracker:
             weakref.finalize(t, self._release, key)
 
     def _add(self, index: int, name: str, nbytes: int, device: torch.device | None) -> None:
-        if name not in self.totals:  # the first event of a device is an allocation, already in its counter
-            self.totals[name] = self.base(device) - nbytes if device is not None and device_counter(device) is not None else 0
+        if name not in self.totals:  # a device's total starts from its counter (which holds this first allocation), else 0
+            backend = device_counter(device) if device is not None else None
+            self.totals[name] = int(backend.memory_allocated(device)) - nbytes if backend is not None else 0
         self.totals[name] += nbytes
         regions = self.session.regions
         self.events.append((_now(), regions[-1] if regions else None, index, name, nbytes, self.totals[name]))
