@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from portscope.ingest._compute import int_values
+from portscope.ingest import _compute
 from portscope.ingest.schema import EngineKind, SliceKind
 
 KINDS: tuple[str, ...] = tuple(k.value for k in SliceKind)
@@ -82,7 +82,7 @@ def dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
     array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     if not pa.types.is_dictionary(array.type):
         array = pc.dictionary_encode(array)
-    return int_values(array.indices, fill=-1), array.dictionary.to_pylist()
+    return _compute.int_values(array.indices, fill=-1), array.dictionary.to_pylist()
 
 
 def build_lanes(slices: pa.Table) -> Lanes:
