@@ -13,7 +13,7 @@ import enum
 import re
 from functools import lru_cache
 
-__all__ = ["OpCategory", "kernel_category", "operator_category"]
+__all__ = ["OpCategory", "is_communication", "kernel_category", "operator_category"]
 
 
 class OpCategory(enum.Enum):
@@ -92,8 +92,8 @@ _BY_NAME: dict[str, OpCategory] = {name: category for category, names in _OPERAT
 # convolution, a fused attention's GEMM is attention). Names no pattern matches take their operator's category.
 _KERNELS: list[tuple[OpCategory, re.Pattern[str]]] = [
     (OpCategory.COPY, re.compile(r"^(memcpy|memset)\b|^(cuda|hip)?memcpy|catarraybatchedcopy|copy_kernel", re.I)),
-    (OpCategory.COMMUNICATION, re.compile(r"nccl|rccl|hccl|allreduce|all_reduce|allgather|all_gather|reducescatter|"
-                                           r"reduce_scatter|alltoall|sendrecv|cross_device_reduce", re.I)),
+    (OpCategory.COMMUNICATION, re.compile(r"nccl|rccl|hccl|hcom|gloo|c10d|all_?reduce|all_?gather|reduce_?scatter|"
+                                           r"all_?to_?all|sendrecv|cross_device_reduce", re.I)),
     (OpCategory.ATTENTION, re.compile(r"flash|fmha|attn|attention|sdpa", re.I)),
     (OpCategory.CONVOLUTION, re.compile(r"conv(?!ert)|fprop|dgrad|wgrad|implicit_?gemm|igemm_(fwd|bwd|wrw)|winograd|fft2d|im2col|"
                                         r"scudnn|miopen", re.I)),
@@ -135,6 +135,12 @@ def operator_category(name: str) -> OpCategory:
             if (found := _BY_NAME.get(candidate)) is not None:
                 return found
     return OpCategory.OTHER
+
+
+def is_communication(name: str) -> bool:
+    """A collective or point-to-point transfer between devices, by an operator's or a kernel's name (``nccl:...``,
+    ``hcom_allReduce_``, ``gloo:all_reduce``, ``c10d::broadcast_``): its time is mostly waiting on peers."""
+    return operator_category(name) is OpCategory.COMMUNICATION or kernel_category(name) is OpCategory.COMMUNICATION
 
 
 @lru_cache(maxsize=65536)

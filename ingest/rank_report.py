@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .op_categories import OpCategory, kernel_category, operator_category
+from .op_categories import is_communication
 from .op_device import device_by_operator, op_calls
 from .op_report import records
 from .ranks import rank_of_regions
@@ -47,16 +47,10 @@ SUMMARY_COLUMNS = ["rank", "steps", "step_ns", "compute_ns", "communication_ns",
 SLOW_COLUMNS = ["operator", "straggler_ns", "median_ns", "excess_ns"]
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
-_COMM_NAME = re.compile(r"nccl|rccl|gloo|hccl", re.IGNORECASE)
 _LANE_RANK = re.compile(r"^rank (\d+) · ")
 _DEVICE_KINDS = frozenset(k.value for k in DEVICE_ENGINES)
 _TEXT_STEPS = 20  # the text report lists this many stragglers at most
 
-
-def is_communication(name: str) -> bool:
-    """Whether a kernel's or operator's name says it communicates between ranks."""
-    return bool(_COMM_NAME.search(name)) or kernel_category(name) is OpCategory.COMMUNICATION \
-        or operator_category(name) is OpCategory.COMMUNICATION
 
 
 def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -102,7 +96,7 @@ def _intervals(trace: Trace) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray
                            end=slices["start"] + slices["dur"])  # fmt: skip
     regions = trace["regions"].select(["region_id", "name", "start_ns", "dur_ns"]).to_pandas()
     regions = regions.assign(rank=regions["region_id"].map(ranks).fillna(0).astype(np.int64))
-    comm_regions = regions[regions["name"].astype(str).map(lambda n: bool(_COMM_NAME.search(n)))]
+    comm_regions = regions[regions["name"].astype(str).map(is_communication)]
     out: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
     for rank in sorted(set(slices["rank"].tolist()) | set(regions["rank"].tolist())):
         mine = slices[slices["rank"] == rank]

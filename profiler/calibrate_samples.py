@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from portscope.ingest.catalog import MATMUL_OPS, VIEW_OPS
-from portscope.ingest.op_categories import OpCategory, operator_category
+from portscope.ingest.op_categories import OpCategory, is_communication, operator_category
 from portscope.ingest.schema import EngineKind
 
 from .calibrate_fit import CalibrationError, Sample
@@ -29,12 +29,9 @@ _LANE_KINDS = {EngineKind.HOST, EngineKind.DISPATCH, EngineKind.COMPILER, Engine
                EngineKind.DMA_D2D}  # fmt: skip
 
 
-_COLLECTIVE = re.compile(r"hcom|hccl|nccl|gloo|c10d|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all", re.IGNORECASE)
-
-
 def is_collective(name: str) -> bool:
-    """A collective (its time is mostly waiting on peers): its category says so, or its name (hcom_allReduce_)."""
-    return operator_category(name) is OpCategory.COMMUNICATION or bool(_COLLECTIVE.search(name))
+    """A collective (its time is mostly waiting on peers): `op_categories.is_communication`."""
+    return is_communication(name)
 
 
 # ---- samples from traces --------------------------------------------------------------------------

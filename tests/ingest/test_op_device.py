@@ -14,7 +14,7 @@ from port_pair import CUDA, ROCM, convert
 
 from portscope.app.cli import main
 from portscope.ingest import read_trace, write_trace
-from portscope.ingest.op_categories import OpCategory, kernel_category, operator_category
+from portscope.ingest.op_categories import OpCategory, is_communication, kernel_category, operator_category
 from portscope.ingest.op_device import category_totals, device_by_operator, op_calls
 from portscope.ingest.port_diff import port_diff
 from portscope.ingest.readers import read_kineto
@@ -53,6 +53,8 @@ def test_kernel_categories_by_name() -> None:
     assert kernel_category("triton_poi_fused_add_mul_0") is OpCategory.ELEMENTWISE
     assert kernel_category("triton_red_fused_sum_1") is OpCategory.REDUCTION
     assert kernel_category("ncclKernel_AllReduce_RING_LL_Sum_float") is OpCategory.COMMUNICATION
+    assert kernel_category("hcom_broadcast_") is OpCategory.COMMUNICATION  # Ascend's collectives (the 591-kernel table)
+    assert is_communication("gloo:all_reduce") and is_communication("c10d::broadcast_") and not is_communication("aten::add")
     assert kernel_category("Memcpy DtoH (Device -> Pinned)") is OpCategory.COPY
     assert kernel_category("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel") is OpCategory.NORMALIZATION
     assert kernel_category("indexSelectLargeIndex") is None  # the operator decides
