@@ -216,7 +216,7 @@ def _pick(candidates: list[int], eng: str, kinds: list[str], cause: str | None, 
 _KIND_FIGURES = {
     "dispatch": ("cost.dispatch_ns",),
     "compiler": ("cost.compile_ns",),
-    "host": ("cost.dispatch_ns", "cost.host_flops_per_ns"),
+    "host": ("cost.dispatch_ns", "cost.host_flops_per_ns", "cost.sync_ns"),
 }
 
 

@@ -14,7 +14,9 @@ work they copy), then runs on the host lane. A compiled graph is one launch
 (one dispatch, one compile when new); the operators inside start as soon as
 their engine and inputs allow, with no dispatch each. Every engine runs its
 work in issue order. Times are ns; time = latency + max(flops/flops_per_ns,
-bytes/bytes_per_ns).
+bytes/bytes_per_ns), with the figures of the operator's kind where its engine
+has them ([engines.NAME.kinds.KIND]); a host read of a device value (.item())
+adds `sync_ns` after its d2h copy.
 
 A compiled graph's inside is what its compile logged (aot_graph.py: the ATen operators
 of its AOT graph) when the recorder kept it; else the operators the graph's code
@@ -32,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from portscope.ingest.catalog import MATMUL_OPS, SCALAR_READ_OPS
+from portscope.ingest.op_categories import operator_category
 from portscope.ingest.schema import EngineKind, Placement, SliceKind
 
 from .aot_graph import BoundNode
@@ -206,6 +209,17 @@ class _Lanes:
         vector = [k for k in compute if self.engines[k].kind is EngineKind.VECTOR]
         self.default = (vector or compute)[0]
         self._by_name: dict[str, int] = {}
+        self.kinds = any(e.kinds for e in self.engines)  # per-operator-kind figures (a calibrated target)
+        self._figures: dict[tuple[int, str], tuple[float, float, float]] = {}
+
+    def figures(self, lane: int, name: str) -> tuple[float, float, float]:
+        """(latency_ns, flops_per_ns, bytes_per_ns) of operator `name` on `lane`: its kind's, else the engine's."""
+        key = (lane, name)
+        out = self._figures.get(key)
+        if out is None:
+            f = self.engines[lane].figures(operator_category(name).value)
+            out = self._figures[key] = (f.latency_ns, f.flops_per_ns, f.bytes_per_ns)
+        return out
 
     def of(self, name: str) -> int:
         lane = self._by_name.get(name)
@@ -304,6 +318,7 @@ def schedule(ops: ScheduleOps, target: Target, *, start_ns: int = 0) -> Schedule
     lat = [e.latency_ns for e in engines]
     dispatch_ns = int(target.dispatch_ns)
     host_fpn = target.host_flops_per_ns or 1.0
+    sync_ns, SYNC_KIND = int(target.sync_ns), SliceKind.SYNC.value  # a host read of the device: its wait's own cost
     n = len(ops)
     end = [start_ns] * n
     host_made = bytearray(n)
@@ -327,9 +342,9 @@ def schedule(ops: ScheduleOps, target: Target, *, start_ns: int = 0) -> Schedule
         add_row((lane, kind, name, t, d, i, nbytes, wait if t > free[lane] else None))
         free[lane] = t + d
 
-    def cost(lane: int, flops: int, nbytes: int) -> int:
-        f, b = fpn[lane], bpn[lane]
-        return int(lat[lane] + max(flops / f if f else 0.0, nbytes / b if b else 0.0))
+    def cost(lane: int, flops: int, nbytes: int, name: str | None = None) -> int:
+        la, f, b = lanes.figures(lane, name) if name is not None and lanes.kinds else (lat[lane], fpn[lane], bpn[lane])
+        return int(la + max(flops / f if f else 0.0, nbytes / b if b else 0.0))
 
     def copies(i: int, issue: int, ready: int, cause: str | None, why: str) -> tuple[int, str | None]:
         for direction, nbytes in ops.transfers[i]:
@@ -354,7 +369,7 @@ def schedule(ops: ScheduleOps, target: Target, *, start_ns: int = 0) -> Schedule
         if inside_count == 0:  # a graph call whose inside was not recorded: one slice of its own
             lane = lanes.of(names[call])
             t = max(launch, graph_ready, free[lane])
-            emit(lane, SliceKind.COMPUTE.value, names[call], t, cost(lane, flops[call], nbytes_of[call]), call, None,
+            emit(lane, SliceKind.COMPUTE.value, names[call], t, cost(lane, flops[call], nbytes_of[call], names[call]), call, None,
                  launch_cause)
             end[call] = free[lane]
         else:
@@ -379,7 +394,7 @@ def schedule(ops: ScheduleOps, target: Target, *, start_ns: int = 0) -> Schedule
             if graph_ready > ready:
                 ready, rcause = graph_ready, TRANSFER
             t = max(launch, ready, free[lane])
-            emit(lane, SliceKind.COMPUTE.value, name, t, cost(lane, flops[i], nbytes_of[i]), i, None,
+            emit(lane, SliceKind.COMPUTE.value, name, t, cost(lane, flops[i], nbytes_of[i], name), i, None,
                  rcause if ready >= launch else launch_cause)
             end[i] = free[lane]
             if end[i] > graph_end:
@@ -410,9 +425,9 @@ def schedule(ops: ScheduleOps, target: Target, *, start_ns: int = 0) -> Schedule
             t = host_t if host_t > ready else ready
             if f > t:
                 t = f
-            f_, b_ = fpn[lane], bpn[lane]
+            la, f_, b_ = lanes.figures(lane, name) if lanes.kinds else (lat[lane], fpn[lane], bpn[lane])
             fl, nb = flops[i], nbytes_of[i]
-            d = int(lat[lane] + max(fl / f_ if f_ else 0.0, nb / b_ if b_ else 0.0))
+            d = int(la + max(fl / f_ if f_ else 0.0, nb / b_ if b_ else 0.0))
             a_lane(lane), a_kind(COMPUTE), a_name(name), a_start(t), a_dur(d), a_op(i), a_bytes(None)
             a_wait((rcause if ready >= host_t else issue_cause) if t > f else None)
             end[i] = free[lane] = t + d
@@ -423,7 +438,7 @@ def schedule(ops: ScheduleOps, target: Target, *, start_ns: int = 0) -> Schedule
         t = max(host_t, ready)
         kind = SliceKind.SYNC.value if name in SCALAR_READ_OPS else (
             SliceKind.FALLBACK.value if where == Placement.FALLBACK.value else SliceKind.COMPUTE.value)
-        d_host = dispatch_ns + int(flops[i] / host_fpn)
+        d_host = dispatch_ns + int(flops[i] / host_fpn) + (sync_ns if kind == SYNC_KIND and i in transfers else 0)
         emit(HOST, kind, name, t, d_host, i, None, rcause if t > host_t else (host_cause or DISPATCH))
         host_t = end[i] = t + d_host
         host_made[i] = 1

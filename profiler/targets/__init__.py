@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from portscope.ingest.errors import TargetError
+from portscope.ingest.op_categories import OpCategory
 from portscope.ingest.schema import EngineKind
 
 from .cost_sources import ASSUMED, CostSource, parse_sources
@@ -67,6 +68,16 @@ class ShapeCondition:
 
 
 @dataclasses.dataclass(frozen=True)
+class KindFigures:
+    """An engine's figures for the operators of one kind (`op_categories.OpCategory` value): they replace the
+    engine's own for those operators ([engines.NAME.kinds.KIND]; a figure the table leaves out is the engine's)."""
+
+    latency_ns: float
+    flops_per_ns: float
+    bytes_per_ns: float
+
+
+@dataclasses.dataclass(frozen=True)
 class Engine:
     """One engine of the device and its cost figures (used by schedules)."""
 
@@ -76,6 +87,14 @@ class Engine:
     bytes_per_ns: float = 0.0
     latency_ns: float = 0.0
     ops: tuple[str, ...] = ()
+    kinds: tuple[tuple[str, KindFigures], ...] = ()  # operator kind -> its own figures (a calibrated target)
+
+    def figures(self, kind: str | None = None) -> KindFigures:
+        """(latency_ns, flops_per_ns, bytes_per_ns) for an operator of `kind`: the kind's own, else the engine's."""
+        for name, figures in self.kinds:
+            if name == kind:
+                return figures
+        return KindFigures(self.latency_ns, self.flops_per_ns, self.bytes_per_ns)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +123,7 @@ class Target:
     static_shapes: StaticShapes | None = None  # an LLM compiled ahead of time for fixed shapes
     cost_sources: tuple[tuple[str, CostSource], ...] = ()  # figure path -> source; unnamed figures are assumed
     graph_fallbacks: bool = False  # operators inside a compiled graph fall back as in eager mode ([compiled])
+    sync_ns: float = 0.0  # what a host wait for the device (a synchronize, a blocking d2h read) costs beyond the copy
 
     def engine(self, kind: EngineKind) -> Engine | None:
         return next((e for e in self.engines if e.kind is kind), None)
@@ -128,7 +148,7 @@ _SECTIONS: dict[str, dict[str, str]] = {
     "kernels": {"missing": _STRS},
     "copies": {"dtype_change": _STR, "strided_write": _STR},
     "cache": {"programs": _BOOL, "key": _STRS, "broadcast_views_miss": _BOOL},
-    "cost": {"dispatch_ns": _NUM, "compile_ns": _NUM, "host_flops_per_ns": _NUM},
+    "cost": {"dispatch_ns": _NUM, "compile_ns": _NUM, "host_flops_per_ns": _NUM, "sync_ns": _NUM},
     "compiled": {"fallbacks": _BOOL},
     "static_shapes": _STATIC_KEYS,
 }
@@ -137,6 +157,8 @@ _LISTS: dict[str, dict[str, str]] = {
     "shape_condition": {"ops": _STRS, "operand": _INT, "dim": _INT, "multiple_of": _INT, "why": _STR},
 }
 _ENGINE_KEYS = {"kind": _STR, "flops_per_ns": _NUM, "bytes_per_ns": _NUM, "latency_ns": _NUM, "ops": _STRS}
+_KIND_KEYS = {"flops_per_ns": _NUM, "bytes_per_ns": _NUM, "latency_ns": _NUM}
+_OP_KINDS = tuple(c.value for c in OpCategory)
 _REQUIRED = {("target", "name"), ("target", "device"), ("compute", "dtypes")}
 _DTYPES = {
     "float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64", "bool",
@@ -220,8 +242,7 @@ def parse_target(raw: dict[str, Any], path: str) -> Target:
         conditions.append(ShapeCondition(tuple(e["ops"]), e["operand"], e["dim"], e["multiple_of"], why))
     engines = _engines(raw.get("engines", {}), problems)
     static_shapes = parse_static_shapes(sec["static_shapes"], problems) if "static_shapes" in raw else None
-    engine_names = list(raw["engines"]) if isinstance(raw.get("engines"), dict) else []
-    cost_sources = parse_sources(raw.get("sources"), engine_names, problems)
+    cost_sources = parse_sources(raw.get("sources"), {e.name: [k for k, _ in e.kinds] for e in engines}, problems)
     if problems:
         raise TargetError(path, problems)
     t, c, cost = sec["target"], sec["compute"], sec["cost"]
@@ -248,6 +269,7 @@ def parse_target(raw: dict[str, Any], path: str) -> Target:
         static_shapes=static_shapes,
         cost_sources=cost_sources,
         graph_fallbacks=sec["compiled"].get("fallbacks", False),
+        sync_ns=float(cost.get("sync_ns", 0.0)),
     )
 
 
@@ -265,14 +287,35 @@ def _engines(raw: Any, problems: list[str]) -> tuple[Engine, ...]:
         return ()
     out = []
     for name, entry in raw.items():
+        kinds_raw = entry.get("kinds", {}) if isinstance(entry, dict) else {}
+        if isinstance(entry, dict):
+            entry = {k: v for k, v in entry.items() if k != "kinds"}
         e = _check_keys(f"engines.{name}", entry, _ENGINE_KEYS, problems)
         try:
             kind = EngineKind(e.get("kind", ""))
         except ValueError:
             problems.append(f"engines.{name}.kind must be one of {', '.join(k.value for k in EngineKind)}")
             continue
-        out.append(Engine(name, kind, float(e.get("flops_per_ns", 0)), float(e.get("bytes_per_ns", 0)),
-                          float(e.get("latency_ns", 0)), tuple(e.get("ops", []))))
+        engine = Engine(name, kind, float(e.get("flops_per_ns", 0)), float(e.get("bytes_per_ns", 0)),
+                        float(e.get("latency_ns", 0)), tuple(e.get("ops", [])))
+        out.append(dataclasses.replace(engine, kinds=_kinds(name, kinds_raw, engine, problems)))
+    return tuple(out)
+
+
+def _kinds(engine_name: str, raw: Any, engine: Engine, problems: list[str]) -> tuple[tuple[str, KindFigures], ...]:
+    """[engines.NAME.kinds.KIND] tables: per operator kind, figures replacing the engine's (missing: the engine's)."""
+    if not isinstance(raw, dict):
+        problems.append(f"engines.{engine_name}.kinds must be a table of operator kinds ({', '.join(_OP_KINDS)})")
+        return ()
+    out = []
+    for kind, table in raw.items():
+        if kind not in _OP_KINDS:
+            problems.append(f"engines.{engine_name}.kinds: unknown operator kind {kind!r} (known: {', '.join(_OP_KINDS)})")
+            continue
+        e = _check_keys(f"engines.{engine_name}.kinds.{kind}", table, _KIND_KEYS, problems)
+        out.append((kind, KindFigures(float(e.get("latency_ns", engine.latency_ns)),
+                                      float(e.get("flops_per_ns", engine.flops_per_ns)),
+                                      float(e.get("bytes_per_ns", engine.bytes_per_ns)))))
     return tuple(out)
 
 
