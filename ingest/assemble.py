@@ -23,6 +23,9 @@ from .engine_lanes import EngineLanes
 from .events import KIND_CODES, NONE, EventKind, Logged, SparseColumn, Translated
 from .link import link
 from .rules import (
+    DIRECTIONS,
+    NO_WORD,
+    SIGNAL_KINDS,
     Findings,
     Linked,
     apply_rules,
@@ -268,35 +271,43 @@ class _Assembly(EngineLanes):
             "dur_ns": a["dur_ns"][rows], "correlation": nullable(corr, corr == NONE)})  # fmt: skip
 
     def findings(self, f: Findings) -> tuple[pa.Table, pa.Table, pa.Table]:
+        """The transfers, signals and compiles tables of the rules' findings (columns: nothing per row in Python)."""
         a = self.a
+        t, s = f.transfer_columns(), f.signal_columns()
         # transfers, and a signal per transfer
-        rows = np.asarray(f.transfer_event, dtype=np.int64)
+        rows, direction = t["event"], t["direction"]
         op_rows = self.links.op[rows] if len(rows) else rows
         op = self._op_of(rows) if len(rows) else rows
         site, stack = self._site(op_rows)
-        dev = a["device"][rows] if len(rows) else rows
-        device = [self.device_name(int(d)) if d >= 0 else self.t.root_device for d in dev.tolist()]
-        src = ["cpu" if d is Direction.H2D else device[i] for i, d in enumerate(f.transfer_direction)]
-        dst = ["cpu" if d is Direction.D2H else device[i] for i, d in enumerate(f.transfer_direction)]
+        devs, dev_at = np.unique(a["device"][rows] if len(rows) else rows, return_inverse=True)
+        places = ["cpu", *(self.device_name(int(d)) if d >= 0 else self.t.root_device for d in devs.tolist())]
+        device = dev_at.reshape(-1) + 1
+        ends = {"src_device": DIRECTIONS.index(Direction.H2D), "dst_device": DIRECTIONS.index(Direction.D2H)}
         transfers = table_of("transfers", {
             "region_id": self._region(rows, op), "op_id": nullable(op, op < 0),
-            "direction": [d.value for d in f.transfer_direction], "bytes": np.asarray(f.transfer_bytes, dtype=np.int64),
-            "src_device": src, "dst_device": dst, "start_ns": a["start_ns"][rows], "dur_ns": a["dur_ns"][rows],
+            "direction": coded_column([d.value for d in DIRECTIONS], direction), "bytes": t["bytes"],
+            **{c: coded_column(places, np.where(direction == host, 0, device)) for c, host in ends.items()},
+            "start_ns": a["start_ns"][rows], "dur_ns": a["dur_ns"][rows],
             "cause": ["explicit"] * len(rows), "call_site": site, "stack_id": stack})  # fmt: skip
-        ev = np.asarray([*f.transfer_event, *f.sig_event], dtype=np.int64)
-        ops = np.asarray([*op_rows.tolist(), *f.sig_op], dtype=np.int64)
-        name = self.texts
-        kinds = [*(d.signal.value for d in f.transfer_direction), *(k.value for k in f.sig_kind)]
-        reasons = [*f.transfer_reason, *f.sig_reason]
-        op_names = [*(name[a["name"][o if o >= 0 else r]] for r, o in zip(f.transfer_event, op_rows.tolist(), strict=True)),
-                    *f.sig_op_name]  # fmt: skip
-        notes = [*([None] * len(rows)), *f.sig_note]
-        nbytes = np.asarray([*f.transfer_bytes, *f.sig_bytes], dtype=np.int64)
+        ev = np.concatenate([rows, s["event"]])
+        ops = np.concatenate([np.asarray(op_rows, dtype=np.int64), s["op"]])
+        signal_of = np.array([SIGNAL_KINDS.index(d.signal) for d in DIRECTIONS], dtype=np.int8)
+        kinds = coded_column([k.value for k in SIGNAL_KINDS], np.concatenate([signal_of[direction], s["kind"]]))
+        words = [*f.words, None]  # NO_WORD: the last, None
+        reasons = coded_column(words, _words(np.concatenate([t["reason"], s["reason"]]), len(f.words)))
+        notes = coded_column(words, _words(np.concatenate([np.full(len(rows), NO_WORD, dtype=np.int32), s["note"]]),
+                                           len(f.words)))  # fmt: skip
+        # the operator name a signal shows: a word the rule gave, else an event's name (a transfer's: its operator's)
+        shown = np.concatenate([a["name"][np.where(op_rows >= 0, op_rows, rows)] if len(rows) else rows, s["name_text"]])
+        word = np.concatenate([np.full(len(rows), NO_WORD, dtype=np.int32), s["name_word"]])
+        used, at = np.unique(shown, return_inverse=True)  # a few names among the texts (which may be millions)
+        op_names = coded_column([*(self.texts[u] for u in used.tolist()), *f.words],
+                                np.where(word >= 0, len(used) + word, at.reshape(-1)))  # fmt: skip
         sig_op = self.op_id(ops)
         site, stack = self._site(ops)
         time: np.ndarray | list = a["start_ns"][np.where(ops >= 0, ops, ev)] if len(ev) else ev
-        logged = self._logged(ev)
-        if any(logged):  # a log line's own call site, stack and (missing) time
+        logged = self._logged(ev) if self.logs else []
+        if any(x is not None for x in logged):  # a log line's own call site, stack and (missing) time
             site, stack, time = site.to_pylist(), stack.to_pylist(), time.tolist()
             for i, x in enumerate(logged):
                 if x is not None:
@@ -308,8 +319,9 @@ class _Assembly(EngineLanes):
                 self.stacks.sources[(frame[0], frame[1], frame[2] or "")] = x.source  # type: ignore[index]
         signals = table_of("signals", {
             "region_id": self._region(ev, sig_op), "op_id": nullable(sig_op, sig_op < 0), "kind": kinds,
-            "reason": reasons, "op_name": op_names, "count": np.ones(len(ev), dtype=np.int64), "bytes": nbytes,
-            "call_site": site, "stack_id": stack, "note": notes, "time_ns": time})  # fmt: skip
+            "reason": reasons, "op_name": op_names, "count": np.ones(len(ev), dtype=np.int64),
+            "bytes": np.concatenate([t["bytes"], s["bytes"]]), "call_site": site, "stack_id": stack, "note": notes,
+            "time_ns": time})  # fmt: skip
         if len(ev):
             signals = signals.take(pa.array(np.lexsort((np.arange(len(ev)), a["start_ns"][ev]))))
         return transfers, signals, self.compiles(f)
@@ -356,6 +368,11 @@ class _Assembly(EngineLanes):
         if other.any():
             by_op[other] = self.region_of(op_rows[other])
         return np.where(op >= 0, by_op, own).astype(np.int32)
+
+
+def _words(codes: np.ndarray, none: int) -> np.ndarray:
+    """Codes into `Findings.words` with `NO_WORD` as `none` (a None after the words)."""
+    return np.where(codes == NO_WORD, none, codes)
 
 
 def assemble(translated: Translated, *, sliced: bool = False) -> Trace:

@@ -13,6 +13,7 @@ import pyarrow as pa
 from .columns import Coder, coded_column, nullable, table_of
 from .events import KIND_CODES, NONE, EventKind
 from .kineto_vocabulary import ONLINE_COMPILE_CALLS, SYNC_RUNTIME_CALLS
+from .rules import SIGNAL_KINDS
 from .schema import (
     MEMORY_ALLOCATED,
     MEMORY_ENGINE_PREFIX,
@@ -191,8 +192,9 @@ class EngineLanes:
                 kinds.append(self.texts[ekind] or EngineKind.STREAM.value)
         slice_kinds = [SliceKind.COMPUTE.value, SliceKind.TRANSFER.value, SliceKind.SYNC.value, SliceKind.FALLBACK.value]
         slice_kind = np.where(copy, 1, np.where(kind == KIND_CODES[EventKind.WAIT], 2, 0)).astype(np.int8)
-        fallbacks = [e for e, k in zip(self.found.sig_event, self.found.sig_kind, strict=True) if k is SignalKind.CPU_FALLBACK]
-        slice_kind[np.isin(rows, np.asarray(fallbacks, dtype=np.int64)) & ~copy] = 3
+        found = self.found.signal_columns()
+        fallbacks = found["event"][found["kind"] == SIGNAL_KINDS.index(SignalKind.CPU_FALLBACK)]
+        slice_kind[np.isin(rows, fallbacks) & ~copy] = 3
         nbytes = np.where(np.isin(kind, codes[1:3]), a["bytes"][rows], NONE)  # copies' and memsets'
         launcher = self.links.launcher[rows]  # a copy with no byte count of its own: its launching call's
         nbytes = np.where((nbytes == NONE) & copy & (launcher >= 0), a["bytes"][np.maximum(launcher, 0)], nbytes)

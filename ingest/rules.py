@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from array import array
 from collections.abc import Callable
 
 import numpy as np
@@ -109,24 +110,77 @@ class Linked:
         return list(zip(rows.tolist(), said, strict=True))
 
 
-@dataclasses.dataclass
-class Findings:
-    """What rules found: signal rows and transfer rows, columns of equal length each."""
+SIGNAL_KINDS = list(SignalKind)  # a signal's kind as an int8 index into this
+DIRECTIONS = list(Direction)  # a transfer's direction as an int8 index into this
+NO_WORD = -1  # "none" in a words code column
 
-    sig_event: list[int] = dataclasses.field(default_factory=list)  # the event the signal is about
-    sig_op: list[int] = dataclasses.field(default_factory=list)  # its operator (-1: none)
-    sig_kind: list[SignalKind] = dataclasses.field(default_factory=list)
-    sig_reason: list[str | None] = dataclasses.field(default_factory=list)
-    sig_op_name: list[str | None] = dataclasses.field(default_factory=list)
-    sig_note: list[str | None] = dataclasses.field(default_factory=list)
-    sig_bytes: list[int] = dataclasses.field(default_factory=list)
-    transfer_event: list[int] = dataclasses.field(default_factory=list)
-    transfer_direction: list[Direction] = dataclasses.field(default_factory=list)
-    transfer_bytes: list[int] = dataclasses.field(default_factory=list)
-    transfer_reason: list[str] = dataclasses.field(default_factory=list)  # the copy's label, and what decided it
-    compile_event: list[int] = dataclasses.field(default_factory=list)  # compiles table rows
-    compile_kind: list[CompileKind] = dataclasses.field(default_factory=list)
-    compile_reason: list[str | None] = dataclasses.field(default_factory=list)
+
+class Columns:
+    """Columns of equal length appended a row at a time (held in stdlib arrays: no Python object a row) or a chunk of
+    numpy arrays at a time; `arrays` joins them once."""
+
+    def __init__(self, dtypes: dict[str, str]) -> None:
+        self.dtypes = dtypes  # column -> stdlib array typecode (``q`` int64, ``i`` int32, ``b`` int8)
+        self._held = {c: array(t) for c, t in dtypes.items()}
+        self._chunks: list[dict[str, np.ndarray]] = []
+        self._joined: dict[str, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(next(iter(self._held.values()))) + sum(len(next(iter(c.values()))) for c in self._chunks)
+
+    def append(self, **row: int) -> None:
+        for c, held in self._held.items():
+            held.append(row[c])
+        self._joined = None
+
+    def extend(self, n: int, **columns: np.ndarray | int) -> None:
+        """`n` rows: per column an array of `n` values or one value for all."""
+        self._flush()
+        self._chunks.append({c: np.broadcast_to(np.asarray(columns[c], dtype=np.dtype(t)), (n,)).copy()
+                             for c, t in self.dtypes.items()})  # fmt: skip
+        self._joined = None
+
+    def _flush(self) -> None:
+        if len(next(iter(self._held.values()))):
+            self._chunks.append({c: np.frombuffer(h, dtype=np.dtype(h.typecode)).copy() for c, h in self._held.items()})
+            self._held = {c: array(t) for c, t in self.dtypes.items()}
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Every column as one numpy array."""
+        if self._joined is None:
+            self._flush()
+            self._joined = {c: np.concatenate([k[c] for k in self._chunks]) if self._chunks else
+                            np.zeros(0, dtype=np.dtype(t)) for c, t in self.dtypes.items()}  # fmt: skip
+            self._chunks = [self._joined] if self._chunks else []
+        return self._joined
+
+
+class Findings:
+    """What rules found, as columns (no Python object per signal): signals (`signal_columns`: the event the signal is
+    about, its operator (-1: none), its kind (an index into `SIGNAL_KINDS`), its reason and note (codes into `words`,
+    `NO_WORD`: none), the operator name it shows (`name_word`, a code into `words`, else `name_text`, an event text
+    code), its bytes), transfers (`transfer_columns`: event, direction (an index into `DIRECTIONS`), bytes, reason)
+    and compiles (few: lists)."""
+
+    def __init__(self) -> None:
+        self.words: list[str] = []
+        self._word_codes: dict[str, int] = {}
+        self.signals = Columns({"event": "q", "op": "q", "kind": "b", "reason": "i", "name_text": "i", "name_word": "i",
+                                "note": "i", "bytes": "q"})  # fmt: skip
+        self.transfers = Columns({"event": "q", "direction": "b", "bytes": "q", "reason": "i"})
+        self.compile_event: list[int] = []  # compiles table rows
+        self.compile_kind: list[CompileKind] = []
+        self.compile_reason: list[str | None] = []
+
+    def word(self, text: str | None) -> int:
+        """The code of a text in `words` (`NO_WORD`: None)."""
+        if text is None:
+            return NO_WORD
+        code = self._word_codes.get(text)
+        if code is None:
+            code = self._word_codes[text] = len(self.words)
+            self.words.append(text)
+        return code
 
     def compiled(self, event: int, kind: CompileKind, reason: str | None) -> None:
         self.compile_event.append(event)
@@ -135,13 +189,24 @@ class Findings:
 
     def signal(self, event: int, op: int, kind: SignalKind, reason: str | None, op_name: str | None, note: str | None,
                nbytes: int = 0) -> None:
-        self.sig_event.append(event)
-        self.sig_op.append(op)
-        self.sig_kind.append(kind)
-        self.sig_reason.append(reason)
-        self.sig_op_name.append(op_name)
-        self.sig_note.append(note)
-        self.sig_bytes.append(nbytes)
+        """One signal (`op_name`: the operator name it shows)."""
+        self.signals.append(event=event, op=op, kind=SIGNAL_KINDS.index(kind), reason=self.word(reason), name_text=0,
+                            name_word=self.word(op_name), note=self.word(note), bytes=nbytes)  # fmt: skip
+
+    def signals_of(self, events: np.ndarray, ops: np.ndarray, kind: SignalKind, reason: str | None,
+                   name_text: np.ndarray, note: str | None) -> None:  # fmt: skip
+        """A signal per event of `events` (their operators `ops`), each showing the event text `name_text` (codes)."""
+        self.signals.extend(len(events), event=events, op=ops, kind=SIGNAL_KINDS.index(kind), reason=self.word(reason),
+                            name_text=name_text, name_word=NO_WORD, note=self.word(note), bytes=0)  # fmt: skip
+
+    def transfer(self, event: int, direction: Direction, nbytes: int, reason: str) -> None:
+        self.transfers.append(event=event, direction=DIRECTIONS.index(direction), bytes=nbytes, reason=self.word(reason))
+
+    def signal_columns(self) -> dict[str, np.ndarray]:
+        return self.signals.arrays()
+
+    def transfer_columns(self) -> dict[str, np.ndarray]:
+        return self.transfers.arrays()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,16 +254,13 @@ def _transfers(linked: Linked, out: Findings) -> None:
     for code in (HOST_TO_HOST,):  # a host-to-host copy crosses no device boundary
         host_only |= np.where(launcher >= 0, a["copy_kind"][np.maximum(launcher, 0)], a["copy_kind"][rows]) == code
     for row, d, b in zip(rows[~host_only].tolist(), where[~host_only].tolist(), nbytes[~host_only].tolist(), strict=True):
-        out.transfer_event.append(row)
-        out.transfer_direction.append(directions[d])
-        out.transfer_bytes.append(b)
         label = linked.name(row)
         call = int(links.launcher[row])
         kind = int(a["copy_kind"][call]) if call >= 0 else NONE
         said = copy_direction(label)
         # where the call's kind argument overrode what the label says, the reason says both
-        out.transfer_reason.append(f"{label}; {linked.name(call)} kind {kind}: {directions[d].value}"
-                                   if kind in COPY_KINDS and said is not None and said is not directions[d] else label)
+        out.transfer(row, directions[d], b, f"{label}; {linked.name(call)} kind {kind}: {directions[d].value}"
+                     if kind in COPY_KINDS and said is not None and said is not directions[d] else label)
     # runtime copy calls that launched nothing the trace shows (no device activity recorded, or Ascend's aclrtMemcpy)
     calls = linked.rows(EventKind.RUNTIME)
     copy_call = linked.names_where(is_copy_call)[a["name"][calls]]
@@ -209,10 +271,8 @@ def _transfers(linked: Linked, out: Findings) -> None:
         if kind == HOST_TO_HOST:
             continue
         direction = COPY_KINDS.get(kind) or copy_direction(linked.name(row)) or Direction.UNKNOWN
-        out.transfer_event.append(row)
-        out.transfer_direction.append(direction)
-        out.transfer_bytes.append(max(int(a["bytes"][row]), 0))
-        out.transfer_reason.append(linked.name(row) + (f" kind {kind}" if kind in COPY_KINDS else ""))
+        out.transfer(row, direction, max(int(a["bytes"][row]), 0),
+                     linked.name(row) + (f" kind {kind}" if kind in COPY_KINDS else ""))
 
 
 def _syncs(linked: Linked, out: Findings) -> None:
@@ -316,9 +376,9 @@ def _ai_cpu(linked: Linked, out: Findings) -> None:
     a, links = linked.a, linked.links
     kernels = linked.rows(EventKind.KERNEL)
     ai_cpu = linked.names_where(lambda t: t == AI_CPU)[a["unit"][kernels]]
-    for row in kernels[ai_cpu].tolist():
-        op = int(links.op[row])
-        out.signal(row, op, SignalKind.CPU_FALLBACK, "ai-cpu", linked.name(op if op >= 0 else row), AI_CPU_NOTE)
+    rows = kernels[ai_cpu]
+    op = np.asarray(links.op[rows], dtype=np.int64)
+    out.signals_of(rows, op, SignalKind.CPU_FALLBACK, "ai-cpu", a["name"][np.where(op >= 0, op, rows)], AI_CPU_NOTE)
 
 
 def _inferred_fallbacks(linked: Linked, out: Findings) -> None:
@@ -460,7 +520,7 @@ def memory_peaks(linked: Linked, spans: list[tuple[int, int]], device_only: bool
     return out
 
 
-__all__ = ["AI_CPU", "AI_CPU_NOTE", "BREAK_RECORD", "COMPILE_NOTE", "COPY_KINDS", "GRAPH_RECORD",
-           "METRICS_RECOMPILE_RECORD", "RECOMPILE_RECORD", "RESTART_RECORD", "RULES", "UNREADABLE", "EventRule",
+__all__ = ["AI_CPU", "AI_CPU_NOTE", "BREAK_RECORD", "COMPILE_NOTE", "COPY_KINDS", "DIRECTIONS", "GRAPH_RECORD", "NO_WORD",
+           "METRICS_RECOMPILE_RECORD", "RECOMPILE_RECORD", "RESTART_RECORD", "RULES", "SIGNAL_KINDS", "UNREADABLE", "Columns", "EventRule",
            "Findings", "Linked", "apply_rules", "copy_directions", "inferred_fallback_ops", "is_copy_call",
            "is_sync_copy_call", "launched_ops", "memory_peaks"]
