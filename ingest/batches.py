@@ -20,6 +20,11 @@ if TYPE_CHECKING:
 _BATCH_ROWS = 1 << 20  # rows per record batch written (and hashed)
 
 
+def batch_rows() -> int:
+    """Rows per record batch written (and hashed): a producer that cuts its batches so passes them on uncopied."""
+    return _BATCH_ROWS
+
+
 class RunDigest:
     """The content hash, fed table by table (by `Trace.content_hash`, or by `write_trace` as it writes)."""
 

@@ -8,8 +8,14 @@ side in one trace without changing the format:
   ``ProfilerStep#N`` ranges...) nest in it, so a row's rank is found by region nesting (`rank_of_regions`);
 * its engine lanes are prefixed ``rank N · `` (`LANE_PREFIX`);
 * its operator, region, frame and stack ids and correlation ids are offset past the previous ranks' (rank-distinct);
-* its times are shifted by its start relative to the earliest rank (`run_info.start_time` of each file);
-* ``run_info.extra["ranks"]`` lists every rank: number, world size, file, where the number came from, its region.
+* its times are shifted so that its steps line up with the reference rank's (`align_on_steps`): placed first by
+  its file's start relative to the earliest rank's (`run_info.start_time` of each file), then moved by its clock
+  skew, the median over the ``ProfilerStep#N`` both ranks ran of the difference of their starts (a rank with no step
+  in common keeps its file's start); then every rank moves by the same amount so that none starts before 0;
+* ``run_info.extra["ranks"]`` lists every rank: number, world size, file, where the number came from, its region,
+  how its rows moved (file offset, skew removed, what it was aligned on); ``extra["reference_rank"]`` the reference.
+
+Every table but regions and stacks is merged as it is written, one written batch at a time (`_batches`).
 
 A rank's number comes from the trace's ``distributedInfo`` (``rank``, ``world_size``), else from the file name
 (``rank-N``, ``rank_N``, ``*_rankN*``), else from the file's place in name order (with a warning).
@@ -20,10 +26,12 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import datetime
+import enum
 import glob
 import multiprocessing
 import os
 import re
+import statistics
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,14 +41,18 @@ import pyarrow as pa
 
 from . import _compute as pc
 from . import schema
+from .batches import batch_rows
 from .errors import TraceFormatError
 from .trace import RunInfo, TableSlices, Trace, read_trace, write_run, write_trace
 
-__all__ = ["LANE_PREFIX", "RankFile", "convert_rank", "convert_ranks", "is_rank_input", "lane_prefix", "merge_ranks",
-           "rank_files", "rank_of_regions", "rank_region_name", "read_ranks"]
+__all__ = ["LANE_PREFIX", "STEP_REGION", "Alignment", "Placement", "RankFile", "align_on_steps", "convert_rank",
+           "convert_ranks", "is_rank_input", "lane_prefix", "lane_rank", "merge_ranks", "rank_files", "rank_of_regions",
+           "rank_region_name", "read_ranks", "step_starts"]
 
 LANE_PREFIX = "rank {rank} · "
 _RANK_REGION = re.compile(r"^rank (\d+)$")
+_LANE_RANK = re.compile(r"^rank (\d+) · ")
+STEP_REGION = re.compile(r"^ProfilerStep#(\d+)$")  # the profiler's step ranges (torch.profiler schedules, prof.step())
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _TRACE_SUFFIXES = (".json", ".json.gz")
 _SLICED = ("ops", "engine_slices", "runtime_calls")  # big tables: streamed rank by rank when written
@@ -52,6 +64,12 @@ def rank_region_name(rank: int) -> str:
 
 def lane_prefix(rank: int) -> str:
     return LANE_PREFIX.format(rank=rank)
+
+
+def lane_rank(lane: str) -> int | None:
+    """The rank of a merged run's lane (``rank 3 · stream 7`` -> 3); None: not a rank's lane."""
+    m = _LANE_RANK.match(lane)
+    return int(m.group(1)) if m else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,6 +236,59 @@ def _start_ns(iso: str | None) -> int | None:
     return (delta.days * 86_400 + delta.seconds) * 10**9 + delta.microseconds * 1000
 
 
+class Placement(enum.StrEnum):
+    """How a rank's rows were placed in time (``run_info.extra["ranks"][i]["aligned_on"]``)."""
+
+    STEPS = "steps"  # its ProfilerStep starts lined up with the reference rank's (the reference itself: its own)
+    FILE_START = "file start"  # no step in common with the reference rank: by its file's start time alone
+
+
+@dataclasses.dataclass(frozen=True)
+class Alignment:
+    """How the ranks' clocks were lined up: the reference rank (the lowest-numbered rank with ProfilerStep ranges;
+    None when no rank has any), and per rank the skew removed (ns: how much later its steps started than the
+    reference's once placed by the files' start times) and how many steps it shares with the reference."""
+
+    reference: int | None
+    skew_ns: dict[int, int]
+    common_steps: dict[int, int]
+
+    def placement(self, rank: int) -> Placement:
+        return Placement.STEPS if self.common_steps.get(rank) else Placement.FILE_START
+
+
+def align_on_steps(step_starts: dict[int, dict[int, int]], placed_ns: dict[int, int]) -> Alignment:
+    """Each rank's clock skew against the reference rank (the lowest-numbered one with steps). `step_starts`: rank ->
+    {step number: its start, ns in the rank's own file}; `placed_ns`: rank -> where its file's start falls in the run
+    (its start time less the earliest rank's). A rank's skew is the median, over the steps it shares with the
+    reference, of its step's start less the reference's, both placed; 0 for the reference, and for a rank that
+    shares no step with it (that rank keeps its file's start)."""
+    with_steps = sorted(r for r, starts in step_starts.items() if starts)
+    skew = dict.fromkeys(placed_ns, 0)
+    common = dict.fromkeys(placed_ns, 0)
+    if not with_steps:
+        return Alignment(None, skew, common)
+    reference = with_steps[0]
+    ref = step_starts[reference]
+    for rank, placed in placed_ns.items():
+        mine = step_starts.get(rank) or {}
+        shared = sorted(set(mine) & set(ref))
+        common[rank] = len(shared)
+        if shared and rank != reference:
+            diffs = [(mine[k] + placed) - (ref[k] + placed_ns[reference]) for k in shared]
+            skew[rank] = int(round(statistics.median(diffs)))
+    return Alignment(reference, skew, common)
+
+
+def step_starts(regions: pa.Table) -> dict[int, int]:
+    """A run's ``ProfilerStep#N`` ranges: step number -> start (ns; the first range of a number)."""
+    out: dict[int, int] = {}
+    for name, start in zip(regions.column("name").to_pylist(), regions.column("start_ns").to_pylist(), strict=True):
+        if (m := STEP_REGION.match(str(name))) is not None and int(m.group(1)) not in out and start is not None:
+            out[int(m.group(1))] = int(start)
+    return out
+
+
 @dataclasses.dataclass(frozen=True)
 class _Shift:
     """How one rank's rows move into the merged run."""
@@ -231,6 +302,10 @@ class _Shift:
     correlation_shift: int
     time_shift: int
     shift_times: bool  # engine_slices in ns (cycles are not moved)
+
+    def of_ids(self, which: str) -> int:
+        return {"region": self.region_shift, "op": self.op_shift, "stack": self.stack_shift, "frame": self.frame_shift,
+                "correlation": self.correlation_shift}[which]  # fmt: skip
 
 
 def _span(table: pa.Table, column: str) -> tuple[int, int] | None:
@@ -261,28 +336,28 @@ _ID_SHIFTS: dict[str, dict[str, str]] = {  # table -> column -> which shift
 }
 _TIMES: dict[str, tuple[str, ...]] = {"regions": ("start_ns",), "ops": ("start_ns",), "signals": ("time_ns",),
                                       "transfers": ("start_ns",), "compiles": ("time_ns",), "runtime_calls": ("start_ns",)}
+_WHOLE = ("regions", "stacks")  # merged in memory: regions point into themselves, ops (written first) into stacks
 
 
-def _moved(name: str, batch: pa.RecordBatch | pa.Table, shift: _Shift, target: pa.Schema) -> pa.Table:
-    """One rank's rows of table `name` with rank-distinct ids, shifted times, prefixed lanes, plain strings."""
-    table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
-    amounts = {"region": shift.region_shift, "op": shift.op_shift, "stack": shift.stack_shift,
-               "frame": shift.frame_shift, "correlation": shift.correlation_shift}  # fmt: skip
-    columns = {}
-    for column in table.column_names:
-        col = table.column(column)
-        which = _ID_SHIFTS.get(name, {}).get(column)
-        if which is not None and amounts[which]:
-            col = pc.call("add", col, pa.scalar(amounts[which], col.type))
-        elif column in _TIMES.get(name, ()) or (name == "engine_slices" and column == "start" and shift.shift_times):
-            col = pc.call("add", col, pa.scalar(shift.time_shift, col.type)) if shift.time_shift else col
-        if name == "engine_slices" and column == "engine":
-            col = pc.call("binary_join_element_wise", pa.scalar(lane_prefix(shift.rank)), col.cast(pa.string()), "")
-        if name == "stacks" and column == "frame_ids" and shift.frame_shift:
-            col = _shift_lists(col, shift.frame_shift)
-        if pa.types.is_dictionary(col.type):
-            col = col.cast(pa.string())
-        columns[column] = col
+def _moved_column(name: str, column: str, col: Any, shift: _Shift) -> Any:
+    """One column of one rank's rows of table `name` (an array or a chunked array): rank-distinct ids, shifted
+    times, prefixed lanes, plain strings."""
+    which = _ID_SHIFTS.get(name, {}).get(column)
+    if which is not None:
+        if amount := shift.of_ids(which):
+            col = pc.call("add", col, pa.scalar(amount, col.type))
+    elif shift.time_shift and (column in _TIMES.get(name, ()) or (name == "engine_slices" and column == "start" and shift.shift_times)):
+        col = pc.call("add", col, pa.scalar(shift.time_shift, col.type))
+    if name == "engine_slices" and column == "engine":
+        col = pc.call("binary_join_element_wise", pa.scalar(lane_prefix(shift.rank)), col.cast(pa.string()), "")
+    if name == "stacks" and column == "frame_ids" and shift.frame_shift:
+        col = _shift_lists(col, shift.frame_shift)
+    return col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col
+
+
+def _moved(name: str, table: pa.Table, shift: _Shift, target: pa.Schema) -> pa.Table:
+    """One rank's rows of a table merged whole (`_WHOLE`), moved (`_moved_column`)."""
+    columns = {column: _moved_column(name, column, table.column(column), shift) for column in table.column_names}
     if name == "regions":  # the rank's top-level regions nest in its rank region
         columns["parent_id"] = pc.call("coalesce", columns["parent_id"], pa.scalar(shift.region_base, pa.int32()))
     fields = [target.field(c) if c in target.names else _plain(table.schema.field(c)) for c in table.column_names]
@@ -300,21 +375,30 @@ def _shift_lists(col: pa.ChunkedArray, by: int) -> pa.ChunkedArray:
 
 def merge_ranks(ranked: list[tuple[RankFile, Trace]], *, warnings: list[str] | None = None,
                 hosts: dict[int, Any] | None = None) -> Trace:
-    """One run of the ranks' traces (in rank order): see the module's docstring. The big tables (`_SLICED`) are
-    given as slices read from each rank's trace when written."""
+    """One run of the ranks' traces (in rank order): see the module's docstring. Every table but `_WHOLE` is given
+    as slices made from the ranks' traces as it is written, in batches of the written size: the merge holds one
+    batch, whatever the number of ranks."""
     if not ranked:
         raise ValueError("no ranks to merge")
     ranked = sorted(ranked, key=lambda rt: rt[0].rank)
     starts = [_start_ns(t.run_info.start_time) for _, t in ranked]
-    aligned = all(s is not None for s in starts)
+    known = all(s is not None for s in starts)
     warnings = list(warnings or [])
-    if not aligned and len(ranked) > 1:
-        warnings.append("some ranks' traces carry no start time: every rank is drawn from time 0 (not aligned)")
-    first = min(s for s in starts if s is not None) if aligned else 0
+    if not known and len(ranked) > 1:
+        warnings.append("some ranks' traces carry no start time: every rank is placed from time 0 before its steps "
+                        "are lined up")
+    first = min(s for s in starts if s is not None) if known else 0
+    placed = {f.rank: (s - first) if known and s is not None else 0 for (f, _), s in zip(ranked, starts, strict=True)}
+    steps = {f.rank: step_starts(t["regions"]) for f, t in ranked}
+    alignment = align_on_steps(steps, placed)
+    warnings += [f"rank {r} shares no ProfilerStep with rank {alignment.reference}: placed by its file's start time"
+                 for r, mine in steps.items() if mine and not alignment.common_steps[r]]  # fmt: skip
+    moved = {r: placed[r] - alignment.skew_ns[r] for r in placed}
+    base = min(moved.values())  # no rank's rows before time 0
     shifts: list[_Shift] = []
     next_region = next_op = next_frame = next_stack = next_corr = 0
     rank_rows: list[dict[str, Any]] = []
-    for (f, t), start in zip(ranked, starts, strict=True):
+    for f, t in ranked:
         regions = _span(t["regions"], "region_id") or (0, -1)
         ops = _span(t["ops"], "op_id") or (0, -1)
         frames = _span(t["frames"], "frame_id") or (0, -1)
@@ -323,7 +407,7 @@ def merge_ranks(ranked: list[tuple[RankFile, Trace]], *, warnings: list[str] | N
         corr_lo, corr_hi = (min(s[0] for s in corr), max(s[1] for s in corr)) if corr else (0, -1)
         shift = _Shift(rank=f.rank, region_base=next_region, region_shift=next_region + 1 - regions[0],
                        op_shift=next_op - ops[0], frame_shift=next_frame - frames[0], stack_shift=next_stack - stacks[0],
-                       correlation_shift=next_corr - corr_lo, time_shift=(start - first) if aligned and start is not None else 0,
+                       correlation_shift=next_corr - corr_lo, time_shift=moved[f.rank] - base,
                        shift_times=t.run_info.time_unit is schema.TimeUnit.NS)  # fmt: skip
         shifts.append(shift)
         next_region += 1 + regions[1] - regions[0] + 1
@@ -333,6 +417,8 @@ def merge_ranks(ranked: list[tuple[RankFile, Trace]], *, warnings: list[str] | N
         next_corr += corr_hi - corr_lo + 1
         rank_rows.append({"rank": f.rank, "world_size": f.world_size, "file": f.path.name, "rank_from": f.rank_from,
                           "region_id": shift.region_base, "start_offset_ns": shift.time_shift,
+                          "file_offset_ns": placed[f.rank], "skew_ns": alignment.skew_ns[f.rank],
+                          "aligned_on": alignment.placement(f.rank).value, "common_steps": alignment.common_steps[f.rank],
                           "host_name": (hosts or {}).get(f.rank)})  # fmt: skip
     if next_op >= 2**63 or next_region >= 2**31:
         raise TraceFormatError(ranked[0][0].path, "too many rows to merge the ranks into one run")
@@ -340,14 +426,15 @@ def merge_ranks(ranked: list[tuple[RankFile, Trace]], *, warnings: list[str] | N
     slices: dict[str, TableSlices] = {}
     for name, table_schema in schema.TABLES.items():
         target = _plain_schema(table_schema)
-        if name in _SLICED:
+        if name not in _WHOLE:
             slices[name] = TableSlices(sum(t.num_rows(name) for _, t in ranked), _batches(name, ranked, shifts, target), target)
             continue
         parts = [_moved(name, t[name], s, target) for (_, t), s in zip(ranked, shifts, strict=True) if t[name].num_rows]
         if name == "regions":
             parts = _with_rank_regions(parts, ranked, shifts, target)
         tables[name] = pa.concat_tables(parts) if parts else pa.Table.from_batches([], schema=target)
-    info = _merged_info([t.run_info for _, t in ranked], rank_rows, warnings, first if aligned else None)
+    info = _merged_info([t.run_info for _, t in ranked], rank_rows, warnings, first + base if known else None,
+                        alignment.reference)
     return Trace(run_info=info, tables=tables, slices=slices)
 
 
@@ -363,12 +450,44 @@ def _batched_span(trace: Trace, name: str, column: str) -> tuple[int, int] | Non
 
 def _batches(name: str, ranked: list[tuple[RankFile, Trace]], shifts: list[_Shift],
              target: pa.Schema) -> Callable[[], Iterator[pa.RecordBatch]]:
+    """The merged table `name`, in batches of exactly the written size (the last fewer), each made column by column
+    from the pieces of the ranks' (memory-mapped) batches it covers: one batch and one column's pieces are held."""
+
     def make() -> Iterator[pa.RecordBatch]:
+        rows = batch_rows()
+        pieces: list[tuple[pa.RecordBatch, _Shift]] = []
+        held = 0
         for (_, t), shift in zip(ranked, shifts, strict=True):
             for batch in t.batches(name):
-                yield from _moved(name, batch, shift, target).to_batches()
+                at = 0
+                while at < batch.num_rows:
+                    take = min(rows - held, batch.num_rows - at)
+                    pieces.append((batch.slice(at, take), shift))
+                    held, at = held + take, at + take
+                    if held == rows:
+                        yield _assembled(name, pieces, target)
+                        pieces, held = [], 0
+        if held:
+            yield _assembled(name, pieces, target)
 
     return make
+
+
+def _assembled(name: str, pieces: list[tuple[pa.RecordBatch, _Shift]], target: pa.Schema) -> pa.RecordBatch:
+    columns = []
+    for field in target:
+        parts = [_piece_column(name, field, piece, shift) for piece, shift in pieces]
+        columns.append(parts[0] if len(parts) == 1 else pa.concat_arrays(parts))
+        del parts  # this column's moved pieces go before the next column's are made
+    return pa.RecordBatch.from_arrays(columns, schema=target)
+
+
+def _piece_column(name: str, field: pa.Field, piece: pa.RecordBatch, shift: _Shift) -> pa.Array:
+    at = piece.schema.get_field_index(field.name)
+    if at < 0:  # a column the rank's file lacks
+        return pa.nulls(piece.num_rows, field.type)
+    col = _moved_column(name, field.name, piece.column(at), shift)
+    return col if col.type.equals(field.type) else col.cast(field.type)
 
 
 def _with_rank_regions(parts: list[pa.Table], ranked: list[tuple[RankFile, Trace]], shifts: list[_Shift],
@@ -396,7 +515,8 @@ def _with_rank_regions(parts: list[pa.Table], ranked: list[tuple[RankFile, Trace
     return out
 
 
-def _merged_info(infos: list[RunInfo], ranks: list[dict[str, Any]], warnings: list[str], start: int | None) -> RunInfo:
+def _merged_info(infos: list[RunInfo], ranks: list[dict[str, Any]], warnings: list[str], start: int | None,
+                 reference: int | None) -> RunInfo:
     missing: list[str] = []
     devices: list[str] = []
     for info in infos:
@@ -404,7 +524,8 @@ def _merged_info(infos: list[RunInfo], ranks: list[dict[str, Any]], warnings: li
         devices += [d for d in info.devices if d not in devices]
     start_time = (datetime.datetime.fromtimestamp(start / 1e9, datetime.UTC).isoformat() if start is not None
                   else infos[0].start_time)  # fmt: skip
-    extra: dict[str, Any] = {"ranks": ranks, "world_size": max((r["world_size"] or 0 for r in ranks), default=0) or len(ranks)}
+    extra: dict[str, Any] = {"ranks": ranks, "world_size": max((r["world_size"] or 0 for r in ranks), default=0) or len(ranks),
+                             "reference_rank": reference}
     if warnings:
         extra["problems"] = warnings
     return RunInfo(source=schema.Source.CONVERTED, torch_version=infos[0].torch_version, devices=devices,

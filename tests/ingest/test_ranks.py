@@ -133,19 +133,22 @@ def test_inputs_read_as_ranks(tmp_path: Path) -> None:
 
 
 def test_merge_nests_each_rank_and_keeps_ids_distinct(tmp_path: Path) -> None:
-    # rank 1 started 1 ms after rank 0 (baseTimeNanoseconds): its rows move 1 ms later
+    # rank 1's file says it started 1 ms after rank 0 (baseTimeNanoseconds), but its steps started as rank 0's did
+    # (both at 0 and 100 µs into their files): that 1 ms is clock skew, removed, and its rows line up with rank 0's
     got, _ = run(tmp_path, {"r0.json": kineto(0, world=2), "r1.json": kineto(1, world=2, base=BASE + 1_000_000)}, jobs=2)
     regions = got["regions"].to_pylist()
     # rank 0: region 0 "rank 0" > 1 "r0.json" > 2, 3 steps; rank 1: 4 "rank 1" > 5 "r1.json" > 6, 7
     assert [(r["region_id"], r["parent_id"], r["name"]) for r in regions] == [
         (0, None, "rank 0"), (1, 0, "r0.json"), (2, 1, "ProfilerStep#0"), (3, 1, "ProfilerStep#1"),
         (4, None, "rank 1"), (5, 4, "r1.json"), (6, 5, "ProfilerStep#0"), (7, 5, "ProfilerStep#1")]
-    assert [(r["start_ns"], r["dur_ns"]) for r in regions if r["name"].startswith("rank ")] == [(0, 200_000), (1_000_000, 200_000)]
+    assert [(r["start_ns"], r["dur_ns"]) for r in regions if r["name"].startswith("rank ")] == [(0, 200_000), (0, 200_000)]
     assert rank_of_regions(got) == {0: 0, 1: 0, 2: 0, 3: 0, 4: 1, 5: 1, 6: 1, 7: 1}
     ops = got["ops"].to_pylist()
     assert [o["op_id"] for o in ops] == list(range(8))  # 4 operators a rank, ids running on
     assert [o["region_id"] for o in ops] == [2, 2, 3, 3, 6, 6, 7, 7]
-    assert ops[4]["start_ns"] == 1_000_000 + 1_000  # rank 1's aten::mm of step 0: 1 µs into its run, 1 ms later
+    assert ops[4]["start_ns"] == 1_000  # rank 1's aten::mm of step 0: 1 µs into its run, its 1 ms of skew removed
+    assert [(r["file_offset_ns"], r["skew_ns"], r["start_offset_ns"]) for r in got.run_info.extra["ranks"]] == [
+        (0, 0, 0), (1_000_000, 1_000_000, 0)]
     slices = got["engine_slices"].to_pylist()
     assert {s["engine"] for s in slices} == {f"rank {r} · {e}" for r in (0, 1) for e in ("host", "stream 7", "stream 20")}
     device = [s for s in slices if s["engine"].endswith("stream 7") or s["engine"].endswith("stream 20")]
@@ -154,6 +157,58 @@ def test_merge_nests_each_rank_and_keeps_ids_distinct(tmp_path: Path) -> None:
     by_corr = {c["correlation"]: c["op_id"] for c in calls}
     assert all(by_corr[s["correlation"]] == s["op_id"] for s in device)  # launches still join their kernels
     assert got.run_info.converted_from == "kineto" and len(got.run_info.extra["ranks"]) == 2
+
+
+def stepped(rank: int, base_us: int, steps: dict[int, int], world: int = 4) -> dict:
+    """A CPU rank whose first event is at 0 (so its file's rows count from ts 0) and whose ProfilerStep#k starts at
+    `steps[k]` µs, each 50 µs long with an aten::mm [1, 11) µs into it."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 0, "dur": 1}]
+    for k, t in steps.items():
+        events += [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "pid": 1, "tid": 1, "ts": t, "dur": 50},
+                   {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t + 1, "dur": 10}]
+    events.append({"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 400, "dur": 1})
+    return {"traceEvents": events, "baseTimeNanoseconds": BASE + base_us * 1000,
+            "distributedInfo": {"backend": "gloo", "rank": rank, "world_size": world}}
+
+
+def test_ranks_aligned_on_their_step_starts(tmp_path: Path) -> None:
+    # Step starts (µs into each file) and file starts (µs after BASE):
+    #   rank 0 (the reference: lowest rank with steps), file +0:    #1 10, #2 110, #3 210
+    #   rank 1, file +5000 (its clock 5 ms ahead):                  #1 7,  #2 108, #3 215
+    #           placed by file start 5007, 5108, 5215; less rank 0's: 4997, 4998, 5005: median 4998 µs of skew
+    #           -> its rows move 5000 - 4998 = +2 µs
+    #   rank 2, file +3000, no steps: keeps its file start          -> +3000 µs
+    #   rank 3, file +0:                                           #2 130, #3 232, #4 330
+    #           steps in common with rank 0: #2, #3; differences 20, 22: median 21 µs -> -21 µs
+    # No rank may start before 0: every rank moves by +21 µs more: rank 0 +21, 1 +23, 2 +3021, 3 +0.
+    got, _ = run(tmp_path, {"r0.json": stepped(0, 0, {1: 10, 2: 110, 3: 210}), "r1.json": stepped(1, 5000, {1: 7, 2: 108, 3: 215}),
+                            "r2.json": stepped(2, 3000, {}), "r3.json": stepped(3, 0, {2: 130, 3: 232, 4: 330})})
+    ranks = got.run_info.extra["ranks"]
+    assert [(r["rank"], r["file_offset_ns"], r["skew_ns"], r["start_offset_ns"], r["aligned_on"], r["common_steps"])
+            for r in ranks] == [(0, 0, 0, 21_000, "steps", 3), (1, 5_000_000, 4_998_000, 23_000, "steps", 3),
+                                (2, 3_000_000, 0, 3_021_000, "file start", 0), (3, 0, 21_000, 0, "steps", 2)]  # fmt: skip
+    assert got.run_info.extra["reference_rank"] == 0
+    by_region = rank_of_regions(got)
+    starts = {(by_region[r["region_id"]], r["name"]): r["start_ns"] for r in got["regions"].to_pylist()}
+    assert {k: v for k, v in starts.items() if k[1].startswith("ProfilerStep")} == {
+        (0, "ProfilerStep#1"): 31_000, (0, "ProfilerStep#2"): 131_000, (0, "ProfilerStep#3"): 231_000,
+        (1, "ProfilerStep#1"): 30_000, (1, "ProfilerStep#2"): 131_000, (1, "ProfilerStep#3"): 238_000,
+        (3, "ProfilerStep#2"): 130_000, (3, "ProfilerStep#3"): 232_000, (3, "ProfilerStep#4"): 330_000}  # fmt: skip
+    assert [starts[(r, f"rank {r}")] for r in range(4)] == [21_000, 23_000, 3_021_000, 0]
+    # the run starts where rank 0's clock read 21 µs before its file's start
+    assert got.run_info.start_time == "2023-11-14T22:13:19.999979+00:00"
+    slices = got["engine_slices"].to_pylist()
+    assert min(s["start"] for s in slices if s["engine"].startswith("rank 2 · ")) == 3_021_000
+    assert "problems" not in got.run_info.extra
+
+
+def test_a_rank_sharing_no_step_keeps_its_file_start(tmp_path: Path) -> None:
+    # rank 1 ran steps #5, #6 only; rank 0 ran #1, #2: nothing to line up, a warning; rank 1 placed 2 ms later
+    got, _ = run(tmp_path, {"r0.json": stepped(0, 0, {1: 10, 2: 110}, world=2), "r1.json": stepped(1, 2000, {5: 10, 6: 110}, world=2)})
+    ranks = got.run_info.extra["ranks"]
+    assert [(r["skew_ns"], r["start_offset_ns"], r["aligned_on"]) for r in ranks] == [
+        (0, 0, "steps"), (0, 2_000_000, "file start")]
+    assert got.run_info.extra["problems"] == ["rank 1 shares no ProfilerStep with rank 0: placed by its file's start time"]
 
 
 def test_convert_command_reads_a_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
