@@ -26,7 +26,18 @@ What is measured, and how:
   trace's copies per direction.
 * **dispatch** (``cost.dispatch_ns``): the median of the runtime's launch calls (``*Launch*``).
 * **compiles** (``cost.compile_ns``): the median compile time of the trace's compile rows.
-* **sync**: the median of synchronizing runtime calls is reported; a target has no figure for it.
+* **per operator kind** (``engines.<name>.kinds.<kind>.*``): the same fit on one kind's calls (`op_categories`:
+  elementwise, reduction, copy...) when they have MIN_KIND_SHAPES shapes or more; its error and the engine fit's
+  on the same calls are reported either way, the kind's figures written (unless ``per_kind=False``) when its
+  error is the smaller. An engine whose calls are all of one kind gets none.
+* **sync** (``cost.sync_ns``): the median of each host wait's own time (`calibrate_samples.sync_costs`: a
+  synchronize call or a blocking d2h copy, from the end of the device work it waited for to its return).
+* **host** (``cost.host_flops_per_ns``): ``latency + flops / rate`` fitted to the calls that ran on the host (every
+  call of a host-only trace, a measured run's fallbacks); the rate is kept (a schedule's host call costs
+  ``dispatch_ns + flops / host_flops_per_ns``) when the line's fit error is at most HOST_MAX_ERROR.
+
+A figure the traces cannot give keeps the base's value and source; where that source is "assumed", the file says
+why (``assumed: <trace> hold no synchronize call...``).
 
 The fit error is the count-weighted median of ``|fitted - median| / median`` over the buckets.
 """
@@ -42,9 +53,11 @@ from typing import Any
 
 import numpy as np
 
+from portscope.ingest.catalog import SourceKind
 from portscope.ingest.errors import TargetError
+from portscope.ingest.op_categories import operator_category
 
-from .calibrate_fit import CalibrationError, Fit, Sample, fit_engine, fit_transfer, usable_calls
+from .calibrate_fit import CalibrationError, Fit, Sample, error_of, fit_engine, fit_transfer, usable_calls
 from .calibrate_samples import (
     TraceSamples,
     engine_names,
@@ -54,6 +67,9 @@ from .calibrate_samples import (
     samples_from_trace,
 )
 from .targets import Target, builtin_targets, parse_target
+
+MIN_KIND_SHAPES = 3  # an operator kind gets figures of its own from this many distinct shapes up
+HOST_MAX_ERROR = 1.0  # a host FLOP rate whose line misses the calls by more (median relative error) is not kept
 
 __all__ = ["CalibrationError", "Calibration", "Fit", "Sample", "TraceSamples", "calibrate", "fit_engine", "fit_transfer",
            "load_samples", "engine_names", "engine_of", "is_collective", "render_toml", "samples_from_trace", "usable_calls",
@@ -69,6 +85,7 @@ class Calibration:
     sources: dict[str, str] = dataclasses.field(default_factory=dict)
     fits: dict[str, Fit] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
+    kind_errors: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)  # engine.kind -> (own, engine's)
 
     def summary(self) -> str:
         lines = [f"calibrated from base {self.base}:"]
@@ -78,6 +95,9 @@ class Calibration:
             if fit.outliers:
                 lines.append(f"  {engine}: {fit.outliers} outlier call(s) left out, e.g. {'; '.join(fit.worst_outliers)}")
         lines.extend(f"  {note}" for note in self.notes)
+        lines.extend(f"  {key}: fit error {own:.0%} fitted on its own, {engine:.0%} with its engine's figures"
+                     for key, (own, engine) in sorted(self.kind_errors.items()))
+        lines.extend(f"  {figure}: {self.sources[figure]}" for figure in sorted(self.sources) if figure not in self.figures)
         return "\n".join(lines)
 
 
@@ -112,9 +132,72 @@ def _source(files: Sequence[str], n: int, extra: str = "") -> str:
     return f"measured: {', '.join(files)}, n={n}" + (f", {extra}" if extra else "")
 
 
+def _figure(cal: Calibration, table: dict[str, Any], path: str, key: str, value: float, source: str) -> None:
+    """Set one figure of the document (`table[key]`, figure path `path`) with its source."""
+    table[key] = _number(value)
+    cal.figures[path] = value
+    cal.sources[path] = source
+
+
+def _fit_kinds(cal: Calibration, table: dict[str, Any], engine: str, fit: Fit, samples: list[Sample],
+               files: list[str], *, per_kind: bool) -> None:
+    """Per operator kind of the engine's calls with MIN_KIND_SHAPES shapes or more: the kind's own fit, and its
+    error against the engine's on the same calls (a note); with `per_kind`, written as the kind's figures."""
+    by_kind: dict[str, list[Sample]] = {}
+    for sample in samples:
+        by_kind.setdefault(operator_category(sample.name).value, []).append(sample)
+    if len(by_kind) < 2:  # one kind: its fit is the engine's
+        return
+    for kind, calls in sorted(by_kind.items()):
+        own = fit_engine(calls)
+        if own.buckets < MIN_KIND_SHAPES:
+            continue
+        engine_error = error_of(fit, calls)
+        cal.kind_errors[f"{engine}.{kind}"] = (own.error, engine_error)
+        if not per_kind or own.error >= engine_error:  # the engine's figures time this kind as well or better
+            continue
+        src = _source(files, own.n, f"{own.buckets} shapes, fit error {own.error:.0%}, {own.outliers} outliers left "
+                                    f"out ({kind} operators only)")
+        kinds = table.setdefault("kinds", {}).setdefault(kind, {})
+        cal.fits[f"{engine}.{kind}"] = own
+        for figure in ("latency_ns", "flops_per_ns", "bytes_per_ns"):  # all three: a 0 rate drops its term
+            value = getattr(own, figure) if figure in own.fitted else 0.0
+            _figure(cal, kinds, f"engines.{engine}.kinds.{kind}.{figure}", figure, value, src)
+
+
+def _fit_sync(cal: Calibration, raw: dict[str, Any], syncs: list[float], files: list[str]) -> None:
+    """cost.sync_ns: the median of the host waits' own time (`sync_costs`); without any, the base's figure, and
+    where the base assumes it, the reason in [sources]."""
+    if syncs:
+        src = _source(files, len(syncs), "median of the synchronize calls and blocking d2h copies, each from the end "
+                                         "of the device work it waited for to its return")
+        _figure(cal, raw.setdefault("cost", {}), "cost.sync_ns", "sync_ns", float(np.median(syncs)), src)
+    elif SourceKind.of_text(raw.get("sources", {}).get("cost.sync_ns", "assumed")) is SourceKind.ASSUMED:
+        cal.sources["cost.sync_ns"] = f"assumed: {', '.join(files)} hold no synchronize call or blocking d2h copy"
+
+
+def _fit_host(cal: Calibration, raw: dict[str, Any], calls: list[Sample], files: list[str], *, host_only: bool) -> None:
+    """cost.host_flops_per_ns: ``flops / host_flops_per_ns`` fitted to the calls that ran on the host (a host-only
+    trace's, a measured run's fallbacks); without any, the base's figure and, where assumed, the reason."""
+    sized = [Sample(s.name, s.flops, 0.0, s.dur_ns) for s in usable_calls(calls) if s.flops > 0]
+    fit = fit_engine(sized) if len({s.flops for s in sized}) > 1 else None
+    if fit is not None and fit.flops_per_ns > 0 and fit.error <= HOST_MAX_ERROR:
+        what = "every operator of a host-only trace" if host_only else "the fallbacks"
+        src = _source(files, fit.n, f"{fit.buckets} shapes, fit error {fit.error:.0%}, {fit.outliers} outliers "
+                                    f"left out ({what}: latency + flops / rate, the rate kept)")
+        _figure(cal, raw.setdefault("cost", {}), "cost.host_flops_per_ns", "host_flops_per_ns", fit.flops_per_ns, src)
+    elif SourceKind.of_text(raw.get("sources", {}).get("cost.host_flops_per_ns", "assumed")) is SourceKind.ASSUMED:
+        why = ("no operator ran on the host" if not calls else "the host calls' time did not follow their FLOPs"
+               + (f" (fit error {fit.error:.0%})" if fit is not None else ""))
+        cal.sources["cost.host_flops_per_ns"] = f"assumed: {why} in {', '.join(files)}"
+
+
 def calibrate(paths: Sequence[str | Path], base: str | Path, *, name: str | None = None,
-              samples: list[tuple[str, TraceSamples]] | None = None) -> tuple[dict[str, Any], Calibration]:
+              samples: list[tuple[str, TraceSamples]] | None = None,
+              per_kind: bool = True) -> tuple[dict[str, Any], Calibration]:
     """The base target's document with the figures the traces give, and what was fitted (see the module doc).
+
+    per_kind: also fit each operator kind of an engine on its own ([engines.NAME.kinds.KIND]).
 
     Raises CalibrationError when the traces hold nothing usable."""
     raw, shown = base_document(base)
@@ -148,12 +231,10 @@ def calibrate(paths: Sequence[str | Path], base: str | Path, *, name: str | None
         src = _source(files, fit.n, f"{fit.buckets} shapes, fit error {fit.error:.0%}, "
                                     f"{fit.outliers} outliers left out ({what})")
         for figure in fit.fitted:
-            value = getattr(fit, figure)
-            engines[engine][figure] = _number(value)
-            cal.figures[f"engines.{engine}.{figure}"] = value
-            cal.sources[f"engines.{engine}.{figure}"] = src
+            _figure(cal, engines[engine], f"engines.{engine}.{figure}", figure, getattr(fit, figure), src)
         if "flops_per_ns" in fit.fitted and not fit.flops_per_ns or "bytes_per_ns" in fit.fitted and not fit.bytes_per_ns:
             cal.notes.append(f"{engine}: a rate fitted as 0 drops its term (the calls' time did not grow with it)")
+        _fit_kinds(cal, engines[engine], engine, fit, samples_, files, per_kind=per_kind)
     copies: dict[str, list[Sample]] = {}
     for _, s in loaded:
         for direction, samples_ in s.copies.items():
@@ -167,21 +248,14 @@ def calibrate(paths: Sequence[str | Path], base: str | Path, *, name: str | None
         cal.fits[engine] = fit
         src = _source(files, fit.n, f"{fit.buckets} sizes, fit error {fit.error:.0%}, {fit.outliers} outliers left out")
         for figure in fit.fitted:
-            engines[engine][figure] = _number(getattr(fit, figure))
-            cal.figures[f"engines.{engine}.{figure}"] = getattr(fit, figure)
-            cal.sources[f"engines.{engine}.{figure}"] = src
+            _figure(cal, engines[engine], f"engines.{engine}.{figure}", figure, getattr(fit, figure), src)
     cost = raw.setdefault("cost", {})
     for figure, values, what in (("dispatch_ns", [v for _, s in loaded for v in s.launches], "launch calls"),
                                  ("compile_ns", [v for _, s in loaded for v in s.compiles], "compiles")):
         if values:
-            med = float(np.median(values))
-            cost[figure] = _number(med)
-            cal.figures[f"cost.{figure}"] = med
-            cal.sources[f"cost.{figure}"] = _source(files, len(values), f"median of the {what}")
-    syncs = [v for _, s in loaded for v in s.syncs]
-    if syncs:
-        cal.notes.append(f"sync: median {np.median(syncs) / 1000:.1f} us over {len(syncs)} synchronizing calls "
-                         "(reported only: a target has no sync figure)")
+            _figure(cal, cost, f"cost.{figure}", figure, float(np.median(values)), _source(files, len(values), f"median of the {what}"))
+    _fit_sync(cal, raw, [v for _, s in loaded for v in s.syncs], files)
+    _fit_host(cal, raw, [x for _, s in loaded for x in s.host_ops], files, host_only=host_only)
     if not cal.figures:
         raise CalibrationError(f"no usable events in {', '.join(files) or 'no traces'}: no operator calls with a "
                                "time, no copies, no launch calls and no compiles to calibrate from")
@@ -239,9 +313,9 @@ def render_toml(doc: dict[str, Any], header: str = "") -> str:
 
 
 def write_calibrated(paths: Sequence[str | Path], base: str | Path, output: str | Path, *,
-                     name: str | None = None) -> tuple[Target, Calibration]:
+                     name: str | None = None, per_kind: bool = True) -> tuple[Target, Calibration]:
     """Calibrate, write the target file, and load it back (the file validates as any target file does)."""
-    doc, cal = calibrate(paths, base, name=name or Path(output).stem)
+    doc, cal = calibrate(paths, base, name=name or Path(output).stem, per_kind=per_kind)
     header = (f"Calibrated by `portscope targets calibrate` from {', '.join(Path(p).name for p in paths)} "
               f"(base {cal.base}).\nFigures the traces gave say `measured:` in [sources]; the rest are the base's.")
     text = render_toml(doc, header)

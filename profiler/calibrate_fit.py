@@ -149,6 +149,13 @@ def fit_engine(samples: Sequence[Sample], *, use_flops: bool = True) -> Fit:
                fitted=tuple(fitted), worst_outliers=tuple(worst))
 
 
+def error_of(fit: Fit, samples: Sequence[Sample]) -> float:
+    """A fit's error (count-weighted median relative error over the buckets) on other calls than its own."""
+    f, b, y, w, _, _ = _buckets(samples)
+    pred = np.array([fit.predict(x, z) for x, z in zip(f.tolist(), b.tolist(), strict=True)])
+    return _error(pred, y, w)
+
+
 def fit_transfer(samples: Sequence[Sample]) -> Fit:
     """Fit ``latency + bytes / bytes_per_ns`` to measured copies of one direction."""
     return fit_engine(samples, use_flops=False)

@@ -15,7 +15,7 @@ import numpy as np
 
 from portscope.ingest.catalog import MATMUL_OPS, VIEW_OPS
 from portscope.ingest.op_categories import OpCategory, is_communication, operator_category
-from portscope.ingest.schema import EngineKind
+from portscope.ingest.schema import EngineKind, Placement
 
 from .calibrate_fit import CalibrationError, Sample
 from .targets import matches
@@ -125,7 +125,10 @@ def engine_of(name: str, patterned: dict[str, tuple[str, ...]], default: str | N
 
 @dataclasses.dataclass
 class TraceSamples:
-    """What one trace gives: operator calls, copies per direction, launch, sync and compile times."""
+    """What one trace gives: operator calls, copies per direction, launch, sync and compile times.
+
+    host_ops: the operator calls that ran on the host (every call of a host-only trace; a measured run's
+    fallbacks); syncs: each host wait's own time beyond the device work it waited for (`sync_costs`)."""
 
     ops: list[Sample] = dataclasses.field(default_factory=list)
     device_time: bool = True  # False: a host-only trace (outermost operators' inclusive time)
@@ -133,6 +136,7 @@ class TraceSamples:
     launches: list[float] = dataclasses.field(default_factory=list)
     syncs: list[float] = dataclasses.field(default_factory=list)
     compiles: list[float] = dataclasses.field(default_factory=list)
+    host_ops: list[Sample] = dataclasses.field(default_factory=list)
 
 
 def samples_from_trace(trace: Any) -> TraceSamples:
@@ -143,7 +147,7 @@ def samples_from_trace(trace: Any) -> TraceSamples:
     ops = trace["ops"]
     if ops.num_rows:
         cols = ops.select(["name", "dur_ns", "input_shapes", "input_dtypes", "bytes_in", "bytes_out", "flops",
-                           "thread", "start_ns"]).to_pydict()
+                           "thread", "start_ns", "placement"]).to_pydict()
         times = _compute_time(trace, ops.column("op_id").to_numpy(zero_copy_only=False))
         on_device = times > 0
         out.device_time = bool(on_device.any())
@@ -161,6 +165,9 @@ def samples_from_trace(trace: Any) -> TraceSamples:
         if out.device_time:
             for i in rows:
                 _add_op(out, cols, int(i), float(times[i]))
+            for i in np.flatnonzero(~on_device):  # fallbacks: operators a measured run ran on the host
+                if cols["placement"][i] == Placement.FALLBACK.value and cols["name"][i].startswith("aten::"):
+                    _add_op(out, cols, int(i), float(cols["dur_ns"][i]), out.host_ops)
         else:  # each call with the host gap before it (after the previous call that does work, views included)
             ends: dict[int, int] = {}
             for i in rows[np.lexsort((start[rows], thread[rows]))]:
@@ -170,6 +177,7 @@ def samples_from_trace(trace: Any) -> TraceSamples:
                 gap = int(start[i]) - ends.get(int(thread[i]), int(start[i]))
                 ends[int(thread[i])] = int(start[i] + dur[i])
                 _add_op(out, cols, int(i), float(dur[i] + (gap if 0 < gap <= GAP_CAP_NS else 0)))
+            out.host_ops = list(out.ops)  # the host is the device: every call ran there
     transfers = trace["transfers"]
     if transfers.num_rows:
         t = transfers.select(["direction", "bytes", "dur_ns"]).to_pydict()
@@ -179,11 +187,8 @@ def samples_from_trace(trace: Any) -> TraceSamples:
     runtime = trace["runtime_calls"]
     if runtime.num_rows:
         r = runtime.select(["name", "dur_ns"]).to_pydict()
-        for name, dur in zip(r["name"], r["dur_ns"], strict=True):
-            if "Launch" in name:
-                out.launches.append(float(dur))
-            elif "Synchronize" in name:
-                out.syncs.append(float(dur))
+        out.launches = [float(dur) for name, dur in zip(r["name"], r["dur_ns"], strict=True) if "Launch" in name]
+        out.syncs = sync_costs(trace)
     compiles = trace["compiles"]
     if compiles.num_rows:
         out.compiles = [float(v) for v in compiles.column("compile_ns").to_pylist() if v is not None and v > 0]
@@ -219,13 +224,52 @@ def _compute_time(trace: Any, op_ids: np.ndarray) -> np.ndarray:
     return out
 
 
-def _add_op(out: TraceSamples, cols: dict[str, list], i: int, dur_ns: float) -> None:
+def sync_costs(trace: Any) -> list[float]:
+    """Each host wait's own cost, ns: of every synchronizing runtime call (`SYNC_RUNTIME_CALLS`) and every blocking
+    copy call whose copy goes device to host, the time from the later of its start and the end of the last device
+    work that ended inside it, to its end. The time it spent waiting for the device's queued work (which a schedule
+    already models) is not counted: what is left is the wake-up and return a target's `sync_ns` stands for."""
+    import pyarrow.compute as pc
+
+    from portscope.ingest.kineto_vocabulary import SYNC_RUNTIME_CALLS
+    from portscope.ingest.rules import is_sync_copy_call
+    from portscope.ingest.schema import DEVICE_ENGINES, SliceKind
+
+    runtime = trace["runtime_calls"]
+    if not runtime.num_rows or trace.run_info.time_unit.value != "ns":
+        return []
+    r = runtime.select(["name", "start_ns", "dur_ns", "correlation"]).to_pydict()
+    slices = trace["engine_slices"]
+    device = slices.filter(pc.and_(pc.is_in(pc.cast(slices.column("engine_kind"), "string"),
+                                            value_set=_strings(k.value for k in DEVICE_ENGINES)),
+                                   pc.not_equal(pc.cast(slices.column("kind"), "string"), SliceKind.ANNOTATION.value)))
+    ends = np.sort((device.column("start").to_numpy(zero_copy_only=False)
+                    + device.column("dur").to_numpy(zero_copy_only=False)).astype(np.int64))
+    d2h = pc.equal(pc.cast(device.column("engine_kind"), "string"), EngineKind.DMA_D2H.value)
+    d2h_calls = set(device.filter(d2h).column("correlation").drop_null().to_pylist())
+    out = []
+    for name, start, dur, corr in zip(r["name"], r["start_ns"], r["dur_ns"], r["correlation"], strict=True):
+        if name in SYNC_RUNTIME_CALLS or (is_sync_copy_call(name) and corr in d2h_calls):
+            end = start + dur
+            k = int(np.searchsorted(ends, end, side="right")) - 1  # the last device work ending by the call's end
+            waited_until = max(start, int(ends[k])) if k >= 0 else start
+            out.append(float(end - waited_until))
+    return out
+
+
+def _strings(values: Iterable[str]) -> Any:
+    import pyarrow as pa
+
+    return pa.array(sorted(values), pa.string())
+
+
+def _add_op(out: TraceSamples, cols: dict[str, list], i: int, dur_ns: float, into: list[Sample] | None = None) -> None:
     name = cols["name"][i]
     if name in VIEW_OPS:
         return
     flops, nbytes = op_flops_bytes(name, cols["input_shapes"][i], cols["input_dtypes"][i], cols["bytes_in"][i] or 0,
                                    cols["bytes_out"][i] or 0, cols["flops"][i])
-    out.ops.append(Sample(name, flops, nbytes, dur_ns))
+    (out.ops if into is None else into).append(Sample(name, flops, nbytes, dur_ns))
 
 
 def load_samples(paths: Iterable[str | Path]) -> list[tuple[str, TraceSamples]]:
