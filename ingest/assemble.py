@@ -69,8 +69,7 @@ class _Assembly(EngineLanes):
         contiguous = len(self.op_rows) and self.op_rows[-1] - self.op_rows[0] == len(self.op_rows) - 1
         self.first_op = int(self.op_rows[0]) if contiguous else None
         work = np.isin(kind, [KIND_CODES[k] for k in (EventKind.KERNEL, EventKind.COPY, EventKind.MEMSET)])
-        devices = np.unique(self.a["device"][work])
-        self.devices = devices[devices >= 0].tolist()
+        self.devices = [d for d in _distinct(self.a["device"], np.flatnonzero(work)).tolist() if d >= 0]
         # operators the device ran, joined to their work by the reader's ids (no runtime call): drawn as that work, not
         # on a host lane; those ids are not the format's and are not written
         ran = work & (self.links.launcher < 0) & (self.links.op >= 0)
@@ -78,8 +77,11 @@ class _Assembly(EngineLanes):
         if ran.any():
             self.ran_op[self.op_id(self.links.op[ran])] = True
             corr = self.a["correlation"]
-            keep = ~ran[corr.rows]  # type: ignore[union-attr]  # ids joined something: a sparse column
-            self.a["correlation"] = SparseColumn(corr.rows[keep], corr.values[keep], len(kind))  # type: ignore[union-attr, assignment]
+            if isinstance(corr, DiskColumn):  # in a file: rewritten there
+                corr.put(np.flatnonzero(ran), NONE)
+            else:
+                keep = ~ran[corr.rows]  # type: ignore[union-attr]  # ids joined something: a sparse column
+                self.a["correlation"] = SparseColumn(corr.rows[keep], corr.values[keep], len(kind))  # type: ignore[union-attr, assignment]
 
     def park(self, columns: tuple[str, ...]) -> None:
         """Move these per-event columns to temporary files (a trace of more than `SLICE_ROWS` events): the sliced
@@ -368,6 +370,12 @@ class _Assembly(EngineLanes):
         if other.any():
             by_op[other] = self.region_of(op_rows[other])
         return np.where(op >= 0, by_op, own).astype(np.int32)
+
+
+def _distinct(column: np.ndarray | DiskColumn, rows: np.ndarray) -> np.ndarray:
+    """The distinct values of a column at these rows, read `SLICE_ROWS` at a time."""
+    found = [np.unique(column[rows[lo : lo + SLICE_ROWS]]) for lo in range(0, len(rows), SLICE_ROWS)]
+    return np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
 
 
 def _words(codes: np.ndarray, none: int) -> np.ndarray:

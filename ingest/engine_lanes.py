@@ -241,7 +241,9 @@ class EngineLanes:
         kind and call name, not per row (a generic trace has millions of spans)."""
         a = self.a
         runtime = a["kind"] == KIND_CODES[EventKind.RUNTIME]
-        rows = np.flatnonzero((a["kind"] == KIND_CODES[EventKind.SPAN]) | (runtime & (a["lane"] != 0)))
+        calls = np.flatnonzero(runtime)
+        rows = np.union1d(np.flatnonzero(a["kind"] == KIND_CODES[EventKind.SPAN]), calls[a["lane"][calls] != 0])
+        del calls
         if not len(rows):
             return None
         texts = self.texts

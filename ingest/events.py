@@ -44,6 +44,7 @@ import numpy as np
 import pyarrow as pa
 
 from .schema import Mode
+from .spill import DiskColumn
 from .trace import RunInfo
 
 
@@ -81,6 +82,7 @@ EVENTS = pa.schema([
     *(pa.field(c, pa.int64()) for c in INT_COLUMNS), *(pa.field(c, _DICT) for c in TEXT_COLUMNS[1:]),
     pa.field("shapes", _DICT), pa.field("strides", _DICT), pa.field("dtypes", _DICT), pa.field("bytes_in", pa.int64()),
 ])  # fmt: skip
+_ALWAYS = ("kind", "thread", "args", "start_ns", "dur_ns")  # columns every event has
 _DTYPES = {"kind": np.int8, "thread": np.int32, "args": np.int32, **dict.fromkeys(TEXT_COLUMNS, np.int32)}
 
 
@@ -142,7 +144,10 @@ class EventColumns:
     (into `arguments`: (shapes, strides, dtypes, bytes_in)), text codes (into `texts`), and an optional integer
     column only for the parts where some event has it (~30 bytes an operator)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, spill: bool = False) -> None:
+        self.spill = spill  # every column but the kinds in a temporary file as it grows (`spill.DiskColumn`)
+        self._disk: dict[str, DiskColumn] = {}
+        self._disk_rows = 0
         self.texts: list[str | None] = [None]  # code 0: no text
         self._text_codes: dict[str | None, int] = {None: 0}
         self.threads: list[tuple[object, object]] = []
@@ -155,7 +160,7 @@ class EventColumns:
         self._parts: list[dict[str, np.ndarray]] = []
 
     def __len__(self) -> int:
-        return len(self._rows["kind"]) + sum(len(p["kind"]) for p in self._parts)
+        return len(self._rows["kind"]) + sum(len(p["kind"]) for p in self._parts) + self._disk_rows
 
     def text(self, value: object) -> int:
         value = value if value is None or type(value) is str else str(value)
@@ -244,7 +249,35 @@ class EventColumns:
             given = columns.get(c)
             if given is not None and (given != NONE).any():
                 part[c] = given.astype(np.int64)
-        self._parts.append(part)
+        if self.spill:
+            self._to_disk(self._held_part())
+            self._to_disk(part)
+        else:
+            self._parts.append(part)
+
+    def _held_part(self) -> dict[str, np.ndarray]:
+        """The events `add` holds, as a part (and no longer held)."""
+        part = {c: np.asarray(v, dtype=_DTYPES.get(c, np.int64)) for c, v in self._rows.items()}
+        self._rows = {c: [] for c in COLUMNS}
+        return {c: v for c, v in part.items() if c in _ALWAYS or (v != (NONE if c in INT_COLUMNS else 0)).any()}
+
+    def _to_disk(self, part: dict[str, np.ndarray]) -> None:
+        """Append a part to the columns' temporary files (spill mode; a column no event had so far is made then, led
+        by its empty value for the events before)."""
+        size = len(part["kind"])
+        if not size:
+            return
+        for c in COLUMNS:
+            empty = NONE if c in INT_COLUMNS else 0
+            column = self._disk.get(c)
+            if column is None and c not in part:
+                continue
+            if column is None:
+                column = self._disk[c] = DiskColumn(np.dtype(_DTYPES.get(c, np.int64)).char)
+                for lo in range(0, self._disk_rows, 1 << 20):
+                    column.extend(np.full(min(1 << 20, self._disk_rows - lo), empty, dtype=column.dtype))
+            column.extend(part[c] if c in part else np.full(size, empty, dtype=column.dtype))
+        self._disk_rows += size
 
     def _arguments_of(self, n: int, texts: dict[str, tuple[list, np.ndarray]],
                       bytes_in: np.ndarray | None) -> tuple[list, np.ndarray]:  # fmt: skip
@@ -263,7 +296,10 @@ class EventColumns:
         """Every column as a numpy array: kinds as `KIND_CODES`, threads, arguments and texts as int32 codes (texts:
         0 none), integers as int64 with `NONE` where not given (a column no event has: one read-only constant, no
         memory). release: give each part's memory back as its column is joined (this object then holds no events:
-        call once)."""
+        call once). In spill mode every column but the kinds stays in its temporary file: a `DiskColumn` (indexed
+        as an array: the values at rows), integer columns dense with `NONE`; rows in the order added."""
+        if self.spill:
+            return self._disk_arrays()
         rows = {c: np.asarray(v, dtype=_DTYPES.get(c, np.int64)) for c, v in self._rows.items()}
         parts = [p for p in (rows, *self._parts) if len(p["kind"])] or [rows]
         if release:
@@ -295,9 +331,23 @@ class EventColumns:
                     p.pop(c, None)
         return out
 
+    def _disk_arrays(self) -> dict[str, Any]:
+        self._to_disk(self._held_part())
+        n = self._disk_rows
+        out: dict[str, Any] = {}
+        for c in COLUMNS:
+            column = self._disk.get(c)
+            if column is None:
+                out[c] = np.broadcast_to(np.asarray(NONE if c in INT_COLUMNS else 0, dtype=_DTYPES.get(c, np.int64)), (n,))
+            else:
+                column.flush()
+                out[c] = column
+        out["kind"] = out["kind"][:] if n else np.zeros(0, dtype=np.int8)  # the kinds in memory: one byte an event
+        return out
+
     def table(self) -> pa.Table:
         """The events as an Arrow table of `EVENTS` (what SQL and the architecture document show)."""
-        a = self.arrays()
+        a = {c: v[:] if isinstance(v, DiskColumn) else v for c, v in self.arrays().items()}
         kinds = pa.array([k.value for k in EventKind], pa.string())
         texts = pa.array(self.texts, pa.string())
         cols = {"kind": pa.DictionaryArray.from_arrays(pa.array(a["kind"].astype(np.int32)), kinds)}

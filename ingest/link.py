@@ -15,10 +15,11 @@ Every reader's events (`events.EventColumns`) are linked here and nowhere else:
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
-from .events import KIND_CODES, NONE, EventKind
+from .events import DEVICE_KINDS, KIND_CODES, NONE, EventKind
 
 _MIN = np.iinfo(np.int64).min
 _RANK = {EventKind.PYTHON: 0, EventKind.ANNOTATION: 0, EventKind.OP: 1, EventKind.RUNTIME: 2}  # others: 3
@@ -57,6 +58,9 @@ def enclosing(group: np.ndarray, start: np.ndarray, dur: np.ndarray, rank: np.nd
     if not container.any() or not query.any():
         return np.broadcast_to(np.int32(-1), (len(group),))
     rows = np.flatnonzero(container | query)
+    if not isinstance(start, np.ndarray) and _in_start_order(start, rows):  # columns in files: never gathered whole
+        return _enclosing_in_order(group, start, dur, rank, container, query, rows)
+    group, start, dur = (v if isinstance(v, np.ndarray) else _Gathered(v, rows) for v in (group, start, dur))
     order = rows[np.lexsort((rank[rows], -dur[rows], start[rows], group[rows]))]  # stable: file order breaks ties
     del rows
     out = np.full(len(group), -1, dtype=np.int32)
@@ -76,6 +80,68 @@ def enclosing(group: np.ndarray, start: np.ndarray, dur: np.ndarray, rank: np.nd
         out[seq[asked[ok]]] = seq[found[ok]]
         following = order[lo + CHUNK_ROWS] if lo + CHUNK_ROWS < len(order) else None
         carry = seq[:0] if following is None else _still_open(seq, ends, group[seq] == group[following], start[following])
+    return out
+
+
+class _Gathered:
+    """The values of a column kept in a file (`spill.DiskColumn`) at some rows, indexed by event row as the column
+    would be (what `enclosing` reads of rows out of start order: those rows only, not the column)."""
+
+    def __init__(self, column: Any, rows: np.ndarray) -> None:
+        self.rows, self.values = rows, column[rows]
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.values[np.searchsorted(self.rows, index)]
+
+
+def _in_start_order(start: Any, rows: np.ndarray) -> bool:
+    """Whether the starts of these rows never decrease, read `CHUNK_ROWS` at a time."""
+    last = _MIN
+    for lo in range(0, len(rows), CHUNK_ROWS):
+        s = start[rows[lo : lo + CHUNK_ROWS]]
+        if s[0] < last or (s[1:] < s[:-1]).any():
+            return False
+        last = s[-1]
+    return True
+
+
+def _enclosing_in_order(group: Any, start: Any, dur: Any, rank: np.ndarray, container: np.ndarray, query: np.ndarray,
+                        rows: np.ndarray) -> np.ndarray:  # fmt: skip
+    """`enclosing` of rows already in order of start, read `CHUNK_ROWS` at a time (a chunk ends where a start does,
+    so ties are sorted together): each chunk sorted by (group, start, -dur, rank, row) with the containers of
+    earlier chunks still open at its first start (what a sweep's stacks would hold, every group's)."""
+    out = np.full(len(rank), -1, dtype=np.int32)
+    carry = {c: np.zeros(0, dtype=np.int64) for c in ("row", "group", "start", "dur")}
+    lo = 0
+    while lo < len(rows):
+        hi = min(lo + CHUNK_ROWS, len(rows))
+        s = start[rows[lo:hi]]
+        while hi < len(rows) and start[int(rows[hi])] == s[-1]:  # a start's ties in one chunk
+            cut = int(np.searchsorted(s, s[-1]))
+            if cut:
+                hi, s = lo + cut, s[:cut]
+                break
+            more = start[rows[hi : hi + CHUNK_ROWS]]
+            hi += len(more)
+            s = np.concatenate([s, more])
+        chunk = rows[lo:hi]
+        seq = {"row": np.concatenate([carry["row"], chunk]), "start": np.concatenate([carry["start"], s]),
+               "group": np.concatenate([carry["group"], group[chunk]]), "dur": np.concatenate([carry["dur"], dur[chunk]])}
+        order = np.lexsort((seq["row"], rank[seq["row"]], -seq["dur"], seq["start"], seq["group"]))
+        seq = {c: v[order] for c, v in seq.items()}
+        del order
+        row, g = seq["row"], seq["group"]
+        ends = np.where(container[row], seq["start"] + seq["dur"], _MIN)
+        asked = np.flatnonzero(query[row] & (row >= (chunk[0] if len(chunk) else 0)))  # carried rows were answered
+        found = _rightmost_greater(ends, seq["start"][asked], asked)
+        hit = found >= 0
+        ok = np.zeros(len(asked), dtype=bool)
+        ok[hit] = g[found[hit]] == g[asked[hit]]
+        out[row[asked[ok]]] = row[found[ok]]
+        lo = hi
+        if lo < len(rows):  # containers still open where the next chunk starts (a hidden one is never found: kept)
+            keep = ends > start[int(rows[lo])]
+            carry = {c: v[keep] for c, v in seq.items()}
     return out
 
 
@@ -127,31 +193,39 @@ def link(a: dict[str, np.ndarray]) -> Links:
     start, dur = a["start_ns"], a["dur_ns"]
     group = a["thread"]
     rank = np.full(n, 3, dtype=np.int8)
-    is_ = {k: kind == KIND_CODES[k] for k in EventKind}
+
+    def is_(*kinds: EventKind) -> np.ndarray:  # a flag per event (made when asked: one byte an event each)
+        return np.isin(kind, [KIND_CODES[k] for k in kinds]) if len(kinds) > 1 else kind == KIND_CODES[kinds[0]]
+
     for k, r in _RANK.items():
-        rank[is_[k]] = r
-    device = is_[EventKind.KERNEL] | is_[EventKind.COPY] | is_[EventKind.MEMSET] | is_[EventKind.WAIT]
-    host_query = is_[EventKind.OP] | is_[EventKind.RUNTIME] | is_[EventKind.MEMORY] | is_[EventKind.SPAN]
-    op = enclosing(group, start, dur, rank, is_[EventKind.OP], host_query)
-    frames = enclosing(group, start, dur, rank, is_[EventKind.PYTHON], is_[EventKind.PYTHON] | is_[EventKind.OP])
-    python = is_[EventKind.PYTHON].any()
-    frame = np.where(is_[EventKind.OP], frames, np.int32(-1)) if python else frames
-    frame_parent = np.where(is_[EventKind.PYTHON], frames, np.int32(-1)) if python else frames
-    del frames
-    call_parent = enclosing(group, start, dur, rank, is_[EventKind.RUNTIME], is_[EventKind.RUNTIME])
-    launcher = _launches(a["correlation"], is_[EventKind.RUNTIME], device | is_[EventKind.SPAN])
+        rank[is_(k)] = r
+    host_query = is_(EventKind.OP, EventKind.RUNTIME, EventKind.MEMORY, EventKind.SPAN)
+    op = enclosing(group, start, dur, rank, is_(EventKind.OP), host_query)
+    del host_query
+    python = is_(EventKind.PYTHON)
+    frames = enclosing(group, start, dur, rank, python, python | is_(EventKind.OP))
+    frame = np.where(is_(EventKind.OP), frames, np.int32(-1)) if python.any() else frames
+    frame_parent = np.where(python, frames, np.int32(-1)) if python.any() else frames
+    del frames, python
+    call_parent = enclosing(group, start, dur, rank, is_(EventKind.RUNTIME), is_(EventKind.RUNTIME))
+    del rank
+    device = is_(*DEVICE_KINDS)
+    launcher = _launches(a["correlation"], is_(EventKind.RUNTIME), device | is_(EventKind.SPAN))
     launched = np.flatnonzero(launcher >= 0)
     if len(launched):
         op = np.array(op, dtype=np.int32)  # writable (a trace without operators links to a constant)
         op[launched] = op[launcher[launched]]
+    del launched
     # device work listed with the operator it ran as, no runtime call between (kernel_details): that operator
-    ran = _ran_as(a["correlation"], is_[EventKind.OP], device & (launcher < 0))
-    ran_as = np.flatnonzero(ran >= 0)
-    if len(ran_as):
+    ran = _ran_as(a["correlation"], is_(EventKind.OP), device & (launcher < 0))
+    del device
+    if ran.strides != (0,):  # some device work ran as an operator
         op = np.array(op, dtype=np.int32)
-        op[ran_as] = ran[ran_as]
-    anns, parent, times, rows = _regions(start, dur, is_[EventKind.ANNOTATION])
-    end_ns = int((start + dur).max()) if n else 0
+        np.copyto(op, ran, where=ran >= 0)
+    del ran
+    anns, parent, times, rows = _regions(start, dur, is_(EventKind.ANNOTATION))
+    end_ns = max((int((start[lo : lo + CHUNK_ROWS] + dur[lo : lo + CHUNK_ROWS]).max()) for lo in range(0, n, CHUNK_ROWS)),
+                 default=0)  # fmt: skip
     return Links(op=op, launcher=launcher, frame=frame, frame_parent=frame_parent, call_parent=call_parent,
                  annotations=anns, annotation_parent=parent, region_times=times, region_rows=rows,
                  end_ns=max(end_ns, 0))  # fmt: skip
@@ -161,19 +235,24 @@ def _ran_as(correlation: np.ndarray, ops: np.ndarray, work: np.ndarray) -> np.nd
     """Per row: for device work, the last operator (file order) holding its correlation id; else -1. A sort and a
     binary search (a format that lists its device work with operators pairs every kernel: DuckDB's join would hold
     hash tables of them all)."""
-    op_rows, work_rows = np.flatnonzero(ops), np.flatnonzero(work)
-    op_rows, work_rows = op_rows[correlation[op_rows] != NONE], work_rows[correlation[work_rows] != NONE]
+    op_rows = np.flatnonzero(ops)
+    keys = correlation[op_rows]
+    if (keys == NONE).any():
+        op_rows, keys = op_rows[keys != NONE], keys[keys != NONE]
+    work_rows = np.flatnonzero(work)
     if not len(op_rows) or not len(work_rows):
         return np.broadcast_to(np.int32(-1), (len(ops),))
-    keys = correlation[op_rows]
-    order = np.argsort(keys, kind="stable")  # ties in file order: the last of a key is the last in the file
-    keys, op_rows = keys[order], op_rows[order]
-    del order
-    ids = correlation[work_rows]
-    at = np.searchsorted(keys, ids, side="right") - 1
-    hit = (at >= 0) & (keys[np.maximum(at, 0)] == ids)
+    if (keys[1:] < keys[:-1]).any():  # ties in file order: the last of a key is the last in the file
+        order = np.argsort(keys, kind="stable")
+        keys, op_rows = keys[order], op_rows[order]
+        del order
     out = np.full(len(ops), -1, dtype=np.int32)
-    out[work_rows[hit]] = op_rows[at[hit]]
+    for lo in range(0, len(work_rows), CHUNK_ROWS):
+        part = work_rows[lo : lo + CHUNK_ROWS]
+        ids = correlation[part]
+        at = np.searchsorted(keys, ids, side="right") - 1
+        hit = (at >= 0) & (keys[np.maximum(at, 0)] == ids) & (ids != NONE)
+        out[part[hit]] = op_rows[at[hit]]
     return out
 
 
@@ -213,6 +292,8 @@ def _launches(correlation: np.ndarray, calls: np.ndarray, work: np.ndarray) -> n
     """Per row: for device work, the last runtime call (file order) with its correlation id; else -1."""
     call_rows = np.flatnonzero(calls)
     call_rows = call_rows[correlation[call_rows] != NONE]
+    if not len(call_rows):
+        return np.broadcast_to(np.int32(-1), (len(calls),))
     work_rows = np.flatnonzero(work)
     work_rows = work_rows[correlation[work_rows] != NONE]
     if not len(call_rows) or not len(work_rows):

@@ -17,7 +17,7 @@ import os
 import tempfile
 from array import array
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -101,10 +101,19 @@ class DiskColumn:
             got += n
         return got
 
-    def __getitem__(self, i: int) -> int | float:
-        """One value (a negative index counts from the end); past the end: IndexError (so iteration stops there)."""
+    def __getitem__(self, i: Any) -> Any:
+        """One value (a negative index counts from the end; past the end: IndexError, so iteration stops there), or
+        as a numpy array would: the values at an array of indices or flags (`take`), or a slice's (`read`)."""
+        if isinstance(i, slice):
+            lo, hi, step = i.indices(len(self))
+            return self.read(lo, hi)[::step] if step > 0 else self.take(np.arange(lo, hi, step))
+        if not isinstance(i, int | np.integer):
+            at = np.asarray(i)
+            if at.dtype == bool:
+                at = np.flatnonzero(at)
+            return self.take(at.reshape(-1)).reshape(at.shape)
         n = len(self)
-        at = i + n if i < 0 else i
+        at = int(i) + n if i < 0 else int(i)
         if not 0 <= at < n:
             raise IndexError(f"index {i} outside a column of {n} values")
         return self.held[at - self._on_disk] if at >= self._on_disk else self.read(at, at + 1)[0].item()

@@ -249,7 +249,7 @@ def _read_kernels(path: Path, caps: SizeCaps, out: EventColumns) -> tuple[list[s
 
 def translate(path: Path, caps: SizeCaps = DEFAULT_CAPS) -> Translated:
     """The kernels of one kernel_details.csv in the one event model (module docstring)."""
-    out = EventColumns()
+    out = EventColumns(spill=True)  # a kernel is two events: on disk as they are made, not all held
     header, k, cells = _read_kernels(path, caps, out)
     if not bool(np.all(k["start"][1:] >= k["start"][:-1])):  # in order of start; ties in file order
         order = np.argsort(k["start"], kind="stable")
