@@ -119,6 +119,9 @@ COMPARE_PORT_TABLE = "compare-port-table"  # with timelines to highlight on (two
 COMPARE_PORT_TABLE_ALONE = "compare-port-table-alone"  # two regions of one run: no timelines, nothing to highlight
 COMPARE_PORT_CATEGORIES = "compare-port-categories"
 COMPARE_PORT_STATUS = "compare-port-status"
+COMPARE_PREDICTION = "compare-prediction"  # a predicted run against a measured one (app/pages/compare_prediction.py)
+COMPARE_PREDICTION_SECTION = "compare-prediction-section"
+COMPARE_PREDICTION_TABLE = "compare-prediction-table"
 COMPARE_MEMORY = "compare-memory"  # memory of A and B (app/pages/memory_sections.py)
 COMPARE_MEMORY_TABLE = "compare-memory-table"
 

@@ -15,7 +15,14 @@ from ..context import store
 from ..data.runs import regions_frame
 from ..data.tables import numerics_frame
 from ..figures import flow_indices, graph_config, match_indices, timeline_figure
-from . import compare_ops, compare_port, compare_schedules, memory_sections, timeline_tools
+from . import (
+    compare_ops,
+    compare_port,
+    compare_prediction,
+    compare_schedules,
+    memory_sections,
+    timeline_tools,
+)
 from .common import load, region_label, run_label
 from .timeline import click_update, panels, slice_view, zoom_update
 
@@ -71,6 +78,7 @@ def layout(a: str = "", b: str = "", ra: str | None = None, rb: str | None = Non
         ),
         html.Div([dcc.Link(f"A: {run_label(a, trace_a)} ({a})", href=urls.run(a)),
                   dcc.Link(f"B: {run_label(b, trace_b)} ({b})", href=urls.run(b))], className="links"),
+        compare_prediction.section(trace_a, trace_b),
         compare_port.section(),
         html.H3("Signals"),
         html.Div(id=ids.COMPARE_SIGNALS),
@@ -164,6 +172,7 @@ def register(app: dash.Dash) -> None:
     compare_schedules.register(app)
     compare_ops.register(app)
     compare_port.register(app)
+    compare_prediction.register(app)
     memory_sections.register(app)
 
     @app.callback(
