@@ -26,7 +26,7 @@ SOURCES = {"engines.matrix.latency_ns": CALIBRATED, "engines.matrix.flops_per_ns
 
 def _op(b: TraceBuilder, op_id: int, name: str, start: int, dur: int, placement: Placement) -> None:
     b.ops.append(op_id=op_id, region_id=0, name=name, start_ns=start, dur_ns=dur, placement=placement, bytes_in=0,
-                 bytes_out=0, thread=0)
+                 bytes_out=0, thread=0, module="model")
 
 
 def predicted() -> Trace:
