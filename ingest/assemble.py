@@ -325,7 +325,9 @@ class _Assembly(EngineLanes):
             "bytes": np.concatenate([t["bytes"], s["bytes"]]), "call_site": site, "stack_id": stack, "note": notes,
             "time_ns": time})  # fmt: skip
         if len(ev):
-            signals = signals.take(pa.array(np.lexsort((np.arange(len(ev)), a["start_ns"][ev]))))
+            time_of = a["start_ns"][ev]
+            if (time_of[1:] < time_of[:-1]).any():  # in order of time (ties in the order found)
+                signals = signals.take(pa.array(np.argsort(time_of, kind="stable")))
         return transfers, signals, self.compiles(f)
 
     def compiles(self, f: Findings) -> pa.Table:

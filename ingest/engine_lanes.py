@@ -71,6 +71,25 @@ class Words:
         return self._array
 
 
+def factorize(values: np.ndarray, span: int = 1 << 24) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct values in order, each value's index among them as int32), as np.unique with return_inverse
+    gives them; values within `span` of each other by a table of that range (no sort of the rows)."""
+    values = np.asarray(values)
+    if not len(values):
+        return values[:0], np.zeros(0, dtype=np.int32)
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo >= span:
+        used, at = np.unique(values, return_inverse=True)
+        return used, at.reshape(-1).astype(np.int32)
+    shifted = values - lo
+    seen = np.zeros(hi - lo + 1, dtype=bool)
+    seen[shifted] = True
+    present = np.flatnonzero(seen)
+    index = np.zeros(len(seen), dtype=np.int32)
+    index[present] = np.arange(len(present), dtype=np.int32)
+    return (present + lo).astype(values.dtype), index[shifted]
+
+
 class EngineLanes:
     """The engine-slices part of the assembly (`assemble._Assembly` inherits it): reads its events (`a`, `links`,
     `texts`, `column`...) and writes the lanes."""
@@ -168,11 +187,11 @@ class EngineLanes:
         key = np.zeros(len(rows), dtype=np.int64)
         parts = []
         for column in (a["lane"][rows], direction, device, stream, a["engine_kind"][rows]):
-            values, part_codes = np.unique(column, return_inverse=True)
-            key = key * len(values) + part_codes.reshape(-1)
+            values, part_codes = factorize(column)
+            key = key * len(values) + part_codes
             parts.append(values)
             del part_codes
-        used, at = np.unique(key, return_inverse=True)
+        used, at = factorize(key)
         del key
         distinct = []
         for k in used.tolist():  # each distinct key back to its parts, last part first
@@ -195,9 +214,13 @@ class EngineLanes:
         found = self.found.signal_columns()
         fallbacks = found["event"][found["kind"] == SIGNAL_KINDS.index(SignalKind.CPU_FALLBACK)]
         slice_kind[np.isin(rows, fallbacks) & ~copy] = 3
-        nbytes = np.where(np.isin(kind, codes[1:3]), a["bytes"][rows], NONE)  # copies' and memsets'
-        launcher = self.links.launcher[rows]  # a copy with no byte count of its own: its launching call's
-        nbytes = np.where((nbytes == NONE) & copy & (launcher >= 0), a["bytes"][np.maximum(launcher, 0)], nbytes)
+        sized = np.flatnonzero(np.isin(kind, codes[1:3]))  # copies' and memsets' bytes (none: the column is null)
+        nbytes = None
+        if len(sized):
+            nbytes = np.full(len(rows), NONE, dtype=np.int64)
+            nbytes[sized] = a["bytes"][rows[sized]]
+            launcher = self.links.launcher[rows]  # a copy with no byte count of its own: its launching call's
+            nbytes = np.where((nbytes == NONE) & copy & (launcher >= 0), a["bytes"][np.maximum(launcher, 0)], nbytes)
         at = at.reshape(-1).astype(np.int32)
         return LanePart(rows=rows, engine_values=engines, engine=at, engine_kind_values=kinds, engine_kind=at,
                       kind_values=slice_kinds, kind=slice_kind, nbytes=nbytes)  # fmt: skip
@@ -282,4 +305,4 @@ class EngineLanes:
                       engine_kind=engine_kind.astype(np.int8), kind_values=words, kind=slice_kind)  # fmt: skip
 
 
-__all__ = ["EngineLanes", "LanePart", "Words"]
+__all__ = ["EngineLanes", "LanePart", "Words", "factorize"]

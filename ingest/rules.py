@@ -462,12 +462,16 @@ def launched_ops(linked: Linked) -> np.ndarray:
     links = linked.links
     flag = np.zeros(len(linked.kind), dtype=bool)
     device = np.isin(linked.kind, [KIND_CODES[k] for k in (EventKind.KERNEL, EventKind.COPY, EventKind.MEMSET)])
-    start = np.unique(links.op[device & (links.op >= 0)])
-    while len(start):
-        start = start[~flag[start]]
-        flag[start] = True
-        start = links.op[start]
-        start = np.unique(start[start >= 0])
+    up = links.op[device]
+    del device
+    pending = np.zeros(len(flag), dtype=bool)  # operators to flag next, one level up at a time (flags: no sort)
+    pending[up[up >= 0]] = True
+    while pending.any():
+        pending &= ~flag
+        flag |= pending
+        up = links.op[pending]
+        pending[:] = False
+        pending[up[up >= 0]] = True
     return flag
 
 
