@@ -16,6 +16,7 @@ Public names (stable; other modules import them):
   :data:`DATA_DEPENDENT_OPS`, :data:`SCALAR_READ_OPS`, :data:`BOOL_INDEX_OPS`, :data:`COPY_OPS`, :data:`CLONE_OPS`,
   :data:`FACTORY_OPS`, :data:`VIEW_OPS`, :data:`INDEX_ARITHMETIC_OPS`, :data:`NO_WORK_OPS`,
   :data:`MATMUL_OPS`; :func:`packet`.
+* Fix notes: :func:`cause_hint`, :func:`dtype_hint` (a dtype note applicable to its operands), :func:`is_floating`.
 * Operator rules (declared objects with name, description, match, hint): :class:`OpCall`,
   :class:`OpRule`, :class:`RuleSet`, :data:`SYNC_RULES`, :func:`sync_cause`, :func:`copy_ends`,
   :func:`never_falls_back`, :func:`dtype_agnostic`, :func:`is_index_arithmetic`, :func:`dtype_fallback_cause`;
@@ -175,6 +176,25 @@ _CAUSE_HINTS: dict[Cause, str] = {
 def cause_hint(cause: Cause, **fields: object) -> str:
     """The fix note for a cause, e.g. ``cause_hint(Cause.UNALIGNED, multiple_of=64)``."""
     return _CAUSE_HINTS[cause].format(**fields)
+
+
+def is_floating(dtype: str) -> bool:
+    """A floating-point dtype name (``float16``, ``bfloat16``, ``float8_e4m3fn``, ``complex64``...)."""
+    return dtype.startswith(("float", "bfloat", "complex"))
+
+
+def dtype_hint(device_dtype: str, dtypes: Iterable[str]) -> str:
+    """The fix note for a dtype the device lacks, applicable to the operands it is about (`dtypes`: the
+    operands' dtypes the device does not compute in, or a cast's two ends).
+
+    "compute in D" only where a floating operand is in another dtype than D; a mask, flag or index the device
+    has no kernel for (bool, integers) is not fixed by computing in D.
+    """
+    seen = [d for d in dtypes if d != device_dtype]
+    if any(is_floating(d) for d in seen):
+        return cause_hint(Cause.DTYPE_NOT_SUPPORTED, dtype=device_dtype)
+    other = "/".join(sorted(set(seen))) or "this"
+    return f"try: 0/1 values in {device_dtype} instead of {other} tensors, or this work outside the step"
 
 
 # ---- operator sets ------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ def _forward_cold_warm(target: str | None, length: int = 7) -> Callable[[], list
 
 def _narrow_norm() -> list[Region]:
     model = tiny_llama()
-    x = torch.randn(1, 7, 128, dtype=torch.float16)  # created on the host
+    x = torch.randn(1, 7, 128, dtype=torch.float16)  # made before the region: the port moved it to the device
     norm = model.model.layers[0].input_layernorm
     with torch.no_grad(), explain("rmsnorm (narrow)", with_stack=True, target="fp16-npu",
                                   tags={"narrow": "model.layers.0.input_layernorm"}) as region:
@@ -110,7 +110,7 @@ SAMPLES: list[Sample] = [
            "tiny Llama (2 layers, hidden 128, float16) forward on a 7-token prompt, cold and warm, predicted for fp16-npu",
            _forward_cold_warm("fp16-npu"), "fp16-npu"),
     Sample("llama_fp16-npu_rmsnorm_narrow.arrow",
-           "a narrow region around one RMSNorm fed a host-created float16 tensor, predicted for fp16-npu",
+           "a narrow region around one RMSNorm fed a float16 tensor made before it, predicted for fp16-npu",
            _narrow_norm, "fp16-npu"),
     Sample("llama_fp16-npu_generate.arrow",
            "generate() with a 7-token prompt, the same prompt again, then a 12-token prompt (static KV cache of 64), predicted for fp16-npu",

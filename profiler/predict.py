@@ -5,8 +5,11 @@ are valid. A device operator needs device copies of its inputs (an h2d transfer
 where only the host copy is valid) and leaves its outputs valid on the device
 only; a fallback needs host copies (a d2h transfer where only the device copy
 is valid), runs on the host and leaves its outputs valid on the host only.
-Parameters and buffers of the model start on the device; any other tensor seen
-for the first time was created on the host.
+The program runs as its port would (``model.to(device)`` and the inputs moved):
+parameters, buffers and every tensor first seen in a region (made before it) are
+held on the device, as the tensors the region's own factories make are. Every
+rule is judged on the operands as the target holds them, so a region predicts
+the same signals whichever region made its inputs.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from portscope.ingest.catalog import (
     copy_ends,
     dtype_agnostic,
     dtype_fallback_cause,
+    dtype_hint,
     sync_cause,
 )
 from portscope.ingest.schema import Direction, Placement, SignalKind
@@ -93,6 +97,9 @@ def tensor_operands(args: tuple, kwargs: dict) -> list[torch.Tensor]:
 class Predictor:
     """Residency tracking and target rules for the regions of one `explain(target=...)`."""
 
+    # where a storage first seen in a region (made before it) is held: an eager port moved it to the device
+    first_seen = DEVICE
+
     def __init__(self, target: str | Path | Target) -> None:
         self.target = load_target(target)
         self.device = self.target.device
@@ -103,7 +110,7 @@ class Predictor:
         self._programs = _PROGRAMS.setdefault(self.target, set())
         self._attached = 0
         self.device_bytes = 0  # bytes of the storages valid on the device now (the residency model's memory)
-        self._dtype_note = cause_hint(Cause.DTYPE_NOT_SUPPORTED, dtype=sorted(self.target.dtypes)[0])
+        self._dtype = sorted(self.target.dtypes)[0]  # what a dtype note suggests computing in
 
     # ---- session wiring -----------------------------------------------------------------
 
@@ -133,11 +140,11 @@ class Predictor:
         signals: list[SignalRecord] = []
         transfers: list[TransferRecord] = []
         self._need(ins, in_st, DEVICE, transfers, "graph-input")
-        signals.extend(SignalRecord(tr.direction.signal, "graph-input", tr.bytes) for tr in transfers)
+        signals.extend(_crossing(tr) for tr in transfers)
         if self.target.graph_fallbacks:  # an output a fallback inside the graph left on the host goes back
             back: list[TransferRecord] = []
             self._need(outs, [t.untyped_storage() for t in outs], DEVICE, back, "graph-output")
-            signals.extend(SignalRecord(tr.direction.signal, "graph-output", tr.bytes) for tr in back)
+            signals.extend(_crossing(tr) for tr in back)
             transfers += back
         else:
             for t in outs:
@@ -162,8 +169,8 @@ class Predictor:
             storage = t.untyped_storage()
         key = id(storage)
         entry = self._state.get(key)
-        if entry is None:
-            state = DEVICE if isinstance(t, torch.nn.Parameter) else HOST
+        if entry is None:  # made before the region
+            state = DEVICE if isinstance(t, torch.nn.Parameter) else self.first_seen
             entry = self._state[key] = [state, weakref.ref(storage, self._forget(key)), storage.nbytes()]
             if state & DEVICE:
                 self.device_bytes += entry[2]
@@ -244,7 +251,10 @@ class Predictor:
         if decision is None:
             decision = self._decisions[key] = self._rules(name, ins, outs, bool_index=raw[7])
         if decision.sync is not None:
-            on_device = [t for t, st in zip(ins, in_st, strict=True) if self._entry(t, st)[0] & DEVICE]
+            # as the target holds the operands: on the device when the operator runs there, else where they are
+            runs_on_device = decision.signal is None and decision.sync.cause is not Cause.ITEM
+            on_device = [t for t, st in zip(ins, in_st, strict=True)
+                         if runs_on_device or self._entry(t, st)[0] & DEVICE]
             if on_device:
                 signals, transfers = sync_signals(decision.sync, on_device[0].element_size(), self.device)
             if decision.sync.cause is Cause.ITEM:  # the host reads one element (from the device if only it has it)
@@ -256,7 +266,7 @@ class Predictor:
             self._need(ins, in_st, DEVICE, moved, "device-input")
             for t, st in zip(outs, out_st, strict=True):
                 self._set(t, DEVICE, storage=st)
-            signals = [SignalRecord(tr.direction.signal, "device-input", tr.bytes) for tr in moved]
+            signals = [_crossing(tr) for tr in moved]
             state.outcomes[index] = (Placement.GRAPH, signals, moved)
             return
         if decision.signal is None:
@@ -265,7 +275,7 @@ class Predictor:
             for t, st in zip(outs, out_st, strict=True):
                 self._set(t, DEVICE, storage=st)
             transfers += moved
-            signals.extend(SignalRecord(tr.direction.signal, "device-input", tr.bytes) for tr in moved)
+            signals.extend(_crossing(tr) for tr in moved)
             signals += decision.copy
             if decision.program is not None and self.target.programs:
                 self._program(state, index, decision, signals)
@@ -278,7 +288,7 @@ class Predictor:
             self._set(t, HOST, storage=st)
         size = sum(t.nbytes for t in ins[:1]) if decision.signal is not SignalKind.CPU_FALLBACK else 0
         signals.append(SignalRecord(decision.signal, decision.reason, size, decision.note))
-        signals.extend(SignalRecord(tr.direction.signal, cause, tr.bytes) for tr in moved)
+        signals.extend(_crossing(tr) for tr in moved)
         state.outcomes[index] = (Placement.FALLBACK, signals, transfers + moved)
 
     # ---- producers (schedules: data dependencies by tensor identity) ---------------------
@@ -303,6 +313,8 @@ class Predictor:
                 entry[0] |= where
                 if where == DEVICE:
                     self.device_bytes += entry[2]
+                if not entry[2]:  # an empty storage: nothing crosses
+                    continue
                 if where == DEVICE:
                     transfers.append(TransferRecord(Direction.H2D, entry[2], "cpu", self.device, cause))
                 else:
@@ -347,7 +359,7 @@ class Predictor:
             src, dst = ends
             change = f"{_dt(src.dtype)}->{_dt(dst.dtype)}"
             if src.dtype != dst.dtype and t.dtype_change is CopyWhere.HOST:
-                return _Decision(SignalKind.BOUNCE_DTYPE, change, self._dtype_note)
+                return _Decision(SignalKind.BOUNCE_DTYPE, change, dtype_hint(self._dtype, (_dt(src.dtype), _dt(dst.dtype))))
             if call.packet == "aten::copy_" and not dst.is_contiguous() and t.strided_write is CopyWhere.HOST:
                 return _Decision(SignalKind.BOUNCE_STRIDED, Cause.STRIDED_DESTINATION,
                                  cause_hint(Cause.STRIDED_DESTINATION))
@@ -362,7 +374,8 @@ class Predictor:
             for x in ins + outs[:1]:  # secondary outputs (e.g. attention's logsumexp) are scratch
                 if x.dim() > 0 and _dt(x.dtype) not in allowed:
                     cause = dtype_fallback_cause(call)
-                    note = self._dtype_note if cause is Cause.DTYPE_NOT_SUPPORTED else cause_hint(cause)
+                    lacking = [_dt(y.dtype) for y in ins + outs[:1] if y.dim() > 0 and _dt(y.dtype) not in allowed]
+                    note = dtype_hint(self._dtype, lacking) if cause is Cause.DTYPE_NOT_SUPPORTED else cause_hint(cause)
                     return _Decision(SignalKind.CPU_FALLBACK, cause, note)
         shapes = [tuple(x.shape) for x in ins]
         for cond in t.shape_conditions:
@@ -386,6 +399,22 @@ class Predictor:
         )
         broadcast = any(0 in x.stride() and x.numel() > 1 for x in ins)
         return _Decision(program=key, broadcast=broadcast)
+
+
+# What fixes a predicted crossing: every tensor starts on the device (parameters, inputs, the region's own
+# factories), so data crosses only around host work; the note points at that work, not at moving tensors.
+_CROSSING_NOTES = {
+    "device-input": "try: remove the host work that left it on the host (fallbacks, bounces above)",
+    "graph-input": "try: remove the host work that left it on the host (fallbacks, bounces above)",
+    "graph-output": "try: remove the fallback inside the graph",
+    "fallback-input": "try: remove the fallback that reads it on the host",
+    "bounce": "try: remove the bounce that copies it through the host",
+}
+
+
+def _crossing(tr: TransferRecord) -> SignalRecord:
+    """The signal row of a transfer the residency model moved, with a note that applies to it."""
+    return SignalRecord(tr.direction.signal, tr.cause, tr.bytes, _CROSSING_NOTES.get(tr.cause))
 
 
 def _layout(t: torch.Tensor) -> tuple[int, ...]:

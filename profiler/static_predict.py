@@ -72,6 +72,9 @@ class _Call:
 class StaticPredictor(Predictor):
     """Residency and program calls for a target with a [static_shapes] section."""
 
+    # the host runtime made what it hands the programs (ids, masks, positions): host buffers until a call
+    first_seen = HOST
+
     def __init__(self, target: str | Path | Target) -> None:
         super().__init__(target)
         static = self.target.static_shapes

@@ -42,9 +42,9 @@ EXPECTED: dict[int, list[tuple]] = {
     # report --json: transfers.d2h_bytes per region; report: transfer/d2h counts
     3: [("llama_fp16-npu_forward", "forward:cold", 17, 21592),
         ("llama_fp16-npu_forward", "forward:warm", 17, 21592),
-        ("llama_fp16-npu_generate", "generate #1 (7-token prompt)", 105, 162756),
-        ("llama_fp16-npu_generate", "generate #2 (7-token prompt)", 105, 162756),
-        ("llama_fp16-npu_generate", "generate #3 (12-token prompt)", 105, 178276)],
+        ("llama_fp16-npu_generate", "generate #1 (7-token prompt)", 109, 162788),
+        ("llama_fp16-npu_generate", "generate #2 (7-token prompt)", 109, 162788),
+        ("llama_fp16-npu_generate", "generate #3 (12-token prompt)", 109, 178308)],
     # engine_slices of device engines summed by name with pyarrow (diff --ops agrees inside its region)
     4: [("Memcpy DtoD (Device -> Device)", 18, 4645, 2735.0, 92932.0, 90197.0),
         ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", 18, 21, 32880.0, 92082.0, 59202.0),
@@ -91,7 +91,7 @@ EXPECTED: dict[int, list[tuple]] = {
     # report: 591 ops and 7 AI-CPU fallbacks; 479 ops and 3 syncs; 368 ops and 54 + 54 fallbacks
     13: [("ascend_kernel_details_591", "converted", "ascend-kernels", 591, 591, 7, 0),
          ("bert_small_h100", "converted", "kineto", 479, 61, 0, 3),
-         ("llama_fp16-npu_forward", "predicted", "fp16-npu", 368, 128, 108, 0)],
+         ("llama_fp16-npu_forward", "predicted", "fp16-npu", 368, 126, 108, 0)],
     # report: the regions' walls (each file's root region)
     14: [("cuda_diff_test", "cuda_diff_test.json.gz", 745.341), ("cuda_diff_control", "cuda_diff_control.json.gz", 465.275),
          ("bert_small_h100", "bert_small_h100.json.gz", 4.871)],

@@ -259,13 +259,15 @@ def test_every_case_compares_something() -> None:
             assert any(row[0] in _compared(p, case) for p in (Provider.MEASURED, Provider.PREDICTED, Provider.KINETO))
 
 
-def test_predictor_sees_keyword_tensors(permissive: Path) -> None:
+def test_predictor_sees_keyword_tensors(tmp_path: Path) -> None:
     """attn_mask is keyword-only in the fused attention kernel: a host-made mask must cross to the device."""
-    mask = torch.zeros(1, 1, 8, 8)  # made outside the region: on the host
+    target = tmp_path / "no-tril.toml"  # tril has no kernel: the mask it makes is on the host
+    target.write_text(PERMISSIVE.replace('name = "permissive"', 'name = "no-tril"') + '[kernels]\nmissing = ["aten::tril"]\n')
+    mask = torch.ones(1, 1, 8, 8)
     reset_program_cache()
-    with torch.no_grad(), explain("kwargs", target=str(permissive)) as region:
+    with torch.no_grad(), explain("kwargs", target=str(target)) as region:
         q = torch.ones(1, 2, 8, 16)
-        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q, q, attn_mask=mask)
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q, q, attn_mask=torch.tril(mask))
     rows = [(s["kind"], s["reason"], s["bytes"]) for s in region.to_trace()["signals"].to_pylist()
             if s["op_name"].startswith("aten::_scaled_dot_product")]
     assert rows == [(SignalKind.TRANSFER_H2D.value, "device-input", 1 * 1 * 8 * 8 * 4)]
