@@ -53,6 +53,19 @@ def typed(array: np.ndarray) -> dict[str, str]:
     return {"dtype": code, "bdata": base64.b64encode(np.ascontiguousarray(array).tobytes()).decode("ascii")}
 
 
+@dataclasses.dataclass(frozen=True)
+class RankLanes:
+    """A multi-rank run's lanes: one group per rank (rank, first row, last row, in the lanes' order) and each
+    rank's ProfilerStep starts (the axis unit), drawn as a line down its own group: lined-up ranks, lined-up lines."""
+
+    groups: list[tuple[int, int, int]]
+    step_starts: dict[int, list[float]]
+
+
+STEP_START_COLOUR = "#B2182B"
+RANK_GROUPS_DRAWN = 256  # separator lines between rank groups (shapes) at most
+
+
 @dataclasses.dataclass
 class Panel:
     """One run's timeline inside a figure."""
@@ -65,6 +78,7 @@ class Panel:
     memory: MemoryLanes | None = None  # tensors of a static schedule: drawn above the lanes
     clock_hz: float | None = None  # a cycle axis is labelled in time at this clock rate
     levels: list[LevelLane] = dataclasses.field(default_factory=list)  # memory lanes drawn as levels over their bars
+    ranks: RankLanes | None = None  # a multi-rank run: its lane groups and step starts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -288,6 +302,11 @@ def timeline_figure(panels: list[Panel], *, drag: str = "zoom") -> dict[str, Any
         data.append({"type": "scattergl", "mode": "lines", "name": MATCHES, "showlegend": False, "x": [], "y": [],
                      "xaxis": f"x{suffix}", "yaxis": f"y{suffix}", "line": {"width": MATCH_PX, "color": MATCH_COLOUR},
                      "hoverinfo": "skip", "connectgaps": False})  # fmt: skip  (clicks go to the bar below)
+    for i, panel in enumerate(panels):  # a multi-rank run's groups: separators, and each rank's step starts
+        if panel.ranks is not None:
+            suffix = "" if i == 0 else str(i + 1)
+            shapes += rank_separators(panel.ranks, suffix)
+            data.append(step_start_trace(panel.ranks, suffix, first=not any(p.ranks for p in panels[:i])))
     for i in range(len(panels)):  # flows of the clicked slice (filled by the click callback)
         suffix = "" if i == 0 else str(i + 1)
         data.append({"type": "scatter", "mode": "lines+markers", "name": FLOWS, "showlegend": False, "x": [], "y": [],
@@ -312,6 +331,27 @@ def timeline_figure(panels: list[Panel], *, drag: str = "zoom") -> dict[str, Any
         }
     )
     return {"data": data, "layout": layout}
+
+
+def rank_separators(ranks: RankLanes, suffix: str) -> list[dict[str, Any]]:
+    """A line across the panel above each rank's lane group but the first."""
+    return [{"type": "line", "xref": f"x{suffix} domain", "x0": 0, "x1": 1, "yref": f"y{suffix}", "y0": first - 0.5,
+             "y1": first - 0.5, "line": {"color": "#666", "width": 1.5}, "layer": "above"}
+            for _rank, first, _last in ranks.groups[1 : RANK_GROUPS_DRAWN + 1]]  # fmt: skip
+
+
+def step_start_trace(ranks: RankLanes, suffix: str, *, first: bool) -> dict[str, Any]:
+    """One line down each rank's lane group at each of its step starts (one trace for every rank)."""
+    x: list[float] = []
+    y: list[float] = []
+    for rank, top, bottom in ranks.groups:
+        for start in ranks.step_starts.get(rank, []):
+            x += [start, start, math.nan]
+            y += [top - 0.5, bottom + 0.5, math.nan]
+    return {"type": "scattergl", "mode": "lines", "name": "step start", "showlegend": first and bool(x),
+            "x": typed(np.array(x, np.float64)), "y": typed(np.array(y, np.float64)), "xaxis": f"x{suffix}",
+            "yaxis": f"y{suffix}", "line": {"width": 2, "color": STEP_START_COLOUR}, "hoverinfo": "skip",
+            "connectgaps": False}  # fmt: skip
 
 
 def level_traces(panels: list[Panel]) -> list[dict[str, Any]]:

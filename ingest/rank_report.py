@@ -13,6 +13,12 @@ Per rank and per step (a ``ProfilerStep#N`` region of the rank), over the step's
 * **busy**: the step's time less its exposed communication: the time the rank's own work took. In synchronised
   training (DDP) every rank's step lasts as long as the slowest one's: the others spend the difference waiting
   in a collective, so the step's wall time does not tell the ranks apart and its busy time does.
+* **host communication wait**: the step's time during which a host thread of the rank was inside a communication
+  operator (``nccl:all_reduce``, ``c10d::allreduce_``, ``record_param_comms``...: `op_categories.is_communication`,
+  at any depth), less the runtime calls inside them that launch device work (``cudaLaunchKernel`` is not waiting;
+  a ``cudaStreamSynchronize`` inside a collective is): on a GPU rank, where the NCCL kernels are the communication,
+  the time its host was held by collectives (NCCL's blocking wait, a barrier, a synchronising wait); on a CPU
+  (gloo) rank, its host operators' share of the communication.
 
 The **straggler** of a step is the rank with the longest busy time; its slowdown is its busy time over the
 median rank's (the median busy time of the other ranks in that step: with two ranks, the other one), in ns and %. `slow_operators` lists the
@@ -23,31 +29,30 @@ the other ranks (device time per operator from
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
+from .kineto_vocabulary import SYNC_RUNTIME_CALLS
 from .op_categories import is_communication
 from .op_device import device_by_operator, op_calls
 from .op_report import records
-from .ranks import rank_of_regions
+from .ranks import LANE_RANK, STEP_REGION, rank_of_regions
 from .schema import DEVICE_ENGINES, MEMORY_ENGINE_PREFIX
 from .trace import Trace
 
-__all__ = ["STEP_COLUMNS", "STRAGGLER_COLUMNS", "SUMMARY_COLUMNS", "format_ranks", "is_communication", "rank_steps",
-           "rank_summary", "ranks_report_data", "slow_operators", "stragglers"]
+__all__ = ["STEP_COLUMNS", "STRAGGLER_COLUMNS", "SUMMARY_COLUMNS", "format_ranks", "is_communication", "rank_skews",
+           "rank_steps", "rank_summary", "ranks_report_data", "slow_operators", "stragglers"]
 
 STEP_COLUMNS = ["rank", "step", "region_id", "start_ns", "step_ns", "compute_ns", "communication_ns",
-                "exposed_communication_ns", "idle_ns", "busy_ns"]  # fmt: skip
+                "exposed_communication_ns", "idle_ns", "busy_ns", "host_comm_wait_ns"]  # fmt: skip
 STRAGGLER_COLUMNS = ["step", "rank", "busy_ns", "median_ns", "slowdown_ns", "slowdown_pct", "ranks"]
 SUMMARY_COLUMNS = ["rank", "steps", "step_ns", "compute_ns", "communication_ns", "exposed_communication_ns", "idle_ns",
-                   "busy_ns", "straggler_steps"]  # fmt: skip
+                   "busy_ns", "host_comm_wait_ns", "straggler_steps", "skew_ns"]  # fmt: skip
 SLOW_COLUMNS = ["operator", "straggler_ns", "median_ns", "excess_ns"]
 
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
-_LANE_RANK = re.compile(r"^rank (\d+) · ")
 _DEVICE_KINDS = frozenset(k.value for k in DEVICE_ENGINES)
 _TEXT_STEPS = 20  # the text report lists this many stragglers at most
 
@@ -88,7 +93,7 @@ def _intervals(trace: Trace) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray
     slices = trace["engine_slices"].select(["engine", "engine_kind", "kind", "name", "start", "dur"]).to_pandas()
     slices = slices[~slices["engine"].astype(str).str.contains(MEMORY_ENGINE_PREFIX, regex=False)
                     & (slices["kind"].astype(str) != "annotation")]  # fmt: skip
-    lane_rank = slices["engine"].astype(str).str.extract(_LANE_RANK, expand=False)
+    lane_rank = slices["engine"].astype(str).str.extract(LANE_RANK, expand=False)
     slices = slices.assign(rank=pd.to_numeric(lane_rank).fillna(0).astype(np.int64) if len(slices) else 0)
     names = slices["name"].astype(str)
     comm_names = {n: is_communication(n) for n in names.unique()}
@@ -113,28 +118,129 @@ def _intervals(trace: Trace) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray
     return out
 
 
+def _region_ranks(trace: Trace) -> np.ndarray:
+    """Rank of each region id (index: region id; 0 outside a multi-rank run)."""
+    ranks = rank_of_regions(trace)
+    ids = trace["regions"].column("region_id").to_numpy()
+    out = np.zeros(int(ids.max()) + 1 if len(ids) else 1, np.int64)
+    for region, rank in ranks.items():
+        out[region] = rank
+    return out
+
+
+def _dictionary_mask(column: pa.ChunkedArray | pa.Array, keep: Any) -> np.ndarray:
+    """Rows of a (dictionary or string) column whose value `keep(value)` holds: `keep` asked once per distinct value."""
+    col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if pa.types.is_dictionary(col.type):
+        hits = np.array([bool(keep(str(v))) for v in col.dictionary.to_pylist()] + [False], bool)
+        return hits[col.indices.fill_null(len(hits) - 1).to_numpy(zero_copy_only=False)]
+    values = col.to_pylist()
+    seen = {v: bool(keep(str(v))) for v in set(values) if v is not None}
+    return np.array([seen.get(v, False) for v in values], bool)
+
+
+class _ThreadSpans:
+    """Disjoint intervals per (rank, thread) key, and which times lie inside them (a binary search)."""
+
+    def __init__(self, keys: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+        self.spans = {}
+        for key in np.unique(keys):
+            mine = keys == key
+            self.spans[int(key)] = _union(starts[mine], ends[mine])
+
+    def inside(self, keys: np.ndarray, times: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(times), bool)
+        for key, (lo, hi) in self.spans.items():
+            mine = np.flatnonzero(keys == key)
+            i = np.searchsorted(lo, times[mine], side="right") - 1
+            out[mine] = (i >= 0) & (times[mine] < hi[np.maximum(i, 0)])
+        return out
+
+
+_THREADS = 1 << 32  # (rank, thread) key = rank * _THREADS + thread
+
+
+def _host_comm(trace: Trace) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """Per rank: 'held', the intervals a host thread spent inside communication operators, and 'launching', the
+    runtime calls inside them (on the same thread) that launch device work rather than wait."""
+    region_rank = _region_ranks(trace)
+    keys, starts, ends = [], [], []
+    for batch in trace.batches("ops"):
+        comm = _dictionary_mask(batch.column("name"), is_communication)
+        if not comm.any():
+            continue
+        regions = batch.column("region_id").fill_null(0).to_numpy(zero_copy_only=False)[comm]
+        thread = batch.column("thread").fill_null(-1).to_numpy(zero_copy_only=False)[comm].astype(np.int64)
+        start = batch.column("start_ns").to_numpy(zero_copy_only=False)[comm].astype(np.int64)
+        keys.append(region_rank[np.minimum(regions, len(region_rank) - 1)] * _THREADS + thread)
+        starts.append(start)
+        ends.append(start + batch.column("dur_ns").to_numpy(zero_copy_only=False)[comm].astype(np.int64))
+    if not keys:
+        return {}
+    key, start, end = np.concatenate(keys), np.concatenate(starts), np.concatenate(ends)
+    held = _ThreadSpans(key, start, end)
+    launching = _launching_calls(trace, held, region_rank)
+    out: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
+    ranks = key // _THREADS
+    for rank in np.unique(ranks).tolist():
+        out[rank] = {"held": (start[ranks == rank], end[ranks == rank]),
+                     "launching": launching.get(rank, (np.zeros(0, np.int64), np.zeros(0, np.int64)))}  # fmt: skip
+    return out
+
+
+def _launching_calls(trace: Trace, held: _ThreadSpans, region_rank: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per rank, the runtime calls (not waiting ones: `SYNC_RUNTIME_CALLS`) that start inside a communication
+    operator on their operator's thread."""
+    calls = trace["runtime_calls"].select(["region_id", "op_id", "name", "start_ns", "dur_ns"])
+    if not calls.num_rows:
+        return {}
+    launch = ~_dictionary_mask(calls.column("name"), SYNC_RUNTIME_CALLS.__contains__) & calls.column("op_id").is_valid().to_numpy(zero_copy_only=False)
+    rank = region_rank[np.minimum(calls.column("region_id").to_numpy(), len(region_rank) - 1)]
+    start = calls.column("start_ns").to_numpy().astype(np.int64)
+    ranks_held = {k // _THREADS for k in held.spans}
+    launch &= np.isin(rank, list(ranks_held))
+    ops = calls.column("op_id").fill_null(-1).to_numpy().astype(np.int64)
+    wanted = np.unique(ops[launch])
+    thread_of: dict[int, int] = {}
+    for batch in trace.batches("ops"):
+        ids = batch.column("op_id").to_numpy().astype(np.int64)
+        hit = np.isin(ids, wanted)
+        if hit.any():
+            thread_of.update(zip(ids[hit].tolist(), batch.column("thread").fill_null(-1).to_numpy(zero_copy_only=False)[hit].tolist(), strict=True))
+    idx = np.flatnonzero(launch)
+    threads = np.array([thread_of.get(o, -1) for o in ops[idx].tolist()], np.int64)
+    inside = held.inside(rank[idx] * _THREADS + threads, start[idx])
+    idx = idx[inside]
+    end = start + calls.column("dur_ns").to_numpy().astype(np.int64)
+    return {r: (start[idx][rank[idx] == r], end[idx][rank[idx] == r]) for r in np.unique(rank[idx]).tolist()}
+
+
 def rank_steps(trace: Trace) -> pd.DataFrame:
     """One row per (rank, ProfilerStep#N) of the run (STEP_COLUMNS), by rank then step; a single-rank run is rank 0."""
     ranks = rank_of_regions(trace)
     regions = trace["regions"].select(["region_id", "name", "start_ns", "dur_ns"]).to_pandas()
-    step = regions["name"].astype(str).str.extract(_STEP, expand=False)
+    step = regions["name"].astype(str).str.extract(STEP_REGION, expand=False)
     regions = regions[step.notna()].assign(step=pd.to_numeric(step[step.notna()]).astype(np.int64))
     regions = regions.assign(rank=regions["region_id"].map(ranks).fillna(0).astype(np.int64))
     spans = _intervals(trace)
+    host = _host_comm(trace) if len(regions) else {}
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     parts = []
     for rank, group in regions.groupby("rank", sort=True):
         compute, comm = spans.get(int(rank), {}).get("compute", empty), spans.get(int(rank), {}).get("communication", empty)
+        held, launching = host.get(int(rank), {}).get("held", empty), host.get(int(rank), {}).get("launching", empty)
         lo = group["start_ns"].to_numpy(np.int64)
         hi = lo + group["dur_ns"].to_numpy(np.int64)
         compute_ns = _Coverage(*compute).within(lo, hi)
         either = _Coverage(np.r_[compute[0], comm[0]], np.r_[compute[1], comm[1]]).within(lo, hi)
         exposed = either - compute_ns
         dur = group["dur_ns"].to_numpy(np.int64)
+        # held less its launches: |held ∪ launching| − |launching| (a launch lies inside what holds it)
+        waited = _Coverage(np.r_[held[0], launching[0]], np.r_[held[1], launching[1]]).within(lo, hi) - _Coverage(*launching).within(lo, hi)
         parts.append(pd.DataFrame({"rank": int(rank), "step": group["step"].to_numpy(), "region_id": group["region_id"].to_numpy(),
                                    "start_ns": lo, "step_ns": dur, "compute_ns": compute_ns,
                                    "communication_ns": _Coverage(*comm).within(lo, hi), "exposed_communication_ns": exposed,
-                                   "idle_ns": dur - either, "busy_ns": dur - exposed}))  # fmt: skip
+                                   "idle_ns": dur - either, "busy_ns": dur - exposed, "host_comm_wait_ns": waited}))  # fmt: skip
     frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=STEP_COLUMNS)
     return frame[STEP_COLUMNS].astype(np.int64).sort_values(["rank", "step"], kind="stable").reset_index(drop=True)
 
@@ -158,14 +264,23 @@ def stragglers(steps: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=STRAGGLER_COLUMNS)
 
 
-def rank_summary(steps: pd.DataFrame, straggling: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per rank (SUMMARY_COLUMNS): its steps' figures summed, and in how many steps it was the straggler."""
+def rank_summary(steps: pd.DataFrame, straggling: pd.DataFrame | None = None, skews: dict[int, int] | None = None) -> pd.DataFrame:
+    """Per rank (SUMMARY_COLUMNS): its steps' figures summed, in how many steps it was the straggler, and the clock
+    skew the merge removed from it (`skews`, `rank_skews`; 0 where not given)."""
     straggling = stragglers(steps) if straggling is None else straggling
     counts = straggling["rank"].value_counts().to_dict()
-    summed = ["step_ns", "compute_ns", "communication_ns", "exposed_communication_ns", "idle_ns", "busy_ns"]
+    summed = ["step_ns", "compute_ns", "communication_ns", "exposed_communication_ns", "idle_ns", "busy_ns", "host_comm_wait_ns"]
     frame = steps.groupby("rank", sort=True).agg(steps=("step", "count"), **{c: (c, "sum") for c in summed}).reset_index()
     frame["straggler_steps"] = frame["rank"].map(counts).fillna(0).astype(np.int64)
+    frame["skew_ns"] = frame["rank"].map(skews or {}).fillna(0).astype(np.int64)
     return frame[SUMMARY_COLUMNS]
+
+
+def rank_skews(trace: Trace) -> dict[int, int]:
+    """The clock skew (ns) the merge removed from each rank to line its steps up with the reference rank's
+    (``run_info.extra["ranks"]``; {} for a run merged before it did, or not a multi-rank run)."""
+    return {r["rank"]: r["skew_ns"] for r in trace.run_info.extra.get("ranks") or []
+            if isinstance(r, dict) and isinstance(r.get("rank"), int) and isinstance(r.get("skew_ns"), int)}  # fmt: skip
 
 
 def slow_operators(trace: Trace, steps: pd.DataFrame, rank: int, step: int | None = None, top: int = 10) -> pd.DataFrame:
@@ -203,13 +318,14 @@ def ranks_report_data(trace: Trace) -> dict[str, Any]:
     (per step), and `slow_operators` of the rank most often the straggler."""
     steps = rank_steps(trace)
     straggling = stragglers(steps)
-    summary = rank_summary(steps, straggling)
+    summary = rank_summary(steps, straggling, rank_skews(trace))
     worst = None
     slow = pd.DataFrame(columns=SLOW_COLUMNS)
     if len(straggling):
         worst = int(straggling["rank"].value_counts().sort_index().idxmax())
         slow = slow_operators(trace, steps, worst)
     return {"world_size": trace.run_info.extra.get("world_size") or max(len(summary), 1), "ranks": records(summary),
+            "reference_rank": trace.run_info.extra.get("reference_rank"),
             "steps": records(steps), "stragglers": records(straggling), "slowest_rank": worst,
             "slow_operators": records(slow)}  # fmt: skip
 
@@ -223,12 +339,17 @@ def format_ranks(data: dict[str, Any]) -> str:
     lines = [f"ranks: {len(data['ranks'])} (world size {data['world_size']})", ""]
     if not data["steps"]:
         return "\n".join([*lines, "no ProfilerStep#N ranges: record with a torch.profiler schedule and prof.step()", ""])
-    head = f"{'rank':>5} {'steps':>5} {'step ms':>10} {'compute':>10} {'comm':>10} {'exposed':>10} {'idle':>10} {'busy':>10} {'straggler':>9}"
+    head = (f"{'rank':>5} {'steps':>5} {'step ms':>10} {'compute':>10} {'comm':>10} {'exposed':>10} {'idle':>10} {'busy':>10} "
+            f"{'host wait':>10} {'straggler':>9} {'skew ms':>10}")  # fmt: skip
     lines.append(head)
     for r in data["ranks"]:
         lines.append(f"{r['rank']:>5} {r['steps']:>5} {_ms(r['step_ns']):>10} {_ms(r['compute_ns']):>10} "
                      f"{_ms(r['communication_ns']):>10} {_ms(r['exposed_communication_ns']):>10} {_ms(r['idle_ns']):>10} "
-                     f"{_ms(r['busy_ns']):>10} {r['straggler_steps']:>9}")  # fmt: skip
+                     f"{_ms(r['busy_ns']):>10} {_ms(r['host_comm_wait_ns']):>10} {r['straggler_steps']:>9} "
+                     f"{r['skew_ns'] / 1e6:>10,.3f}")  # fmt: skip
+    lines += ["", "host wait: time a host thread of the rank spent inside collectives, their kernel launches excepted"]
+    if data.get("reference_rank") is not None:
+        lines.append(f"skew: the clock skew removed to line each rank's step starts up with rank {data['reference_rank']}'s")
     if not data["stragglers"]:
         return "\n".join([*lines, "", "no step ran on two ranks or more: no stragglers (convert a folder of per-rank traces)", ""])
     lines += ["", "stragglers (busy = step less exposed communication; median of the other ranks):",

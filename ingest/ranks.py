@@ -45,13 +45,13 @@ from .batches import batch_rows
 from .errors import TraceFormatError
 from .trace import RunInfo, TableSlices, Trace, read_trace, write_run, write_trace
 
-__all__ = ["LANE_PREFIX", "STEP_REGION", "Alignment", "Placement", "RankFile", "align_on_steps", "convert_rank",
+__all__ = ["LANE_PREFIX", "LANE_RANK", "STEP_REGION", "Alignment", "Placement", "RankFile", "align_on_steps", "convert_rank",
            "convert_ranks", "is_rank_input", "lane_prefix", "lane_rank", "merge_ranks", "rank_files", "rank_of_regions",
            "rank_region_name", "read_ranks", "step_starts"]
 
 LANE_PREFIX = "rank {rank} · "
 _RANK_REGION = re.compile(r"^rank (\d+)$")
-_LANE_RANK = re.compile(r"^rank (\d+) · ")
+LANE_RANK = re.compile(r"^rank (\d+) · ")  # a merged run's lane name: its rank
 STEP_REGION = re.compile(r"^ProfilerStep#(\d+)$")  # the profiler's step ranges (torch.profiler schedules, prof.step())
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _TRACE_SUFFIXES = (".json", ".json.gz")
@@ -68,7 +68,7 @@ def lane_prefix(rank: int) -> str:
 
 def lane_rank(lane: str) -> int | None:
     """The rank of a merged run's lane (``rank 3 · stream 7`` -> 3); None: not a rank's lane."""
-    m = _LANE_RANK.match(lane)
+    m = LANE_RANK.match(lane)
     return int(m.group(1)) if m else None
 
 

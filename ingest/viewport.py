@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from portscope.ingest import _compute
+from portscope.ingest.ranks import lane_rank
 from portscope.ingest.schema import EngineKind, SliceKind
 
 KINDS: tuple[str, ...] = tuple(k.value for k in SliceKind)
@@ -85,8 +86,14 @@ def dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
     return _compute.int_values(array.indices, fill=-1), array.dictionary.to_pylist()
 
 
+def _rank_group(lane: str) -> int:
+    rank = lane_rank(lane)
+    return -1 if rank is None else rank
+
+
 def build_lanes(slices: pa.Table) -> Lanes:
-    """Sort an engine_slices table into (lane, kind) groups; lanes ordered by engine kind, then name."""
+    """Sort an engine_slices table into (lane, kind) groups; lanes ordered by rank (a multi-rank run), engine kind,
+    then name."""
     n = slices.num_rows
     if n == 0:
         empty = np.zeros(0)
@@ -100,7 +107,8 @@ def build_lanes(slices: pa.Table) -> Lanes:
     first[seen[0]] = seen[1]
     used = [e for e in range(len(engine_names)) if first[e] >= 0]
     lane_kind = {e: ekind_names[ekind_codes[first[e]]] for e in used}
-    used.sort(key=lambda e: (_ENGINE_ORDER.get(lane_kind[e], 99), _natural(engine_names[e])))
+    # a multi-rank run's lanes (`rank 3 · stream 7`): one group per rank, in rank order, then as any run's
+    used.sort(key=lambda e: (_rank_group(engine_names[e]), _ENGINE_ORDER.get(lane_kind[e], 99), _natural(engine_names[e])))
     lane_of = np.full(len(engine_names), -1, np.int64)
     lane_of[used] = np.arange(len(used))
     kind_of = np.array([KINDS.index(k) if k in KINDS else len(KINDS) - 1 for k in kind_names], np.int64)

@@ -20,6 +20,10 @@ def _ms(v: Any) -> str:
     return "-" if v is None or v != v else f"{v / 1e6:,.2f}"
 
 
+def _skew(v: Any) -> str:
+    return "-" if v is None or v != v else f"{v / 1e6:,.3f}"
+
+
 def _pct(v: Any) -> str:
     return "-" if v is None or v != v else f"{v:,.1f} %"
 
@@ -33,7 +37,9 @@ RANK_COLUMNS = [
     ("exposed_communication_ns", "Exposed comm. (ms)", _ms),
     ("idle_ns", "Idle (ms)", _ms),
     ("busy_ns", "Busy (ms)", _ms),
+    ("host_comm_wait_ns", "Host comm. wait (ms)", _ms),
     ("straggler_steps", "Straggler in", None),
+    ("skew_ns", "Skew removed (ms)", _skew),
 ]
 STRAGGLER_COLUMNS = [
     ("step", "Step", None),
@@ -97,7 +103,13 @@ def layout(run_id: str = "", **_query: str) -> html.Div:
     children: list[Any] = [back, html.P(
         f"{len(data['ranks'])} ranks (world size {data['world_size']}). Busy time is a step's time less its exposed "
         "communication (communication overlapped by no compute of the rank): in synchronised training every rank's "
-        "step lasts as long as the slowest one's, the others wait in a collective.")]
+        "step lasts as long as the slowest one's, the others wait in a collective. Host comm. wait: time a host "
+        "thread of the rank spent inside collectives, their kernel launches excepted.")]
+    if data.get("reference_rank") is not None:
+        children.append(html.P(f"The ranks are lined up on their step starts: each rank's skew against rank "
+                               f"{data['reference_rank']} (the median difference of their ProfilerStep starts) was removed "
+                               "from its times; a rank that shares no step with it keeps its file's start time.",
+                               className="ranks-alignment"))
     children += [html.H3("Per rank"), text_table(data["ranks"], RANK_COLUMNS, table_id=ids.RANKS_TABLE)]
     if not data["steps"]:
         children.append(problem("No ProfilerStep#N ranges: record with a torch.profiler schedule and call prof.step()."))

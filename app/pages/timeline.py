@@ -34,7 +34,7 @@ from ..figures import (
 from ..time_axis import fmt_duration, parse_clock
 from . import compare_port, memory_sections, timeline_tools
 from .common import load, run_label
-from .timeline_runs import bands, extent, run_unit
+from .timeline_runs import bands, extent, rank_lanes, run_unit
 
 
 def panels(run_ids: list[str], titles: list[str], window: tuple[float, float] | None = None, *,
@@ -46,7 +46,8 @@ def panels(run_ids: list[str], titles: list[str], window: tuple[float, float] | 
     for run_id, title, lane in zip(run_ids, titles, lanes, strict=True):
         trace = store().trace(run_id)
         out.append(Panel(title=title, lanes=lane, viewport=reduce_viewport(lane, x0, x1, VIEW_PX), bands=bands(run_id),
-                         unit=run_unit(run_id), memory=memory_lanes(trace), clock_hz=clock_hz, levels=level_lanes(run_id, lane)))
+                         unit=run_unit(run_id), memory=memory_lanes(trace), clock_hz=clock_hz, levels=level_lanes(run_id, lane),
+                         ranks=rank_lanes(run_id, lane)))
     return out
 
 

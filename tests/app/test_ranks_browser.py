@@ -7,10 +7,13 @@ Run alone:  DASH_TEST_CHROMEPATH=/usr/bin/chromium .venv/bin/python -m pytest --
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 from dash.testing.wait import until
 
@@ -23,6 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ingest"))
 from test_ranks import kineto  # noqa: E402
 
 pytestmark = pytest.mark.browser
+
+
+def decoded(values: Any) -> list[float]:
+    """A Plotly typed array ({"dtype": "f8", "bdata": base64}) or a plain list, as a list."""
+    if isinstance(values, dict):
+        return np.frombuffer(base64.b64decode(values["bdata"]), np.dtype(values["dtype"])).tolist()
+    return list(values)
 
 
 def table_rows(dash_duo, css: str) -> list[list[str]]:
@@ -47,11 +57,14 @@ def test_ranks_page(dash_duo, make_app, runs, tmp_path: Path) -> None:
     dash_duo.wait_for_page(url=dash_duo.server_url + urls.run(run_id))
     dash_duo.wait_for_element(f"a[href='{urls.ranks(run_id)}']", timeout=20).click()
     dash_duo.wait_for_element("#ranks-table", timeout=20)
-    # figures of test_the_straggler_and_what_made_it_slow: busy 85 µs a step on ranks 0 and 2, 150 on rank 1
+    # figures of test_the_straggler_and_what_made_it_slow: busy 85 µs a step on ranks 0 and 2, 150 on rank 1; host
+    # comm. wait: nccl:all_reduce [12, 17) less its launch [13, 15), 3 µs a step; skew: rank 1's steps start at 0
+    # and 150 µs, rank 0's at 0 and 100: median difference 25 µs, removed
     assert table_rows(dash_duo, "#ranks-table") == [
-        ["0", "2", "0.20", "0.08", "0.06", "0.03", "0.09", "0.17", "0"],
-        ["1", "2", "0.30", "0.18", "0.06", "0.00", "0.12", "0.30", "2"],
-        ["2", "2", "0.20", "0.08", "0.06", "0.03", "0.09", "0.17", "0"]]
+        ["0", "2", "0.20", "0.08", "0.06", "0.03", "0.09", "0.17", "0.01", "0", "0.000"],
+        ["1", "2", "0.30", "0.18", "0.06", "0.00", "0.12", "0.30", "0.01", "2", "0.025"],
+        ["2", "2", "0.20", "0.08", "0.06", "0.03", "0.09", "0.17", "0.01", "0", "0.000"]]
+    assert "lined up on their step starts" in dash_duo.find_element(".ranks-alignment").text
     assert table_rows(dash_duo, "#ranks-stragglers") == [["0", "1", "0.15", "0.09", "0.07", "76.5 %"],
                                                          ["1", "1", "0.15", "0.09", "0.07", "76.5 %"]]
     assert table_rows(dash_duo, "#ranks-slow-operators") == [["aten::mm", "0.18", "0.08", "0.10"]]
@@ -66,6 +79,31 @@ def test_ranks_page(dash_duo, make_app, runs, tmp_path: Path) -> None:
     assert dash_duo.get_logs() == []
     dash_duo.wait_for_page(url=dash_duo.server_url + urls.ranks(single))
     dash_duo.wait_for_contains_text(".problem", "is not a multi-rank run", timeout=20)
+    assert dash_duo.get_logs() == []
+
+
+def test_rank_lane_groups_on_the_timeline(dash_duo, make_app, runs, tmp_path: Path) -> None:
+    """One lane group per rank, in rank order, a line between groups, each rank's step starts drawn down its own
+    group: ranks 0 and 2 start their steps at 0 and 100 µs, rank 1 (steps of 150 µs) at 0 and 150: the differences,
+    0 and 50 µs, have a median of 25 µs, removed: rank 1's steps at -25 and 125 µs; then every rank moves 25 µs later
+    so that none starts before 0."""
+    folder, run_id, _ = runs
+    dash_duo.start_server(make_app(trace_paths=(folder,)))
+    dash_duo.wait_for_page(url=dash_duo.server_url + urls.timeline(run_id))
+    dash_duo.wait_for_element("#timeline-graph .gl-container canvas", timeout=30)
+    figure = dash_duo.driver.execute_script(
+        "const p = document.querySelector('#timeline-graph .js-plotly-plot');"
+        "const s = p.data.find(t => t.name === 'step start');"
+        "return [p.layout.yaxis.ticktext, s.x, s.y,"
+        " p.layout.shapes.filter(h => h.type === 'line').map(h => h.y0)];")
+    lanes, x, y, separators = figure
+    x, y = decoded(x), decoded(y)
+    assert lanes == [f"rank {r} · {lane}" for r in range(3) for lane in ("host", "stream 7", "stream 20")]
+    starts = [v for v in x if v == v][::2]  # one line (two points, then a NaN) a start
+    assert starts == [25_000, 125_000, 0, 150_000, 25_000, 125_000]
+    assert [v for v in y if v == v] == [-0.5, 2.5] * 2 + [2.5, 5.5] * 2 + [5.5, 8.5] * 2
+    assert separators == [2.5, 5.5]
+    dash_duo.driver.save_screenshot(str(tmp_path / "rank-lanes.png"))
     assert dash_duo.get_logs() == []
 
 

@@ -252,6 +252,48 @@ def test_host_only_rank_counts_gloo_ranges_as_communication(tmp_path: Path) -> N
         20_000, 40_000, 30_000, 50_000, 70_000)
 
 
+def test_host_communication_wait_on_a_gpu_rank(tmp_path: Path) -> None:
+    # rank 0 (µs; ProfilerStep#0 [0, 100), #1 [100, 200)):
+    #   thread 1: nccl:all_reduce [12, 40) holding cudaLaunchKernel [13, 15) and cudaStreamSynchronize [20, 38);
+    #             aten::add [54, 58) holding cudaLaunchKernel [55, 57) (no collective on this thread then)
+    #   thread 2: c10d::allreduce_ [50, 60) > record_param_comms [51, 59) > cudaLaunchKernel [52, 53);
+    #             c10d::allreduce_ [195, 215), across the end of step 1
+    # step 0: held [12, 40) ∪ [50, 60) = 38, less the launches inside them on their own thread, [13, 15) and
+    #         [52, 53): 3 -> 35 µs (the synchronisation waits: counted; thread 1's [55, 57) is not inside a collective
+    #         of its thread); step 1: [195, 200) = 5 µs.
+    # rank 1 (`kineto`): nccl:all_reduce [12, 17) holding cudaLaunchKernel [13, 15): 3 µs a step.
+    def x(name: str, cat: str, tid: int, ts: float, dur: float, **args: object) -> dict:
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+    def k(name: str, stream: int, ts: float, dur: float, corr: int) -> dict:
+        return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+                "args": {"correlation": corr, "device": 0, "stream": stream}}
+
+    events = [
+        x("ProfilerStep#0", "user_annotation", 1, 0, 100), x("ProfilerStep#1", "user_annotation", 1, 100, 100),
+        x("aten::mm", "cpu_op", 1, 1, 10, **{"External id": 1}), x("cudaLaunchKernel", "cuda_runtime", 1, 2, 2, correlation=1),
+        k("gemm_kernel", 7, 5, 40, 1),
+        x("nccl:all_reduce", "cpu_op", 1, 12, 28, **{"External id": 2}),
+        x("cudaLaunchKernel", "cuda_runtime", 1, 13, 2, correlation=2), k("ncclDevKernel_AllReduce_Sum_f32", 20, 30, 30, 2),
+        x("cudaStreamSynchronize", "cuda_runtime", 1, 20, 18, correlation=3),
+        x("c10d::allreduce_", "cpu_op", 2, 50, 10), x("record_param_comms", "cpu_op", 2, 51, 8, **{"External id": 4}),
+        x("cudaLaunchKernel", "cuda_runtime", 2, 52, 1, correlation=4), k("ncclDevKernel_AllReduce_Sum_f32", 20, 70, 10, 4),
+        x("aten::add", "cpu_op", 1, 54, 4, **{"External id": 5}), x("cudaLaunchKernel", "cuda_runtime", 1, 55, 2, correlation=5),
+        k("add_kernel", 7, 60, 5, 5),
+        x("aten::mm", "cpu_op", 1, 101, 10, **{"External id": 6}), x("cudaLaunchKernel", "cuda_runtime", 1, 102, 2, correlation=6),
+        k("gemm_kernel", 7, 105, 40, 6),
+        x("c10d::allreduce_", "cpu_op", 2, 195, 20),
+    ]  # fmt: skip
+    gpu = {"schemaVersion": 1, "traceEvents": events, "baseTimeNanoseconds": BASE,
+           "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2}}  # fmt: skip
+    got, _ = run(tmp_path, {"r0.json": gpu, "r1.json": kineto(1, world=2)})
+    steps = rank_steps(got)
+    assert steps[["rank", "step", "host_comm_wait_ns"]].values.tolist() == [[0, 0, 35_000], [0, 1, 5_000],
+                                                                          [1, 0, 3_000], [1, 1, 3_000]]
+    data = ranks_report_data(got)
+    assert [(r["rank"], r["host_comm_wait_ns"]) for r in data["ranks"]] == [(0, 40_000), (1, 6_000)]
+
+
 def test_the_straggler_and_what_made_it_slow(tmp_path: Path) -> None:
     # ranks 0 and 2: steps of 100 µs as in the docstring, busy 85 µs. Rank 1: steps of 150 µs whose gemm takes
     # 90 µs ([5, 95) covers the NCCL kernel's [30, 60): nothing exposed): compute 90, idle 150 − 90 = 60, busy 150.
