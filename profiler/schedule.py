@@ -319,6 +319,7 @@ def schedule(ops: ScheduleOps, target: Target, *, start_ns: int = 0) -> Schedule
     dispatch_ns = int(target.dispatch_ns)
     host_fpn = target.host_flops_per_ns or 1.0
     sync_ns, SYNC_KIND = int(target.sync_ns), SliceKind.SYNC.value  # a host read of the device: its wait's own cost
+    by_kind, figures = lanes.kinds, lanes.figures  # per-operator-kind figures (a calibrated target)
     n = len(ops)
     end = [start_ns] * n
     host_made = bytearray(n)
@@ -343,7 +344,7 @@ def schedule(ops: ScheduleOps, target: Target, *, start_ns: int = 0) -> Schedule
         free[lane] = t + d
 
     def cost(lane: int, flops: int, nbytes: int, name: str | None = None) -> int:
-        la, f, b = lanes.figures(lane, name) if name is not None and lanes.kinds else (lat[lane], fpn[lane], bpn[lane])
+        la, f, b = figures(lane, name) if name is not None and by_kind else (lat[lane], fpn[lane], bpn[lane])
         return int(la + max(flops / f if f else 0.0, nbytes / b if b else 0.0))
 
     def copies(i: int, issue: int, ready: int, cause: str | None, why: str) -> tuple[int, str | None]:
@@ -425,7 +426,10 @@ def schedule(ops: ScheduleOps, target: Target, *, start_ns: int = 0) -> Schedule
             t = host_t if host_t > ready else ready
             if f > t:
                 t = f
-            la, f_, b_ = lanes.figures(lane, name) if lanes.kinds else (lat[lane], fpn[lane], bpn[lane])
+            if by_kind:
+                la, f_, b_ = figures(lane, name)
+            else:
+                la, f_, b_ = lat[lane], fpn[lane], bpn[lane]
             fl, nb = flops[i], nbytes_of[i]
             d = int(la + max(fl / f_ if f_ else 0.0, nb / b_ if b_ else 0.0))
             a_lane(lane), a_kind(COMPUTE), a_name(name), a_start(t), a_dur(d), a_op(i), a_bytes(None)
@@ -438,7 +442,9 @@ def schedule(ops: ScheduleOps, target: Target, *, start_ns: int = 0) -> Schedule
         t = max(host_t, ready)
         kind = SliceKind.SYNC.value if name in SCALAR_READ_OPS else (
             SliceKind.FALLBACK.value if where == Placement.FALLBACK.value else SliceKind.COMPUTE.value)
-        d_host = dispatch_ns + int(flops[i] / host_fpn) + (sync_ns if kind == SYNC_KIND and i in transfers else 0)
+        d_host = dispatch_ns + int(flops[i] / host_fpn)
+        if sync_ns and kind == SYNC_KIND and i in transfers:  # a read of a device value waits, then wakes
+            d_host += sync_ns
         emit(HOST, kind, name, t, d_host, i, None, rcause if t > host_t else (host_cause or DISPATCH))
         host_t = end[i] = t + d_host
         host_made[i] = 1
