@@ -67,6 +67,7 @@ def fixed_batches(batches: Iterable[pa.RecordBatch], rows: int | None = None) ->
                 yield _canonical(batch)
             else:  # kept whole: passed on as it is if no rows follow
                 pending, held = [batch], batch.num_rows
+            del batch  # not held while the next one is made (the loop rebinds it only once that is done)
             continue
         at = 0
         while at < batch.num_rows:
