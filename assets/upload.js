@@ -4,9 +4,11 @@
  * set_props.
  * A large file of another format is converted in the background: the server answers with a job,
  * polled at GET /api/upload/<job> until it names the run (its progress shown meanwhile).
- * Several per-rank traces dropped at once (every name a .json/.json.gz with a rank in it: rank0.json,
- * trace_rank-1.json.gz...) go in one multipart request to /api/upload/ranks: one multi-rank run. A .zip of
- * rank files goes to /api/upload as any file (the server recognises it). */
+ * Several per-rank traces dropped at once go in one multipart request to /api/upload/ranks: one multi-rank run.
+ * A file is a rank's when its head (the first MB, unpacked for .json.gz) holds the PyTorch profiler's
+ * distributedInfo with a rank (and a world size other than 1), else when its name has a rank in it (rank0.json,
+ * trace_rank-1.json.gz...); a drop is a run's ranks when every file is a .json/.json.gz rank of its own, no rank
+ * twice. A .zip of rank files goes to /api/upload as any file (the server recognises it). */
 (function () {
   "use strict";
   var ZONE = "upload-zone";
@@ -98,10 +100,58 @@
                 onProgress, onConverting);
   }
 
-  var RANK_NAME = /rank[-_]?\d+.*\.json(\.gz)?$/i;
+  var TRACE_NAME = /\.json(\.gz)?$/i;
+  var RANK_NAME = /rank[-_]?(\d+)/i;
+  var HEAD_BYTES = 1 << 20;  /* a Kineto export writes distributedInfo at its head, before its events */
+  var DISTRIBUTED = /"distributedInfo"\s*:\s*\{([^{}]*)/;
 
+  /* The first HEAD_BYTES of a file as text (unpacked when .gz; "" when it cannot be read). */
+  function headText(file) {
+    if (!/\.gz$/i.test(file.name)) {
+      return file.slice(0, HEAD_BYTES).text().catch(function () { return ""; });
+    }
+    if (typeof DecompressionStream === "undefined" || !file.stream) { return Promise.resolve(""); }
+    var reader = file.stream().pipeThrough(new DecompressionStream("gzip")).getReader();
+    var parts = [], got = 0;
+    function more() {
+      return reader.read().then(function (r) {
+        if (!r.done) { parts.push(r.value); got += r.value.length; }
+        if (r.done || got >= HEAD_BYTES) {
+          if (!r.done) { reader.cancel().catch(function () {}); }
+          return new Blob(parts).text();
+        }
+        return more();
+      });
+    }
+    return more().catch(function () { return new Blob(parts).text(); });
+  }
+
+  /* A trace file's rank ({rank, world}) from its distributedInfo, else from its name; null: none. */
+  function rankOf(file) {
+    if (!TRACE_NAME.test(file.name)) { return Promise.resolve(null); }
+    return headText(file).then(function (text) {
+      var info = DISTRIBUTED.exec(text);
+      var rank = info && /"rank"\s*:\s*(\d+)/.exec(info[1]);
+      if (rank) {
+        var world = /"world_size"\s*:\s*(\d+)/.exec(info[1]);
+        return {rank: parseInt(rank[1], 10), world: world ? parseInt(world[1], 10) : null};
+      }
+      var named = RANK_NAME.exec(file.name);
+      return named ? {rank: parseInt(named[1], 10), world: null} : null;
+    });
+  }
+
+  /* Whether the dropped files are the ranks of one run (a promise). */
   function isRankDrop(files) {
-    return files.length > 1 && files.every(function (f) { return RANK_NAME.test(f.name); });
+    if (files.length < 2) { return Promise.resolve(false); }
+    return Promise.all(files.map(rankOf)).then(function (ranks) {
+      var seen = {};
+      return ranks.every(function (r) {
+        if (!r || r.world === 1 || seen[r.rank]) { return false; }
+        seen[r.rank] = true;
+        return true;
+      });
+    });
   }
 
   /* Several rank files in one multipart request (the browser sets its Content-Type): one multi-rank run. */
@@ -115,23 +165,29 @@
 
   function upload(files) {
     if (!files.length) { return; }
-    if (isRankDrop(files)) {
-      var total = 0;
-      files.forEach(function (f) { total += f.size; });
-      setProps("upload-progress", {value: "0", hidden: false});
-      setProps("upload-status", {children: "uploading " + files.length + " rank files (one multi-rank run)"});
-      uploadRanks(files, function (loaded) {
-        setProps("upload-progress", {value: String(Math.round(100 * loaded / Math.max(total, 1)))});
-      }, function (status) {
-        setProps("upload-status", {children: status.text});
-        setProps("upload-progress", {value: String(Math.round(100 * (status.fraction || 0)))});
-      }).then(function (answer) {
-        setProps("upload-progress", {value: "100"});
-        setProps("upload-status", {children: answer.ok ? "1 loaded" : "0 loaded, 1 failed"});
-        setProps("upload-result", {data: {results: [answer], at: Date.now()}});
-      });
-      return;
-    }
+    isRankDrop(files).then(function (ranked) {
+      if (ranked) { uploadRankDrop(files); } else { uploadEach(files); }
+    });
+  }
+
+  function uploadRankDrop(files) {
+    var total = 0;
+    files.forEach(function (f) { total += f.size; });
+    setProps("upload-progress", {value: "0", hidden: false});
+    setProps("upload-status", {children: "uploading " + files.length + " rank files (one multi-rank run)"});
+    uploadRanks(files, function (loaded) {
+      setProps("upload-progress", {value: String(Math.round(100 * loaded / Math.max(total, 1)))});
+    }, function (status) {
+      setProps("upload-status", {children: status.text});
+      setProps("upload-progress", {value: String(Math.round(100 * (status.fraction || 0)))});
+    }).then(function (answer) {
+      setProps("upload-progress", {value: "100"});
+      setProps("upload-status", {children: answer.ok ? "1 loaded" : "0 loaded, 1 failed"});
+      setProps("upload-result", {data: {results: [answer], at: Date.now()}});
+    });
+  }
+
+  function uploadEach(files) {
     var total = 0, done = 0, results = [];
     files.forEach(function (f) { total += f.size; });
     setProps("upload-progress", {value: "0", hidden: false});
