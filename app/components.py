@@ -30,7 +30,7 @@ def fmt_int(v: Any) -> str:
 
 
 def fmt_bytes(v: Any) -> str:
-    return "-" if not v else format_bytes(int(v))
+    return "-" if not v or v != v else format_bytes(int(v))  # v != v: NaN, a side that has no such row
 
 
 def fmt_ratio(v: Any) -> str:

@@ -439,7 +439,8 @@ def timeline_slices(trace: Trace) -> tuple[pa.Table, bool]:
                         "start": part["start_ns"].tolist(),
                         "dur": part["dur_ns"].tolist(),
                         "op_id": part["op_id"].tolist(),
-                        "module": part["module"].tolist(),
+                        # an all-null column reads as NaN floats in pandas: none of them is a module
+                        "module": [m if isinstance(m, str) else None for m in part["module"].tolist()],
                     }
                 )
     transfers = trace["transfers"]

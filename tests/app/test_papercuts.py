@@ -128,3 +128,40 @@ def test_a_compared_schedule_takes_the_slices_of_its_nested_regions() -> None:
     assert own == {"stream 7": 20}  # what the section showed before: the stream idle while its annotation ran
     # rows keep their order: row k of the view is row k of the run (a clicked slice's facts are read by row)
     assert with_nested(trace, 0)["engine_slices"].column("start").to_pylist() == trace["engine_slices"].column("start").to_pylist()
+
+
+def test_compared_memory_shows_a_dash_where_one_run_has_no_such_device() -> None:
+    """A has npu:0 (a predicted run's memory lane), B no memory at all: B's cells say "-", nothing raises."""
+    import pandas as pd
+
+    from portscope.app.pages.memory_sections import compare_view
+    from portscope.ingest.memory import MemoryDiff
+
+    nan = float("nan")
+    devices = pd.DataFrame({"device": ["npu:0"], "a_peak_bytes": [2048], "a_live_at_exit_bytes": [1024],
+                            "a_allocations": [3], "a_allocated_bytes": [4096], "b_peak_bytes": [nan],
+                            "b_live_at_exit_bytes": [nan], "b_allocations": [nan], "b_allocated_bytes": [nan],
+                            "delta_peak_bytes": [nan]})
+    sites = pd.DataFrame({"device": [], "call_site": [], "a_allocations": [], "a_allocated_bytes": [],
+                          "b_allocations": [], "b_allocated_bytes": [], "delta_bytes": []})
+    view = compare_view(MemoryDiff(devices=devices, sites=sites))
+    text = str(view[1])
+    assert "2.0 KB" in text and "1.0 KB" in text
+    assert text.count("'-'") == 3  # B peak, B live at exit, delta
+
+
+def test_timeline_of_a_run_whose_operators_have_no_module(tmp_path: Path) -> None:
+    """explain() around plain torch calls records no module: the derived lanes still build (they raised)."""
+    from portscope.app.data.tables import timeline_slices
+    from portscope.ingest import read_trace
+    from portscope.ingest.schema import Placement
+
+    b = TraceBuilder(RunInfo(source=Source.MEASURED))
+    b.add_region("plain", start_ns=0, dur_ns=100)
+    for op_id, name in enumerate(["aten::ones", "aten::mm"]):
+        b.ops.append(op_id=op_id, region_id=0, name=name, start_ns=10 + 40 * op_id, dur_ns=30,
+                     placement=Placement.HOST, bytes_in=0, bytes_out=0, thread=0)
+    slices, derived = timeline_slices(read_trace(write_trace(b.build(), tmp_path / "plain.arrow")))
+    assert derived
+    assert slices.column("name").to_pylist() == ["aten::ones", "aten::mm"]
+    assert slices.column("module").to_pylist() == [None, None]
