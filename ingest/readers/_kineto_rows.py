@@ -89,6 +89,37 @@ class RowColumns:
         if len(self._columns[0]) >= self.spill_rows:
             self._spill_slice()
 
+    def extend(self, columns: list[list]) -> None:
+        """Add rows given column by column (one list a field, equal lengths): the rows `append` would add one at a
+        time, converted a column at a time; a batch with a value only `append` keeps (unhashable, not an int64)
+        goes through it row by row."""
+        if len(columns) != len(self.fields):
+            raise ValueError(f"{len(columns)} columns for {len(self.fields)} fields")
+        raws: list[list] = []
+        try:
+            for field, values in zip(self.fields, columns, strict=True):
+                if field is Field.TIME:
+                    raws.append(values)
+                elif field is Field.CODED:
+                    got = list(map(self._codes.get, zip(map(type, values), values, strict=True)))  # TypeError: unhashable
+                    if None in got:
+                        got = [self._code(v) if c is None else c for v, c in zip(values, got, strict=True)]
+                    raws.append(got)
+                else:
+                    present = [v for v in values if v is not None]
+                    if not all(type(v) is int for v in present) or (
+                            present and (min(present) <= _ASIDE or max(present) >= 2**63)):
+                        raise TypeError("a value kept aside")
+                    raws.append([_NONE if v is None else v for v in values])
+        except TypeError:
+            for row in zip(*columns, strict=True):
+                self.append(row)
+            return
+        for column, raw in zip(self._columns, raws, strict=True):
+            column.extend(raw)
+        if len(self._columns[0]) >= self.spill_rows:
+            self._spill_slice()
+
     def _dtype(self, k: int) -> type:
         return np.float64 if self.fields[k] is Field.TIME else np.int32 if self.fields[k] is Field.CODED else np.int64
 

@@ -262,12 +262,48 @@ class Collector:
         if ts_live:
             out.t_min = min(out.t_min, min(ts_live))
             out.t_max = max(out.t_max, max(map(operator.add, ts_live, dur_live)))
-        for ev, cat, args in others:
-            self._other(cat, ev.ts, ev.dur, ev.name, ev.pid, ev.tid, args)
+        if others:
+            self._others(others)
         ops.extend(ts, dur, name_c, thread_c, sig_c)
         for cat, n in categories.items():
             out.categories[cat] = out.categories.get(cat, 0) + n
         self.index += len(events)
+
+    def _others(self, others: list[tuple[_Event, str, dict]]) -> None:
+        """A typed slice's events other than operators: runtime calls and device work added a column at a time
+        (what :meth:`_other` adds row by row), the rest row by row; all row by row where rows carry NPU launch ids
+        or MTIA device rows (they are placed by row number)."""
+        runtime = [(ev, args) for ev, cat, args in others if cat in KINETO_RUNTIME_CATEGORIES]
+        device = [(ev, cat, args) for ev, cat, args in others if cat in KINETO_DEVICE_CATEGORIES]
+        if (any("launch_id" in args for _, _, args in others)
+                or any(cat == "privateuse1_driver" or cat == KINETO_MTIA_DEVICE_CATEGORY for _, cat, _ in others)):
+            for ev, cat, args in others:
+                self._other(cat, ev.ts, ev.dur, ev.name, ev.pid, ev.tid, args)
+            return
+        if len(runtime) + len(device) < len(others):  # annotations, Python frames: their own lists, in order
+            for ev, cat, args in others:
+                if cat not in KINETO_RUNTIME_CATEGORIES and cat not in KINETO_DEVICE_CATEGORIES:
+                    self._other(cat, ev.ts, ev.dur, ev.name, ev.pid, ev.tid, args)
+        out = self.out
+        if runtime:
+            evs, argss = [ev for ev, _ in runtime], [args for _, args in runtime]
+            sizes = [a.get("bytes", a.get("size")) for a in argss]
+            kinds = [a.get("kind") for a in argss]
+            out.runtime.extend([list(map(_TS, evs)), list(map(_DUR, evs)), list(map(_NAME, evs)),
+                                [ev.pid for ev in evs], [ev.tid for ev in evs],
+                                [a.get("correlation") for a in argss], [a.get("External id") for a in argss],
+                                [None if v is None else _int(v) for v in sizes],
+                                [None if v is None else _int(v) for v in kinds]])
+        if device:
+            evs, cats, argss = ([row[k] for row in device] for k in range(3))
+            pids, tids = [ev.pid for ev in evs], [ev.tid for ev in evs]
+            devs = [a.get("device", p) for a, p in zip(argss, pids, strict=True)]
+            streams = [a.get("stream", t) for a, t in zip(argss, tids, strict=True)]
+            devs = [d if _hashable(d) else p for d, p in zip(devs, pids, strict=True)]  # another JSON type: as absent
+            streams = [x if _hashable(x) else t for x, t in zip(streams, tids, strict=True)]
+            nbytes = [a.get("bytes") for a in argss]
+            out.device.extend([list(map(_TS, evs)), list(map(_DUR, evs)), cats, list(map(_NAME, evs)), devs, streams,
+                               [a.get("correlation") for a in argss], [None if v is None else _int(v) for v in nbytes]])
 
     def _not_spans(self, events: list[_Event]) -> list[tuple[str, _Event, Any]]:
         """(phase, event, args or flow id) of the metadata events and the ``ac2g`` flows (their ids read only while

@@ -159,3 +159,16 @@ def test_raw_rows_appended_to_a_sharing_copy_keep_codes_and_values_aside() -> No
     assert list(copy) == [(3.0, 1.0, "sync", 1, 2, [9], None, None), (1.0, 2.0, "launch", 1, 1, 7, None, 16),
                           (5.0, 1.0, "launch", 1, 1, 8, None, None)]  # fmt: skip
     assert copy.kept_aside() and copy.code("sync") == rows.code("sync") and copy.code("new") == rows.code("new") == 4
+
+
+def test_rows_extended_by_columns_read_back_as_the_tuples_given() -> None:
+    """extend() takes columns and gives the rows append() would: None, big and odd ids, unhashable values."""
+    plain = [(2.0, 1.0, "cudaLaunchKernel", 1, 1, 7, 3, None, None),
+             (21.5, 0.25, "cudaMemcpyAsync", 1, 2, 8, 4, 64, 1)]
+    odd = [(30.0, 1.0, "cudaLaunchKernel", "p", 1, "x17", 2**63 - 1, None, None),  # a string correlation: aside
+           (31.0, 1.0, ["not", "hashable"], 1, 1, -(2**63), None, None, None)]  # the int64 that reads as None: aside
+    for rows in (plain, plain * 2, plain + odd):
+        by_columns = RowColumns(RUNTIME_FIELDS, spill_rows=3)  # 4 rows: one slice spilled
+        by_columns.extend([list(column) for column in zip(*rows, strict=True)])
+        assert list(by_columns) == rows
+        assert [by_columns[i] for i in range(len(rows))] == rows
