@@ -16,7 +16,9 @@ their engine and inputs allow, with no dispatch each. Every engine runs its
 work in issue order. Times are ns; time = latency + max(flops/flops_per_ns,
 bytes/bytes_per_ns), with the figures of the operator's kind where its engine
 has them ([engines.NAME.kinds.KIND]); a host read of a device value (.item())
-adds `sync_ns` after its d2h copy.
+adds `sync_ns` after its d2h copy; after a device operator whose result's size
+depends on its data (nonzero, masked_select, boolean indexing) the host waits
+for it to finish, then `sync_ns`.
 
 A compiled graph's inside is what its compile logged (aot_graph.py: the ATen operators
 of its AOT graph) when the recorder kept it; else the operators the graph's code
@@ -35,7 +37,7 @@ from typing import Any
 
 from portscope.ingest.catalog import MATMUL_OPS, SCALAR_READ_OPS
 from portscope.ingest.op_categories import operator_category
-from portscope.ingest.schema import EngineKind, Placement, SliceKind
+from portscope.ingest.schema import EngineKind, Placement, SignalKind, SliceKind
 
 from .aot_graph import BoundNode
 from .events import OpEvent, TensorInfo, TransferRecord
@@ -91,6 +93,7 @@ class ScheduleOps:
     is_call: list[bool]
     transfers: dict[int, list[tuple[str, int]]] = dataclasses.field(default_factory=dict)
     compile_ns: dict[int, int] = dataclasses.field(default_factory=dict)
+    syncs: set[int] = dataclasses.field(default_factory=set)  # device ops the host waits for (data-dependent shapes)
 
     def __len__(self) -> int:
         return len(self.name)
@@ -136,6 +139,8 @@ def ops_from_events(
         a_start(ev.start_ns), a_dur(max(ev.dur_ns, 1) if call else ev.dur_ns), a_deps(d), a_graph(gid), a_call(call)
         if transfers:
             ops.transfers[row] = [(t.direction.value, t.bytes) for t in transfers]
+        if where is Placement.DEVICE and any(sig.kind is SignalKind.SYNC for sig in _signals):
+            ops.syncs.add(row)
         if call:
             call_graph, call_end = gid, ev.start_ns + max(ev.dur_ns, 1)
             nodes = insides.get(i)
@@ -359,7 +364,7 @@ def schedule(ops: ScheduleOps, target: Target, *, start_ns: int = 0) -> Schedule
         return ready, cause
 
     names, placement, deps, flops, nbytes_of = ops.name, ops.placement, ops.deps, ops.flops, ops.bytes
-    transfers, compile_ns, graph_id, is_call = ops.transfers, ops.compile_ns, ops.graph_id, ops.is_call
+    transfers, compile_ns, graph_id, is_call, syncs = ops.transfers, ops.compile_ns, ops.graph_id, ops.is_call, ops.syncs
     device, graph, fallback = Placement.DEVICE.value, Placement.GRAPH.value, Placement.FALLBACK.value
     COMPUTE, DISPATCH_KIND = SliceKind.COMPUTE.value, SliceKind.DISPATCH.value
     lane_of = lanes._by_name
@@ -435,6 +440,10 @@ def schedule(ops: ScheduleOps, target: Target, *, start_ns: int = 0) -> Schedule
             a_lane(lane), a_kind(COMPUTE), a_name(name), a_start(t), a_dur(d), a_op(i), a_bytes(None)
             a_wait((rcause if ready >= host_t else issue_cause) if t > f else None)
             end[i] = free[lane] = t + d
+            if i in syncs:  # the host needs the result (its size): it waits for the device, then wakes
+                t = end[i] if end[i] > host_t else host_t
+                emit(HOST, SYNC_KIND, name, t, sync_ns, i, None, DEPENDENCY if t > host_t else host_cause)
+                host_t, host_cause = t + sync_ns, DEPENDENCY
             continue
         # on the host: a fallback (or a host op) waits for its inputs to be computed and copied out
         if i in transfers:

@@ -103,3 +103,25 @@ def test_schedule_uses_the_kind_figures_and_the_sync_cost(tmp_path: Path) -> Non
     ops.transfers.clear()
     s = schedule(ops, t)
     assert s.dur[-1] == 10
+
+
+def test_a_data_dependent_shape_on_the_device_makes_the_host_wait(tmp_path: Path) -> None:
+    """x[mask] on the device (a boolean-index sync), then an add the host dispatches only once it knows the size:
+
+    index: dispatch 0..10; vector 10 + (1 + 100/10) = 10..21; the host waits for it: sync 21..28 (sync_ns 7)
+    add: dispatch 28..38 (not 10..20); vector 38 + 11 = 38..49
+    """
+    t = load_target(_tiny(tmp_path))
+    ops = ScheduleOps(op_id=[0, 1], name=["aten::index.Tensor", "aten::add"], placement=["device", "device"],
+                      module=[None] * 2, flops=[100, 100], bytes=[0, 0], start_ns=[0, 1], dur_ns=[1, 1], deps=[(), (0,)],
+                      graph_id=[None] * 2, is_call=[False] * 2, syncs={0})
+    s = schedule(ops, t)
+    rows = [(s.engines[lane], kind, name, start, dur, wait)
+            for lane, kind, name, start, dur, wait in zip(s.lane, s.kind, s.name, s.start, s.dur, s.waited_on, strict=True)]
+    assert rows == [
+        ("dispatch", "dispatch", "aten::index.Tensor", 0, 10, None),
+        ("vector", "compute", "aten::index.Tensor", 10, 11, "dispatch"),
+        ("host", "sync", "aten::index.Tensor", 21, 7, "dependency"),
+        ("dispatch", "dispatch", "aten::add", 28, 10, "dependency"),
+        ("vector", "compute", "aten::add", 38, 11, "dispatch"),  # its input was done at 21: it waited on its dispatch
+    ]
