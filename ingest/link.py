@@ -63,7 +63,7 @@ def enclosing(group: np.ndarray, start: np.ndarray, dur: np.ndarray, rank: np.nd
     group, start, dur = (v if isinstance(v, np.ndarray) else _Gathered(v, rows) for v in (group, start, dur))
     order = rows[np.lexsort((rank[rows], -dur[rows], start[rows], group[rows]))]  # stable: file order breaks ties
     del rows
-    out = np.full(len(group), -1, dtype=np.int32)
+    out = np.full(len(rank), -1, dtype=np.int32)
     carry = np.zeros(0, dtype=np.int64)
     for lo in range(0, len(order), CHUNK_ROWS):
         chunk = order[lo : lo + CHUNK_ROWS]
