@@ -38,6 +38,7 @@ from .schema import (
     Direction,
     Mode,
     Placement,
+    SignalKind,
 )
 from .spill import DiskColumn, release_memory
 from .trace import TableSlices, Trace
@@ -64,7 +65,7 @@ class _Assembly(EngineLanes):
         self.stacks = StackInterner()
         self.parked: dict[str, DiskColumn] = {}
         kind = self.a["kind"]
-        self.op_rows = np.flatnonzero(kind == KIND_CODES[EventKind.OP])
+        self.op_rows = _rows(kind == KIND_CODES[EventKind.OP])
         # op_id of an operator's event row: its index among the operators (rows first to last when they are contiguous)
         contiguous = len(self.op_rows) and self.op_rows[-1] - self.op_rows[0] == len(self.op_rows) - 1
         self.first_op = int(self.op_rows[0]) if contiguous else None
@@ -183,6 +184,9 @@ class _Assembly(EngineLanes):
         tables["runtime_calls"] = self.runtime_calls()
         placement = self.placements()
         tables["transfers"], tables["signals"], tables["compiles"] = self.findings(self.found)
+        found = self.found.signal_columns()  # what the lanes read of the findings: the events that fell back
+        self.fallbacks = found["event"][found["kind"] == SIGNAL_KINDS.index(SignalKind.CPU_FALLBACK)]
+        self.found = None  # type: ignore[assignment]  # written: not held while the big tables are
         tables["frames"] = self.stacks.frames_table()
         tables["stacks"] = self.stacks.stacks_table()
         slices = {"ops": self.ops(placement)}
@@ -372,6 +376,12 @@ class _Assembly(EngineLanes):
         if other.any():
             by_op[other] = self.region_of(op_rows[other])
         return np.where(op >= 0, by_op, own).astype(np.int32)
+
+
+def _rows(flags: np.ndarray) -> np.ndarray:
+    """The rows where `flags` holds, int32 where they fit (an operator or a lane row costs 4 bytes, not 8)."""
+    rows = np.flatnonzero(flags)
+    return rows.astype(np.int32) if len(flags) < 2**31 else rows
 
 
 def _distinct(column: np.ndarray | DiskColumn, rows: np.ndarray) -> np.ndarray:

@@ -13,14 +13,12 @@ import pyarrow as pa
 from .columns import Coder, coded_column, nullable, table_of
 from .events import KIND_CODES, NONE, EventKind
 from .kineto_vocabulary import ONLINE_COMPILE_CALLS, SYNC_RUNTIME_CALLS
-from .rules import SIGNAL_KINDS
 from .schema import (
     MEMORY_ALLOCATED,
     MEMORY_ENGINE_PREFIX,
     MEMORY_RESERVED,
     Direction,
     EngineKind,
-    SignalKind,
     SliceKind,
 )
 from .trace import TableSlices
@@ -95,6 +93,7 @@ class EngineLanes:
     `texts`, `column`...) and writes the lanes."""
 
     slice_rows: int  # rows a batch holds (assemble.SLICE_ROWS when the assembly began)
+    fallbacks: np.ndarray  # the event rows of CPU fallback signals (their slices are drawn as fallbacks)
 
     def engine_slices(self, placement: np.ndarray) -> TableSlices:
         """Every lane's slices, made `self.slice_rows` at a time as written: the host lanes (the operators no other
@@ -172,6 +171,7 @@ class EngineLanes:
         a = self.a
         codes = [KIND_CODES[k] for k in (EventKind.KERNEL, EventKind.MEMSET, EventKind.COPY, EventKind.WAIT)]
         rows = np.flatnonzero(np.isin(a["kind"], codes))
+        rows = rows.astype(np.int32) if len(a["kind"]) < 2**31 else rows  # 4 bytes a slice while planned
         if not len(rows):
             return None
         kind = a["kind"][rows]
@@ -211,9 +211,10 @@ class EngineLanes:
                 kinds.append(self.texts[ekind] or EngineKind.STREAM.value)
         slice_kinds = [SliceKind.COMPUTE.value, SliceKind.TRANSFER.value, SliceKind.SYNC.value, SliceKind.FALLBACK.value]
         slice_kind = np.where(copy, 1, np.where(kind == KIND_CODES[EventKind.WAIT], 2, 0)).astype(np.int8)
-        found = self.found.signal_columns()
-        fallbacks = found["event"][found["kind"] == SIGNAL_KINDS.index(SignalKind.CPU_FALLBACK)]
-        slice_kind[np.isin(rows, fallbacks) & ~copy] = 3
+        fell_back = np.zeros(len(a["kind"]), dtype=bool)
+        fell_back[self.fallbacks] = True
+        slice_kind[fell_back[rows] & ~copy] = 3
+        del fell_back
         sized = np.flatnonzero(np.isin(kind, codes[1:3]))  # copies' and memsets' bytes (none: the column is null)
         nbytes = None
         if len(sized):
