@@ -93,11 +93,7 @@ class _Assembly(EngineLanes):
             values = self.a[c]
             if not isinstance(values, np.ndarray) or values.strides == (0,):  # a constant, or kept sparse: small
                 continue
-            disk = DiskColumn(values.dtype.char, hold=1 << 16)
-            for lo in range(0, len(values), SLICE_ROWS):
-                disk.extend(values[lo : lo + SLICE_ROWS])
-            disk.flush()
-            self.parked[c] = disk
+            self.parked[c] = _to_file(values)
             self.a[c] = None  # type: ignore[assignment]
         release_memory()
 
@@ -199,6 +195,8 @@ class _Assembly(EngineLanes):
                       "total_reserved"):  # fmt: skip
                 self.a[c] = None  # type: ignore[assignment]
             self.links.launcher = self.links.frame = self.links.frame_parent = self.links.call_parent = None  # type: ignore[assignment]  # noqa: E501
+            if len(self.a["kind"]) > SLICE_ROWS and self.links.op.strides != (0,):  # read by the lanes' batches only
+                self.links.op = _to_file(self.links.op)  # type: ignore[assignment]
             release_memory()
         trace = Trace(run_info=self.t.run_info, tables=tables, slices=slices)
         return trace if sliced else trace.gather()
@@ -376,6 +374,15 @@ class _Assembly(EngineLanes):
         if other.any():
             by_op[other] = self.region_of(op_rows[other])
         return np.where(op >= 0, by_op, own).astype(np.int32)
+
+
+def _to_file(values: np.ndarray) -> DiskColumn:
+    """A column moved to a temporary file, `SLICE_ROWS` values at a time."""
+    disk = DiskColumn(values.dtype.char, hold=1 << 16)
+    for lo in range(0, len(values), SLICE_ROWS):
+        disk.extend(values[lo : lo + SLICE_ROWS])
+    disk.flush()
+    return disk
 
 
 def _rows(flags: np.ndarray) -> np.ndarray:

@@ -177,20 +177,31 @@ class EngineLanes:
         kind = a["kind"][rows]
         copy = kind == KIND_CODES[EventKind.COPY]
         directions = list(Direction)
-        direction = np.full(len(rows), -1, dtype=np.int64)
-        direction[copy] = self.copy_dir[np.searchsorted(self.copy_rows, rows[copy])]
         multi = len(self.devices) > 1
-        stream = np.where(copy, -1, a["stream"][rows])
-        stream = np.where(stream == NONE, 0, stream)
-        device = a["device"][rows] if multi else np.zeros(len(rows), np.int64)
-        # one int64 key per row from the factorized parts (a 2-D unique would sort 40 bytes a row)
-        key = np.zeros(len(rows), dtype=np.int64)
-        parts = []
-        for column in (a["lane"][rows], direction, device, stream, a["engine_kind"][rows]):
-            values, part_codes = factorize(column)
-            key = key * len(values) + part_codes
-            parts.append(values)
-            del part_codes
+        step = self.slice_rows
+
+        def key_parts(lo: int) -> list[np.ndarray]:
+            """The parts of the lane key of rows lo.. (a slice): lane, copy direction (-1: none), device, stream
+            (-1 for copies), engine kind."""
+            r, is_copy = rows[lo : lo + step], copy[lo : lo + step]
+            direction = np.full(len(r), -1, dtype=np.int64)
+            direction[is_copy] = self.copy_dir[np.searchsorted(self.copy_rows, r[is_copy])]
+            stream = np.where(is_copy, -1, a["stream"][r])
+            stream = np.where(stream == NONE, 0, stream)
+            device = a["device"][r] if multi else np.zeros(len(r), np.int64)
+            return [a["lane"][r], direction, device, stream, a["engine_kind"][r]]
+
+        # one key per row from the parts' distinct values, a slice at a time (a 2-D unique would sort 40 bytes a row)
+        parts = [np.zeros(0, dtype=np.int64)] * 5
+        for lo in range(0, len(rows), step):
+            parts = [np.union1d(p, factorize(c)[0]) for p, c in zip(parts, key_parts(lo), strict=True)]
+        size = int(np.prod([len(p) for p in parts], dtype=np.float64))
+        key = np.zeros(len(rows), dtype=np.int32 if size < 2**31 else np.int64)
+        for lo in range(0, len(rows), step):
+            k = np.zeros(min(step, len(rows) - lo), dtype=np.int64)
+            for values, column in zip(parts, key_parts(lo), strict=True):
+                k = k * len(values) + np.searchsorted(values, column)
+            key[lo : lo + len(k)] = k
         used, at = factorize(key)
         del key
         distinct = []

@@ -241,6 +241,9 @@ class EventColumns:
         for c in TEXT_COLUMNS:
             if c in texts:
                 values, text_codes = texts[c]
+                if values is self.texts:  # codes of this table's own texts already (a reader that coded them here)
+                    part[c] = np.asarray(text_codes, dtype=np.int32)
+                    continue
                 remap = np.asarray([self.text(v) for v in values] or [0], dtype=np.int32)
                 part[c] = remap[text_codes] if n else np.zeros(0, dtype=np.int32)
         part["start_ns"] = columns["start_ns"].astype(np.int64)

@@ -44,7 +44,7 @@ from ..errors import TraceFormatError
 from ..events import NONE, EventColumns, EventKind, Translated
 from ..rules import AI_CPU, AI_CPU_NOTE
 from ..schema import EngineKind, Mode, SignalKind, Source
-from ..spill import release_memory
+from ..spill import DiskColumn, release_memory
 from ..trace import RunInfo, Trace
 from ._chrome_stream import file_chunks, micros_to_ns
 from ._source import DEFAULT_CAPS, SizeCaps, decode_text, read_bytes
@@ -57,6 +57,7 @@ _STAT_NEEDS = ("OP Type", "Core Type", "Count", "Total Time(us)")
 MAX_PROBLEMS = 12
 LIMIT = 2**61  # ns and counts beyond this are not a profile (and would overflow int64 columns)
 BLOCK_BYTES = 4 << 20  # CSV read this much at a time (tests make it tiny)
+SLICE_ROWS = 1 << 20  # kernels made into events at a time
 _CELLS = ("Type", "Device_id", "Step Id", "Stream ID", "Input Shapes", "Input Data Types", "Output Shapes",
           "Output Data Types")  # the columns read besides Name and the times, and the core's  # fmt: skip
 # Ascend (GE) data type names -> torch names
@@ -175,9 +176,10 @@ class _ChunkFile(io.RawIOBase):
         return n
 
 
-def _read_kernels(path: Path, caps: SizeCaps, out: EventColumns) -> tuple[list[str], dict[str, np.ndarray], dict[str, _Cells]]:
-    """(header, per kernel in file order its start and duration in ns and a code per cell of each column read, the
-    columns' cells): read in blocks by pyarrow's CSV reader; names and types coded as the events' texts (`out`)."""
+def _read_kernels(path: Path, caps: SizeCaps, out: EventColumns) -> tuple[list[str], dict[str, DiskColumn], dict[str, _Cells]]:
+    """(header, per kernel in file order its start and duration in ns and a code per cell of each column read, in
+    temporary files, the columns' cells): read in blocks by pyarrow's CSV reader; names and types coded as the events'
+    texts (`out`)."""
     chunks = file_chunks(path, caps)
     first = next(chunks, b"")
     line = first.split(b"\n", 1)[0]
@@ -205,7 +207,7 @@ def _read_kernels(path: Path, caps: SizeCaps, out: EventColumns) -> tuple[list[s
         ragged.append(f"line {row.number or '?'}: {row.actual_columns} cells, the header has {row.expected_columns}")
         return "skip"
 
-    got: dict[str, list[np.ndarray]] = {c: [] for c in ("start", "dur", *cells)}
+    got = {c: DiskColumn("q" if c in ("start", "dur") else "i", hold=1 << 16) for c in ("start", "dur", *cells)}
     problems: list[str] = []
     bad = rows = 0
     try:
@@ -228,11 +230,11 @@ def _read_kernels(path: Path, caps: SizeCaps, out: EventColumns) -> tuple[list[s
             rows += batch.num_rows
             if bad:
                 continue  # malformed: reported below
-            got["start"].append(start)
-            got["dur"].append(dur)
-            got["Name"].append(name)
+            got["start"].extend(start)
+            got["dur"].extend(dur)
+            got["Name"].extend(name)
             for c in (c for c in cells if c != "Name"):
-                got[c].append(cells[c](batch.column(at[c])) if c in at else np.zeros(batch.num_rows, dtype=np.int32))
+                got[c].extend(cells[c](batch.column(at[c])) if c in at else np.zeros(batch.num_rows, dtype=np.int32))
             release_memory()  # the block's cells, freed between the kept columns: back to the system
     except pa.ArrowInvalid as exc:
         what = "not UTF-8 text" if "UTF8" in str(exc) else "not valid CSV"
@@ -242,70 +244,109 @@ def _read_kernels(path: Path, caps: SizeCaps, out: EventColumns) -> tuple[list[s
                                       *[*ragged, *problems][:MAX_PROBLEMS]])  # fmt: skip
     if not rows:
         raise TraceFormatError(path, "the table has a header but no rows: nothing to convert")
-    kernels = {c: np.concatenate(got.pop(c)) for c in list(got)}
+    for column in got.values():
+        column.flush()
     release_memory()
-    return header, kernels, cells
+    return header, got, cells
 
 
 def translate(path: Path, caps: SizeCaps = DEFAULT_CAPS) -> Translated:
-    """The kernels of one kernel_details.csv in the one event model (module docstring)."""
+    """The kernels of one kernel_details.csv in the one event model (module docstring): read into temporary files,
+    then made into events `SLICE_ROWS` kernels at a time, in order of start (ties in file order)."""
     out = EventColumns(spill=True)  # a kernel is two events: on disk as they are made, not all held
     header, k, cells = _read_kernels(path, caps, out)
-    if not bool(np.all(k["start"][1:] >= k["start"][:-1])):  # in order of start; ties in file order
-        order = np.argsort(k["start"], kind="stable")
-        for c in k:
-            k[c] = k[c][order]
-        del order
-    n, t0 = len(k["start"]), int(k["start"][0])
-    k["start"] -= t0
-    core, step = cells["core"].values, cells["Step Id"].values
+    n = len(k["start"])
+    order = _start_order(k["start"])
+
+    def slices(*columns: str) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+        """(first kernel, these columns of kernels first.. in order of start), `SLICE_ROWS` kernels at a time."""
+        for lo in range(0, n, SLICE_ROWS):
+            at = order[lo : lo + SLICE_ROWS] if order is not None else slice(lo, lo + SLICE_ROWS)
+            yield lo, {c: k[c][at] for c in columns}
+
+    core, step, stream = cells["core"].values, cells["Step Id"].values, cells["Stream ID"].values
     dev_of = [d or "0" for d in cells["Device_id"].values]  # none given: device 0
-    used = sorted({dev_of[c] for c in np.unique(k["Device_id"]).tolist()}, key=lambda d: (len(d), d))
-    device = np.array([used.index(d) for d in dev_of], dtype=np.int64)[k["Device_id"]]
-    # lanes: one per distinct (core, device, stream)
-    stream = cells["Stream ID"].values
     width = max(len(core), len(dev_of), len(stream))
-    keys, lane = np.unique((k["core"].astype(np.int64) * width + device) * width + k["Stream ID"], return_inverse=True)
+    # what the events share, in one pass: the run's first start, devices, lanes, steps, cores, argument signatures
+    t0, steps_first, steps_end = np.iinfo(np.int64).max, {}, {}
+    dev_codes, raw_lanes, signatures = set(), set(), set()
+    cores = np.zeros(len(core), dtype=np.int64)
+    dtypes = cells["Input Data Types"].values
+    for lo, c in slices("start", "dur", "Device_id", "core", "Stream ID", "Step Id", "Input Shapes", "Input Data Types"):
+        t0 = min(t0, int(c["start"][0]))  # in order of start: a slice's first is its least
+        dev_codes.update(np.unique(c["Device_id"]).tolist())
+        raw_lanes.update(np.unique((c["core"].astype(np.int64) * width + c["Device_id"]) * width + c["Stream ID"]).tolist())
+        signatures.update(np.unique(c["Input Shapes"].astype(np.int64) * len(dtypes) + c["Input Data Types"]).tolist())
+        cores += np.bincount(c["core"], minlength=len(core))
+        present, first, at = np.unique(c["Step Id"], return_index=True, return_inverse=True)  # per step: first start ...
+        end = np.full(len(present), np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(end, at.reshape(-1), c["start"] + c["dur"])  # ... and last end
+        for s_, f, e in zip(present.tolist(), (lo + first).tolist(), end.tolist(), strict=True):
+            steps_first.setdefault(s_, (f, int(c["start"][f - lo])))
+            steps_end[s_] = max(steps_end.get(s_, e), e)
+    used = sorted({dev_of[d] for d in dev_codes}, key=lambda d: (len(d), d))
+    dev_index = np.array([used.index(d) for d in dev_of], dtype=np.int64)
+    # lanes: one per distinct (core, device, stream)
+    keys = np.unique([(r // width // width * width + dev_index[r // width % width]) * width + r % width for r in raw_lanes])
     lanes = [_lane(core[c // width // width] or "unknown", used[c // width % width] if len(used) > 1 else None,
                    stream[c % width]) for c in keys.tolist()]  # fmt: skip
-    steps, first, at = np.unique(k.pop("Step Id"), return_index=True, return_inverse=True)  # per step: its first start ...
-    end = np.full(len(steps), np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(end, at.reshape(-1), k["start"] + k["dur"])  # ... and its last end, or the next step's first start
-    del at
-    by_start = np.argsort(first, kind="stable")
-    end[by_start[:-1]] = np.minimum(end[by_start[:-1]], k["start"][first[by_start[1:]]])
-    for s, lo, hi in zip(steps.tolist(), k["start"][first].tolist(), end.tolist(), strict=True):
-        if step[s] is not None:
-            out.add(EventKind.ANNOTATION, f"step {step[s]}", "NPU", None, lo, hi - lo)
-    counts = np.bincount(k["core"], minlength=len(core))
-    cores: dict[str, int] = {}
-    for c in np.flatnonzero(counts).tolist():
-        cores[core[c] or "unknown"] = cores.get(core[c] or "unknown", 0) + int(counts[c])
-    lane = lane.reshape(-1)
-    thread = ([("NPU", name) for name, _ in lanes], lane)  # a thread per lane: an operator nests in its lane's only
-    ids = np.arange(n, dtype=np.int64)
-    dtypes = cells["Input Data Types"].values
-    signatures, signature = np.unique(k.pop("Input Shapes").astype(np.int64) * len(dtypes) + k.pop("Input Data Types"),
-                                      return_inverse=True)  # fmt: skip
+    # steps: each from its first kernel's start to its last one's end, or the next step's first start
+    ordered = sorted(steps_first, key=lambda s_: steps_first[s_][0])
+    for s_, following in zip(ordered, [*ordered[1:], None], strict=True):
+        if following is not None:
+            steps_end[s_] = min(steps_end[s_], steps_first[following][1])
+    for s_ in sorted(steps_first):
+        if step[s_] is not None:
+            lo_ns = steps_first[s_][1] - t0
+            out.add(EventKind.ANNOTATION, f"step {step[s_]}", "NPU", None, lo_ns, steps_end[s_] - t0 - lo_ns)
+    counts: dict[str, int] = {}
+    for c in np.flatnonzero(cores).tolist():
+        counts[core[c] or "unknown"] = counts.get(core[c] or "unknown", 0) + int(cores[c])
+    signature = np.array(sorted(signatures), dtype=np.int64)
     shapes = cells["Input Shapes"].values
-    arguments = [(shapes[s // len(dtypes)], None, dtypes[s % len(dtypes)], 0) for s in signatures.tolist()]
-    out.extend(EventKind.OP, n, start_ns=k["start"], dur_ns=k["dur"], correlation=ids, threads=thread,
-               device=device if len(used) > 1 else None,  # an operator's own device (one device: the run's)
-               arguments=(arguments, signature.reshape(-1)),
-               texts={"name": (out.texts, np.where(k["Type"] != 0, k.pop("Type"), k["Name"])),
-                      **{c: (cells[f].values, k.pop(f)) for c, f in (("output_shapes", "Output Shapes"),
+    arguments = [(shapes[s_ // len(dtypes)], None, dtypes[s_ % len(dtypes)], 0) for s_ in signature.tolist()]
+    threads = [("NPU", name) for name, _ in lanes]  # a thread per lane: an operator nests in its lane's only
+
+    def lane_of(c: dict[str, np.ndarray]) -> np.ndarray:
+        key = (c["core"].astype(np.int64) * width + dev_index[c["Device_id"]]) * width + c["Stream ID"]
+        return np.searchsorted(keys, key)
+
+    for lo, c in slices("start", "dur", "Type", "Name", "Device_id", "core", "Stream ID", "Input Shapes", "Input Data Types",
+                        "Output Shapes", "Output Data Types"):  # fmt: skip
+        m = len(c["start"])
+        sig = np.searchsorted(signature, c["Input Shapes"].astype(np.int64) * len(dtypes) + c["Input Data Types"])
+        out.extend(EventKind.OP, m, start_ns=c["start"] - t0, dur_ns=c["dur"], correlation=np.arange(lo, lo + m),
+                   threads=(threads, lane_of(c)), arguments=(arguments, sig),
+                   device=dev_index[c["Device_id"]] if len(used) > 1 else None,  # an operator's own device (one: the run's)
+                   texts={"name": (out.texts, np.where(c["Type"] != 0, c["Type"], c["Name"])),
+                          **{t: (cells[f].values, c[f]) for t, f in (("output_shapes", "Output Shapes"),
                                                                      ("output_dtypes", "Output Data Types"))}})  # fmt: skip
-    del signature
-    out.extend(EventKind.KERNEL, n, start_ns=k.pop("start"), dur_ns=k.pop("dur"), correlation=ids, device=device, threads=thread,
-               texts={"name": (out.texts, k.pop("Name")), "unit": (core, k.pop("core")),
-                      "lane": ([x[0] for x in lanes], lane), "engine_kind": ([x[1] for x in lanes], lane)})  # fmt: skip
-    del ids, device, lane, k
+    for lo, c in slices("start", "dur", "Name", "Device_id", "core", "Stream ID"):
+        m = len(c["start"])
+        lane = lane_of(c)
+        out.extend(EventKind.KERNEL, m, start_ns=c["start"] - t0, dur_ns=c["dur"], correlation=np.arange(lo, lo + m),
+                   device=dev_index[c["Device_id"]], threads=(threads, lane),
+                   texts={"name": (out.texts, c["Name"]), "unit": (core, c["core"]), "lane": ([x[0] for x in lanes], lane),
+                          "engine_kind": ([x[1] for x in lanes], lane)})  # fmt: skip
+    for column in k.values():
+        column.close()
     release_memory()
     info = RunInfo(source=Source.CONVERTED, producer="portscope convert", converted_from=KERNELS_FORMAT,
                    devices=["cpu", *(f"npu:{d}" for d in used)], missing_signals=list(_MISSING),
-                   extra={"kernels": n, "columns": header, "accelerator_cores": dict(sorted(cores.items()))})  # fmt: skip
+                   extra={"kernels": n, "columns": header, "accelerator_cores": dict(sorted(counts.items()))})  # fmt: skip
     return Translated(out, info, root_name=path.name.split(".")[0], root_device=f"npu:{used[0]}",
                       device_names={i: f"npu:{d}" for i, d in enumerate(used)})  # fmt: skip
+
+
+def _start_order(start: DiskColumn) -> np.ndarray | None:
+    """None where the kernels come in order of start (read a slice at a time), else the order (ties in file order:
+    the starts then read whole)."""
+    last = np.iinfo(np.int64).min
+    for _, s in start.blocks(SLICE_ROWS):
+        if s[0] < last or (s[1:] < s[:-1]).any():
+            return np.argsort(start[:], kind="stable")
+        last = s[-1]
+    return None
 
 
 def _lane(core: str, device: str | None, stream: str | None) -> tuple[str, str]:
