@@ -10,6 +10,7 @@ a compile's id) goes to that event's signals and compiles. The operators table, 
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Iterator
 
 import numpy as np
@@ -19,7 +20,7 @@ from . import progress, schema
 from .builder import StackInterner
 from .callsites import parse_frame, relative_frames, site_of_frames
 from .columns import Coder, coded_column, nullable, table_of
-from .engine_lanes import EngineLanes
+from .engine_lanes import EngineLanes, used_codes
 from .events import KIND_CODES, NONE, EventKind, Logged, SparseColumn, Translated
 from .link import link
 from .rules import (
@@ -148,6 +149,10 @@ class _Assembly(EngineLanes):
     def call_sites(self) -> None:
         """Per operator row, its call site (an index into `site_texts`, the last entry: none) from the Python frames
         open at its start; stacks interned."""
+        if self.links.frame.strides == (0,):  # no Python frames: no call site
+            self.site_texts, self.site_stacks = [None], np.full(1, -1, dtype=np.int64)
+            self.op_site = np.broadcast_to(np.int32(0), (len(self.a["kind"]),))
+            return
         frames = self.links.frame[self.op_rows]
         innermost, index = np.unique(frames, return_inverse=True)
         sites: list[str | None] = []
@@ -183,9 +188,12 @@ class _Assembly(EngineLanes):
         found = self.found.signal_columns()  # what the lanes read of the findings: the events that fell back
         self.fallbacks = found["event"][found["kind"] == SIGNAL_KINDS.index(SignalKind.CPU_FALLBACK)]
         self.found = None  # type: ignore[assignment]  # written: not held while the big tables are
+        slices: dict[str, TableSlices] = {}
+        if sliced and tables["signals"].num_rows > SLICE_ROWS:  # in a temporary file until written
+            slices["signals"] = _in_file(tables.pop("signals"))
         tables["frames"] = self.stacks.frames_table()
         tables["stacks"] = self.stacks.stacks_table()
-        slices = {"ops": self.ops(placement)}
+        slices["ops"] = self.ops(placement)
         if sliced:  # what the sliced tables read back, on disk, before the lanes are planned; what they never read, gone
             self.park(("start_ns", "dur_ns", "name", "args", "thread", "output_shapes", "output_dtypes"))
         slices["engine_slices"] = self.engine_slices(placement)
@@ -218,28 +226,25 @@ class _Assembly(EngineLanes):
 
     def ops(self, placement: np.ndarray) -> TableSlices:
         a, rows = self.a, self.op_rows
-        names = a["name"][rows]
-        name = Coder(self.texts, np.bincount(names, minlength=len(self.texts)) > 0)
-        del names
-        args_used = np.bincount(a["args"][rows], minlength=len(self.arguments)) > 0
+        name, name_index = self._used_texts("name", rows)
+        args_used = used_codes(a["args"].__getitem__, rows, len(self.arguments))
         shapes, strides, dtypes = (Coder([args[k] for args in self.arguments], args_used) for k in range(3))
         bytes_in = np.array([args[3] for args in self.arguments], dtype=np.int64)
         place = Coder(_PLACES, np.bincount(placement, minlength=3) > 0)
         where_on = placement.astype(np.int32)  # a code into `devices`: by placement, or the operator's own device
-        own = np.asarray(a["device"][rows])
         devices = ["cpu", self.t.root_device, "cpu"]
-        if (own >= 0).any():
-            used, at = np.unique(own[own >= 0], return_inverse=True)
+        used = _distinct(a["device"], rows)
+        used = used[used >= 0]
+        if len(used):  # operators of their own device: a slice at a time
             devices += [self.device_name(int(d)) for d in used.tolist()]
-            where_on[own >= 0] = 3 + at.reshape(-1)
-        del own
+            for lo in range(0, len(rows), SLICE_ROWS):
+                own = np.asarray(a["device"][rows[lo : lo + SLICE_ROWS]])
+                mine = np.flatnonzero(own >= 0)
+                where_on[lo + mine] = 3 + np.searchsorted(used, own[mine])
         device = Coder(devices, np.bincount(where_on, minlength=len(devices)) > 0)
         outputs = {}  # outputs' texts: a few among many names, coded by the used ones only
         for c in ("output_shapes", "output_dtypes"):
-            used = np.flatnonzero(np.bincount(a[c][rows], minlength=len(self.texts)))
-            index = np.zeros(len(self.texts), dtype=np.int32)
-            index[used] = np.arange(len(used), dtype=np.int32)
-            outputs[c] = (Coder([self.texts[t] for t in used.tolist()], np.ones(len(used), dtype=bool)), index)
+            outputs[c] = self._used_texts(c, rows)
         sites = Coder(self.site_texts, np.bincount(self.op_site[rows], minlength=len(self.site_texts)) > 0)
         tid = [t[1] if type(t[1]) is int and -(2**31) <= t[1] < 2**31 else None for t in self.threads]
         tids = np.array([v if v is not None else 0 for v in tid] or [0], dtype=np.int64)
@@ -254,7 +259,7 @@ class _Assembly(EngineLanes):
                 where = placement[lo : lo + SLICE_ROWS]
                 yield from table_of("ops", {
                     "op_id": np.arange(lo, lo + len(part), dtype=np.int64), "region_id": self.region_of(part, start),
-                    "name": name(self.column("name", part)), "start_ns": start, "dur_ns": self.column("dur_ns", part),
+                    "name": name(name_index[self.column("name", part)]), "start_ns": start, "dur_ns": self.column("dur_ns", part),
                     "placement": place(where), "device": device(where_on[lo : lo + SLICE_ROWS]), "input_shapes": shapes(args),
                     "input_strides": strides(args), "input_dtypes": dtypes(args), "bytes_in": bytes_in[args],
                     **{c: coder(index[self.column(c, part)]) for c, (coder, index) in outputs.items()},
@@ -263,6 +268,14 @@ class _Assembly(EngineLanes):
                 }).to_batches()  # fmt: skip
 
         return TableSlices(len(rows), batches)
+
+    def _used_texts(self, column: str, rows: np.ndarray) -> tuple[Coder, np.ndarray]:
+        """(a coder of the texts some of these rows use in a text column, each text code's index among them): a few
+        among many texts (kernel names) coded without going through them all."""
+        used = np.flatnonzero(used_codes(self.a[column].__getitem__, rows, len(self.texts)))
+        index = np.zeros(len(self.texts), dtype=np.int32)
+        index[used] = np.arange(len(used), dtype=np.int32)
+        return Coder([self.texts[t] for t in used.tolist()], np.ones(len(used), dtype=bool)), index
 
     def runtime_calls(self) -> pa.Table:
         a = self.a
@@ -374,6 +387,25 @@ class _Assembly(EngineLanes):
         if other.any():
             by_op[other] = self.region_of(op_rows[other])
         return np.where(op >= 0, by_op, own).astype(np.int32)
+
+
+def _in_file(table: pa.Table) -> TableSlices:
+    """A whole table moved to a temporary Arrow file, read back `SLICE_ROWS` rows a batch as it is written."""
+    file = tempfile.TemporaryFile(prefix="portscope-table-")  # noqa: SIM115 (lives as long as the slices)
+    with pa.ipc.new_file(pa.PythonFile(file, mode="w"), table.schema) as writer:
+        for batch in table.to_batches(max_chunksize=SLICE_ROWS):
+            writer.write_batch(batch)
+    rows, table_schema = table.num_rows, table.schema
+    del table
+    release_memory()
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        file.seek(0)
+        reader = pa.ipc.open_file(pa.PythonFile(file, mode="r"))
+        for i in range(reader.num_record_batches):
+            yield reader.get_batch(i)
+
+    return TableSlices(rows, batches, table_schema)
 
 
 def _to_file(values: np.ndarray) -> DiskColumn:

@@ -5,7 +5,7 @@ copy engines, a memory lane per device, and the readers' own lanes, planned as a
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -58,7 +58,7 @@ class Words:
     def add(self, values: list[str], used_codes: np.ndarray) -> np.ndarray:
         """Index in the dictionary of each of `values` that some row uses (by code)."""
         index = np.zeros(max(len(values), 1), dtype=np.int32)
-        for code in np.unique(used_codes).tolist():
+        for code in np.flatnonzero(np.bincount(np.asarray(used_codes).reshape(-1))).tolist():
             index[code] = self.at.setdefault(values[code], len(self.at))
         self._array = None
         return index
@@ -67,6 +67,15 @@ class Words:
         if self._array is None:
             self._array = pa.array(list(self.at), pa.string())
         return self._array
+
+
+def used_codes(read: Callable[[np.ndarray], np.ndarray], rows: np.ndarray, size: int, step: int = 1 << 20) -> np.ndarray:
+    """A flag per code 0..size-1: whether some of these rows of a code column holds it (`read`: the column's values
+    at rows, asked `step` rows at a time)."""
+    used = np.zeros(max(size, 1), dtype=bool)
+    for lo in range(0, len(rows), step):
+        used[np.asarray(read(rows[lo : lo + step]))] = True
+    return used[:size]
 
 
 def factorize(values: np.ndarray, span: int = 1 << 24) -> tuple[np.ndarray, np.ndarray]:
@@ -110,7 +119,10 @@ class EngineLanes:
         parts = [p for p in (host, self._device_lanes(), *self._memory_lanes(), self._span_lanes()) if p is not None and len(p.rows)]
         names_used = np.zeros(len(self.texts) + 2, dtype=bool)  # the last two: memory lanes' allocated and reserved
         for p in parts:
-            names_used[p.name if p.name is not None else self.column("name", p.rows)] = True
+            if p.name is not None:
+                names_used[p.name] = True
+            else:
+                names_used[: len(self.texts)] |= used_codes(lambda r: self.column("name", r), p.rows, len(self.texts))
         name = Coder([*self.texts, MEMORY_ALLOCATED, MEMORY_RESERVED], names_used)
         dictionaries = {c: Words() for c in ("engine", "engine_kind", "kind")}
         for p in parts:
@@ -317,4 +329,4 @@ class EngineLanes:
                       engine_kind=engine_kind.astype(np.int8), kind_values=words, kind=slice_kind)  # fmt: skip
 
 
-__all__ = ["EngineLanes", "LanePart", "Words", "factorize"]
+__all__ = ["EngineLanes", "LanePart", "Words", "factorize", "used_codes"]

@@ -3,9 +3,12 @@ columns: tiny hand-written events, every expected figure worked out by hand from
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from portscope.ingest import assemble as assemble_module
 from portscope.ingest import link as link_module
 from portscope.ingest import spill
 from portscope.ingest.assemble import assemble
@@ -13,7 +16,7 @@ from portscope.ingest.engine_lanes import factorize
 from portscope.ingest.events import EventColumns, EventKind, Translated
 from portscope.ingest.link import link
 from portscope.ingest.rules import Columns
-from portscope.ingest.trace import RunInfo
+from portscope.ingest.trace import RunInfo, read_trace, write_trace
 
 
 @pytest.fixture
@@ -112,3 +115,14 @@ def test_columns_keep_rows_and_chunks_in_order() -> None:
     c.append(event=11, kind=2)
     got = c.arrays()
     assert got["event"].tolist() == [4, 7, 9, 11] and got["kind"].tolist() == [1, 3, 3, 2] and len(c) == 4
+
+
+@pytest.mark.usefixtures("tiny_chunks")
+def test_many_signals_wait_in_a_file_until_written(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(assemble_module, "SLICE_ROWS", 2)  # 3 signals: more than a slice
+    trace = assemble(Translated(_kernels(True), RunInfo(), root_name="k", root_device="npu:0",
+                                device_names={0: "npu:0"}), sliced=True)  # fmt: skip
+    assert "signals" in trace.slices and trace.num_rows("signals") == 3
+    write_trace(trace, tmp_path / "k.arrow")
+    s = read_trace(tmp_path / "k.arrow")["signals"].to_pydict()
+    assert s["op_id"] == [0, 3, 6] and s["reason"] == ["ai-cpu"] * 3 and s["op_name"] == ["Cast"] * 3
