@@ -86,7 +86,7 @@ class _Lru(collections.OrderedDict):
 
 
 # Part of every derived-data cache key: bump when report or run-row data change shape (a disk cache outlives the process).
-_DERIVED_VERSION = "d7"
+_DERIVED_VERSION = "d8"  # d8: lanes grouped by rank (viewport order)
 
 
 class TraceStore:
