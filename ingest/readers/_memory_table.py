@@ -35,7 +35,7 @@ DEVICE_COLUMNS = ("device type", "device", "device id")  # the first a row fills
 LIMIT = 2**61  # bytes and ns from here on are not a profile (and would overflow int64 columns)
 MAX_PROBLEMS = 12
 BLOCK_BYTES = 4 << 20  # CSV read this much at a time (tests make it tiny)
-_EMPTY = pa.array(["", "N/A", "NA", "-"])
+_EMPTY = ("", "N/A", "NA", "-")  # (a pa.array made at import would import pandas: pyarrow looks for its types)
 _NAMED = re.compile(r"^(.*?)\s*\(\s*([^()]*?)\s*\)\s*$")
 _INDEX = re.compile(r"(\d{1,9})\s*$")
 _PLAIN = r"^(?P<sign>[+-]?)(?P<whole>[0-9]*)(?:\.(?P<frac>[0-9]*))?$"
@@ -78,7 +78,7 @@ class MemoryColumns:
 def _clean(cells: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """(the cells without quotes, tabs and spaces around them, a mask of the empty ones)."""
     text = pc.utf8_trim_whitespace(pc.utf8_trim(pc.utf8_trim_whitespace(cells), '"'))
-    return text, pc.is_in(text, value_set=_EMPTY).to_numpy(zero_copy_only=False)
+    return text, pc.is_in(text, value_set=pa.array(_EMPTY, pa.string())).to_numpy(zero_copy_only=False)
 
 
 def _one(cell: str, scale: int) -> int | None | bool:
