@@ -88,6 +88,9 @@ RANKS_TABLE = "ranks-table"
 RANKS_HEATMAP = "ranks-heatmap"  # busy time by rank x step, the stragglers outlined
 RANKS_STRAGGLERS = "ranks-stragglers"
 RANKS_SLOW_OPERATORS = "ranks-slow-operators"
+RANKS_COLLECTIVES = "ranks-collectives"  # collectives matched across ranks, largest arrival skew first
+RANKS_COLLECTIVE_RANKS = "ranks-collective-ranks"
+RANKS_COLLECTIVES_SECTION = "ranks-collectives-section"
 
 # compare page
 COMPARE_KEY = "compare-key"

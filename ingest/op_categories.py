@@ -71,7 +71,7 @@ _OPERATORS: dict[OpCategory, frozenset[str]] = {
     OpCategory.COMMUNICATION: frozenset(
         "allreduce all_reduce allgather all_gather all_gather_into_tensor _allgather_base reduce_scatter "
         "reduce_scatter_tensor _reduce_scatter_base broadcast all_to_all alltoall alltoall_base all_to_all_single "
-        "send recv isend irecv barrier record_param_comms gather scatter reduce hcomallreduce hcomallgather "
+        "send recv isend irecv barrier record_param_comms hcomallreduce hcomallgather "
         "hcomreducescatter hcombroadcast hcomsend hcomreceive".split()),
     OpCategory.ELEMENTWISE: frozenset(
         "add sub mul div true_divide floor_divide remainder fmod pow neg abs sign sqrt rsqrt exp exp2 expm1 log log2 "
@@ -130,6 +130,8 @@ def _bases(name: str) -> tuple[str, str]:
 def operator_category(name: str) -> OpCategory:
     """The category of an operator by its name (``aten::addmm`` -> GEMM, ``AddmmBackward0`` -> GEMM,
     ``c10d::allreduce_`` -> communication); OTHER when the table does not know it."""
+    if name.lstrip().startswith("c10d::"):  # the distributed namespace (c10d::gather_; aten::gather is no collective)
+        return OpCategory.COMMUNICATION
     for base in _bases(name):
         for candidate in (base, base.lstrip("_"), base.removeprefix("npu_")):
             if (found := _BY_NAME.get(candidate)) is not None:

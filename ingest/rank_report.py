@@ -33,8 +33,15 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
+from .collectives import (
+    ArrivalClock,
+    collective_calls,
+    communication_ops,
+    match_collectives,
+    name_mask,
+    region_rank_array,
+)
 from .kineto_vocabulary import SYNC_RUNTIME_CALLS
 from .op_categories import is_communication
 from .op_device import device_by_operator, op_calls
@@ -118,27 +125,6 @@ def _intervals(trace: Trace) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray
     return out
 
 
-def _region_ranks(trace: Trace) -> np.ndarray:
-    """Rank of each region id (index: region id; 0 outside a multi-rank run)."""
-    ranks = rank_of_regions(trace)
-    ids = trace["regions"].column("region_id").to_numpy()
-    out = np.zeros(int(ids.max()) + 1 if len(ids) else 1, np.int64)
-    for region, rank in ranks.items():
-        out[region] = rank
-    return out
-
-
-def _dictionary_mask(column: pa.ChunkedArray | pa.Array, keep: Any) -> np.ndarray:
-    """Rows of a (dictionary or string) column whose value `keep(value)` holds: `keep` asked once per distinct value."""
-    col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if pa.types.is_dictionary(col.type):
-        hits = np.array([bool(keep(str(v))) for v in col.dictionary.to_pylist()] + [False], bool)
-        return hits[col.indices.fill_null(len(hits) - 1).to_numpy(zero_copy_only=False)]
-    values = col.to_pylist()
-    seen = {v: bool(keep(str(v))) for v in set(values) if v is not None}
-    return np.array([seen.get(v, False) for v in values], bool)
-
-
 class _ThreadSpans:
     """Disjoint intervals per (rank, thread) key, and which times lie inside them (a binary search)."""
 
@@ -163,21 +149,12 @@ _THREADS = 1 << 32  # (rank, thread) key = rank * _THREADS + thread
 def _host_comm(trace: Trace) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray]]]:
     """Per rank: 'held', the intervals a host thread spent inside communication operators, and 'launching', the
     runtime calls inside them (on the same thread) that launch device work rather than wait."""
-    region_rank = _region_ranks(trace)
-    keys, starts, ends = [], [], []
-    for batch in trace.batches("ops"):
-        comm = _dictionary_mask(batch.column("name"), is_communication)
-        if not comm.any():
-            continue
-        regions = batch.column("region_id").fill_null(0).to_numpy(zero_copy_only=False)[comm]
-        thread = batch.column("thread").fill_null(-1).to_numpy(zero_copy_only=False)[comm].astype(np.int64)
-        start = batch.column("start_ns").to_numpy(zero_copy_only=False)[comm].astype(np.int64)
-        keys.append(region_rank[np.minimum(regions, len(region_rank) - 1)] * _THREADS + thread)
-        starts.append(start)
-        ends.append(start + batch.column("dur_ns").to_numpy(zero_copy_only=False)[comm].astype(np.int64))
-    if not keys:
+    region_rank = region_rank_array(trace)
+    ops = communication_ops(trace, region_rank)
+    if not len(ops):
         return {}
-    key, start, end = np.concatenate(keys), np.concatenate(starts), np.concatenate(ends)
+    start = ops["start_ns"].to_numpy(np.int64)
+    key, end = ops["rank"].to_numpy(np.int64) * _THREADS + ops["thread"].to_numpy(np.int64), start + ops["dur_ns"].to_numpy(np.int64)
     held = _ThreadSpans(key, start, end)
     launching = _launching_calls(trace, held, region_rank)
     out: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
@@ -194,7 +171,7 @@ def _launching_calls(trace: Trace, held: _ThreadSpans, region_rank: np.ndarray) 
     calls = trace["runtime_calls"].select(["region_id", "op_id", "name", "start_ns", "dur_ns"])
     if not calls.num_rows:
         return {}
-    launch = ~_dictionary_mask(calls.column("name"), SYNC_RUNTIME_CALLS.__contains__) & calls.column("op_id").is_valid().to_numpy(zero_copy_only=False)
+    launch = ~name_mask(calls.column("name"), SYNC_RUNTIME_CALLS.__contains__) & calls.column("op_id").is_valid().to_numpy(zero_copy_only=False)
     rank = region_rank[np.minimum(calls.column("region_id").to_numpy(), len(region_rank) - 1)]
     start = calls.column("start_ns").to_numpy().astype(np.int64)
     ranks_held = {k // _THREADS for k in held.spans}
@@ -315,7 +292,9 @@ def slow_operators(trace: Trace, steps: pd.DataFrame, rank: int, step: int | Non
 
 def ranks_report_data(trace: Trace) -> dict[str, Any]:
     """`portscope report --ranks` as JSON-ready data: `ranks` (per rank), `steps` (per rank and step), `stragglers`
-    (per step), and `slow_operators` of the rank most often the straggler."""
+    (per step), `slow_operators` of the rank most often the straggler; the collectives matched across ranks
+    (`ingest/collectives.py`): `collectives` (largest arrival skew first), `collective_arrivals` (per collective and
+    rank), `collective_ranks` (per rank), `collective_problems`, and the number of `point_to_point` transfers."""
     steps = rank_steps(trace)
     straggling = stragglers(steps)
     summary = rank_summary(steps, straggling, rank_skews(trace))
@@ -324,10 +303,15 @@ def ranks_report_data(trace: Trace) -> dict[str, Any]:
     if len(straggling):
         worst = int(straggling["rank"].value_counts().sort_index().idxmax())
         slow = slow_operators(trace, steps, worst)
+    calls = collective_calls(trace)
+    matched = match_collectives(calls)
+    by_skew = matched.table.sort_values(["skew_ns", "collective"], ascending=[False, True], kind="stable")
     return {"world_size": trace.run_info.extra.get("world_size") or max(len(summary), 1), "ranks": records(summary),
             "reference_rank": trace.run_info.extra.get("reference_rank"),
             "steps": records(steps), "stragglers": records(straggling), "slowest_rank": worst,
-            "slow_operators": records(slow)}  # fmt: skip
+            "slow_operators": records(slow), "collectives": records(by_skew),
+            "collective_arrivals": records(matched.arrivals), "collective_ranks": records(matched.per_rank),
+            "collective_problems": matched.problems, "point_to_point": int(calls["p2p"].sum()) if len(calls) else 0}  # fmt: skip
 
 
 def _ms(ns: float) -> str:
@@ -335,7 +319,52 @@ def _ms(ns: float) -> str:
 
 
 def format_ranks(data: dict[str, Any]) -> str:
-    """The ranks report as text."""
+    """The ranks report as text: per rank and step, then the collectives matched across ranks."""
+    return _format_steps(data) + _format_collectives(data)
+
+
+_TEXT_COLLECTIVES = 10  # the text report lists this many collectives at most
+_TEXT_ARRIVALS = 8  # and each one's arrivals for this many ranks at most
+
+
+def _format_collectives(data: dict[str, Any]) -> str:
+    table = data.get("collectives") or []
+    lines = []
+    if data.get("point_to_point"):
+        lines += ["", f"point-to-point transfers (send/recv): {data['point_to_point']}, not matched as collectives. Ranks that "
+                      "talk by send/recv run different pipeline stages: a step's straggler is then its slowest stage (the "
+                      "pipeline's bottleneck), and its excess over the others mixes their different work with any slowdown"]
+    if not table:
+        return "\n".join([*lines, "", "no collective ran on two ranks or more", ""])
+    clocks = sorted({c["clock"] for c in table})
+    lines += ["", f"collectives matched across ranks by name and order (the trace keeps no process group or sequence "
+                  f"number): {len(table)}; arrivals on the {' and '.join(clocks)}"
+                  + (" (a communication kernel's start)" if ArrivalClock.DEVICE.value in clocks else "")]
+    lines += [f"  problem: {p}" for p in data.get("collective_problems") or []]
+    shown = table[:_TEXT_COLLECTIVES]
+    lines += [f"the {len(shown)} of largest arrival skew (last arrival less the first):" if len(shown) < len(table) else
+              "by arrival skew (last arrival less the first):",
+              f"{'name':<28} {'#':>4} {'step':>6} {'ranks':>5} {'skew ms':>10} {'last':>5} {'first':>5}  arrivals (ms after the first)"]  # fmt: skip
+    arrivals: dict[int, list[dict[str, Any]]] = {}
+    for a in data.get("collective_arrivals") or []:
+        arrivals.setdefault(a["collective"], []).append(a)
+    for c in shown:
+        mine = arrivals.get(c["collective"], [])
+        listed = " ".join(f"r{a['rank']} +{a['skew_ns'] / 1e6:,.2f}" for a in mine[:_TEXT_ARRIVALS])
+        listed += " ..." if len(mine) > _TEXT_ARRIVALS else ""
+        step = "-" if c["step"] < 0 else str(c["step"])
+        lines.append(f"{c['name'][:28]:<28} {c['occurrence']:>4} {step:>6} {c['ranks']:>5} {_ms(c['skew_ns']):>10} "
+                     f"{c['last_rank']:>5} {c['first_rank']:>5}  {listed}")
+    lines += ["", "per rank: collectives, arrived last in, arrived first in, waited for the others (ms), mean arrival skew (ms):",
+              f"{'rank':>5} {'colls':>6} {'last':>5} {'first':>5} {'waited ms':>10} {'mean skew':>10}"]
+    for r in data.get("collective_ranks") or []:
+        skew = "-" if r["mean_skew_ns"] is None else _ms(r["mean_skew_ns"])
+        lines.append(f"{r['rank']:>5} {r['collectives']:>6} {r['arrived_last']:>5} {r['arrived_first']:>5} "
+                     f"{_ms(r['wait_ns']):>10} {skew:>10}")
+    return "\n".join(lines) + "\n"
+
+
+def _format_steps(data: dict[str, Any]) -> str:
     lines = [f"ranks: {len(data['ranks'])} (world size {data['world_size']})", ""]
     if not data["steps"]:
         return "\n".join([*lines, "no ProfilerStep#N ranges: record with a torch.profiler schedule and prof.step()", ""])

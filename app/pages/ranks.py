@@ -49,6 +49,29 @@ STRAGGLER_COLUMNS = [
     ("slowdown_ns", "Slower by (ms)", _ms),
     ("slowdown_pct", "Slower by", _pct),
 ]
+COLLECTIVE_COLUMNS = [
+    ("name", "Collective", None),
+    ("occurrence", "#", None),
+    ("step", "Step", lambda v: "-" if v is None or v < 0 else str(v)),
+    ("ranks", "Ranks", None),
+    ("skew_ns", "Arrival skew (ms)", _skew),
+    ("last_rank", "Arrived last", None),
+    ("first_rank", "Arrived first", None),
+    ("arrivals", "Each rank's arrival (ms after the first)", None),
+    ("clock", "Read on", None),
+]
+COLLECTIVE_RANK_COLUMNS = [
+    ("rank", "Rank", None),
+    ("collectives", "Collectives", None),
+    ("arrived_last", "Arrived last in", None),
+    ("arrived_first", "Arrived first in", None),
+    ("wait_ns", "Waited for the others (ms)", _ms),
+    ("mean_skew_ns", "Mean arrival skew (ms)", _skew),
+    ("point_to_point", "Send/recv", None),
+]
+_COLLECTIVES_LISTED = 20  # collectives listed at most (the largest arrival skews)
+_ARRIVALS_LISTED = 16  # ranks whose arrival a collective's row spells out
+
 _OUTLINED = 60  # stragglers outlined by a shape each; more: a marker each
 _LISTED = 20  # rows of the stragglers table at most (the largest slowdowns)
 
@@ -125,7 +148,43 @@ def layout(run_id: str = "", **_query: str) -> html.Div:
         children.append(html.H3(f"Operators slower on rank {data['slowest_rank']} than on the others (median)"))
         children.append(text_table(data["slow_operators"], SLOW_COLUMNS, table_id=ids.RANKS_SLOW_OPERATORS) if data["slow_operators"]
                         else html.P("None: its time went outside operators (idle, waiting)."))
+    children.append(collectives_section(data))
     return page("Ranks", *children, subtitle=run_label(run_id, trace))
+
+
+def collectives_section(data: dict[str, Any]) -> html.Div:
+    """The collectives matched across ranks, largest arrival skew first, each one's last rank named; per rank, how
+    often it arrived last and how long it waited for the others."""
+    out: list[Any] = [html.H3("Collectives across ranks")]
+    if data.get("point_to_point"):
+        out.append(html.P(f"{data['point_to_point']} point-to-point transfers (send/recv), not matched as collectives. "
+                          "Ranks that talk by send/recv run different pipeline stages: a step's straggler is then its "
+                          "slowest stage, the pipeline's bottleneck, and its excess over the others mixes their "
+                          "different work with any slowdown."))
+    if not data.get("collectives"):
+        return html.Div([*out, html.P("No collective ran on two ranks or more.")], id=ids.RANKS_COLLECTIVES_SECTION)
+    arrivals: dict[int, list[dict[str, Any]]] = {}
+    for a in data.get("collective_arrivals") or []:
+        arrivals.setdefault(a["collective"], []).append(a)
+    shown = []
+    for c in data["collectives"][:_COLLECTIVES_LISTED]:
+        mine = arrivals.get(c["collective"], [])
+        text = ", ".join(f"rank {a['rank']} +{a['skew_ns'] / 1e6:,.3f}" for a in mine[:_ARRIVALS_LISTED])
+        shown.append({**c, "arrivals": text + (", ..." if len(mine) > _ARRIVALS_LISTED else "")})
+    clocks = {c["clock"] for c in data["collectives"]}
+    out.append(html.P(
+        f"{len(data['collectives'])} collectives matched by name and order on each rank (the trace keeps no process "
+        "group or sequence number)" + (f"; the {len(shown)} of largest arrival skew" if len(shown) < len(data["collectives"]) else "")
+        + ". A rank's arrival is " + ("the start of the communication kernel its call launched" if clocks == {"device"} else
+                                      "the start of its call on the host" if clocks == {"host"} else
+                                      "its kernel's start where every rank launched one, else its call's start")
+        + "; the skew is the last arrival less the first, the time the first rank waited for the last.",
+        className="ranks-collectives-note"))  # fmt: skip
+    out += [html.Div([html.P(p, className="problem") for p in data.get("collective_problems") or []]),
+            text_table(shown, COLLECTIVE_COLUMNS, table_id=ids.RANKS_COLLECTIVES),
+            html.H4("Collectives per rank: how often it arrived last, how long it waited for the others"),
+            text_table(data.get("collective_ranks") or [], COLLECTIVE_RANK_COLUMNS, table_id=ids.RANKS_COLLECTIVE_RANKS)]
+    return html.Div(out, id=ids.RANKS_COLLECTIVES_SECTION)
 
 
 def register(app: dash.Dash) -> None:

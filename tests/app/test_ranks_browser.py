@@ -1,6 +1,6 @@
 """The ranks page in headless Chromium: a three-rank run (tests/ingest/test_ranks.py's hand-written files, rank 1
-slowed) shows its per-rank table, the busy-time heatmap with rank 1 outlined in both steps, the stragglers and the
-operator that made it slow; a single-rank run says it is not a multi-rank run.
+slowed) shows its per-rank table, the busy-time heatmap with rank 1 outlined in both steps, the stragglers, the
+operator that made it slow and its collectives matched across ranks; a single-rank run says it is not a multi-rank run.
 
 Run alone:  DASH_TEST_CHROMEPATH=/usr/bin/chromium .venv/bin/python -m pytest --headless -p no:randomly tests/app/test_ranks_browser.py
 """
@@ -68,6 +68,15 @@ def test_ranks_page(dash_duo, make_app, runs, tmp_path: Path) -> None:
     assert table_rows(dash_duo, "#ranks-stragglers") == [["0", "1", "0.15", "0.09", "0.07", "76.5 %"],
                                                          ["1", "1", "0.15", "0.09", "0.07", "76.5 %"]]
     assert table_rows(dash_duo, "#ranks-slow-operators") == [["aten::mm", "0.18", "0.08", "0.10"]]
+    # collectives (device arrivals: each nccl:all_reduce's kernel at t+30 µs of its rank's step): rank 1's steps, moved
+    # as above, put its kernels at 30 and 180 µs, ranks 0 and 2's at 55 and 155: skew 25 µs each; the last rank on a
+    # tie is the highest, the first the lowest
+    assert table_rows(dash_duo, "#ranks-collectives") == [
+        ["nccl:all_reduce", "1", "0", "3", "0.025", "2", "1", "rank 0 +0.025, rank 1 +0.000, rank 2 +0.025", "device"],
+        ["nccl:all_reduce", "2", "1", "3", "0.025", "1", "0", "rank 0 +0.000, rank 1 +0.025, rank 2 +0.000", "device"]]
+    assert table_rows(dash_duo, "#ranks-collective-ranks") == [  # waits 25 µs in one of two; mean skew 12.5 µs
+        ["0", "2", "0", "1", "0.03", "0.013", "0"], ["1", "2", "1", "1", "0.03", "0.013", "0"],
+        ["2", "2", "1", "0", "0.03", "0.013", "0"]]
     dash_duo.wait_for_element("#ranks-heatmap .heatmaplayer", timeout=20)
     outlined = dash_duo.driver.execute_script(
         "const p = document.querySelector('#ranks-heatmap .js-plotly-plot');"
