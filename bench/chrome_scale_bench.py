@@ -111,10 +111,11 @@ KERNEL_TYPES = (("MatMulV2", "AI_CORE", '"""8192,4096;4096,512"""', "DT_BF16;DT_
                 "FLOAT16;FLOAT16"), ("Cast", "AI_CPU", '"""4096"""', "FLOAT"), ("hcom_allReduce_", "HCCL", "N/A", "N/A"))  # fmt: skip
 
 
-def make_kernel_details(path: Path, megabytes: float, names: int = 0) -> int:
+def make_kernel_details(path: Path, megabytes: float, names: int = 0, ai_cpu: bool = True) -> int:
     """Write a torch_npu kernel_details.csv of about `megabytes` MB (quoted start times with a TAB, tripled
     quotes, N/A cells, as the real files have); returns the number of kernels. `names`: that many distinct kernel
-    names, repeated (0: every kernel's name its own)."""
+    names, repeated (0: every kernel's name its own). ai_cpu: 2 in 7 kernels on the AI CPU (else on the AI Core)."""
+    types = KERNEL_TYPES if ai_cpu else tuple((k, "AI_CORE" if c == "AI_CPU" else c, s, d) for k, c, s, d in KERNEL_TYPES)
     target = int(megabytes * 1e6)
     written, n = 0, 0
     with open(path, "w") as f:
@@ -122,7 +123,7 @@ def make_kernel_details(path: Path, megabytes: float, names: int = 0) -> int:
         while written < target:
             lines = []
             for _ in range(10_000):
-                kind, core, shapes, dtypes = KERNEL_TYPES[n % 7 % len(KERNEL_TYPES)]
+                kind, core, shapes, dtypes = types[n % 7 % len(types)]
                 stream = "N/A" if core == "HCCL" else "2"
                 lines.append(f'{n // 100_000 + 1},4294967295,{n},{stream},{kind}_{n % names if names else n},{kind},{core},"{1736413971411629 + n * 3}.{n % 1000:03d}\t",'
                              f"{1 + n % 17}.5,0,48,0,{shapes},{dtypes},FORMAT_ND,{shapes},{dtypes},FORMAT_ND\n")  # fmt: skip
@@ -154,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the inputs (reused when present)")
     parser.add_argument("--kernel-names", type=int, default=0, help="kernels: this many distinct names, repeated "
                         "(default 0: every kernel's name its own, the worst case)")
+    parser.add_argument("--no-ai-cpu", action="store_true", help="kernels: none on the AI CPU (default: 2 in 7)")
     parser.add_argument("--string-ids", action="store_true", help="chrome, npu: flow ids are strings, one distinct id "
                         "per flow (default: integers)")
     parser.add_argument("--before", type=Path, help="a folder holding an older portscope/: each file converted by it too")
@@ -162,12 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     for kind in args.kind:
         for gb in args.sizes:
             names = f"_{args.kernel_names}names" if kind == "kernels" and args.kernel_names else ""
+            names += "_noaicpu" if kind == "kernels" and args.no_ai_cpu else ""
             names += "_strids" if kind in ("chrome", "npu") and args.string_ids else ""
             path = args.dir / f"{kind}_{gb:g}gb{names}.{'csv' if kind == 'kernels' else 'json'}"
             if not path.exists():
                 make = {"chrome": lambda p, mb: make_chrome_trace(p, mb, string_ids=args.string_ids),
                         "npu": lambda p, mb: make_npu_trace(p, mb, string_ids=args.string_ids),
-                        "kernels": lambda p, mb: make_kernel_details(p, mb, args.kernel_names),
+                        "kernels": lambda p, mb: make_kernel_details(p, mb, args.kernel_names, not args.no_ai_cpu),
                         "mobilint": lambda p, mb: make_vendor_trace(p, mb, "mobilint"),
                         "furiosa": lambda p, mb: make_vendor_trace(p, mb, "furiosa")}[kind]  # fmt: skip
                 print(f"made {path} ({make(path, gb * 1000)} {'operators' if kind == 'npu' else 'events'})", flush=True)

@@ -142,7 +142,9 @@ class EventColumns:
 
     Kept compactly: a thread code per event (into `threads`: (pid, tid) as the file gives them), an arguments code
     (into `arguments`: (shapes, strides, dtypes, bytes_in)), text codes (into `texts`), and an optional integer
-    column only for the parts where some event has it (~30 bytes an operator)."""
+    column only for the parts where some event has it (~30 bytes an operator). spill: every column but the kinds
+    goes to a temporary file as events are added (`arrays` gives `spill.DiskColumn`s): a reader of tens of millions
+    of events holds one byte an event."""
 
     def __init__(self, *, spill: bool = False) -> None:
         self.spill = spill  # every column but the kinds in a temporary file as it grows (`spill.DiskColumn`)
