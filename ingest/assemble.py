@@ -71,17 +71,19 @@ class _Assembly(EngineLanes):
         contiguous = len(self.op_rows) and self.op_rows[-1] - self.op_rows[0] == len(self.op_rows) - 1
         self.first_op = int(self.op_rows[0]) if contiguous else None
         work = np.isin(kind, [KIND_CODES[k] for k in (EventKind.KERNEL, EventKind.COPY, EventKind.MEMSET)])
-        self.devices = [d for d in _distinct(self.a["device"], np.flatnonzero(work)).tolist() if d >= 0]
+        self.devices = [d for d in _distinct(self.a["device"], _rows(work)).tolist() if d >= 0]
         # operators the device ran, joined to their work by the reader's ids (no runtime call): drawn as that work, not
         # on a host lane; those ids are not the format's and are not written
         ran = work & (self.links.launcher < 0) & (self.links.op >= 0)
         self.ran_op = np.zeros(len(self.op_rows), dtype=bool)
         if ran.any():
-            self.ran_op[self.op_id(self.links.op[ran])] = True
             corr = self.a["correlation"]
-            if isinstance(corr, DiskColumn):  # in a file: rewritten there
-                corr.put(np.flatnonzero(ran), NONE)
-            else:
+            for lo in range(0, len(ran), SLICE_ROWS):  # a slice at a time: the work rows, their operators
+                rows = lo + np.flatnonzero(ran[lo : lo + SLICE_ROWS])
+                self.ran_op[self.op_id(self.links.op[rows])] = True
+                if isinstance(corr, DiskColumn):  # in a file: rewritten there
+                    corr.put(rows, NONE)
+            if not isinstance(corr, DiskColumn):
                 keep = ~ran[corr.rows]  # type: ignore[union-attr]  # ids joined something: a sparse column
                 self.a["correlation"] = SparseColumn(corr.rows[keep], corr.values[keep], len(kind))  # type: ignore[union-attr, assignment]
 

@@ -57,7 +57,7 @@ def enclosing(group: np.ndarray, start: np.ndarray, dur: np.ndarray, rank: np.nd
     chunk with the containers still open where the previous one ended (at most the nesting depth)."""
     if not container.any() or not query.any():
         return np.broadcast_to(np.int32(-1), (len(group),))
-    rows = np.flatnonzero(container | query)
+    rows = _flagged(container | query)
     if not isinstance(start, np.ndarray) and _in_start_order(start, rows):  # columns in files: never gathered whole
         return _enclosing_in_order(group, start, dur, rank, container, query, rows)
     group, start, dur = (v if isinstance(v, np.ndarray) else _Gathered(v, rows) for v in (group, start, dur))
@@ -217,12 +217,8 @@ def link(a: dict[str, np.ndarray]) -> Links:
         op[launched] = op[launcher[launched]]
     del launched
     # device work listed with the operator it ran as, no runtime call between (kernel_details): that operator
-    ran = _ran_as(a["correlation"], is_(EventKind.OP), device & (launcher < 0))
+    op = _ran_as(a["correlation"], is_(EventKind.OP), device & (launcher < 0), op)
     del device
-    if ran.strides != (0,):  # some device work ran as an operator
-        op = np.array(op, dtype=np.int32)
-        np.copyto(op, ran, where=ran >= 0)
-    del ran
     anns, parent, times, rows = _regions(start, dur, is_(EventKind.ANNOTATION))
     end_ns = max((int((start[lo : lo + CHUNK_ROWS] + dur[lo : lo + CHUNK_ROWS]).max()) for lo in range(0, n, CHUNK_ROWS)),
                  default=0)  # fmt: skip
@@ -231,29 +227,69 @@ def link(a: dict[str, np.ndarray]) -> Links:
                  end_ns=max(end_ns, 0))  # fmt: skip
 
 
-def _ran_as(correlation: np.ndarray, ops: np.ndarray, work: np.ndarray) -> np.ndarray:
-    """Per row: for device work, the last operator (file order) holding its correlation id; else -1. A sort and a
-    binary search (a format that lists its device work with operators pairs every kernel: DuckDB's join would hold
-    hash tables of them all)."""
-    op_rows = np.flatnonzero(ops)
-    keys = correlation[op_rows]
-    if (keys == NONE).any():
-        op_rows, keys = op_rows[keys != NONE], keys[keys != NONE]
-    work_rows = np.flatnonzero(work)
+def _ran_as(correlation: Any, ops: np.ndarray, work: np.ndarray, op: np.ndarray) -> np.ndarray:
+    """`op` with, for device work, the last operator (file order) holding its correlation id (where one does). A
+    merge a million rows at a time where both sides' ids never decrease in file order (a format that lists its
+    device work with operators pairs every kernel, in order), else a sort and a binary search (DuckDB's join would
+    hold hash tables of them all)."""
+    op_rows, work_rows = _flagged(ops), _flagged(work)
     if not len(op_rows) or not len(work_rows):
-        return np.broadcast_to(np.int32(-1), (len(ops),))
-    if (keys[1:] < keys[:-1]).any():  # ties in file order: the last of a key is the last in the file
-        order = np.argsort(keys, kind="stable")
+        return op
+    out = np.array(op, dtype=np.int32)  # writable (a trace without operators links to a constant)
+    if not _ran_as_in_order(correlation, op_rows, work_rows, out):
+        keys = correlation[op_rows]
+        op_rows, keys = op_rows[keys != NONE], keys[keys != NONE]
+        order = np.argsort(keys, kind="stable")  # ties in file order: the last of a key is the last in the file
         keys, op_rows = keys[order], op_rows[order]
         del order
-    out = np.full(len(ops), -1, dtype=np.int32)
+        for lo in range(0, len(work_rows), CHUNK_ROWS):
+            _join(correlation, work_rows[lo : lo + CHUNK_ROWS], op_rows, keys, out)
+    return out
+
+
+def _flagged(flags: np.ndarray) -> np.ndarray:
+    """The rows where `flags` holds (int32 where they fit: 4 bytes a row)."""
+    rows = np.flatnonzero(flags)
+    return rows.astype(np.int32) if len(flags) < 2**31 else rows
+
+
+def _join(correlation: Any, part: np.ndarray, op_rows: np.ndarray, keys: np.ndarray, out: np.ndarray) -> None:
+    """Work rows `part` -> the last of `op_rows` (by sorted `keys`) with their id, written into `out`."""
+    ids = correlation[part]
+    at = np.searchsorted(keys, ids, side="right") - 1
+    hit = (at >= 0) & (keys[np.maximum(at, 0)] == ids) & (ids != NONE)
+    out[part[hit]] = op_rows[at[hit]]
+
+
+def _ran_as_in_order(correlation: Any, op_rows: np.ndarray, work_rows: np.ndarray, out: np.ndarray) -> bool:
+    """The ran-as join as a merge: a window of the operators whose ids a chunk of work asks for, read a million at a
+    time. False (stop) where the operators' ids decrease or a chunk asks for ids the window has passed."""
+    chunks = (op_rows[lo : lo + CHUNK_ROWS] for lo in range(0, len(op_rows), CHUNK_ROWS))
+    rows, keys = op_rows[:0], np.zeros(0, dtype=np.int64)
+    floor, more = _MIN, True
     for lo in range(0, len(work_rows), CHUNK_ROWS):
         part = work_rows[lo : lo + CHUNK_ROWS]
         ids = correlation[part]
-        at = np.searchsorted(keys, ids, side="right") - 1
-        hit = (at >= 0) & (keys[np.maximum(at, 0)] == ids) & (ids != NONE)
-        out[part[hit]] = op_rows[at[hit]]
-    return out
+        given = ids[ids != NONE]
+        if not len(given):
+            continue
+        least, most = int(given.min()), int(given.max())
+        if least < floor:
+            return False
+        cut = int(np.searchsorted(keys, least))  # operators below every id asked from here on (in order): dropped
+        rows, keys, floor = rows[cut:], keys[cut:], least
+        while more and (not len(keys) or keys[-1] <= most):
+            chunk = next(chunks, None)
+            if chunk is None:
+                more = False
+                break
+            k = correlation[chunk]
+            chunk, k = chunk[k != NONE], k[k != NONE]
+            if len(k) and ((k[1:] < k[:-1]).any() or (len(keys) and k[0] < keys[-1])):
+                return False
+            rows, keys = np.concatenate([rows, chunk]), np.concatenate([keys, k])
+        _join(correlation, part, rows, keys, out)
+    return True
 
 
 def _regions(start: np.ndarray, dur: np.ndarray, annotation: np.ndarray) -> tuple[np.ndarray, ...]:

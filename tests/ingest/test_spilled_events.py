@@ -126,3 +126,20 @@ def test_many_signals_wait_in_a_file_until_written(monkeypatch: pytest.MonkeyPat
     write_trace(trace, tmp_path / "k.arrow")
     s = read_trace(tmp_path / "k.arrow")["signals"].to_pydict()
     assert s["op_id"] == [0, 3, 6] and s["reason"] == ["ai-cpu"] * 3 and s["op_name"] == ["Cast"] * 3
+
+
+@pytest.mark.usefixtures("tiny_chunks")
+@pytest.mark.parametrize(("op_ids", "work_ids", "expected"), [
+    ([0, 1, 2, 3], [0, 1, 2, 3], [0, 1, 2, 3]),  # in order: merged a chunk at a time
+    ([3, 2, 1, 0], [0, 1, 2, 3], [3, 2, 1, 0]),  # operators' ids decrease: sorted instead
+    ([0, 1, 2, 3], [3, 2, 1, 0], [3, 2, 1, 0]),  # work asks below the window: sorted instead
+    ([0, 1, 1, 3], [1, 3, 0, 2], [2, 3, 0, -1]),  # a repeated id: its last operator; an id no operator holds
+])  # fmt: skip
+def test_kernels_join_by_id_whatever_the_order(op_ids: list[int], work_ids: list[int], expected: list[int]) -> None:
+    ev = EventColumns(spill=True)
+    thread = ([("NPU", "s")], np.zeros(4, np.int64))
+    ev.extend(EventKind.OP, 4, start_ns=np.arange(4) * 10, dur_ns=np.full(4, 5), correlation=np.array(op_ids),
+              threads=thread, texts={"name": (["op"], np.zeros(4, np.int64))})  # fmt: skip
+    ev.extend(EventKind.KERNEL, 4, start_ns=np.arange(4) * 10, dur_ns=np.full(4, 5), correlation=np.array(work_ids),
+              threads=thread, texts={"name": (["k"], np.zeros(4, np.int64))})  # fmt: skip
+    assert np.asarray(link(ev.arrays()).op)[4:].tolist() == expected
