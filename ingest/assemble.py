@@ -45,6 +45,7 @@ from .spill import DiskColumn, release_memory
 from .trace import TableSlices, Trace
 
 SLICE_ROWS = 1 << 20  # operators made into one record batch
+_MIN = np.iinfo(np.int64).min
 _FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")
 _PLACES = [Placement.HOST.value, Placement.DEVICE.value, Placement.FALLBACK.value]
 
@@ -186,13 +187,13 @@ class _Assembly(EngineLanes):
         self.call_sites()
         tables["runtime_calls"] = self.runtime_calls()
         placement = self.placements()
-        tables["transfers"], tables["signals"], tables["compiles"] = self.findings(self.found)
+        tables["transfers"], tables["signals"], tables["compiles"] = self.findings(self.found, sliced)  # type: ignore[assignment]
         found = self.found.signal_columns()  # what the lanes read of the findings: the events that fell back
         self.fallbacks = found["event"][found["kind"] == SIGNAL_KINDS.index(SignalKind.CPU_FALLBACK)]
         self.found = None  # type: ignore[assignment]  # written: not held while the big tables are
         slices: dict[str, TableSlices] = {}
-        if sliced and tables["signals"].num_rows > SLICE_ROWS:  # in a temporary file until written
-            slices["signals"] = _in_file(tables.pop("signals"))
+        if isinstance(tables["signals"], TableSlices):  # in a temporary file until written
+            slices["signals"] = tables.pop("signals")  # type: ignore[arg-type]
         tables["frames"] = self.stacks.frames_table()
         tables["stacks"] = self.stacks.stacks_table()
         slices["ops"] = self.ops(placement)
@@ -289,8 +290,10 @@ class _Assembly(EngineLanes):
             "name": coded_column(self.texts, a["name"][rows]), "start_ns": a["start_ns"][rows],
             "dur_ns": a["dur_ns"][rows], "correlation": nullable(corr, corr == NONE)})  # fmt: skip
 
-    def findings(self, f: Findings) -> tuple[pa.Table, pa.Table, pa.Table]:
-        """The transfers, signals and compiles tables of the rules' findings (columns: nothing per row in Python)."""
+    def findings(self, f: Findings, sliced: bool = False) -> tuple[pa.Table, pa.Table | TableSlices, pa.Table]:
+        """The transfers, signals and compiles tables of the rules' findings (columns: nothing per row in Python).
+        The signals in order of their events' start (ties in the order found), made `SLICE_ROWS` at a time; sliced:
+        more than a slice of them waits in a temporary file until written."""
         a = self.a
         t, s = f.transfer_columns(), f.signal_columns()
         # transfers, and a signal per transfer
@@ -308,44 +311,103 @@ class _Assembly(EngineLanes):
             **{c: coded_column(places, np.where(direction == host, 0, device)) for c, host in ends.items()},
             "start_ns": a["start_ns"][rows], "dur_ns": a["dur_ns"][rows],
             "cause": ["explicit"] * len(rows), "call_site": site, "stack_id": stack})  # fmt: skip
-        ev = np.concatenate([rows, s["event"]])
-        ops = np.concatenate([np.asarray(op_rows, dtype=np.int64), s["op"]])
+        # the signals: the transfers' then the rules' others, one source each (not joined: millions of AI CPU kernels)
         signal_of = np.array([SIGNAL_KINDS.index(d.signal) for d in DIRECTIONS], dtype=np.int8)
-        kinds = coded_column([k.value for k in SIGNAL_KINDS], np.concatenate([signal_of[direction], s["kind"]]))
-        words = [*f.words, None]  # NO_WORD: the last, None
-        reasons = coded_column(words, _words(np.concatenate([t["reason"], s["reason"]]), len(f.words)))
-        notes = coded_column(words, _words(np.concatenate([np.full(len(rows), NO_WORD, dtype=np.int32), s["note"]]),
-                                           len(f.words)))  # fmt: skip
-        # the operator name a signal shows: a word the rule gave, else an event's name (a transfer's: its operator's)
-        shown = np.concatenate([a["name"][np.where(op_rows >= 0, op_rows, rows)] if len(rows) else rows, s["name_text"]])
-        word = np.concatenate([np.full(len(rows), NO_WORD, dtype=np.int32), s["name_word"]])
-        used, at = np.unique(shown, return_inverse=True)  # a few names among the texts (which may be millions)
-        op_names = coded_column([*(self.texts[u] for u in used.tolist()), *f.words],
-                                np.where(word >= 0, len(used) + word, at.reshape(-1)))  # fmt: skip
+        none = np.full(len(rows), NO_WORD, dtype=np.int32)
+        sources = [{"event": rows, "op": np.asarray(op_rows, dtype=np.int64), "kind": signal_of[direction],
+                    "reason": t["reason"], "note": none, "word": none, "bytes": t["bytes"],
+                    "text": a["name"][np.where(op_rows >= 0, op_rows, rows)] if len(rows) else rows.astype(np.int32)},
+                   {**s, "text": s["name_text"], "word": s["name_word"]}]  # fmt: skip
+        n = len(rows) + len(s["event"])
+        order = self._in_time_order(sources)
+        positions = [np.arange(lo, min(lo + SLICE_ROWS, n)) if order is None else order[lo : lo + SLICE_ROWS]
+                     for lo in range(0, n, SLICE_ROWS)] or [np.zeros(0, dtype=np.int64)]  # fmt: skip
+        coders = self._signal_coders(f, sources)
+        for x in self.logs:  # the source line a log printed under a call site: the frames table's source column
+            if x.call_site and x.source and (frame := parse_frame(x.call_site))[1] is not None:
+                self.stacks.sources[(frame[0], frame[1], frame[2] or "")] = x.source  # type: ignore[index]
+        if sliced and len(positions) > 1:  # made and moved to a temporary file a slice at a time
+            signals: pa.Table | TableSlices = _in_file(self._signal_slice(sources, coders, len(f.words), p) for p in positions)
+        else:
+            signals = pa.concat_tables([self._signal_slice(sources, coders, len(f.words), p) for p in positions])
+        return transfers, signals, self.compiles(f)
+
+    def _in_time_order(self, sources: list[dict[str, np.ndarray]]) -> np.ndarray | None:
+        """None where the signals (the sources one after the other) come in order of their events' start, else the
+        order (stable)."""
+        last = _MIN
+        for source in sources:
+            for lo in range(0, len(source["event"]), SLICE_ROWS):
+                start = self.a["start_ns"][source["event"][lo : lo + SLICE_ROWS]]
+                if len(start) and (start[0] < last or (start[1:] < start[:-1]).any()):
+                    return np.argsort(np.concatenate([self.a["start_ns"][src["event"]] for src in sources]), kind="stable")
+                last = start[-1] if len(start) else last
+        return None
+
+    def _signal_coders(self, f: Findings, sources: list[dict[str, np.ndarray]]) -> dict[str, tuple[Coder, np.ndarray]]:
+        """(a coder shared by every slice, the index of each code in its values) of the signals' dictionary columns:
+        kind, reason, note, the operator name shown (the texts some signal shows, then the rules' words), call site."""
+        words = len(f.words)
+        used = {c: np.zeros(size, dtype=bool) for c, size in (("kind", len(SIGNAL_KINDS)), ("reason", words + 1),
+                                                               ("note", words + 1), ("word", words + 1))}  # fmt: skip
+        texts = np.zeros(len(self.texts), dtype=bool)
+        sites = np.zeros(len(self.site_texts), dtype=bool)
+        for src in sources:
+            for c in used:
+                used[c][_words(src[c], words) if c != "kind" else src[c]] = True
+            texts[src["text"][src["word"] == NO_WORD]] = True
+            sites[np.asarray(self.op_site[np.maximum(src["op"], 0)])[src["op"] >= 0]] = True
+            sites[-1] |= bool((src["op"] < 0).any())
+        shown = np.flatnonzero(texts)
+        text_index = np.zeros(len(self.texts) + words + 1, dtype=np.int32)  # text codes, then words after them
+        text_index[shown] = np.arange(len(shown), dtype=np.int32)
+        text_index[len(self.texts) + np.arange(words + 1)] = len(shown) + np.arange(words + 1, dtype=np.int32)
+        names = [*(self.texts[c] for c in shown.tolist()), *f.words, None]
+        name_used = np.r_[np.ones(len(shown), dtype=bool), used["word"]]
+        identity = np.arange(max(words + 1, len(SIGNAL_KINDS), len(self.site_texts)), dtype=np.int32)
+        return {"kind": (Coder([k.value for k in SIGNAL_KINDS], used["kind"]), identity),
+                "reason": (Coder([*f.words, None], used["reason"]), identity),
+                "note": (Coder([*f.words, None], used["note"]), identity),
+                "op_name": (Coder(names, name_used), text_index),
+                "call_site": (Coder(self.site_texts, sites), identity)}
+
+    def _signal_slice(self, sources: list[dict[str, np.ndarray]], coders: dict[str, tuple[Coder, np.ndarray]],
+                      words: int, at: np.ndarray) -> pa.Table:  # fmt: skip
+        """The signals at positions `at` (of the sources one after the other) as a table of the schema."""
+        first = len(sources[0]["event"])
+        mine = at < first
+
+        def pick(c: str) -> np.ndarray:
+            out = np.empty(len(at), dtype=sources[1][c].dtype if len(sources[1][c]) else sources[0][c].dtype)
+            out[mine] = sources[0][c][at[mine]]
+            out[~mine] = sources[1][c][at[~mine] - first]
+            return out
+
+        def code(c: str, codes: np.ndarray) -> pa.Array:
+            coder, index = coders[c]
+            return coder(index[codes])
+
+        ev, ops = pick("event"), pick("op")
         sig_op = self.op_id(ops)
-        site, stack = self._site(ops)
-        time: np.ndarray | list = a["start_ns"][np.where(ops >= 0, ops, ev)] if len(ev) else ev
+        s = np.where(ops >= 0, self.op_site[np.maximum(ops, 0)], len(self.site_texts) - 1)
+        site: pa.Array | list = code("call_site", s)
+        stack: pa.Array | list = nullable(self.site_stacks[s], self.site_stacks[s] < 0)
+        time: np.ndarray | list = self.a["start_ns"][np.where(ops >= 0, ops, ev)] if len(ev) else ev
         logged = self._logged(ev) if self.logs else []
         if any(x is not None for x in logged):  # a log line's own call site, stack and (missing) time
-            site, stack, time = site.to_pylist(), stack.to_pylist(), time.tolist()
+            site, stack, time = site.to_pylist(), stack.to_pylist(), time.tolist()  # type: ignore[union-attr]
             for i, x in enumerate(logged):
                 if x is not None:
                     site[i] = x.call_site or site[i]
                     stack[i] = self.stacks.intern(x.stack) if x.stack else stack[i]
                     time[i] = time[i] if x.timed else None
-        for x in self.logs:  # the source line a log printed under a call site: the frames table's source column
-            if x.call_site and x.source and (frame := parse_frame(x.call_site))[1] is not None:
-                self.stacks.sources[(frame[0], frame[1], frame[2] or "")] = x.source  # type: ignore[index]
-        signals = table_of("signals", {
-            "region_id": self._region(ev, sig_op), "op_id": nullable(sig_op, sig_op < 0), "kind": kinds,
-            "reason": reasons, "op_name": op_names, "count": np.ones(len(ev), dtype=np.int64),
-            "bytes": np.concatenate([t["bytes"], s["bytes"]]), "call_site": site, "stack_id": stack, "note": notes,
-            "time_ns": time})  # fmt: skip
-        if len(ev):
-            time_of = a["start_ns"][ev]
-            if (time_of[1:] < time_of[:-1]).any():  # in order of time (ties in the order found)
-                signals = signals.take(pa.array(np.argsort(time_of, kind="stable")))
-        return transfers, signals, self.compiles(f)
+        word = pick("word")
+        shown = np.where(word >= 0, len(self.texts) + word, pick("text"))
+        return table_of("signals", {
+            "region_id": self._region(ev, sig_op), "op_id": nullable(sig_op, sig_op < 0),
+            "kind": code("kind", pick("kind")), "reason": code("reason", _words(pick("reason"), words)),
+            "op_name": code("op_name", shown), "count": np.ones(len(ev), dtype=np.int64), "bytes": pick("bytes"),
+            "call_site": site, "stack_id": stack, "note": code("note", _words(pick("note"), words)), "time_ns": time})  # fmt: skip
 
     def compiles(self, f: Findings) -> pa.Table:
         """A row per compile the rules found, in file order: a runtime call's online compile (its operator's name,
@@ -391,15 +453,22 @@ class _Assembly(EngineLanes):
         return np.where(op >= 0, by_op, own).astype(np.int32)
 
 
-def _in_file(table: pa.Table) -> TableSlices:
-    """A whole table moved to a temporary Arrow file, read back `SLICE_ROWS` rows a batch as it is written."""
+def _in_file(tables: Iterator[pa.Table]) -> TableSlices:
+    """A table made slice by slice into a temporary Arrow file (every slice sharing its dictionaries), read back a
+    slice a batch as it is written."""
     file = tempfile.TemporaryFile(prefix="portscope-table-")  # noqa: SIM115 (lives as long as the slices)
-    with pa.ipc.new_file(pa.PythonFile(file, mode="w"), table.schema) as writer:
-        for batch in table.to_batches(max_chunksize=SLICE_ROWS):
+    writer, rows, table_schema = None, 0, None
+    for table in tables:
+        if writer is None:
+            table_schema = table.schema
+            writer = pa.ipc.new_file(pa.PythonFile(file, mode="w"), table_schema)
+        for batch in table.to_batches():
             writer.write_batch(batch)
-    rows, table_schema = table.num_rows, table.schema
-    del table
-    release_memory()
+        rows += table.num_rows
+        del table
+        release_memory()
+    assert writer is not None and table_schema is not None, "a table of no slice"
+    writer.close()
 
     def batches() -> Iterator[pa.RecordBatch]:
         file.seek(0)

@@ -255,6 +255,8 @@ def _flagged(flags: np.ndarray) -> np.ndarray:
 
 def _join(correlation: Any, part: np.ndarray, op_rows: np.ndarray, keys: np.ndarray, out: np.ndarray) -> None:
     """Work rows `part` -> the last of `op_rows` (by sorted `keys`) with their id, written into `out`."""
+    if not len(keys):
+        return
     ids = correlation[part]
     at = np.searchsorted(keys, ids, side="right") - 1
     hit = (at >= 0) & (keys[np.maximum(at, 0)] == ids) & (ids != NONE)

@@ -143,3 +143,11 @@ def test_kernels_join_by_id_whatever_the_order(op_ids: list[int], work_ids: list
     ev.extend(EventKind.KERNEL, 4, start_ns=np.arange(4) * 10, dur_ns=np.full(4, 5), correlation=np.array(work_ids),
               threads=thread, texts={"name": (["k"], np.zeros(4, np.int64))})  # fmt: skip
     assert np.asarray(link(ev.arrays()).op)[4:].tolist() == expected
+
+
+@pytest.mark.parametrize("spill_", [False, True])
+def test_device_work_with_ids_no_operator_holds(spill_: bool) -> None:
+    ev = EventColumns(spill=spill_)  # operators without ids (a host trace's), kernels with ids: nothing joined
+    ev.add(EventKind.OP, "aten::mm", 1, 1, 0, 10)
+    ev.add(EventKind.KERNEL, "gemm", 0, 7, 2, 5, correlation=4)
+    assert np.asarray(link(ev.arrays()).op).tolist() == [-1, -1]
