@@ -19,6 +19,12 @@ Every table but regions and stacks is merged as it is written, one written batch
 
 A rank's number comes from the trace's ``distributedInfo`` (``rank``, ``world_size``), else from the file name
 (``rank-N``, ``rank_N``, ``*_rankN*``), else from the file's place in name order (with a warning).
+
+torch_npu writes one folder per rank, ``{worker_name}_{timestamp}_ascend_pt``, holding ``profiler_info_N.json``
+(``rank_id``: the process's ``torch.distributed`` rank; ``profiler_info.json`` without one when not distributed) and
+``ASCEND_PROFILER_OUTPUT/trace_view.json`` (the ``ascend-trace`` reader's input). A folder of such folders is a
+multi-rank run too: each folder's trace view is a rank's file, its number the ``rank_id`` of its profiler info,
+else the ``N`` of that file's name, else a rank in the folder's name, else its place in name order.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import dataclasses
 import datetime
 import enum
 import glob
+import json
 import multiprocessing
 import os
 import re
@@ -45,8 +52,9 @@ from .batches import batch_rows
 from .errors import TraceFormatError
 from .trace import RunInfo, TableSlices, Trace, read_trace, write_run, write_trace
 
-__all__ = ["LANE_PREFIX", "LANE_RANK", "STEP_REGION", "Alignment", "Placement", "RankFile", "align_on_steps", "convert_rank",
-           "convert_ranks", "is_rank_input", "lane_prefix", "lane_rank", "merge_ranks", "rank_files", "rank_of_regions",
+__all__ = ["ASCEND_OUTPUT", "LANE_PREFIX", "LANE_RANK", "STEP_REGION", "Alignment", "Placement", "RankFile", "RankFrom",
+           "align_on_steps", "ascend_rank", "convert_rank",
+           "convert_ranks", "display_name", "is_rank_input", "lane_prefix", "lane_rank", "merge_ranks", "rank_files", "rank_of_regions",
            "rank_region_name", "read_ranks", "step_starts"]
 
 LANE_PREFIX = "rank {rank} · "
@@ -55,6 +63,11 @@ LANE_RANK = re.compile(r"^rank (\d+) · ")  # a merged run's lane name: its rank
 STEP_REGION = re.compile(r"^ProfilerStep#(\d+)$")  # the profiler's step ranges (torch.profiler schedules, prof.step())
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _TRACE_SUFFIXES = (".json", ".json.gz")
+ASCEND_OUTPUT = "ASCEND_PROFILER_OUTPUT"  # a torch_npu rank folder's analysed output: trace_view.json in it
+_ASCEND_TRACE = "trace_view.json"
+_PROFILER_INFO = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
+_PROFILER_INFO_CAP = 1 << 20  # bytes: a profiler info is a few KB
+_RANK_FORMATS = ("kineto", "ascend-trace")  # what a rank's file may be (`convert.load_any`'s format names)
 _SLICED = ("ops", "engine_slices", "runtime_calls")  # big tables: streamed rank by rank when written
 
 
@@ -72,25 +85,73 @@ def lane_rank(lane: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+class RankFrom(enum.StrEnum):
+    """Where a rank's number came from (``run_info.extra["ranks"][i]["rank_from"]``)."""
+
+    DISTRIBUTED_INFO = "distributedInfo"  # the PyTorch profiler's trace: distributedInfo.rank
+    PROFILER_INFO = "profiler_info"  # a torch_npu rank folder's profiler_info_N.json: rank_id, else its N
+    FILE_NAME = "file name"  # rank-N, rank_N, *_rankN* in the file's name (a torch_npu rank: its folder's)
+    FILE_ORDER = "file order"  # none of the above: its place in name order
+
+
 @dataclasses.dataclass(frozen=True)
 class RankFile:
     """One rank of a run: its number, the world size the trace says (None: unknown), its file, and where the
-    number came from (``distributedInfo``, ``file name`` or ``file order``)."""
+    number came from."""
 
     rank: int
     world_size: int | None
     path: Path
-    rank_from: str
+    rank_from: RankFrom
+
+    @property
+    def name(self) -> str:
+        return display_name(self.path)
+
+
+def display_name(path: Path) -> str:
+    """A rank file's name as listed: its file name; a torch_npu trace view, with its rank folder
+    (``host_1_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json``)."""
+    return f"{path.parent.parent.name}/{ASCEND_OUTPUT}/{path.name}" if _ascend_folder(path) else path.name
+
+
+def _ascend_folder(path: Path) -> Path | None:
+    """The torch_npu rank folder of a trace view (``<folder>/ASCEND_PROFILER_OUTPUT/trace_view.json``), else None."""
+    return path.parent.parent if path.parent.name == ASCEND_OUTPUT else None
+
+
+def _ascend_trace(folder: Path) -> Path | None:
+    found = folder / ASCEND_OUTPUT / _ASCEND_TRACE
+    return found if found.is_file() else None
+
+
+def ascend_rank(folder: Path) -> int | None:
+    """A torch_npu rank folder's rank: ``rank_id`` of its ``profiler_info_N.json`` (a non-negative integer, or digits),
+    else that file's N; None when it has none (unreadable, not JSON, or ``profiler_info.json``: not distributed)."""
+    for info in sorted(f for f in folder.iterdir() if f.is_file() and _PROFILER_INFO.match(f.name)):
+        try:
+            with info.open("rb") as fh:
+                data = json.loads(fh.read(_PROFILER_INFO_CAP + 1)[:_PROFILER_INFO_CAP] or b"null")
+        except (OSError, ValueError):
+            data = None
+        rank = data.get("rank_id") if isinstance(data, dict) else None
+        if isinstance(rank, str) and rank.strip().isdigit():
+            rank = int(rank)
+        if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
+            return rank
+        if (n := _PROFILER_INFO.match(info.name).group(1)) is not None:  # type: ignore[union-attr]
+            return int(n)
+    return None
 
 
 def is_rank_input(spec: str | Path) -> bool:
     """Whether `convert` should read `spec` as a multi-rank run: a glob pattern, or a folder holding trace JSON
-    files (a TORCH_TRACE folder holds logs)."""
+    files (a TORCH_TRACE folder holds logs) or torch_npu rank folders (``*_ascend_pt``)."""
     text = str(spec)
     if any(c in text for c in "*?[") and not Path(text).exists():
         return True
     p = Path(text)
-    return p.is_dir() and any(_is_trace_name(f) for f in p.iterdir() if f.is_file())
+    return p.is_dir() and any((f.is_file() and _is_trace_name(f)) or (f.is_dir() and _ascend_trace(f)) for f in p.iterdir())
 
 
 def _is_trace_name(path: Path) -> bool:
@@ -98,19 +159,20 @@ def _is_trace_name(path: Path) -> bool:
 
 
 def rank_files(spec: str | Path) -> list[Path]:
-    """The trace files of a folder (``*.json``, ``*.json.gz``) or a glob pattern, in name order."""
+    """The trace files of a folder (``*.json``, ``*.json.gz``, and the trace view of each torch_npu rank folder in
+    it) or a glob pattern (files, or torch_npu rank folders), in name order."""
     p = Path(spec)
-    if p.is_dir():
-        found = [f for f in p.iterdir() if f.is_file() and _is_trace_name(f)]
-    else:
-        found = [Path(f) for f in glob.glob(str(spec)) if Path(f).is_file()]
+    entries = list(p.iterdir()) if p.is_dir() else [Path(f) for f in glob.glob(str(spec))]
+    found = [f for f in entries if f.is_file() and (_is_trace_name(f) or not p.is_dir())]
+    found += [t for f in entries if f.is_dir() and (t := _ascend_trace(f)) is not None]
     if not found:
-        raise TraceFormatError(spec, "no trace files (*.json, *.json.gz) to read as ranks")
-    return sorted(found, key=_natural)
+        raise TraceFormatError(spec, "no trace files (*.json, *.json.gz) or torch_npu rank folders (*_ascend_pt, holding "
+                                     f"{ASCEND_OUTPUT}/{_ASCEND_TRACE}) to read as ranks")
+    return sorted(found, key=lambda f: _natural(Path(display_name(f))))
 
 
 def _natural(path: Path) -> list[Any]:
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path.name)]
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(path))]
 
 
 def convert_rank(path: str, out: str) -> dict[str, Any]:
@@ -123,12 +185,12 @@ def convert_rank(path: str, out: str) -> dict[str, Any]:
     map_large_blocks()
     try:
         trace = load_any(path, sliced=True)
-        if trace.run_info.converted_from != "kineto":
+        if trace.run_info.converted_from not in _RANK_FORMATS:
             raise TraceFormatError(path, f"read as {trace.run_info.converted_from or 'a portscope trace'}: not a "
-                                         "PyTorch-profiler (Kineto) trace, the only kind read as a rank")
+                                         "PyTorch-profiler (Kineto) trace or a torch_npu trace view, the kinds read as ranks")
         write_trace(trace, out)
     except TraceFormatError as exc:
-        return {"problems": [f"{Path(path).name}: {p}" for p in exc.problems]}
+        return {"problems": [f"{display_name(Path(path))}: {p}" for p in exc.problems]}
     meta = trace.run_info.extra.get("metadata") or {}
     info = meta.get("distributedInfo") if isinstance(meta, dict) else None
     return {"distributed": info if isinstance(info, dict) else None, "start_time": trace.run_info.start_time,
@@ -144,21 +206,25 @@ def _assign(paths: list[Path], found: list[dict[str, Any]]) -> tuple[list[RankFi
         info = got.get("distributed") or {}
         rank, world = info.get("rank"), info.get("world_size")
         world = world if isinstance(world, int) and not isinstance(world, bool) and world > 0 else None
+        folder = _ascend_folder(path)
         if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
-            files.append(RankFile(rank, world, path, "distributedInfo"))
-        elif (m := _RANK_IN_NAME.search(path.name)) is not None:
-            files.append(RankFile(int(m.group(1)), world, path, "file name"))
+            files.append(RankFile(rank, world, path, RankFrom.DISTRIBUTED_INFO))
+        elif folder is not None and (npu_rank := ascend_rank(folder)) is not None:
+            files.append(RankFile(npu_rank, world, path, RankFrom.PROFILER_INFO))
+        elif (m := _RANK_IN_NAME.search(folder.name if folder is not None else path.name)) is not None:
+            files.append(RankFile(int(m.group(1)), world, path, RankFrom.FILE_NAME))
         else:
-            files.append(RankFile(order, world, path, "file order"))
-            warnings.append(f"{path.name}: no distributedInfo rank and no rank in the file name: taken as rank {order} "
-                            "(its place in name order)")
+            files.append(RankFile(order, world, path, RankFrom.FILE_ORDER))
+            said = "no profiler_info rank_id and no rank in the folder name" if folder is not None else \
+                "no distributedInfo rank and no rank in the file name"
+            warnings.append(f"{display_name(path)}: {said}: taken as rank {order} (its place in name order)")
     seen: dict[int, Path] = {}
     for f in files:
         if f.rank in seen:
-            problems.append(f"rank {f.rank} appears twice: {seen[f.rank].name} and {f.path.name}")
+            problems.append(f"rank {f.rank} appears twice: {display_name(seen[f.rank])} and {f.name}")
         seen[f.rank] = f.path
         if f.world_size is not None and f.rank >= f.world_size:
-            problems.append(f"{f.path.name}: rank {f.rank} is outside its world size {f.world_size}")
+            problems.append(f"{f.name}: rank {f.rank} is outside its world size {f.world_size}")
     worlds = {f.world_size for f in files if f.world_size is not None}
     if len(worlds) > 1:
         problems.append(f"the files disagree on the world size: {sorted(worlds)}")
@@ -415,7 +481,7 @@ def merge_ranks(ranked: list[tuple[RankFile, Trace]], *, warnings: list[str] | N
         next_frame += frames[1] - frames[0] + 1
         next_stack += stacks[1] - stacks[0] + 1
         next_corr += corr_hi - corr_lo + 1
-        rank_rows.append({"rank": f.rank, "world_size": f.world_size, "file": f.path.name, "rank_from": f.rank_from,
+        rank_rows.append({"rank": f.rank, "world_size": f.world_size, "file": f.name, "rank_from": f.rank_from.value,
                           "region_id": shift.region_base, "start_offset_ns": shift.time_shift,
                           "file_offset_ns": placed[f.rank], "skew_ns": alignment.skew_ns[f.rank],
                           "aligned_on": alignment.placement(f.rank).value, "common_steps": alignment.common_steps[f.rank],

@@ -19,7 +19,8 @@ call -> kernel), ``async_task_queue`` (``enqueue_to_dequeue``) and ``fwdbwd`` (c
 The translation (`translate`), and nothing else: host operators -> OP (shapes, strides and dtypes from their
 args); ``AscendCL@<call>`` -> RUNTIME ``<call>`` on the Python process and the calling thread (so the linker nests
 it in the operator that made it), drawn too as a SPAN on the ``CANN`` lane; kernels -> KERNEL (unit: ``Task
-Type``, stream: ``Stream N``, device: the process's, lane ``NPU Stream N``); a ``torch_to_npu`` flow gives its
+Type``, stream: ``Stream N``, device: the process's, lane ``NPU Stream N``); ``ProfilerStep#N`` spans of the
+Python process -> ANNOTATION (step regions); a ``torch_to_npu`` flow gives its
 kernel a correlation and its start a zero-length RUNTIME ``torch_to_npu`` holding the same correlation, at the
 start of the host span it binds to (the linker then joins the kernel to the operator around it); Enqueue /
 Dequeue -> SPAN on ``host queue``; overlap analysis and any other process -> SPAN on their lanes. Links, syncs,
@@ -120,7 +121,8 @@ def translate(path: Path, ev: ChromeEvents) -> tuple[Translated, set[str]]:
     acl = np.array([v.startswith(_ACL) for v in text], dtype=bool)
     span_role = role[col["pid"]]
     python = span_role == _ROLES.index("python")
-    is_op = python & (aten[col["name"]] | (col["cat"] == cpu_op))
+    step = python & np.array([v.startswith("ProfilerStep#") for v in text], dtype=bool)[col["name"]]  # a step range
+    is_op = python & (aten[col["name"]] | (col["cat"] == cpu_op)) & ~step
     other = span_role == _ROLES.index("other")
     cann = (span_role == _ROLES.index("cann")) | (other & acl[col["name"]])  # unnamed processes: by the call's prefix
     hardware = span_role == _ROLES.index("hardware")
@@ -159,8 +161,9 @@ def translate(path: Path, ev: ChromeEvents) -> tuple[Translated, set[str]]:
     add(EventKind.SPAN, rows, texts={
         "lane": _codes(vals, col["pid"][rows], cann_lane),
         "engine_kind": ([_DISPATCH], np.zeros(len(rows), dtype=np.int64))})  # fmt: skip
+    add(EventKind.ANNOTATION, np.flatnonzero(step))  # ProfilerStep#N: a region, as in a PyTorch-profiler trace
     # task-queue spans (Enqueue, Dequeue@<op>) and any other span of the Python process
-    rows = np.flatnonzero(python & ~is_op)
+    rows = np.flatnonzero(python & ~is_op & ~step)
     add(EventKind.SPAN, rows, texts={"lane": (["host queue"], np.zeros(len(rows), dtype=np.int64)),
                                      "engine_kind": ([_DISPATCH], np.zeros(len(rows), dtype=np.int64))})  # fmt: skip
     # kernels: unit, stream, device, lane and the launch flow's correlation
