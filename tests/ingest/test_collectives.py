@@ -32,7 +32,7 @@ from portscope.app.cli import main
 from portscope.ingest import read_trace
 from portscope.ingest.collectives import collective_calls, is_point_to_point, match_collectives
 from portscope.ingest.op_categories import is_communication
-from portscope.ingest.rank_report import ranks_report_data
+from portscope.ingest.rank_report import rank_steps, ranks_report_data
 from portscope.ingest.ranks import convert_ranks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -175,6 +175,9 @@ def test_public_two_rank_nccl_traces(tmp_path: Path) -> None:
     convert_ranks(HTA, tmp_path / "run.arrow", jobs=1)
     run = read_trace(tmp_path / "run.arrow")
     assert [r["skew_ns"] for r in run.run_info.extra["ranks"]] == [0, 488_500]
+    # the steps' lengths, their ProfilerStep spans' raw durations (µs)
+    assert rank_steps(run)[["rank", "step", "step_ns"]].values.tolist() == [
+        [0, 551, 607_312_000], [0, 552, 622_928_000], [1, 551, 607_904_000], [1, 552, 630_639_000]]
     table = match_collectives(collective_calls(run)).table
     assert set(table["clock"]) == {"device"} and set(table["ranks"]) == {2}
     got = {(n, o): (s, last) for n, o, s, last in table[["name", "occurrence", "skew_ns", "last_rank"]].values.tolist()}
