@@ -8,6 +8,11 @@ name (no folder, no ``..``, no drive, no control characters) ending ``.json`` or
 each no larger than the upload limit once unpacked and all together no larger than `UNPACKED_FACTOR` times it
 (sizes counted as the bytes come out, not as the zip declares them). Every problem is named in one
 TraceFormatError.
+
+A zip of torch_npu rank folders (``*_ascend_pt``, as torch_npu writes one per rank, at any depth in the zip) is read
+for what `ingest.ranks` reads of each folder: its ``profiler_info*.json`` and
+``ASCEND_PROFILER_OUTPUT/trace_view.json``, unpacked as ``<folder>/...``; the folders' other files (raw device data,
+CSV tables) are left in the zip. The folder names are checked as file names are.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ UNPACKED_FACTOR = 16  # a zip's members together, unpacked: at most this many ti
 RANK_JOBS = 2  # ranks converted at once by an upload's conversion
 _TRACE_NAME = re.compile(r"^[^/\\:\x00]+\.json(\.gz)?$", re.IGNORECASE)
 _ZIP_MAGIC = b"PK\x03\x04"
+_ASCEND_FOLDER = re.compile(r"(?:^|/)([^/]+_ascend_pt)/", re.IGNORECASE)
+_ASCEND_MEMBER = re.compile(r"^(?:[^/]+/)*([^/]+_ascend_pt)/(profiler_info(?:_\d+)?\.json|ASCEND_PROFILER_OUTPUT/trace_view\.json)$",
+                            re.IGNORECASE)
 _CHUNK = 1 << 20
 
 
@@ -77,6 +85,8 @@ def unpack_rank_zip(path: Path, folder: Path, name: str, max_bytes: int) -> list
         raise TraceFormatError(name, f"not a readable zip ({exc})") from None
     with archive:
         infos = archive.infolist()
+        if any(_ASCEND_FOLDER.search(i.filename) for i in infos):
+            return _unpack_ascend(archive, infos, folder, name, max_bytes)
         if not infos:
             problems.append("the zip is empty")
         if len(infos) > MAX_RANK_FILES:
@@ -96,23 +106,65 @@ def unpack_rank_zip(path: Path, folder: Path, name: str, max_bytes: int) -> list
                 problems.append(f"{_shown(info.filename)!r} is encrypted")
         if problems:
             raise TraceFormatError(name, problems)
-        folder.mkdir(parents=True)
-        try:
-            return _unpack(archive, infos, folder, name, max_bytes)
-        except (zipfile.BadZipFile, NotImplementedError, RuntimeError, EOFError, zlib.error) as exc:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise TraceFormatError(name, f"a member could not be unpacked ({type(exc).__name__}: {exc})") from None
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
+        return _unpacked(archive, [(info, info.filename) for info in infos], folder, name, max_bytes)
 
 
-def _unpack(archive: zipfile.ZipFile, infos: list[zipfile.ZipInfo], folder: Path, name: str, max_bytes: int) -> list[Path]:
+def _unpack_ascend(archive: zipfile.ZipFile, infos: list[zipfile.ZipInfo], folder: Path, name: str,
+                   max_bytes: int) -> list[Path]:
+    """The members `ingest.ranks` reads of each torch_npu rank folder in the zip, checked, then unpacked."""
+    problems: list[str] = []
+    picked: list[tuple[zipfile.ZipInfo, str]] = []
+    seen: set[str] = set()
+    for info in infos:
+        match = _ASCEND_MEMBER.match(info.filename)
+        if match is None or info.is_dir():
+            continue
+        rank_folder, member = match.groups()
+        why = check_rank_name(rank_folder + ".json")  # the folder's name, checked as a file name is
+        if why or ".." in info.filename.split("/") or info.filename.startswith("/"):
+            problems.append(why or f"{_shown(info.filename)!r} is not a plain path")
+            continue
+        relative = f"{rank_folder}/{member}"
+        if relative.lower() in seen:
+            problems.append(f"{_shown(relative)!r} appears twice")
+        seen.add(relative.lower())
+        if info.file_size > max_bytes:
+            problems.append(f"{_shown(info.filename)!r} is {format_bytes(info.file_size)} unpacked; the limit is "
+                            f"{format_bytes(max_bytes)}")
+        if info.flag_bits & 0x1:
+            problems.append(f"{_shown(info.filename)!r} is encrypted")
+        picked.append((info, relative))
+    if not any(rel.lower().endswith("trace_view.json") for _, rel in picked):
+        problems.append("no *_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json in the zip's torch_npu rank folders")
+    if len({rel.split("/")[0] for _, rel in picked}) > MAX_RANK_FILES:
+        problems.append(f"more than {MAX_RANK_FILES} rank folders")
+    if problems:
+        raise TraceFormatError(name, problems)
+    return _unpacked(archive, picked, folder, name, max_bytes)
+
+
+def _unpacked(archive: zipfile.ZipFile, members: list[tuple[zipfile.ZipInfo, str]], folder: Path, name: str,
+              max_bytes: int) -> list[Path]:
+    """Unpack each (member, relative path) into `folder` (made here), removing it all on any failure."""
+    folder.mkdir(parents=True)
+    try:
+        return _unpack(archive, members, folder, name, max_bytes)
+    except (zipfile.BadZipFile, NotImplementedError, RuntimeError, EOFError, zlib.error) as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise TraceFormatError(name, f"a member could not be unpacked ({type(exc).__name__}: {exc})") from None
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def _unpack(archive: zipfile.ZipFile, members: list[tuple[zipfile.ZipInfo, str]], folder: Path, name: str,
+            max_bytes: int) -> list[Path]:
     total_cap = UNPACKED_FACTOR * max_bytes
     total = 0
     written: list[Path] = []
-    for info in infos:
-        dest = folder / info.filename
+    for info, relative in members:
+        dest = folder / relative
+        dest.parent.mkdir(parents=True, exist_ok=True)
         size = 0
         with archive.open(info) as src, dest.open("wb") as out:
             first = True

@@ -151,3 +151,48 @@ def test_a_corrupt_member_is_one_clear_error(make_app, tmp_path: Path) -> None:
     answer = client.post("/api/upload?name=ranks.zip", data=bytes(data), headers=UPLOAD)
     assert answer.status_code == 422 and "ranks.zip: a member could not be unpacked (BadZipFile" in answer.json["error"]
     assert _incoming_empty(tmp_path)
+
+
+def test_a_zip_of_torch_npu_rank_folders_is_one_run(make_app, tmp_path: Path) -> None:
+    """Two *_ascend_pt folders under a top folder, as a user zips a job's output: what ingest.ranks reads of each is
+    unpacked (the raw device data beside it is not), and the run is the one `portscope convert DIR` makes."""
+    from test_ranks_ascend import ASCEND_OUTPUT, rank_folder
+
+    root = tmp_path / "job"
+    rank_folder(root, "node_2_ascend_pt", ("profiler_info_1.json", json.dumps({"rank_id": 1})), late=30)
+    rank_folder(root, "node_1_ascend_pt", ("profiler_info_0.json", json.dumps({"rank_id": 0})))
+    expected = convert_ranks(root, tmp_path / "expected.arrow", jobs=1)[1]
+    members = {f"job/{p.relative_to(root).as_posix()}": p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    members["job/node_1_ascend_pt/PROF_000001/device_0/data/raw.bin"] = b"\x00" * 4096  # never unpacked
+    assert f"job/node_1_ascend_pt/{ASCEND_OUTPUT}/kernel_details.csv" in members
+    client = make_app().server.test_client()
+    answer = client.post("/api/upload?name=npu_job.zip", data=zipped(members), headers=UPLOAD)
+    assert answer.status_code == 200, answer.json
+    assert answer.json["ok"] and answer.json["run_id"] == expected
+    assert _incoming_empty(tmp_path)
+
+
+def test_a_zip_of_torch_npu_folders_without_a_trace_view_is_named(make_app, tmp_path: Path) -> None:
+    members = {"node_1_ascend_pt/profiler_info_0.json": b'{"rank_id": 0}',
+               "node_1_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv": b""}
+    client = make_app().server.test_client()
+    answer = client.post("/api/upload?name=npu_job.zip", data=zipped(members), headers=UPLOAD)
+    assert answer.status_code == 422
+    assert "no *_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json" in json.dumps(answer.json)
+
+
+def test_only_what_is_read_of_torch_npu_folders_is_unpacked(tmp_path: Path) -> None:
+    from portscope.app.upload_ranks import unpack_rank_zip
+
+    members = {"out/a_ascend_pt/profiler_info_0.json": b'{"rank_id": 0}',
+               "out/a_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json": b"[]",
+               "out/a_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv": b"x",
+               "out/a_ascend_pt/PROF_1/device_0/data/raw.bin": b"\x00" * 64}
+    (tmp_path / "in.zip").write_bytes(zipped(members))
+    written = unpack_rank_zip(tmp_path / "in.zip", tmp_path / "out", "in.zip", 1 << 20)
+    assert sorted(p.relative_to(tmp_path / "out").as_posix() for p in written) == [
+        "a_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json", "a_ascend_pt/profiler_info_0.json"]
+    bad = {"../a_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json": b"[]"}
+    (tmp_path / "bad.zip").write_bytes(zipped(bad))
+    with pytest.raises(Exception, match="not a plain path"):
+        unpack_rank_zip(tmp_path / "bad.zip", tmp_path / "out2", "bad.zip", 1 << 20)
