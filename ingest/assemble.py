@@ -21,7 +21,7 @@ from .builder import StackInterner
 from .callsites import parse_frame, relative_frames, site_of_frames
 from .columns import Coder, coded_column, nullable, table_of
 from .engine_lanes import EngineLanes, used_codes
-from .events import KIND_CODES, NONE, EventKind, Logged, SparseColumn, Translated
+from .events import KIND_CODES, NONE, EventKind, Logged, SparseColumn, Translated, rows_where
 from .link import link
 from .rules import (
     DIRECTIONS,
@@ -67,12 +67,12 @@ class _Assembly(EngineLanes):
         self.stacks = StackInterner()
         self.parked: dict[str, DiskColumn] = {}
         kind = self.a["kind"]
-        self.op_rows = _rows(kind == KIND_CODES[EventKind.OP])
+        self.op_rows = rows_where(kind == KIND_CODES[EventKind.OP])
         # op_id of an operator's event row: its index among the operators (rows first to last when they are contiguous)
         contiguous = len(self.op_rows) and self.op_rows[-1] - self.op_rows[0] == len(self.op_rows) - 1
         self.first_op = int(self.op_rows[0]) if contiguous else None
         work = np.isin(kind, [KIND_CODES[k] for k in (EventKind.KERNEL, EventKind.COPY, EventKind.MEMSET)])
-        self.devices = [d for d in _distinct(self.a["device"], _rows(work)).tolist() if d >= 0]
+        self.devices = [d for d in _distinct(self.a["device"], rows_where(work)).tolist() if d >= 0]
         # operators the device ran, joined to their work by the reader's ids (no runtime call): drawn as that work, not
         # on a host lane; those ids are not the format's and are not written
         ran = work & (self.links.launcher < 0) & (self.links.op >= 0)
@@ -189,8 +189,11 @@ class _Assembly(EngineLanes):
         placement = self.placements()
         tables["transfers"], tables["signals"], tables["compiles"] = self.findings(self.found, sliced)  # type: ignore[assignment]
         found = self.found.signal_columns()  # what the lanes read of the findings: the events that fell back
-        self.fallbacks = found["event"][found["kind"] == SIGNAL_KINDS.index(SignalKind.CPU_FALLBACK)]
+        self.fallbacks = found["event"][found["kind"] == SIGNAL_KINDS.index(SignalKind.CPU_FALLBACK)].astype(
+            np.int32 if len(self.a["kind"]) < 2**31 else np.int64)  # fmt: skip
         self.found = None  # type: ignore[assignment]  # written: not held while the big tables are
+        if sliced and len(self.a["kind"]) > SLICE_ROWS and self.links.op.strides != (0,):  # the lanes read it a slice
+            self.links.op = _to_file(self.links.op)  # type: ignore[assignment]  # at a time from here on
         slices: dict[str, TableSlices] = {}
         if isinstance(tables["signals"], TableSlices):  # in a temporary file until written
             slices["signals"] = tables.pop("signals")  # type: ignore[arg-type]
@@ -206,8 +209,6 @@ class _Assembly(EngineLanes):
                       "total_reserved"):  # fmt: skip
                 self.a[c] = None  # type: ignore[assignment]
             self.links.launcher = self.links.frame = self.links.frame_parent = self.links.call_parent = None  # type: ignore[assignment]  # noqa: E501
-            if len(self.a["kind"]) > SLICE_ROWS and self.links.op.strides != (0,):  # read by the lanes' batches only
-                self.links.op = _to_file(self.links.op)  # type: ignore[assignment]
             release_memory()
         trace = Trace(run_info=self.t.run_info, tables=tables, slices=slices)
         return trace if sliced else trace.gather()
@@ -234,10 +235,11 @@ class _Assembly(EngineLanes):
         shapes, strides, dtypes = (Coder([args[k] for args in self.arguments], args_used) for k in range(3))
         bytes_in = np.array([args[3] for args in self.arguments], dtype=np.int64)
         place = Coder(_PLACES, np.bincount(placement, minlength=3) > 0)
-        where_on = placement.astype(np.int32)  # a code into `devices`: by placement, or the operator's own device
         devices = ["cpu", self.t.root_device, "cpu"]
         used = _distinct(a["device"], rows)
         used = used[used >= 0]
+        # a code into `devices`: by placement, or the operator's own device
+        where_on = placement.astype(np.int8 if len(used) < 120 else np.int32)
         if len(used):  # operators of their own device: a slice at a time
             devices += [self.device_name(int(d)) for d in used.tolist()]
             for lo in range(0, len(rows), SLICE_ROWS):
@@ -248,7 +250,7 @@ class _Assembly(EngineLanes):
         outputs = {}  # outputs' texts: a few among many names, coded by the used ones only
         for c in ("output_shapes", "output_dtypes"):
             outputs[c] = self._used_texts(c, rows)
-        sites = Coder(self.site_texts, np.bincount(self.op_site[rows], minlength=len(self.site_texts)) > 0)
+        sites = Coder(self.site_texts, used_codes(self.op_site.__getitem__, rows, len(self.site_texts)))
         tid = [t[1] if type(t[1]) is int and -(2**31) <= t[1] < 2**31 else None for t in self.threads]
         tids = np.array([v if v is not None else 0 for v in tid] or [0], dtype=np.int64)
         tid_null = np.array([v is None for v in tid] or [True], dtype=bool)
@@ -486,12 +488,6 @@ def _to_file(values: np.ndarray) -> DiskColumn:
         disk.extend(values[lo : lo + SLICE_ROWS])
     disk.flush()
     return disk
-
-
-def _rows(flags: np.ndarray) -> np.ndarray:
-    """The rows where `flags` holds, int32 where they fit (an operator or a lane row costs 4 bytes, not 8)."""
-    rows = np.flatnonzero(flags)
-    return rows.astype(np.int32) if len(flags) < 2**31 else rows
 
 
 def _distinct(column: np.ndarray | DiskColumn, rows: np.ndarray) -> np.ndarray:

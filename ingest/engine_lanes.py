@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from .columns import Coder, coded_column, nullable, table_of
-from .events import KIND_CODES, NONE, EventKind
+from .events import KIND_CODES, NONE, EventKind, rows_where
 from .kineto_vocabulary import ONLINE_COMPILE_CALLS, SYNC_RUNTIME_CALLS
 from .schema import (
     MEMORY_ALLOCATED,
@@ -88,7 +88,7 @@ def factorize(values: np.ndarray, span: int = 1 << 24) -> tuple[np.ndarray, np.n
     if hi - lo >= span:
         used, at = np.unique(values, return_inverse=True)
         return used, at.reshape(-1).astype(np.int32)
-    shifted = values - lo
+    shifted = values - lo if lo else values
     seen = np.zeros(hi - lo + 1, dtype=bool)
     seen[shifted] = True
     present = np.flatnonzero(seen)
@@ -108,8 +108,11 @@ class EngineLanes:
         """Every lane's slices, made `self.slice_rows` at a time as written: the host lanes (the operators no other
         encloses, a lane per thread, the one with most operators "host"), then device work, memory and the readers'
         own lanes. Each part is planned here as a few codes per row; every batch shares one dictionary per column."""
-        top = (self.links.op[self.op_rows] < 0) & ~self.ran_op
-        counts = np.bincount(self.column("thread", self.op_rows), minlength=len(self.threads))
+        top = np.concatenate([self.links.op[self.op_rows[lo : lo + self.slice_rows]] < 0
+                              for lo in range(0, len(self.op_rows), self.slice_rows)] or [np.zeros(0, bool)]) & ~self.ran_op
+        counts = np.zeros(len(self.threads), dtype=np.int64)  # operators per thread, read a slice at a time
+        for lo in range(0, len(self.op_rows), self.slice_rows):
+            counts += np.bincount(self.column("thread", self.op_rows[lo : lo + self.slice_rows]), minlength=len(counts))
         main = int(np.argmax(counts)) if len(counts) else -1
         host = LanePart(rows=self.op_rows[top], engine_of="thread",
                       engine_values=["host" if t == main else f"host thread {tid}" for t, (_, tid) in enumerate(self.threads)],
@@ -182,8 +185,7 @@ class EngineLanes:
         the lane the reader named; AI CPU kernels as fallback slices."""
         a = self.a
         codes = [KIND_CODES[k] for k in (EventKind.KERNEL, EventKind.MEMSET, EventKind.COPY, EventKind.WAIT)]
-        rows = np.flatnonzero(np.isin(a["kind"], codes))
-        rows = rows.astype(np.int32) if len(a["kind"]) < 2**31 else rows  # 4 bytes a slice while planned
+        rows = rows_where(np.isin(a["kind"], codes))  # 4 bytes a slice while planned
         if not len(rows):
             return None
         kind = a["kind"][rows]
@@ -233,7 +235,9 @@ class EngineLanes:
                 engines.append(self.texts[lane] or f"{prefix}stream {st}")
                 kinds.append(self.texts[ekind] or EngineKind.STREAM.value)
         slice_kinds = [SliceKind.COMPUTE.value, SliceKind.TRANSFER.value, SliceKind.SYNC.value, SliceKind.FALLBACK.value]
-        slice_kind = np.where(copy, 1, np.where(kind == KIND_CODES[EventKind.WAIT], 2, 0)).astype(np.int8)
+        slice_kind = np.zeros(len(rows), dtype=np.int8)  # compute, transfer, sync, fallback: by the kinds (no int64)
+        slice_kind[kind == KIND_CODES[EventKind.WAIT]] = 2
+        slice_kind[copy] = 1
         fell_back = np.zeros(len(a["kind"]), dtype=bool)
         fell_back[self.fallbacks] = True
         slice_kind[fell_back[rows] & ~copy] = 3
@@ -245,7 +249,7 @@ class EngineLanes:
             nbytes[sized] = a["bytes"][rows[sized]]
             launcher = self.links.launcher[rows]  # a copy with no byte count of its own: its launching call's
             nbytes = np.where((nbytes == NONE) & copy & (launcher >= 0), a["bytes"][np.maximum(launcher, 0)], nbytes)
-        at = at.reshape(-1).astype(np.int32)
+        at = at.reshape(-1).astype(np.int16 if len(used) < 2**15 else np.int32)  # a few lanes: 2 bytes a slice
         return LanePart(rows=rows, engine_values=engines, engine=at, engine_kind_values=kinds, engine_kind=at,
                       kind_values=slice_kinds, kind=slice_kind, nbytes=nbytes)  # fmt: skip
 

@@ -86,6 +86,15 @@ _ALWAYS = ("kind", "thread", "args", "start_ns", "dur_ns")  # columns every even
 _DTYPES = {"kind": np.int8, "thread": np.int32, "args": np.int32, **dict.fromkeys(TEXT_COLUMNS, np.int32)}
 
 
+def rows_where(flags: np.ndarray, step: int = 1 << 20) -> np.ndarray:
+    """The rows where `flags` holds, int32 where they fit (4 bytes a row), found `step` flags at a time (never the
+    8 bytes a flag of one whole `np.flatnonzero`)."""
+    if len(flags) >= 2**31:
+        return np.flatnonzero(flags)
+    found = [(lo + np.flatnonzero(flags[lo : lo + step])).astype(np.int32) for lo in range(0, len(flags), step)]
+    return np.concatenate(found) if found else np.zeros(0, dtype=np.int32)
+
+
 @dataclasses.dataclass(frozen=True)
 class Logged:
     """What a log line says of a `placement` or `compile` event beyond its name and time (kept once per distinct
@@ -395,4 +404,4 @@ class Translated:
 
 
 __all__ = ["ARG_COLUMNS", "COLUMNS", "DEVICE_KINDS", "EVENTS", "INT_COLUMNS", "KIND_CODES", "NONE", "NO_ARGS", "SPAN_KINDS",
-           "TEXT_COLUMNS", "EventColumns", "EventKind", "Logged", "SparseColumn", "Translated"]
+           "TEXT_COLUMNS", "EventColumns", "EventKind", "Logged", "SparseColumn", "Translated", "rows_where"]

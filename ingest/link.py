@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .events import DEVICE_KINDS, KIND_CODES, NONE, EventKind
+from .events import DEVICE_KINDS, KIND_CODES, NONE, EventKind, rows_where
 
 _MIN = np.iinfo(np.int64).min
 _RANK = {EventKind.PYTHON: 0, EventKind.ANNOTATION: 0, EventKind.OP: 1, EventKind.RUNTIME: 2}  # others: 3
@@ -57,7 +57,7 @@ def enclosing(group: np.ndarray, start: np.ndarray, dur: np.ndarray, rank: np.nd
     chunk with the containers still open where the previous one ended (at most the nesting depth)."""
     if not container.any() or not query.any():
         return np.broadcast_to(np.int32(-1), (len(group),))
-    rows = _flagged(container | query)
+    rows = rows_where(container | query)
     if not isinstance(start, np.ndarray) and _in_start_order(start, rows):  # columns in files: never gathered whole
         return _enclosing_in_order(group, start, dur, rank, container, query, rows)
     group, start, dur = (v if isinstance(v, np.ndarray) else _Gathered(v, rows) for v in (group, start, dur))
@@ -232,7 +232,7 @@ def _ran_as(correlation: Any, ops: np.ndarray, work: np.ndarray, op: np.ndarray)
     merge a million rows at a time where both sides' ids never decrease in file order (a format that lists its
     device work with operators pairs every kernel, in order), else a sort and a binary search (DuckDB's join would
     hold hash tables of them all)."""
-    op_rows, work_rows = _flagged(ops), _flagged(work)
+    op_rows, work_rows = rows_where(ops), rows_where(work)
     if not len(op_rows) or not len(work_rows):
         return op
     out = np.array(op, dtype=np.int32)  # writable (a trace without operators links to a constant)
@@ -245,12 +245,6 @@ def _ran_as(correlation: Any, ops: np.ndarray, work: np.ndarray, op: np.ndarray)
         for lo in range(0, len(work_rows), CHUNK_ROWS):
             _join(correlation, work_rows[lo : lo + CHUNK_ROWS], op_rows, keys, out)
     return out
-
-
-def _flagged(flags: np.ndarray) -> np.ndarray:
-    """The rows where `flags` holds (int32 where they fit: 4 bytes a row)."""
-    rows = np.flatnonzero(flags)
-    return rows.astype(np.int32) if len(flags) < 2**31 else rows
 
 
 def _join(correlation: Any, part: np.ndarray, op_rows: np.ndarray, keys: np.ndarray, out: np.ndarray) -> None:

@@ -135,9 +135,9 @@ class Columns:
 
     def extend(self, n: int, **columns: np.ndarray | int) -> None:
         """`n` rows: per column an array of `n` values or one value for all."""
-        self._flush()
-        self._chunks.append({c: np.broadcast_to(np.asarray(columns[c], dtype=np.dtype(t)), (n,)).copy()
-                             for c, t in self.dtypes.items()})  # fmt: skip
+        self._flush()  # one value for all rows: kept as one (a read-only broadcast)
+        self._chunks.append({c: np.broadcast_to(np.asarray(columns[c], dtype=np.dtype(t)), (n,)) if np.ndim(columns[c]) == 0
+                             else np.asarray(columns[c], dtype=np.dtype(t)) for c, t in self.dtypes.items()})  # fmt: skip
         self._joined = None
 
     def _flush(self) -> None:
@@ -146,13 +146,20 @@ class Columns:
             self._held = {c: array(t) for c, t in self.dtypes.items()}
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """Every column as one numpy array."""
+        """Every column as one numpy array (one value for all rows: a read-only broadcast, no memory a row)."""
         if self._joined is None:
             self._flush()
-            self._joined = {c: np.concatenate([k[c] for k in self._chunks]) if self._chunks else
-                            np.zeros(0, dtype=np.dtype(t)) for c, t in self.dtypes.items()}  # fmt: skip
+            self._joined = {c: self._joined_column(c, np.dtype(t)) for c, t in self.dtypes.items()}
             self._chunks = [self._joined] if self._chunks else []
         return self._joined
+
+    def _joined_column(self, c: str, dtype: np.dtype) -> np.ndarray:
+        parts = [k[c] for k in self._chunks if len(k[c])]
+        if not parts:
+            return np.zeros(0, dtype=dtype)
+        if all(p.strides == (0,) and p[0] == parts[0][0] for p in parts):
+            return np.broadcast_to(parts[0][:1], (sum(len(p) for p in parts),))
+        return np.concatenate(parts)
 
 
 class Findings:

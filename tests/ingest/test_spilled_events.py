@@ -151,3 +151,11 @@ def test_device_work_with_ids_no_operator_holds(spill_: bool) -> None:
     ev.add(EventKind.OP, "aten::mm", 1, 1, 0, 10)
     ev.add(EventKind.KERNEL, "gemm", 0, 7, 2, 5, correlation=4)
     assert np.asarray(link(ev.arrays()).op).tolist() == [-1, -1]
+
+
+def test_columns_keep_one_value_for_all_as_one() -> None:
+    c = Columns({"event": "q", "kind": "b"})
+    c.extend(3, event=np.array([1, 2, 3]), kind=5)
+    c.extend(2, event=np.array([8, 9]), kind=5)
+    got = c.arrays()
+    assert got["kind"].tolist() == [5] * 5 and got["kind"].strides == (0,) and got["event"].tolist() == [1, 2, 3, 8, 9]
