@@ -235,7 +235,7 @@ def _ran_as(correlation: Any, ops: np.ndarray, work: np.ndarray, op: np.ndarray)
     op_rows, work_rows = rows_where(ops), rows_where(work)
     if not len(op_rows) or not len(work_rows):
         return op
-    out = np.array(op, dtype=np.int32)  # writable (a trace without operators links to a constant)
+    out = op if op.flags.writeable and op.dtype == np.int32 else np.array(op, dtype=np.int32)  # a constant: made
     if not _ran_as_in_order(correlation, op_rows, work_rows, out):
         keys = correlation[op_rows]
         op_rows, keys = op_rows[keys != NONE], keys[keys != NONE]
