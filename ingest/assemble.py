@@ -57,6 +57,7 @@ class _Assembly(EngineLanes):
         ev = t.events
         self.n_events = len(ev)
         self.texts, self.threads, self.arguments, self.logs = ev.texts, ev.threads, ev.arguments, ev.logs
+        self.comm_values = ev.comms
         self.a = ev.arrays(release=True)
         progress.current().stage(progress.Stage.LINKING)
         self.links = link(self.a)
@@ -186,6 +187,7 @@ class _Assembly(EngineLanes):
         tables = {"regions": self.regions()}
         self.call_sites()
         tables["runtime_calls"] = self.runtime_calls()
+        tables["comms"] = self.comms()
         placement = self.placements()
         tables["transfers"], tables["signals"], tables["compiles"] = self.findings(self.found, sliced)  # type: ignore[assignment]
         found = self.found.signal_columns()  # what the lanes read of the findings: the events that fell back
@@ -291,6 +293,19 @@ class _Assembly(EngineLanes):
             "region_id": self.region_of(rows), "op_id": nullable(op, op < 0),
             "name": coded_column(self.texts, a["name"][rows]), "start_ns": a["start_ns"][rows],
             "dur_ns": a["dur_ns"][rows], "correlation": nullable(corr, corr == NONE)})  # fmt: skip
+
+    def comms(self) -> pa.Table:
+        """A row per operator with communication arguments (`events.Comm`), in operator order."""
+        column = self.a["comm"]
+        if not self.comm_values or not isinstance(column, SparseColumn):  # none (a spilled reader writes none)
+            return table_of("comms", {c: [] for c in schema.COMMS.names})
+        keep = np.asarray(self.a["kind"][column.rows]) == KIND_CODES[EventKind.OP]
+        rows, codes = column.rows[keep], column.values[keep].tolist()
+        comms = [self.comm_values[c] for c in codes]
+        return table_of("comms", {
+            "op_id": self.op_id(rows), "process_group": [c.process_group for c in comms],
+            "process_group_description": [c.description for c in comms], "seq": [c.seq for c in comms],
+            "collective": [c.collective for c in comms], "group_size": [c.group_size for c in comms]})  # fmt: skip
 
     def findings(self, f: Findings, sliced: bool = False) -> tuple[pa.Table, pa.Table | TableSlices, pa.Table]:
         """The transfers, signals and compiles tables of the rules' findings (columns: nothing per row in Python).

@@ -31,6 +31,8 @@ Columns (all times in ns from the start of the run; ``None`` where the format do
                           line says beyond name and time (a `Logged`)
 ``output_shapes``,        an operator's outputs where the format lists them (torch_npu's kernel_details), in
 ``output_dtypes``         the notation of ``shapes`` and ``dtypes``
+``comm``                  a communication operator's own arguments where the format writes them: a code
+                          into `EventColumns.comms` (a `Comm`: process group, sequence number...)
 ========================  =================================================================================
 """
 
@@ -69,7 +71,8 @@ SPAN_KINDS = (EventKind.OP, EventKind.RUNTIME, EventKind.PYTHON, EventKind.ANNOT
 DEVICE_KINDS = (EventKind.KERNEL, EventKind.COPY, EventKind.MEMSET, EventKind.WAIT)
 KIND_CODES = {k: i for i, k in enumerate(EventKind)}
 
-INT_COLUMNS = ("correlation", "copy_kind", "bytes", "device", "stream", "total_allocated", "total_reserved", "logged")
+INT_COLUMNS = ("correlation", "copy_kind", "bytes", "device", "stream", "total_allocated", "total_reserved", "logged",
+               "comm")
 TEXT_COLUMNS = ("name", "unit", "lane", "engine_kind", "output_shapes", "output_dtypes")
 ARG_COLUMNS = ("shapes", "strides", "dtypes", "bytes_in")  # an operator's arguments, kept once per distinct set
 COLUMNS = ("kind", "thread", "args", "start_ns", "dur_ns", *INT_COLUMNS, *TEXT_COLUMNS)
@@ -121,6 +124,28 @@ class Logged:
     timed: bool = True
 
 
+@dataclasses.dataclass(frozen=True)
+class Comm:
+    """What a communication operator's own arguments say (PyTorch's ``record_param_comms``: ``Process Group Name``,
+    ``Process Group Description``, ``Seq``, ``Collective name``, ``Group size``); None where not written. A call's
+    (process_group, seq) names one collective on every rank of its group."""
+
+    process_group: str | None = None
+    description: str | None = None
+    seq: int | None = None
+    collective: str | None = None
+    group_size: int | None = None
+
+
+def _code_of(value: Any, codes: dict[Any, int], values: list[Any]) -> int:
+    """The code of `value` among `values` (a new one appended)."""
+    code = codes.get(value)
+    if code is None:
+        code = codes[value] = len(values)
+        values.append(value)
+    return code
+
+
 class SparseColumn:
     """An integer column most events lack (a correlation, a device, bytes): the rows that have a value, in order, and
     their values; indexing gives `NONE` elsewhere, as the dense column would (16 bytes a value, nothing per event)."""
@@ -167,6 +192,8 @@ class EventColumns:
         self._argument_codes: dict[tuple, int] = {NO_ARGS: 0}
         self.logs: list[Logged] = []  # the `logged` column's values
         self._log_codes: dict[Logged, int] = {}
+        self.comms: list[Comm] = []  # the `comm` column's values
+        self._comm_codes: dict[Comm, int] = {}
         self._rows: dict[str, list[int]] = {c: [] for c in COLUMNS}
         self._parts: list[dict[str, np.ndarray]] = []
 
@@ -198,11 +225,11 @@ class EventColumns:
 
     def log(self, logged: Logged) -> int:
         """The `logged` code of what a log line says (`add(..., logged=code)`)."""
-        code = self._log_codes.get(logged)
-        if code is None:
-            code = self._log_codes[logged] = len(self.logs)
-            self.logs.append(logged)
-        return code
+        return _code_of(logged, self._log_codes, self.logs)
+
+    def comm(self, comm: Comm) -> int:
+        """The `comm` code of a communication operator's arguments (`add(..., comm=code)`, or a column of codes)."""
+        return _code_of(comm, self._comm_codes, self.comms)
 
     def add(self, kind: EventKind, name: str | None, pid: object, tid: object, start_ns: int, dur_ns: int = 0,
             **fields: Any) -> None:
@@ -404,4 +431,4 @@ class Translated:
 
 
 __all__ = ["ARG_COLUMNS", "COLUMNS", "DEVICE_KINDS", "EVENTS", "INT_COLUMNS", "KIND_CODES", "NONE", "NO_ARGS", "SPAN_KINDS",
-           "TEXT_COLUMNS", "EventColumns", "EventKind", "Logged", "SparseColumn", "Translated", "rows_where"]
+           "TEXT_COLUMNS", "Comm", "EventColumns", "EventKind", "Logged", "SparseColumn", "Translated", "rows_where"]

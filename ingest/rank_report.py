@@ -36,6 +36,7 @@ import pandas as pd
 
 from .collectives import (
     ArrivalClock,
+    MatchRule,
     collective_calls,
     communication_ops,
     match_collectives,
@@ -294,7 +295,8 @@ def ranks_report_data(trace: Trace) -> dict[str, Any]:
     """`portscope report --ranks` as JSON-ready data: `ranks` (per rank), `steps` (per rank and step), `stragglers`
     (per step), `slow_operators` of the rank most often the straggler; the collectives matched across ranks
     (`ingest/collectives.py`): `collectives` (largest arrival skew first), `collective_arrivals` (per collective and
-    rank), `collective_ranks` (per rank), `collective_problems`, and the number of `point_to_point` transfers."""
+    rank), `collective_ranks` (per rank), `collective_problems`, `collective_rule` (how the calls were matched: a
+    `collectives.MatchRule` value), and the number of `point_to_point` transfers."""
     steps = rank_steps(trace)
     straggling = stragglers(steps)
     summary = rank_summary(steps, straggling, rank_skews(trace))
@@ -311,7 +313,7 @@ def ranks_report_data(trace: Trace) -> dict[str, Any]:
             "steps": records(steps), "stragglers": records(straggling), "slowest_rank": worst,
             "slow_operators": records(slow), "collectives": records(by_skew),
             "collective_arrivals": records(matched.arrivals), "collective_ranks": records(matched.per_rank),
-            "collective_problems": matched.problems, "point_to_point": int(calls["p2p"].sum()) if len(calls) else 0}  # fmt: skip
+            "collective_problems": matched.problems, "collective_rule": matched.rule.value, "point_to_point": int(calls["p2p"].sum()) if len(calls) else 0}  # fmt: skip
 
 
 def _ms(ns: float) -> str:
@@ -337,8 +339,10 @@ def _format_collectives(data: dict[str, Any]) -> str:
     if not table:
         return "\n".join([*lines, "", "no collective ran on two ranks or more", ""])
     clocks = sorted({c["clock"] for c in table})
-    lines += ["", f"collectives matched across ranks by name and order (the trace keeps no process group or sequence "
-                  f"number): {len(table)}; arrivals on the {' and '.join(clocks)}"
+    rule = data.get("collective_rule") or MatchRule.ORDER.value
+    why = (" (every call's process group and sequence number, from its record_param_comms arguments)"
+           if rule == MatchRule.SEQUENCE.value else " (some call has no process group or sequence number in the trace)")
+    lines += ["", f"collectives matched across ranks by {rule}{why}: {len(table)}; arrivals on the {' and '.join(clocks)}"
                   + (" (a communication kernel's start)" if ArrivalClock.DEVICE.value in clocks else "")]
     lines += [f"  problem: {p}" for p in data.get("collective_problems") or []]
     shown = table[:_TEXT_COLLECTIVES]

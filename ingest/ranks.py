@@ -397,6 +397,7 @@ _ID_SHIFTS: dict[str, dict[str, str]] = {  # table -> column -> which shift
     "compiles": {"region_id": "region"},
     "engine_slices": {"region_id": "region", "op_id": "op", "correlation": "correlation"},
     "runtime_calls": {"region_id": "region", "op_id": "op", "correlation": "correlation"},
+    "comms": {"op_id": "op"},
     "frames": {"frame_id": "frame"},
     "stacks": {"stack_id": "stack"},
 }

@@ -364,6 +364,18 @@ RUNTIME_CALLS = _schema(
     ],
 )
 
+COMMS = _schema(
+    "comms",
+    [  # a communication operator's own arguments where the profiler wrote them (PyTorch's record_param_comms)
+        pa.field("op_id", pa.int64(), nullable=False),
+        pa.field("process_group", _DICT),  # the process group's name ("0", "1"...), as the profiler writes it
+        pa.field("process_group_description", _DICT),  # "default_pg", "undefined"...
+        pa.field("seq", pa.int64()),  # the call's sequence number in its process group
+        pa.field("collective", _DICT),  # "allreduce", "broadcast", "allgather"...
+        pa.field("group_size", pa.int64()),
+    ],
+)
+
 TABLES: dict[str, pa.Schema] = {
     "regions": REGIONS,
     "ops": OPS,
@@ -376,10 +388,11 @@ TABLES: dict[str, pa.Schema] = {
     "numerics": NUMERICS,
     "plan": PLAN,
     "runtime_calls": RUNTIME_CALLS,
+    "comms": COMMS,
 }
 
 # Tables added within version 1: files written before them lack the member and read as empty tables.
-ADDED_TABLES: frozenset[str] = frozenset({"plan", "runtime_calls"})
+ADDED_TABLES: frozenset[str] = frozenset({"plan", "runtime_calls", "comms"})
 
 # Columns whose values must belong to an enum.
 ENUM_COLUMNS: dict[tuple[str, str], type[enum.Enum]] = {
@@ -409,6 +422,7 @@ REFERENCES: dict[tuple[str, str], tuple[str, str]] = {
     ("engine_slices", "op_id"): ("ops", "op_id"),
     ("runtime_calls", "region_id"): ("regions", "region_id"),
     ("runtime_calls", "op_id"): ("ops", "op_id"),
+    ("comms", "op_id"): ("ops", "op_id"),
 }
 
 # Columns that must never be negative.
@@ -432,4 +446,5 @@ NON_NEGATIVE: list[tuple[str, str]] = [
     ("plan", "h2d_bytes_per_token"),
     ("plan", "d2h_bytes_per_token"),
     ("runtime_calls", "dur_ns"),
+    ("comms", "group_size"),
 ]

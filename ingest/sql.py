@@ -137,6 +137,16 @@ VIEWS: dict[str, View] = {v.name: v for v in (
         ("correlation", "BIGINT", "= kernels.correlation of the device work it launched"),
     ), "SELECT c.region_id, c.op_id, o.name AS operator, c.name, c.start_ns, c.dur_ns, c.correlation "
        "FROM {runtime_calls} c LEFT JOIN {ops} o ON o.op_id = c.op_id"),
+    View("comms", "a communication operator's own arguments where the profiler wrote them (PyTorch's "
+                  "record_param_comms): its process group and sequence number", _cols(
+        ("op_id", "BIGINT", "the operator (ops.op_id)"), _OPERATOR,
+        ("process_group", "VARCHAR", "the process group's name (0, 1...)"),
+        ("process_group_description", "VARCHAR", "default_pg, undefined..."),
+        ("seq", "BIGINT", "the call's sequence number in its process group"),
+        ("collective", "VARCHAR", "allreduce, broadcast, allgather..."),
+        ("group_size", "BIGINT", "ranks in the process group"),
+    ), "SELECT c.op_id, o.name AS operator, c.process_group, c.process_group_description, c.seq, c.collective, "
+       "c.group_size FROM {comms} c LEFT JOIN {ops} o ON o.op_id = c.op_id"),
     View("kernels", "device work: the engine slices of streams, copy engines and compute units, with the operator that "
                     "launched each", _cols(
         ("region_id", "INTEGER", "the region it ran in (NULL: none)"),
@@ -223,7 +233,7 @@ VIEWS: dict[str, View] = {v.name: v for v in (
        "FROM {signals}"),
 )}  # fmt: skip
 
-_STORED = ("regions", "ops", "signals", "transfers", "compiles", "engine_slices", "runtime_calls")
+_STORED = ("regions", "ops", "signals", "transfers", "compiles", "engine_slices", "runtime_calls", "comms")
 
 
 def schema_text() -> str:

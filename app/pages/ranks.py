@@ -9,6 +9,7 @@ from typing import Any
 import dash
 from dash import dcc, html
 
+from portscope.ingest.collectives import MatchRule
 from portscope.ingest.rank_report import ranks_report_data
 
 from .. import ids, urls
@@ -58,6 +59,8 @@ COLLECTIVE_COLUMNS = [
     ("last_rank", "Arrived last", None),
     ("first_rank", "Arrived first", None),
     ("arrivals", "Each rank's arrival (ms after the first)", None),
+    ("process_group", "Process group", lambda v: "-" if v is None else str(v)),
+    ("seq", "Seq", lambda v: "-" if v is None else str(v)),
     ("clock", "Read on", None),
 ]
 COLLECTIVE_RANK_COLUMNS = [
@@ -172,16 +175,20 @@ def collectives_section(data: dict[str, Any]) -> html.Div:
         text = ", ".join(f"rank {a['rank']} +{a['skew_ns'] / 1e6:,.3f}" for a in mine[:_ARRIVALS_LISTED])
         shown.append({**c, "arrivals": text + (", ..." if len(mine) > _ARRIVALS_LISTED else "")})
     clocks = {c["clock"] for c in data["collectives"]}
+    by_sequence = data.get("collective_rule") == MatchRule.SEQUENCE.value
+    columns = COLLECTIVE_COLUMNS if by_sequence else COLLECTIVE_COLUMNS[:-2]
     out.append(html.P(
-        f"{len(data['collectives'])} collectives matched by name and order on each rank (the trace keeps no process "
-        "group or sequence number)" + (f"; the {len(shown)} of largest arrival skew" if len(shown) < len(data["collectives"]) else "")
+        f"{len(data['collectives'])} collectives matched "
+        + ("by process group and sequence number (every call's, from its record_param_comms arguments)" if by_sequence
+           else "by name and order on each rank (some call has no process group or sequence number in the trace)")
+        + (f"; the {len(shown)} of largest arrival skew" if len(shown) < len(data["collectives"]) else "")
         + ". A rank's arrival is " + ("the start of the communication kernel its call launched" if clocks == {"device"} else
                                       "the start of its call on the host" if clocks == {"host"} else
                                       "its kernel's start where every rank launched one, else its call's start")
         + "; the skew is the last arrival less the first, the time the first rank waited for the last.",
         className="ranks-collectives-note"))  # fmt: skip
     out += [html.Div([html.P(p, className="problem") for p in data.get("collective_problems") or []]),
-            text_table(shown, COLLECTIVE_COLUMNS, table_id=ids.RANKS_COLLECTIVES),
+            text_table(shown, columns, table_id=ids.RANKS_COLLECTIVES),
             html.H4("Collectives per rank: how often it arrived last, how long it waited for the others"),
             text_table(data.get("collective_ranks") or [], COLLECTIVE_RANK_COLUMNS, table_id=ids.RANKS_COLLECTIVE_RANKS)]
     return html.Div(out, id=ids.RANKS_COLLECTIVES_SECTION)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ..events import Comm
 from ._kineto_ops import OpColumns
 from ._kineto_rows import DEVICE_FIELDS, PYTHON_FIELDS, RUNTIME_FIELDS, RowColumns
 
@@ -66,6 +67,34 @@ class KinetoEvents:
     t_max: float = float("-inf")
     events: int = 0
     categories: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+# Fields of a communication operator's args (PyTorch's record_param_comms; kineto's distributed metadata): raw bytes
+# holding none of them hold no `Comm`.
+COMM_FIELDS = (b'"Process Group Name"', b'"Seq"', b'"Collective name"')
+
+
+def comm_args(args: dict) -> Comm | None:
+    """What a communication operator's args say of its collective (a `Comm`), None where they say nothing: the
+    process group's name (a string; a number as its text), its description, the call's sequence number in its group
+    (``Seq``), the collective's name and the group's size."""
+    group, seq, name = args.get("Process Group Name"), args.get("Seq"), args.get("Collective name")
+    if group is None and seq is None and name is None:
+        return None
+    description, size = args.get("Process Group Description"), args.get("Group size")
+    return Comm(process_group=_text(group), description=_text(description), seq=_count(seq), collective=_text(name),
+                group_size=_count(size))
+
+
+def _text(value: Any) -> str | None:
+    return value if type(value) is str else str(value) if type(value) is int else None
+
+
+def _count(value: Any) -> int | None:
+    """A non-negative int64 from an int or a digit string; None for anything else."""
+    if type(value) is str and value.isdigit():
+        value = int(value)
+    return value if type(value) is int and 0 <= value < 2**63 else None
 
 
 def tensor_args(args: dict) -> tuple[str | None, str | None, str | None, int]:

@@ -44,6 +44,22 @@ class OpColumns:
         self._name_codes: dict[str, int] = {}
         self._thread_codes: dict[tuple[Any, Any], int] = {}
         self._signature_codes: dict[tuple, int] = {NO_TENSORS: 0}
+        # the few operators with communication arguments (`events.Comm`): their rows (in the order added) and values
+        self.comm_rows: list[int] = []
+        self.comm_values: list[Any] = []
+
+    def add_comm(self, row: int, comm: Any) -> None:
+        """The communication arguments of operator `row` (rows added in order)."""
+        self.comm_rows.append(row)
+        self.comm_values.append(comm)
+
+    def comms_in(self, lo: int, hi: int) -> tuple[np.ndarray, list[Any]]:
+        """(rows less `lo`, values) of the communication arguments of operators lo..hi-1."""
+        if not self.comm_rows:
+            return np.zeros(0, dtype=np.int64), []
+        rows = np.asarray(self.comm_rows, dtype=np.int64)
+        a, b = np.searchsorted(rows, [lo, hi]).tolist()
+        return rows[a:b] - lo, self.comm_values[a:b]
 
     def name_code(self, name: str) -> int:
         """The code of an operator name (new names get the next code)."""
@@ -70,8 +86,11 @@ class OpColumns:
             self.signatures.append(signature)
         return code
 
-    def append(self, ts: float, dur: float, name: str, pid: Any, tid: Any, signature: tuple = NO_TENSORS) -> None:
-        """Add one operator."""
+    def append(self, ts: float, dur: float, name: str, pid: Any, tid: Any, signature: tuple = NO_TENSORS,
+               comm: Any = None) -> None:
+        """Add one operator (comm: its communication arguments, an `events.Comm`)."""
+        if comm is not None:
+            self.add_comm(len(self), comm)
         self.ts.append(ts)
         self.dur.append(dur)
         self.name.append(self.name_code(name))

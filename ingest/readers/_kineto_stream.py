@@ -33,7 +33,7 @@ from ..kineto_vocabulary import (
     KINETO_RUNTIME_CATEGORIES,
 )
 from ._chrome_stream import event_batches
-from ._kineto_events import KinetoEvents, tensor_args
+from ._kineto_events import COMM_FIELDS, KinetoEvents, comm_args, tensor_args
 from ._npu_flows import NpuCollect, launch_of
 from ._source import DEFAULT_CAPS, SizeCaps
 from .npu_kineto import NpuLayout, may_hold_device_rows, npu_layout_of
@@ -159,7 +159,7 @@ class Collector:
                     problems.append(f"event {index - 1} ({name!r:.60}): 'pid' or 'tid' is not a number or a string")
                 continue
             if cat == "cpu_op":
-                ops.append(ts, dur, name, pid, tid, tensor_args(args))
+                ops.append(ts, dur, name, pid, tid, tensor_args(args), comm_args(args))
             else:
                 self._other(cat, ts, dur, name, pid, tid, args)
         out.t_min, out.t_max, self.index = t_min, t_max, index
@@ -204,7 +204,7 @@ class Collector:
     def add_typed(self, batch: _Typed) -> None:
         """Add a typed slice; a slice with anything the checks refuse goes through the general path."""
         try:
-            self._typed(batch.events)
+            self._typed(batch.events, batch.text)
         except _Redo:
             try:
                 events = orjson.loads(batch.text)
@@ -212,7 +212,7 @@ class Collector:
                 raise TraceFormatError(self.path, f"events near event {self.index} are not valid JSON: {exc}") from None
             self.add(events)
 
-    def _typed(self, events: list[_Event]) -> None:
+    def _typed(self, events: list[_Event], text: bytes = b"") -> None:
         # column by column (C-level map over attrgetters), not a loop of statements per event
         out = self.out
         ops = out.ops
@@ -244,6 +244,9 @@ class Collector:
                 if code is None:
                     code = self._signatures[keys[i]] = ops.signature_code(tensor_args(_args(raws[i])))
                 sig_c[i] = code
+        # communication arguments (record_param_comms): decoded for each call, never from the signature cache (``Seq``
+        # numbers every call), looked for only in a slice that holds one of their fields
+        comms = _comms(raws) if any(field in text for field in COMM_FIELDS) else []
         name_c = list(map(ops._name_codes.get, names))
         if None in name_c:
             name_c = list(map(ops.name_code, names))
@@ -264,7 +267,10 @@ class Collector:
             out.t_max = max(out.t_max, max(map(operator.add, ts_live, dur_live)))
         if others:
             self._others(others)
+        first = len(ops)
         ops.extend(ts, dur, name_c, thread_c, sig_c)
+        for i, comm in comms:
+            ops.add_comm(first + i, comm)
         for cat, n in categories.items():
             out.categories[cat] = out.categories.get(cat, 0) + n
         self.index += len(events)
@@ -391,6 +397,15 @@ def collect_file(path: Path, caps: SizeCaps = DEFAULT_CAPS) -> tuple[KinetoEvent
     elif lanes is None:
         collector.lanes.close()
     return events, lanes
+
+
+def _comms(raws: list[bytes]) -> list[tuple[int, Any]]:
+    """(index, `events.Comm`) of the operators whose raw args hold communication arguments."""
+    found = []
+    for i, raw in enumerate(raws):
+        if any(field in raw for field in COMM_FIELDS) and (comm := comm_args(_args(raw))) is not None:
+            found.append((i, comm))
+    return found
 
 
 def _int(value: Any) -> int | None:

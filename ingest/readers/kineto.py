@@ -146,10 +146,17 @@ def translate(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lan
     out = EventColumns()
     ids = _Ids()
     ops = ev.ops
+    first = 0
     for part in ops.slices():  # a spilled slice at a time: the operators' columns are never all read back at once
         start, dur = _span(part["ts"], part["dur"], t0)
+        comm = {}
+        rows, comms = ops.comms_in(first, first + len(start))
+        if len(rows):  # communication arguments (record_param_comms): a code into `out.comms`
+            comm["comm"] = np.full(len(start), NONE, dtype=np.int64)
+            comm["comm"][rows] = [out.comm(c) for c in comms]
         out.extend(EventKind.OP, len(start), start_ns=start, dur_ns=dur, arguments=(ops.signatures, part["signature"]),
-                   texts={"name": (ops.names, part["name"])}, threads=(ops.threads, part["thread"]))  # fmt: skip
+                   texts={"name": (ops.names, part["name"])}, threads=(ops.threads, part["thread"]), **comm)  # fmt: skip
+        first += len(start)
         del start, dur, part
     if len(ev.python):
         start, dur = _times(ev.python, t0)
