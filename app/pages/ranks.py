@@ -176,7 +176,7 @@ def collectives_section(data: dict[str, Any]) -> html.Div:
         shown.append({**c, "arrivals": text + (", ..." if len(mine) > _ARRIVALS_LISTED else "")})
     clocks = {c["clock"] for c in data["collectives"]}
     by_sequence = data.get("collective_rule") == MatchRule.SEQUENCE.value
-    columns = COLLECTIVE_COLUMNS if by_sequence else COLLECTIVE_COLUMNS[:-2]
+    columns = [c for c in COLLECTIVE_COLUMNS if by_sequence or c[0] not in ("process_group", "seq")]
     out.append(html.P(
         f"{len(data['collectives'])} collectives matched "
         + ("by process group and sequence number (every call's, from its record_param_comms arguments)" if by_sequence
