@@ -69,11 +69,6 @@ class KinetoEvents:
     categories: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
-# Fields of a communication operator's args (PyTorch's record_param_comms; kineto's distributed metadata): raw bytes
-# holding none of them hold no `Comm`.
-COMM_FIELDS = (b'"Process Group Name"', b'"Seq"', b'"Collective name"')
-
-
 def comm_args(args: dict) -> Comm | None:
     """What a communication operator's args say of its collective (a `Comm`), None where they say nothing: the
     process group's name (a string; a number as its text), its description, the call's sequence number in its group

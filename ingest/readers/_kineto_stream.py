@@ -26,6 +26,7 @@ import orjson
 
 from .. import progress
 from ..errors import TraceFormatError
+from ..events import Comm
 from ..kineto_vocabulary import (
     KINETO_CATEGORY_ALIASES,
     KINETO_DEVICE_CATEGORIES,
@@ -33,7 +34,7 @@ from ..kineto_vocabulary import (
     KINETO_RUNTIME_CATEGORIES,
 )
 from ._chrome_stream import event_batches
-from ._kineto_events import COMM_FIELDS, KinetoEvents, comm_args, tensor_args
+from ._kineto_events import KinetoEvents, comm_args, tensor_args
 from ._npu_flows import NpuCollect, launch_of
 from ._source import DEFAULT_CAPS, SizeCaps
 from .npu_kineto import NpuLayout, may_hold_device_rows, npu_layout_of
@@ -204,7 +205,7 @@ class Collector:
     def add_typed(self, batch: _Typed) -> None:
         """Add a typed slice; a slice with anything the checks refuse goes through the general path."""
         try:
-            self._typed(batch.events, batch.text)
+            self._typed(batch.events)
         except _Redo:
             try:
                 events = orjson.loads(batch.text)
@@ -212,7 +213,7 @@ class Collector:
                 raise TraceFormatError(self.path, f"events near event {self.index} are not valid JSON: {exc}") from None
             self.add(events)
 
-    def _typed(self, events: list[_Event], text: bytes = b"") -> None:
+    def _typed(self, events: list[_Event]) -> None:
         # column by column (C-level map over attrgetters), not a loop of statements per event
         out = self.out
         ops = out.ops
@@ -236,17 +237,21 @@ class Collector:
         raws = list(map(bytes, map(_ARGS, xs)))
         keys = list(map(signature_key, raws))
         sig_c = list(map(self._signatures.get, keys))
+        comms: list[tuple[int, Comm]] = []  # (index, communication arguments) of record_param_comms calls
         if None in sig_c:
             if len(self._signatures) > _SIGNATURE_KEYS:  # keys that carry a per-call number never repeat: start afresh
                 self._signatures.clear()
             for i in [i for i, c in enumerate(sig_c) if c is None]:
                 code = self._signatures.get(keys[i])
                 if code is None:
-                    code = self._signatures[keys[i]] = ops.signature_code(tensor_args(_args(raws[i])))
+                    args = _args(raws[i])
+                    code = ops.signature_code(tensor_args(args))
+                    comm = comm_args(args)
+                    if comm is None:
+                        self._signatures[keys[i]] = code
+                    else:  # never cached: each call is decoded for its own arguments (``Seq`` numbers the calls)
+                        comms.append((i, comm))
                 sig_c[i] = code
-        # communication arguments (record_param_comms): decoded for each call, never from the signature cache (``Seq``
-        # numbers every call), looked for only in a slice that holds one of their fields
-        comms = _comms(raws) if any(field in text for field in COMM_FIELDS) else []
         name_c = list(map(ops._name_codes.get, names))
         if None in name_c:
             name_c = list(map(ops.name_code, names))
@@ -397,15 +402,6 @@ def collect_file(path: Path, caps: SizeCaps = DEFAULT_CAPS) -> tuple[KinetoEvent
     elif lanes is None:
         collector.lanes.close()
     return events, lanes
-
-
-def _comms(raws: list[bytes]) -> list[tuple[int, Any]]:
-    """(index, `events.Comm`) of the operators whose raw args hold communication arguments."""
-    found = []
-    for i, raw in enumerate(raws):
-        if any(field in raw for field in COMM_FIELDS) and (comm := comm_args(_args(raw))) is not None:
-            found.append((i, comm))
-    return found
 
 
 def _int(value: Any) -> int | None:
