@@ -43,7 +43,8 @@ def mark(what: str) -> None:
         f.write("5")
 
 
-def _after(module: Any, name: str, label: str) -> None:
+def after(module: Any, name: str, label: str) -> None:
+    """Mark the figures each time `module.name` returns."""
     inner = getattr(module, name)
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -59,9 +60,9 @@ def main() -> None:
     parser.add_argument("input")
     parser.add_argument("output")
     args = parser.parse_args()
-    _after(_kineto_stream, "collect_file", "read")
-    _after(kineto, "translate", "translated")
-    _after(kineto, "assemble", "assembled (linked, rules, tables)")
+    after(_kineto_stream, "collect_file", "read")
+    after(kineto, "translate", "translated")
+    after(kineto, "assemble", "assembled (linked, rules, tables)")
     tables = iter(range(1, 1 << 30))
     fixed_batches = trace_module.fixed_batches
 

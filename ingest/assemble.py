@@ -50,7 +50,9 @@ _FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")
 _PLACES = [Placement.HOST.value, Placement.DEVICE.value, Placement.FALLBACK.value]
 
 
-class _Assembly(EngineLanes):
+class Assembly(EngineLanes):
+    """One run's events linked, the rules applied, and its tables planned and written, method by method (`build`)."""
+
     def __init__(self, t: Translated) -> None:
         self.t = t
         self.slice_rows = SLICE_ROWS
@@ -519,7 +521,7 @@ def _words(codes: np.ndarray, none: int) -> np.ndarray:
 def assemble(translated: Translated, *, sliced: bool = False) -> Trace:
     """The Trace of one reader's events: linked, the rules applied, every table written. sliced: the operators
     table as `Trace.slices`, made as it is written (else gathered)."""
-    made = _Assembly(translated)
+    made = Assembly(translated)
     trace = made.build(sliced)
     trace.run_info.extra.setdefault("events", made.n_events)
     kernels = made.a["kind"] == KIND_CODES[EventKind.KERNEL]
@@ -528,4 +530,4 @@ def assemble(translated: Translated, *, sliced: bool = False) -> Trace:
     return trace
 
 
-__all__ = ["SLICE_ROWS", "assemble"]
+__all__ = ["SLICE_ROWS", "Assembly", "assemble"]

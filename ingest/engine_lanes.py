@@ -98,7 +98,7 @@ def factorize(values: np.ndarray, span: int = 1 << 24) -> tuple[np.ndarray, np.n
 
 
 class EngineLanes:
-    """The engine-slices part of the assembly (`assemble._Assembly` inherits it): reads its events (`a`, `links`,
+    """The engine-slices part of the assembly (`assemble.Assembly` inherits it): reads its events (`a`, `links`,
     `texts`, `column`...) and writes the lanes."""
 
     slice_rows: int  # rows a batch holds (assemble.SLICE_ROWS when the assembly began)
