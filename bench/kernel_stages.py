@@ -10,13 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from kineto_stages import after, mark  # noqa: E402
+from kineto_stages import after, convert_marked  # noqa: E402
 
-from portscope.ingest import assemble, convert_cli  # noqa: E402
-from portscope.ingest import trace as trace_module  # noqa: E402
+from portscope.ingest import assemble  # noqa: E402
 from portscope.ingest.readers import ascend_csv  # noqa: E402
 
 PLANNED = ("regions", "call_sites", "runtime_calls", "placements", "findings", "ops", "park", "engine_slices",
@@ -33,20 +31,7 @@ def main() -> None:
     after(assemble, "apply_rules", "rules")
     for name in PLANNED:
         after(assemble.Assembly, name, name)
-    tables = iter(range(1, 1 << 30))
-    fixed_batches = trace_module.fixed_batches
-
-    def written(batches: Any) -> Any:  # one call per table, as its member of the file is written
-        yield from fixed_batches(batches)
-        mark(f"table {next(tables)} written")
-
-    trace_module.fixed_batches = written
-    mark("start (imports)")
-    cli = argparse.ArgumentParser()
-    convert_cli.register(cli.add_subparsers())
-    command = cli.parse_args(["convert", args.input, "-o", args.output])
-    command.func(command)
-    mark("written")
+    convert_marked(args.input, args.output)
 
 
 if __name__ == "__main__":

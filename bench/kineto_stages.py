@@ -63,6 +63,11 @@ def main() -> None:
     after(_kineto_stream, "collect_file", "read")
     after(kineto, "translate", "translated")
     after(kineto, "assemble", "assembled (linked, rules, tables)")
+    convert_marked(args.input, args.output)
+
+
+def convert_marked(source: str, output: str) -> None:
+    """`portscope convert source -o output` in this process, marking the figures after each table is written."""
     tables = iter(range(1, 1 << 30))
     fixed_batches = trace_module.fixed_batches
 
@@ -74,7 +79,7 @@ def main() -> None:
     mark("start (imports)")
     cli = argparse.ArgumentParser()
     convert_cli.register(cli.add_subparsers())
-    command = cli.parse_args(["convert", args.input, "-o", args.output])
+    command = cli.parse_args(["convert", source, "-o", output])
     command.func(command)
     mark("written")
 
