@@ -38,6 +38,8 @@ def full_trace() -> Trace:
     b.engine_slices.append(region_id=outer, engine="matrix", engine_kind=EngineKind.MATRIX, kind=SliceKind.COMPUTE,
                            name="aten::mm", start=10, dur=40, op_id=0, bytes=9088)
     b.runtime_calls.append(region_id=outer, op_id=0, name="cudaLaunchKernel", start_ns=12, dur_ns=5, correlation=7)
+    b.comms.append(op_id=0, process_group="0", process_group_description="default_pg", seq=7, collective="allreduce",
+                   group_size=2)
     b.numerics.append(comparison="fp16-vs-fp32-reference", metric="max_abs_diff", value=0.01)
     b.plan.append(max_sequence_length=4096, max_cache_length=4096, batch_size=1, weight_bytes=1_235_814_400,
                   kv_cache_bytes=134_217_728, device_memory_bytes=1_370_032_128, memory_bytes=17_179_869_184, fits=True,
