@@ -182,7 +182,7 @@ def convert_rank(path: str, out: str) -> dict[str, Any]:
     from .convert import load_any
     from .spill import map_large_blocks
 
-    map_large_blocks()
+    map_large_blocks(path)
     try:
         trace = load_any(path, sliced=True)
         if trace.run_info.converted_from not in _RANK_FORMATS:

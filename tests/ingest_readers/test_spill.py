@@ -110,3 +110,19 @@ def test_map_large_blocks_maps_a_freed_size_again(ask: str, env: dict[str, str],
     environ = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")} | env
     done = subprocess.run([sys.executable, "-c", _MAPPED, ask], capture_output=True, text=True, env=environ, check=True)
     assert done.stdout.split() == expected.split()
+
+
+def test_only_a_big_input_maps_its_blocks_apart(tmp_path: Path) -> None:
+    """A small conversion is not slowed by mapping every block: the size of what it reads decides (a .gz counts 8x)."""
+    from portscope.ingest.spill import input_bytes, map_large_blocks
+
+    small = tmp_path / "small.json"
+    small.write_bytes(b"x" * 1000)
+    packed = tmp_path / "t.json.gz"
+    packed.write_bytes(b"x" * 100)
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "a.log").write_bytes(b"x" * 10)
+    (folder / "b.log").write_bytes(b"x" * 20)
+    assert (input_bytes(small), input_bytes(packed), input_bytes(folder), input_bytes(tmp_path / "absent")) == (1000, 800, 30, 0)
+    assert map_large_blocks(small) is False  # (mallopt not asked: this test process keeps glibc's default)
