@@ -57,7 +57,7 @@ def _convert(args: argparse.Namespace) -> int:
         raise UsageError("--infer-fallback applies to kineto traces only")
     from .spill import map_large_blocks
 
-    map_large_blocks(args.input)  # this process only, a big input: freed batches go back to the system (glibc)
+    map_large_blocks(args.input)  # this process, an input of 3 GB or more: freed batches go back to the system
     shown = progress.for_terminal()  # bytes, events, rate and time left on stderr; nothing when not a terminal
     try:
         with progress.reporting(shown or progress.Progress()) as listener:

@@ -216,7 +216,7 @@ MMAP_THRESHOLD = 128 * 1024  # bytes: a block this big or bigger is mapped on it
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 
 
-LARGE_INPUT_BYTES = 256 << 20  # inputs this big (JSON/CSV bytes; a .gz counts 8x) or bigger: blocks mapped apart
+LARGE_INPUT_BYTES = 3 << 30  # inputs this big (JSON/CSV bytes; a .gz counts 8x) or bigger: blocks mapped apart
 _GZ_FACTOR = 8
 
 
@@ -235,9 +235,11 @@ def map_large_blocks(path: str | Path | None = None) -> bool:
     its own, so an array freed after a batch goes back to the system at once instead of leaving a hole in the heap
     that later, smaller blocks pin (glibc's default raises the threshold to the largest block freed, up to 32 MB:
     a 1M-row column's arrays then come from the heap, and the peak grows with the number of batches). Given the
-    input `path`, only for one of `LARGE_INPUT_BYTES` or more: a smaller conversion holds little, and mapping each
-    block costs it ~30 % of its time (page faults; 87 MB Kineto: 1.14 s -> 1.53 s). A no-op (False) where the C
-    library is not glibc, or where the user set MALLOC_MMAP_THRESHOLD_ (their setting stands)."""
+    input `path`, only for one of `LARGE_INPUT_BYTES` or more: mapping each block costs a conversion 20-35 % of its
+    time in page faults (87 MB Kineto 1.53 s against 1.14 s; 2 GB Kineto CPU 33.2 s against 25.7 s, GPU 45.4 against
+    34.9 s), and below 3 GB the heap's peak stays low without it (2 GB Kineto CPU / GPU 0.49 / 0.57 GB, 1 GB
+    kernel_details.csv 0.45 GB, 2026-12-02). A no-op (False) where the C library is not glibc, or where the user set
+    MALLOC_MMAP_THRESHOLD_ (their setting stands)."""
     if _LIBC is None or "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return False
     if path is not None and input_bytes(path) < LARGE_INPUT_BYTES:
