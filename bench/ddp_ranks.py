@@ -22,9 +22,11 @@ times `--micro-batches` a step.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,16 +37,28 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _rank(rank: int, world: int, port: int, out: str, slow_rank: int, sleep_s: float, steps: int) -> None:
+@contextlib.contextmanager
+def _gloo_group(rank: int, world: int, port: int) -> Iterator[None]:
+    """This process as `rank` of a gloo process group of `world` on `port` (one torch thread); all wait at the end."""
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
-    from transformers import GPT2Config, GPT2LMHeadModel
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
+        yield
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def _rank(rank: int, world: int, port: int, out: str, slow_rank: int, sleep_s: float, steps: int) -> None:
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    with _gloo_group(rank, world, port):
         torch.manual_seed(0)
         config = GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=256, n_positions=64)
         model = DistributedDataParallel(GPT2LMHeadModel(config))
@@ -60,9 +74,6 @@ def _rank(rank: int, world: int, port: int, out: str, slow_rank: int, sleep_s: f
             optimizer.zero_grad()
 
         _profiled(rank, out, steps, step)
-        dist.barrier()
-    finally:
-        dist.destroy_process_group()
 
 
 def _profiled(rank: int, out: str, steps: int, step: Any) -> None:
@@ -85,10 +96,7 @@ def _stage(rank: int, world: int, port: int, out: str, slow_rank: int, sleep_s: 
     from torch import nn
     from torch.nn import functional
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
+    with _gloo_group(rank, world, port):
         torch.manual_seed(rank)
         width, vocab, batch, seq = 64, 256, 2, 32
         layers = [nn.TransformerEncoderLayer(width, 2, 128, dropout=0.0, batch_first=True) for _ in range(2)]
@@ -126,9 +134,6 @@ def _stage(rank: int, world: int, port: int, out: str, slow_rank: int, sleep_s: 
             optimizer.zero_grad()
 
         _profiled(rank, out, steps, step)
-        dist.barrier()
-    finally:
-        dist.destroy_process_group()
 
 
 def record(out: str | Path, *, ranks: int = 3, slow_rank: int = 1, sleep_ms: float = 150.0, steps: int = 4,
