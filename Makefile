@@ -27,7 +27,7 @@ system-deps:
 install-dev: $(BIN)/python system-deps
 	$(BIN)/pip install -q $(TORCH)
 	$(BIN)/pip install -q -c requirements-lock.txt -e '.[dev,profile]'
-	$(BIN)/python -m portscope.profiler._native  # builds explain()'s native hot path once (~30 s; cached)
+	$(BIN)/python -m portscope.profiler.native  # builds explain()'s native hot path once (~30 s; cached)
 
 test: install-dev
 	DASH_TEST_CHROMEPATH=/usr/bin/chromium $(BIN)/python -m pytest -q --headless

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from portscope.ingest import convert_cli
 from portscope.ingest import trace as trace_module
-from portscope.ingest.readers import _kineto_stream, kineto
+from portscope.ingest.readers import kineto, kineto_stream
 
 
 class _MallInfo2(ctypes.Structure):
@@ -60,7 +60,7 @@ def main() -> None:
     parser.add_argument("input")
     parser.add_argument("output")
     args = parser.parse_args()
-    after(_kineto_stream, "collect_file", "read")
+    after(kineto_stream, "collect_file", "read")
     after(kineto, "translate", "translated")
     after(kineto, "assemble", "assembled (linked, rules, tables)")
     convert_marked(args.input, args.output)

@@ -4,7 +4,7 @@ Usage: python bench/overhead_bench.py [--repeats 30] [--layers 4] [--hidden 512]
                                       [--stat median|min]
 Prints one line per mode: median (or fastest) ms, the ratio to the unprofiled median measured in the same run, and the
 cost per operator ((median - unprofiled median) / operators dispatched in one forward). "explain" uses the native
-hot path where it is built (profiler/_native.py), "explain(python path)" the Python one (PORTSCOPE_NATIVE=0).
+hot path where it is built (profiler/native.py), "explain(python path)" the Python one (PORTSCOPE_NATIVE=0).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from portscope.profiler import _native, explain
+from portscope.profiler import explain
+from portscope.profiler import native as native_code
 from portscope.profiler.recorder import session, skip_dynamo
 
 
@@ -65,7 +66,7 @@ def main() -> None:
 
     def make(native: bool = True, **kw):  # noqa: ANN202
         def run() -> None:
-            os.environ[_native.ENV] = "1" if native else "0"  # read when a region opens
+            os.environ[native_code.ENV] = "1" if native else "0"  # read when a region opens
             with explain("bench", **kw):
                 model(input_ids=ids)
         return run
@@ -98,7 +99,7 @@ def main() -> None:
                 t0 = clock()
                 fn()
                 times[name].append(clock() - t0)
-    os.environ[_native.ENV] = "1"
+    os.environ[native_code.ENV] = "1"
     with torch.no_grad(), explain("count") as region:
         model(input_ids=ids)
         native = session().mode.native

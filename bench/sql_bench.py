@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from portscope.ingest import _compute as pc
+from portscope.ingest import arrow_compute as pc
 from portscope.ingest import schema
 from portscope.ingest.trace import Trace, read_trace, write_trace
 

@@ -3,7 +3,7 @@
     .venv/bin/python docs/screenshots.py [TRACE_DIR]
 
 Uses the bundled sample traces (or TRACE_DIR); when there are none, the demo traces
-of portscope.app._dev_samples. Needs chromium and chromedriver (Debian packages).
+of portscope.app.dev_samples. Needs chromium and chromedriver (Debian packages).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 from werkzeug.serving import make_server
 
 from portscope.app import urls
-from portscope.app._dev_samples import write_demo_traces
 from portscope.app.config import ViewerConfig, bundled_traces_dir
+from portscope.app.dev_samples import write_demo_traces
 from portscope.app.server import create_app
 from portscope.ingest import read_trace
 from portscope.ingest.summary import region_ids

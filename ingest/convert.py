@@ -11,8 +11,8 @@ import pyarrow as pa
 from .errors import ColumnValueError, TraceFormatError
 from .kineto_vocabulary import KINETO_CATEGORY_ALIASES, KINETO_DEVICE_CATEGORIES, KINETO_RUNTIME_CATEGORIES
 from .readers import chrome_generic, fallback_log, torch_trace
-from .readers._source import DEFAULT_CAPS, GZIP_MAGIC, SizeCaps, head, read_bytes
 from .readers.kineto import read_kineto
+from .readers.source import DEFAULT_CAPS, GZIP_MAGIC, SizeCaps, head, read_bytes
 from .trace import Trace, read_trace
 from .vendor_formats import VENDOR_FORMATS, sniff_vendor  # vendor tools' outputs (issue 9)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from . import _compute as pc
+from . import arrow_compute as pc
 from .callsites import CALLER_SEPARATOR, format_frame, module_summary, site_line
 from .region_tree import descendants
 from .schema import FRAME_SOURCE, TimeUnit

@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from . import _compute as pc
+from . import arrow_compute as pc
 from .callsites import site_line
 from .region_tree import descendants
 from .schema import MEMORY_ALLOCATED, MEMORY_ENGINE_PREFIX, MEMORY_RESERVED

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from . import _compute as pc
+from . import arrow_compute as pc
 from .callsites import site_line
 from .link import enclosing
 from .op_categories import OpCategory, kernel_category, operator_category

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from . import _compute as pc
+from . import arrow_compute as pc
 from .callsites import site_line
 from .region_tree import descendants, top_level_ids
 from .schema import EngineKind, SliceKind, TimeUnit

@@ -19,7 +19,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from . import _compute as pc
+from . import arrow_compute as pc
 from .catalog import SourceKind
 from .op_categories import operator_category
 from .op_device import OpCalls, op_calls

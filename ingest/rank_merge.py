@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from . import _compute as pc
+from . import arrow_compute as pc
 from . import schema
 from .batches import batch_rows
 from .errors import TraceFormatError

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from . import _compute as pc
+from . import arrow_compute as pc
 from .catalog import SIGNALS, RegionFigures, Status, Verdict, format_bytes, verdict, worst_status
 from .lines import LineTotal, operator_lines, source_index
 from .region_tree import descendants, region_depths, region_ids, top_level_ids

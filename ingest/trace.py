@@ -12,7 +12,7 @@ from typing import Any, BinaryIO
 
 import pyarrow as pa
 
-from . import _compute as pc
+from . import arrow_compute as pc
 from . import run_ids, schema
 from .batches import RunDigest, fixed_batches
 from .container import NotAContainer, read_members, write_members
@@ -82,7 +82,7 @@ class RunInfo:
 
 
 def empty_table(name: str) -> pa.Table:
-    """A table of the format with no rows (`Schema.empty_table` would import pandas: see ingest/_compute.py)."""
+    """A table of the format with no rows (`Schema.empty_table` would import pandas: see ingest/arrow_compute.py)."""
     return pa.Table.from_batches([], schema=schema.TABLES[name])
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from portscope.ingest import _compute
+from portscope.ingest import arrow_compute
 from portscope.ingest.ranks import lane_rank
 from portscope.ingest.schema import EngineKind, SliceKind
 
@@ -83,7 +83,7 @@ def dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
     array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     if not pa.types.is_dictionary(array.type):
         array = pc.dictionary_encode(array)
-    return _compute.int_values(array.indices, fill=-1), array.dictionary.to_pylist()
+    return arrow_compute.int_values(array.indices, fill=-1), array.dictionary.to_pylist()
 
 
 def _rank_group(lane: str) -> int:

@@ -1,6 +1,6 @@
 """The recording dispatch mode: one cheap tuple per operator on the hot path, decoded later.
 
-Where it can, the mode's handler is native (_native.py): the same records without the interpreter.
+Where it can, the mode's handler is native (native.py): the same records without the interpreter.
 The mode sets ``ignore_compile_internals`` so torch.compile keeps compiling while
 a region is open (a plain dispatch mode makes Dynamo skip the frame for good). Where that is
 not enough (torch 2.5-2.8 have no such hook; 2.9's guards still see the mode), `legacy_compile`
@@ -20,7 +20,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import _native, _thread_state, callsite, legacy_compile
+from . import _thread_state, callsite, legacy_compile
+from . import native as native_code
 from ._thread_state import skip_dynamo
 from .events import OpEvent, TensorInfo
 
@@ -29,7 +30,7 @@ _Tensor = torch.Tensor
 _SEQ = (list, tuple)
 _bool = torch.bool
 _OpOverload = torch._ops.OpOverload
-_PLAIN = _native.PLAIN  # argument types that are never tensors
+_PLAIN = native_code.PLAIN  # argument types that are never tensors
 
 # (func, inputs, outputs, t0, t1, stack, module, bool_index, graph_id); inputs and outputs: sequences of
 # (shape, stride, dtype, device), None for an argument that is not a tensor
@@ -245,7 +246,7 @@ def start(s: Session) -> None:
     Module hooks are installed once and stay: adding and removing global hooks would change
     what torch.compile guards on, and recompile the user's functions at every region boundary.
     """
-    native = _native.handler_type(_PLAIN)  # built on the first start of a process (~30 s), or None
+    native = native_code.handler_type(_PLAIN)  # built on the first start of a process (~30 s), or None
     with _hook_lock:
         if not _hook_handles:
             _hook_handles.append(torch.nn.modules.module.register_module_forward_pre_hook(_pre_hook))

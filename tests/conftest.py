@@ -52,7 +52,7 @@ def _run_ids_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 @pytest.fixture(scope="session")
 def demo_paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """{"eager", "compiled", "predicted"}: viewer demo traces written by the real writer."""
-    from portscope.app._dev_samples import write_demo_traces
+    from portscope.app.dev_samples import write_demo_traces
 
     return write_demo_traces(tmp_path_factory.mktemp("traces"))
 

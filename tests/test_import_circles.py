@@ -103,3 +103,50 @@ def test_every_package_is_scanned() -> None:
 
 def test_no_import_circles_in_ingest_profiler_or_app() -> None:
     assert _circles(_edges(_modules())) == []
+
+
+def _private_imports(modules: dict[str, Path]) -> list[str]:
+    """Imports of a private (`_name`) module or name that lives outside the importing module's own package."""
+    found = []
+    for name, path in modules.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in _imports(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                source = package[: len(package) - node.level + 1] + (node.module or "").split(".") if node.level \
+                    else (node.module or "").split(".")
+                targets = [[*filter(None, source), a.name] for a in node.names]
+            else:
+                targets = [a.name.split(".") for a in node.names]
+            for target in targets:
+                if target[0] != "portscope":
+                    continue
+                for i, part in enumerate(target):
+                    if part.startswith("_") and not part.startswith("__") and target[:i] != package:
+                        found.append(f"{name} imports {'.'.join(target)}")
+                        break
+    return sorted(found)
+
+
+def test_the_private_import_finder_finds_them(tmp_path: Path) -> None:
+    lines = {
+        "a.py": "from portscope.ingest._outer import x\nfrom portscope.ingest import spill\nfrom ._own import w\n",
+        "b.py": "from ._own import y\nfrom .._sibling import z\nimport portscope.ingest._hidden\n",
+        "c.py": "from portscope.ingest.trace import _name\nfrom portscope.ingest.trace import __version__\n",
+    }
+    for file, text in lines.items():
+        (tmp_path / file).write_text(text)
+    modules = {f"portscope.ingest.readers.{f[0]}": tmp_path / f for f in lines}
+    assert sorted(_private_imports(modules)) == [  # a module of the same package may import a private one
+        "portscope.ingest.readers.a imports portscope.ingest._outer.x",
+        "portscope.ingest.readers.b imports portscope.ingest._hidden",
+        "portscope.ingest.readers.b imports portscope.ingest._sibling.z",
+        "portscope.ingest.readers.c imports portscope.ingest.trace._name",
+    ]
+
+
+def test_no_module_imports_another_packages_private_names() -> None:
+    modules = _modules()
+    for folder in ("bench", "tests"):
+        for path in (REPO / folder).rglob("*.py"):
+            modules[".".join((folder, *path.relative_to(REPO / folder).with_suffix("").parts))] = path
+    assert _private_imports(modules) == []

@@ -5,17 +5,17 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from ._source import SizeCaps
 from .fallback_log import read_fallback_log
 from .kineto import read_kineto
+from .source import SizeCaps
 from .torch_trace import read_torch_trace
 
 if TYPE_CHECKING:
     from ..spill import map_large_blocks
-    from ._kineto_stream import collect_file as collect_kineto_file
+    from .kineto_stream import collect_file as collect_kineto_file
 
 _LAZY = {  # public name -> (private module, its name there): imported on first use (msgspec, ctypes)
-    "collect_kineto_file": ("_kineto_stream", "collect_file"),
+    "collect_kineto_file": ("kineto_stream", "collect_file"),
     "map_large_blocks": ("..spill", "map_large_blocks"),
 }
 

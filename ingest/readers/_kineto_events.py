@@ -1,6 +1,6 @@
 """The collected events of one Kineto trace and the decoding of a cpu_op's tensor arguments.
 
-A leaf module: the Kineto reader (kineto.py), its collector (_kineto_stream.py) and the NPU hooks (npu_kineto.py)
+A leaf module: the Kineto reader (kineto.py), its collector (kineto_stream.py) and the NPU hooks (npu_kineto.py)
 import it, and it imports none of them.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from ..events import Comm
 from ._kineto_ops import OpColumns
-from ._kineto_rows import DEVICE_FIELDS, PYTHON_FIELDS, RUNTIME_FIELDS, RowColumns
+from .kineto_rows import DEVICE_FIELDS, PYTHON_FIELDS, RUNTIME_FIELDS, RowColumns
 
 FORMAT = "kineto"
 

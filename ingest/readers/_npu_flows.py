@@ -7,7 +7,7 @@
 * ``ac2g`` flow starts and ends (only once a slice held a word of an NPU device row, see `Collector.npu_hint`;
   a flow seen before is counted, and the flows are read again when the trace proves to have NPU lanes): thread,
   time and id as columns on disk. An id that is an int64 is kept as it is; another (a string, a float...) is keyed by
-  a hash of its text (`_chrome_events.other_key`, as the Chrome readers key such ids: nothing held per distinct id;
+  a hash of its text (`chrome_events.other_key`, as the Chrome readers key such ids: nothing held per distinct id;
   ``OTHER`` in the id's kind column).
 
 Threads (pid, tid) are coded into `values` (a few distinct ones).
@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from ..spill import DiskColumn
-from ._chrome_events import other_key
-from ._kineto_rows import NONE_INT
+from .chrome_events import other_key
+from .kineto_rows import NONE_INT
 
 INT, OTHER = 0, 1  # the kinds of a flow id: an int64 kept as it is, another value keyed by other_key
 START, END = 0, 1

@@ -28,8 +28,8 @@ import numpy as np
 
 from ..spill import DiskColumn
 from ._kineto_events import KinetoEvents
-from ._kineto_rows import ASIDE, NONE_INT, RowColumns
 from ._npu_flows import END, INT, START, NpuCollect
+from .kineto_rows import ASIDE, NONE_INT, RowColumns
 
 if TYPE_CHECKING:
     from .npu_kineto import NpuLayout

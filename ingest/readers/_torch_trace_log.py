@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from ..errors import TraceFormatError
-from ._source import DEFAULT_CAPS, SizeCaps, decode_text, read_bytes
+from .source import DEFAULT_CAPS, SizeCaps, decode_text, read_bytes
 
 FORMAT = "torch-trace"
 

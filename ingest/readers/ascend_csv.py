@@ -46,8 +46,8 @@ from ..rules import AI_CPU, AI_CPU_NOTE
 from ..schema import EngineKind, Mode, SignalKind, Source
 from ..spill import DiskColumn, release_memory
 from ..trace import RunInfo, Trace
-from ._chrome_stream import file_chunks, micros_to_ns
-from ._source import DEFAULT_CAPS, SizeCaps, decode_text, read_bytes
+from .chrome_stream import file_chunks, micros_to_ns
+from .source import DEFAULT_CAPS, SizeCaps, decode_text, read_bytes
 
 KERNELS_FORMAT = "ascend-kernels"
 STATISTIC_FORMAT = "ascend-op-statistic"

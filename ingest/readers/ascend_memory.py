@@ -3,7 +3,7 @@
 Both become MEMORY events (bytes, ``total_allocated``, ``total_reserved``, ``device``) as Kineto's ``[memory]``
 instants do, so `assemble` makes the same tables of them: a memory lane per device (``memory npu:0``: the total
 allocated as a stepped level, and the total reserved) and each region's peak, the greatest total allocated inside
-it. Columns are found by name and read in the unit their header gives (`_memory_table`: B, KB, MB, GB with
+it. Columns are found by name and read in the unit their header gives (`memory_table`: B, KB, MB, GB with
 KB = 1024 B as the Ascend documentation converts them; times in ns, us, ms), decimal cells exactly (times to the
 ns, sizes to the nearest byte); times count from the first event's. An empty or negative time or total is "not
 collected": the Ascend documentation says the allocation or release fell outside the collection. The device is
@@ -53,9 +53,9 @@ from ..errors import TraceFormatError
 from ..events import NONE, EventColumns, EventKind, Translated
 from ..schema import Source
 from ..trace import RunInfo, Trace
-from ._memory_table import MemoryColumns, header_keys, read_memory_table
-from ._source import DEFAULT_CAPS, SizeCaps
 from .chrome_generic import epoch_iso
+from .memory_table import MemoryColumns, header_keys, read_memory_table
+from .source import DEFAULT_CAPS, SizeCaps
 
 RECORD_FORMAT = "ascend-memory-record"
 OPERATOR_FORMAT = "ascend-operator-memory"

@@ -40,11 +40,11 @@ from ..errors import TraceFormatError
 from ..events import NONE, EventColumns, EventKind, Translated
 from ..schema import EngineKind
 from ..trace import Trace
-from ._chrome_bind import bind_flows
-from ._chrome_events import PHASES, ChromeEvents, collect
 from ._kineto_events import tensor_args
-from ._source import DEFAULT_CAPS, SizeCaps
+from .chrome_bind import bind_flows
+from .chrome_events import PHASES, ChromeEvents, collect
 from .chrome_generic import base_info, epoch_iso, lane_label, run_extent
+from .source import DEFAULT_CAPS, SizeCaps
 
 FORMAT = "ascend-trace"
 LAUNCH_FLOW = "torch_to_npu"  # the RUNTIME event a launch flow's start becomes

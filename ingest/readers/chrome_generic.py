@@ -1,12 +1,12 @@
 """Any Chrome / Perfetto trace JSON -> events (`events.EventColumns`) -> Trace: one lane per thread.
 
 The fallback for Chrome JSON that no specific reader claims (object with ``traceEvents`` or a bare array).
-The shared streaming pass (``_chrome_events.collect``) keeps the events compactly; `translate` turns them into
+The shared streaming pass (``chrome_events.collect``) keeps the events compactly; `translate` turns them into
 the one event model, a block at a time: complete (``X``) spans, ``B``/``E`` pairs and async spans become SPAN
 events on lanes named ``<process name> / <thread name>`` (metadata ``process_name``/``thread_name``; ``pid N``/
 ``tid N`` where none is given) with no engine kind named (drawn as work); instants (``i``) zero-length SPAN events
 on their thread's lane, engine kind other (drawn as annotations); flow (``s``/``t``/``f``) ids the ``correlation``
-of the spans they bind to (Chrome's binding rules, ``_chrome_bind``). `assemble` writes the tables. A generic
+of the spans they bind to (Chrome's binding rules, ``chrome_bind``). `assemble` writes the tables. A generic
 trace names no operators, devices, copies or compiles, so the run says it cannot provide any signal. The readers
 of traces whose producers are known build on the helpers here.
 """
@@ -23,9 +23,9 @@ import numpy as np
 from ..events import NONE, EventColumns, EventKind, Translated
 from ..schema import EngineKind, Source
 from ..trace import RunInfo, Trace
-from ._chrome_bind import bind_flows
-from ._chrome_events import OTHER_ID, ChromeEvents, blocks, convert
-from ._source import DEFAULT_CAPS, SizeCaps
+from .chrome_bind import bind_flows
+from .chrome_events import OTHER_ID, ChromeEvents, blocks, convert
+from .source import DEFAULT_CAPS, SizeCaps
 
 FORMAT = "chrome"
 GENERIC_MISSING = [
@@ -137,8 +137,8 @@ def translate(path: Path, ev: ChromeEvents) -> Translated:
 
 def flow_ids(ev: ChromeEvents) -> tuple[np.ndarray, np.ndarray]:
     """(span numbers, sorted; the id of the flow bound to each): per span the last endpoint in the file bound to it
-    (`_chrome_bind.bind_flows`); an id that is not an int64, or negative, moved to 2^62..2^63 (2^62 + its 62-bit
-    hash, `_chrome_events.other_key`)."""
+    (`chrome_bind.bind_flows`); an id that is not an int64, or negative, moved to 2^62..2^63 (2^62 + its 62-bit
+    hash, `chrome_events.other_key`)."""
     m = len(ev.flows)
     if not m:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)

@@ -28,7 +28,7 @@ from ..errors import TraceFormatError
 from ..events import EventColumns, EventKind, Logged, Translated
 from ..schema import Mode, Source
 from ..trace import RunInfo, Trace
-from ._source import DEFAULT_CAPS, SizeCaps, decode_text, read_bytes
+from .source import DEFAULT_CAPS, SizeCaps, decode_text, read_bytes
 
 FORMAT = "fallback-log"
 

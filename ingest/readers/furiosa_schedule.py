@@ -40,7 +40,7 @@ from ..errors import TraceFormatError
 from ..memory_lanes import TENSOR_COLUMNS
 from ..schema import EngineKind, Mode, SliceKind, Source, TimeUnit
 from ..trace import RunInfo, Trace
-from ._source import DEFAULT_CAPS, SizeCaps, read_json
+from .source import DEFAULT_CAPS, SizeCaps, read_json
 
 FORMAT = "furiosa-schedule"
 KNOWN_INSTRUCTION_KEYS = {"index", "tpe", "lifetime", "contexts", "description", "input_tensors", "output_tensors",

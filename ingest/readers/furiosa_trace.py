@@ -35,9 +35,9 @@ from ..errors import TraceFormatError
 from ..events import KIND_CODES, NONE, EventColumns, EventKind, Translated
 from ..schema import EngineKind, Source
 from ..trace import RunInfo, Trace
-from ._chrome_events import ChromeEvents, convert
-from ._source import DEFAULT_CAPS, SizeCaps
+from .chrome_events import ChromeEvents, convert
 from .chrome_generic import add_spans, run_extent
+from .source import DEFAULT_CAPS, SizeCaps
 
 FORMAT = "furiosa-trace"
 NPU_TID_BASE = 10_000_000

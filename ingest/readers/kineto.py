@@ -1,6 +1,6 @@
 """PyTorch profiler / Kineto Chrome JSON -> events (`events.EventColumns`) -> Trace.
 
-One streaming pass (``_kineto_stream``) decodes the events in bounded batches and keeps what the converter needs
+One streaming pass (``kineto_stream``) decodes the events in bounded batches and keeps what the converter needs
 as compact columns; `translate` turns them into the one event model (times in ns from the first event, operators,
 runtime calls with their copy kind and size, device work, Python frames, annotations, allocator instants), and
 `assemble` links them and applies the rules. Nothing here decides what a signal is.
@@ -26,9 +26,9 @@ from ..schema import Source
 from ..spill import release_memory
 from ..trace import RunInfo, Trace
 from ._kineto_events import FORMAT, KinetoEvents
-from ._kineto_rows import ASIDE, RowColumns
-from ._source import DEFAULT_CAPS, SizeCaps
 from .chrome_json import ChromeDocument, SplitFailed, whole
+from .kineto_rows import ASIDE, RowColumns
+from .source import DEFAULT_CAPS, SizeCaps
 
 __all__ = ["FORMAT", "KinetoEvents", "collect", "read_kineto", "translate"]
 
@@ -45,8 +45,8 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
     tensor devices, so this is a guess: host-side bookkeeping ops count too). sliced: give the operators table as
     `Trace.slices`, made as it is written (converting never holds it whole)."""
     from . import npu_kineto
-    from ._kineto_stream import collect_file
     from ._npu_link import link_launches
+    from .kineto_stream import collect_file
 
     path = Path(path)
     collecting = gc.isenabled()
@@ -68,7 +68,7 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
 def collect(path: Path, doc: ChromeDocument) -> KinetoEvents:
     """Validate and keep what the converter uses from every event of a parsed document (one dict per
     event: the general path of the streaming reader); one TraceFormatError lists the problems."""
-    from ._kineto_stream import Collector
+    from .kineto_stream import Collector
 
     def read(batches: Iterator[list]) -> KinetoEvents:
         collector = Collector(path, dict(doc.metadata))

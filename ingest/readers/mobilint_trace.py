@@ -26,9 +26,9 @@ from ..errors import TraceFormatError
 from ..events import KIND_CODES, NONE, EventColumns, EventKind, Translated
 from ..schema import EngineKind
 from ..trace import Trace
-from ._chrome_events import ChromeEvents, convert
-from ._source import DEFAULT_CAPS, SizeCaps
+from .chrome_events import ChromeEvents, convert
 from .chrome_generic import add_spans, base_info, run_extent
+from .source import DEFAULT_CAPS, SizeCaps
 
 FORMAT = "mobilint-trace"
 MAIN_SPANS = frozenset({"infer", "acquire output data", "convert to buffer", "convert from buffer", "reposition data"})

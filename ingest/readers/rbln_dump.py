@@ -46,7 +46,7 @@ from ..errors import TraceFormatError
 from ..schema import Mode, Phase, SignalKind, Source
 from ..trace import RunInfo, Trace
 from ._rbln_signals import EXCLUDED_SITE_SUFFIX, SITES, DumpProblems, notes_for, transfer_rows
-from ._source import DEFAULT_CAPS, SizeCaps, read_json
+from .source import DEFAULT_CAPS, SizeCaps, read_json
 
 FORMAT = "rbln-explain"
 

@@ -20,8 +20,8 @@ from ..events import EventColumns, EventKind, Logged, Translated
 from ..graph_breaks import parse_graph_break
 from ..schema import Mode, Source
 from ..trace import RunInfo, Trace
-from ._source import DEFAULT_CAPS, SizeCaps
 from ._torch_trace_log import FORMAT, Record, StructuredLog, log_files, parse, sniff
+from .source import DEFAULT_CAPS, SizeCaps
 
 __all__ = ["FORMAT", "Record", "StructuredLog", "log_files", "parse", "read_torch_trace", "sniff", "translate"]
 

@@ -12,7 +12,7 @@ import pytest
 from dash.testing.wait import until
 from selenium.webdriver.common.by import By
 
-from portscope.app._dev_samples import ODD_MODULE
+from portscope.app.dev_samples import ODD_MODULE
 from portscope.ingest import read_trace
 from portscope.ingest.report import region_report_data
 from portscope.ingest.summary import summarize

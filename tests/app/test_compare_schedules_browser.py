@@ -1,7 +1,7 @@
 """The compare page's schedules section in headless Chromium: the tables and the two aligned timelines.
 
 Run alone:  DASH_TEST_CHROMEPATH=/usr/bin/chromium .venv/bin/pytest --headless tests/app/test_compare_schedules_browser.py
-The pair is app/_dev_samples.py's SCHEDULE_BASELINE / SCHEDULE_CHANGED (worked out in tests/ingest/test_schedule_diff.py).
+The pair is app/dev_samples.py's SCHEDULE_BASELINE / SCHEDULE_CHANGED (worked out in tests/ingest/test_schedule_diff.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from dash.testing.wait import until
 from selenium.webdriver.common.by import By
 
-from portscope.app._dev_samples import write_schedule_pair
+from portscope.app.dev_samples import write_schedule_pair
 from portscope.ingest import read_trace
 
 pytestmark = pytest.mark.browser

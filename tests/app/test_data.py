@@ -1,11 +1,10 @@
-"""Diffs and tables behind the pages, on demo traces whose contents are known (app/_dev_samples.py)."""
+"""Diffs and tables behind the pages, on demo traces whose contents are known (app/dev_samples.py)."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
-from portscope.app._dev_samples import NORM_SITE, ODD_MODULE, ROPE_SITE, demo_trace
 from portscope.app.data.runs import regions_frame, run_row
 from portscope.app.data.tables import (
     breakdown,
@@ -15,6 +14,7 @@ from portscope.app.data.tables import (
     region_ops_page,
     slice_detail,
 )
+from portscope.app.dev_samples import NORM_SITE, ODD_MODULE, ROPE_SITE, demo_trace
 from portscope.ingest import read_trace
 from portscope.ingest.diff import diff_call_sites, diff_operators, diff_signals, pair_regions
 from portscope.ingest.report import region_report_data

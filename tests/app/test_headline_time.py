@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from portscope.app._dev_samples import demo_trace
 from portscope.app.data.runs import run_row
 from portscope.app.data.tables import predicted_spans
+from portscope.app.dev_samples import demo_trace
 from portscope.app.time_axis import fmt_duration
 from portscope.ingest.schema import TimeUnit
 

@@ -26,7 +26,7 @@ def ops_rows(dash_duo) -> list[dict[str, str]]:  # noqa: ANN001
 
 
 def test_a_nested_regions_op_table_pages_and_sorts_by_name(dash_duo, make_app, demo_paths) -> None:
-    # demo eager run (app/_dev_samples.py): "rmsnorm" holds ops 80..91, names cycling mm, add, pow, rsqrt
+    # demo eager run (app/dev_samples.py): "rmsnorm" holds ops 80..91, names cycling mm, add, pow, rsqrt
     rid = read_trace(demo_paths["eager"]).content_hash()
     dash_duo.start_server(make_app())
     dash_duo.wait_for_page(url=f"{dash_duo.server_url}/run/{rid}/region/rmsnorm")

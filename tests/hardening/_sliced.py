@@ -18,11 +18,11 @@ from portscope.ingest.errors import TraceFormatError
 # (module, knob, tiny value): a module or knob that is gone is an error (drop it here when a reader drops it)
 TINY_KNOBS = (
     ("portscope.ingest.assemble", "SLICE_ROWS", 3),
-    ("portscope.ingest.readers._chrome_events", "HOLD_ROWS", 4),
-    ("portscope.ingest.readers._chrome_bind", "BUCKET_ROWS", 4),
-    ("portscope.ingest.readers._chrome_bind", "RANGE_ROWS", 4),
+    ("portscope.ingest.readers.chrome_events", "HOLD_ROWS", 4),
+    ("portscope.ingest.readers.chrome_bind", "BUCKET_ROWS", 4),
+    ("portscope.ingest.readers.chrome_bind", "RANGE_ROWS", 4),
     ("portscope.ingest.readers._kineto_ops", "SPILL_ROWS", 3),
-    ("portscope.ingest.readers._kineto_rows", "SPILL_ROWS", 3),
+    ("portscope.ingest.readers.kineto_rows", "SPILL_ROWS", 3),
     ("portscope.ingest.readers.ascend_csv", "BLOCK_BYTES", 1),
     ("portscope.ingest.batches", "_BATCH_ROWS", 5),
 )

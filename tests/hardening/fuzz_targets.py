@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from portscope.ingest.errors import TargetError, TraceFormatError
-from portscope.ingest.readers._source import SizeCaps
+from portscope.ingest.readers.source import SizeCaps
 
 from ._sliced import check_sliced
 

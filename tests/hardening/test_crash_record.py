@@ -40,9 +40,9 @@ _LOOP = textwrap.dedent(
 @pytest.fixture(autouse=True, scope="module")
 def _native_recorder_built() -> None:
     """The scripts below must reach their region within the time they are given: not build the recorder first."""
-    from portscope.profiler import _native
+    from portscope.profiler import native
 
-    _native.ready()
+    native.ready()
 
 
 def _record(tmp_path: Path, mode: str) -> subprocess.Popen:

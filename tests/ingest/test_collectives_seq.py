@@ -30,8 +30,8 @@ from portscope.app.cli import main
 from portscope.ingest import read_trace
 from portscope.ingest.collectives import MatchRule, collective_calls, match_collectives
 from portscope.ingest.rank_report import ranks_report_data
-from portscope.ingest.readers._kineto_stream import Collector
 from portscope.ingest.readers.kineto import read_kineto
+from portscope.ingest.readers.kineto_stream import Collector
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_collectives import US, convert  # noqa: E402

@@ -1,6 +1,6 @@
 """Two schedules compared (ingest/schedule_diff.py) on a hand-made baseline/changed pair.
 
-The pair (app/_dev_samples.py SCHEDULE_BASELINE, SCHEDULE_CHANGED), in ns (engine: slice start..end, what it waited on):
+The pair (app/dev_samples.py SCHEDULE_BASELINE, SCHEDULE_CHANGED), in ns (engine: slice start..end, what it waited on):
 
     A "baseline"   dma   load x 0..10, load w 10..20
                    matrix mm 10..40 (transfer)
@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from portscope.app._dev_samples import SCHEDULE_BASELINE as BASELINE
-from portscope.app._dev_samples import SCHEDULE_CHANGED as CHANGED
-from portscope.app._dev_samples import schedule_trace
 from portscope.app.cli import main
+from portscope.app.dev_samples import SCHEDULE_BASELINE as BASELINE
+from portscope.app.dev_samples import SCHEDULE_CHANGED as CHANGED
+from portscope.app.dev_samples import schedule_trace
 from portscope.ingest.convert import load_any
 from portscope.ingest.errors import UsageError
 from portscope.ingest.schedule_diff import (

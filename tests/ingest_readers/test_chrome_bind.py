@@ -1,4 +1,4 @@
-"""Flow endpoints bound to spans in time buckets on disk (_chrome_bind), with tiny buckets and columns held.
+"""Flow endpoints bound to spans in time buckets on disk (chrome_bind), with tiny buckets and columns held.
 
 The trace is written here by hand and the expected span of each point worked out by hand from Chrome's
 rules: an enclosing point (``s``, ``t``, ``f`` with ``"bp": "e"``) -> the innermost span open at its time
@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portscope.ingest.readers import _chrome_bind, _chrome_events
-from portscope.ingest.readers._chrome_bind import Scatter, bind, bind_flows
-from portscope.ingest.readers._chrome_events import collect
+from portscope.ingest.readers import chrome_bind, chrome_events
 from portscope.ingest.readers.ascend_trace import read_ascend_trace
+from portscope.ingest.readers.chrome_bind import Scatter, bind, bind_flows
+from portscope.ingest.readers.chrome_events import collect
 from portscope.ingest.readers.chrome_generic import read_chrome
 
 
@@ -65,11 +65,11 @@ EXPECTED = [4, 0, 7, 6, 0, 8, -1, -1, 10, 9]
 @pytest.fixture
 def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
     """Buckets of 2 spans, columns holding 2 values, scatter ranges of 3 indices, bucket files holding 1."""
-    monkeypatch.setattr(_chrome_events, "HOLD_ROWS", 2)
-    monkeypatch.setattr(_chrome_bind, "BUCKET_ROWS", 2)
-    monkeypatch.setattr(_chrome_bind, "SAMPLE_ROWS", 4)
-    monkeypatch.setattr(_chrome_bind, "RANGE_ROWS", 3)
-    monkeypatch.setattr(_chrome_bind, "SPILL_HOLD", 1)
+    monkeypatch.setattr(chrome_events, "HOLD_ROWS", 2)
+    monkeypatch.setattr(chrome_bind, "BUCKET_ROWS", 2)
+    monkeypatch.setattr(chrome_bind, "SAMPLE_ROWS", 4)
+    monkeypatch.setattr(chrome_bind, "RANGE_ROWS", 3)
+    monkeypatch.setattr(chrome_bind, "SPILL_HOLD", 1)
 
 
 def _trace(tmp_path: Path) -> Path:
@@ -81,7 +81,7 @@ def _trace(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("bucket_rows", [2, 3, 1 << 20])
 def test_flows_bind_by_chrome_rules_whatever_the_buckets(tmp_path: Path, tiny: None, bucket_rows: int,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    monkeypatch.setattr(_chrome_bind, "BUCKET_ROWS", bucket_rows)
+    monkeypatch.setattr(chrome_bind, "BUCKET_ROWS", bucket_rows)
     ev = collect(_trace(tmp_path))
     assert ev.start.on_disk == 11 and ev.flows.ts.on_disk == 10  # more than 2 held at the batch's end: to the files
     bound = bind_flows(ev)
@@ -90,13 +90,13 @@ def test_flows_bind_by_chrome_rules_whatever_the_buckets(tmp_path: Path, tiny: N
 
 def test_buckets_split_the_spans(tmp_path: Path, tiny: None, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[int] = []
-    spread = _chrome_bind.spread
+    spread = chrome_bind.spread
 
     def counting(columns: list, bucket: np.ndarray, *values: np.ndarray) -> None:
         seen.append(len(columns))
         spread(columns, bucket, *values)
 
-    monkeypatch.setattr(_chrome_bind, "spread", counting)
+    monkeypatch.setattr(chrome_bind, "spread", counting)
     ev = collect(_trace(tmp_path))
     assert bind_flows(ev).read(0, len(FLOWS)).tolist() == EXPECTED
     assert min(seen) >= 4  # 11 spans on the points' threads, 2 a bucket: several buckets (sample quantiles may merge some)
@@ -119,7 +119,7 @@ def test_generic_trace_correlations_with_tiny_buckets(tmp_path: Path, tiny: None
 
 
 def test_scatter_over_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_chrome_bind, "RANGE_ROWS", 2)
+    monkeypatch.setattr(chrome_bind, "RANGE_ROWS", 2)
     scatter = Scatter(5, "i")
     scatter.put(np.array([4, 1]), np.array([40, 10]))
     scatter.put(np.array([2]), np.array([20]))

@@ -1,4 +1,4 @@
-"""Flow ids that are not int64 (_chrome_events.other_key): hashed, not numbered, and paired without a table of every id.
+"""Flow ids that are not int64 (chrome_events.other_key): hashed, not numbered, and paired without a table of every id.
 
 Expected keys are written by hand from the documented key formula.
 """
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from portscope.ingest.readers import _chrome_events
-from portscope.ingest.readers._chrome_events import collect, other_key
+from portscope.ingest.readers import chrome_events
+from portscope.ingest.readers.chrome_events import collect, other_key
 
 
 def _blake(text: bytes) -> int:
@@ -29,7 +29,7 @@ def test_other_flow_ids_are_hashed_not_numbered() -> None:
 
 
 def test_string_flow_ids_pair_without_a_table_of_every_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_chrome_events, "_RECENT_IDS", 2)  # the recent ids are forgotten after 2
+    monkeypatch.setattr(chrome_events, "_RECENT_IDS", 2)  # the recent ids are forgotten after 2
     events = [{"ph": "s", "name": "f", "cat": "c", "id": fid, "pid": 1, "tid": 1, "ts": n} for n, fid in enumerate("abc")]
     events += [{"ph": "f", "name": "f", "cat": "c", "id": "a", "pid": 1, "tid": 2, "ts": 9, "bp": "e"},
                {"ph": "t", "name": "f", "cat": "c", "id2": {"global": "b"}, "pid": 1, "tid": 2, "ts": 10},

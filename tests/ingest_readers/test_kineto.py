@@ -306,10 +306,10 @@ def _events_equal(a, b) -> bool:
 @pytest.mark.slow
 def test_streamed_typed_path_reads_what_the_json_path_reads(kineto_cpu: dict[str, Path]) -> None:
     """The streaming reader (msgspec typed slices) and the general path (one dict per event) keep identical events."""
-    from portscope.ingest.readers._kineto_stream import collect_file
-    from portscope.ingest.readers._source import read_bytes
     from portscope.ingest.readers.chrome_json import ChromeDocument
     from portscope.ingest.readers.kineto import collect
+    from portscope.ingest.readers.kineto_stream import collect_file
+    from portscope.ingest.readers.source import read_bytes
 
     for path in (kineto_cpu["plain"], kineto_cpu["shapes_stack"], ALEXNET, ROCM):
         streamed, _lanes = collect_file(path)

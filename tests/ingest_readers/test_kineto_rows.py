@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portscope.ingest.readers._kineto_rows import DEVICE_FIELDS, RUNTIME_FIELDS, RowColumns
-from portscope.ingest.readers._kineto_stream import collect_file
 from portscope.ingest.readers.kineto import read_kineto
+from portscope.ingest.readers.kineto_rows import DEVICE_FIELDS, RUNTIME_FIELDS, RowColumns
+from portscope.ingest.readers.kineto_stream import collect_file
 
 # One thread: operator "aten::mm" [0, 10) launches a kernel (runtime call [2, 3), correlation 7) and
 # "aten::copy_" [20, 30) a host-to-device copy of 64 bytes (runtime call [21, 22), correlation 8);
@@ -88,15 +88,15 @@ def test_a_gpu_trace_is_collected_as_columns(tmp_path: Path) -> None:
 
 
 def test_signature_cache_is_bounded_and_keeps_the_shapes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from portscope.ingest.readers import _kineto_stream
+    from portscope.ingest.readers import kineto_stream
 
     # older Kineto: a per-call "Profiler Event Index" among the tensor fields, so no two ops' args are equal
     def op(i: int, dims: list) -> dict:
         return {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 5,
                 "args": {"External id": i, "Profiler Event Index": i, "Input Dims": dims, "Input type": ["float"] * len(dims)}}  # fmt: skip
 
-    monkeypatch.setattr(_kineto_stream, "_SIGNATURE_KEYS", 1)
-    collector = _kineto_stream.Collector(tmp_path / "old.json", {})
+    monkeypatch.setattr(kineto_stream, "_SIGNATURE_KEYS", 1)
+    collector = kineto_stream.Collector(tmp_path / "old.json", {})
     for events in ([op(0, [[2, 3]]), op(1, [[4]])], [op(2, [[2, 3]]), op(3, [])]):  # two slices of the events array
         collector.add_typed(collector.decode(json.dumps(events).encode()))
         assert len(collector._signatures) == 2  # the second slice found 2 (> 1) keys and started afresh: not 4

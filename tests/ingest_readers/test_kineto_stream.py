@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from portscope.ingest.errors import TraceFormatError
-from portscope.ingest.readers._kineto_stream import collect_file, signature_key
-from portscope.ingest.readers._source import read_bytes
 from portscope.ingest.readers.chrome_json import ChromeDocument
 from portscope.ingest.readers.kineto import collect
+from portscope.ingest.readers.kineto_stream import collect_file, signature_key
+from portscope.ingest.readers.source import read_bytes
 
 KINETO_ARGS = (b'{\n      "External id": 2,"Record function id": 0, "Input type": ["float"], '
                b'"Input Dims": [[2, 3]], "Ev Idx": 1\n    }')  # fmt: skip

@@ -64,14 +64,14 @@ def test_convert_cli_says_nothing_about_progress_off_a_terminal(tmp_path: Path, 
 def test_small_chunks_keep_every_event_and_the_keys_after_them(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
     """Chunks far smaller than the file: cuts land inside args, names and numbers; the events and the keys
     written before and after them (schemaVersion first, traceName last) are those of one whole parse."""
-    from portscope.ingest.readers import _chrome_stream
-    from portscope.ingest.readers._kineto_stream import collect_file
-    from portscope.ingest.readers._source import read_bytes
+    from portscope.ingest.readers import chrome_stream
     from portscope.ingest.readers.chrome_json import ChromeDocument
     from portscope.ingest.readers.kineto import collect
+    from portscope.ingest.readers.kineto_stream import collect_file
+    from portscope.ingest.readers.source import read_bytes
 
     whole = collect(ALEXNET, ChromeDocument(ALEXNET, read_bytes(ALEXNET)))
-    monkeypatch.setattr(_chrome_stream, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(chrome_stream, "CHUNK_BYTES", chunk)
     streamed, _ = collect_file(ALEXNET)
     assert streamed.metadata["traceName"] == "benchmark_result_2869224_1695835535_trace.json"
     assert streamed.metadata["schemaVersion"] == 1 and streamed.metadata == whole.metadata

@@ -1,4 +1,4 @@
-"""The native hot path (profiler/_native.cpp) records what the Python one (recorder._dispatch) records, and the
+"""The native hot path (profiler/native.cpp) records what the Python one (recorder._dispatch) records, and the
 Python one takes over when the native one is turned off, cannot be built, or stacks or hooks are wanted."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import torch
 
-from portscope.profiler import _native, explain
+from portscope.profiler import explain
+from portscope.profiler import native as native_code
 from portscope.profiler.demo import prompt, tiny_llama
 from portscope.profiler.recorder import session
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 def _record(model: torch.nn.Module, ids: torch.Tensor, *, native: bool,
             monkeypatch: pytest.MonkeyPatch) -> tuple[Any, bool]:
-    monkeypatch.setenv(_native.ENV, "1" if native else "0")
+    monkeypatch.setenv(native_code.ENV, "1" if native else "0")
     with torch.no_grad(), explain("forward") as region:
         model(input_ids=ids)
         used = session().mode.native
@@ -88,7 +89,7 @@ def test_argument_kinds_match_the_python_path(monkeypatch: pytest.MonkeyPatch) -
     param = torch.nn.Parameter(torch.ones(4, 2))
     records = []
     for native in (True, False):
-        monkeypatch.setenv(_native.ENV, "1" if native else "0")
+        monkeypatch.setenv(native_code.ENV, "1" if native else "0")
         with explain("kinds") as region:
             assert session().mode.native is native
             torch.ops.aten.max.dim(x, dim=1, keepdim=True)  # keyword arguments, a tuple of outputs
@@ -116,7 +117,7 @@ def test_argument_kinds_match_the_python_path(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_native_times_read_perf_counter_ns(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(_native.ENV, "1")
+    monkeypatch.setenv(native_code.ENV, "1")
     x = torch.ones(64, 64)
     before = time.perf_counter_ns()
     with explain("clock") as region:
@@ -129,7 +130,7 @@ def test_native_times_read_perf_counter_ns(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_an_operator_that_raises_is_not_recorded_and_recording_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(_native.ENV, "1")
+    monkeypatch.setenv(native_code.ENV, "1")
     with explain("raises") as region:
         with pytest.raises(RuntimeError, match="size of tensor a"):
             torch.ones(2) + torch.ones(3)
@@ -139,7 +140,7 @@ def test_an_operator_that_raises_is_not_recorded_and_recording_goes_on(monkeypat
 
 
 def test_stacks_go_through_the_python_path_in_a_nested_region(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(_native.ENV, "1")
+    monkeypatch.setenv(native_code.ENV, "1")
     x = torch.ones(3)
     with explain("outer") as outer:
         assert session().mode.native
@@ -152,7 +153,7 @@ def test_stacks_go_through_the_python_path_in_a_nested_region(monkeypatch: pytes
 
 
 def test_hooks_go_through_the_python_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(_native.ENV, "1")
+    monkeypatch.setenv(native_code.ENV, "1")
     seen = []
     x = torch.ones(3)
     with explain("hooked") as region:
@@ -169,13 +170,13 @@ def test_hooks_go_through_the_python_path(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_the_python_path_records_when_the_native_build_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(_native.ENV, "1")
-    monkeypatch.setattr(_native, "_loaded", {})  # as in a fresh process
+    monkeypatch.setenv(native_code.ENV, "1")
+    monkeypatch.setattr(native_code, "_loaded", {})  # as in a fresh process
 
     def no_compiler() -> Any:
         raise RuntimeError("Error building extension: c++: not found")
 
-    monkeypatch.setattr(_native, "_build_or_import", no_compiler)
+    monkeypatch.setattr(native_code, "_build_or_import", no_compiler)
     x = torch.ones(3)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -189,7 +190,7 @@ def test_the_python_path_records_when_the_native_build_fails(monkeypatch: pytest
 
 
 def test_the_library_is_cached_by_source_and_versions() -> None:
-    assert _native.ready()
-    name = _native.library_name()
-    assert name.startswith("portscope_dispatch_") and name == _native.library_name()
-    assert (_native.cache_dir() / name / f"{name}.so").exists()
+    assert native_code.ready()
+    name = native_code.library_name()
+    assert name.startswith("portscope_dispatch_") and name == native_code.library_name()
+    assert (native_code.cache_dir() / name / f"{name}.so").exists()

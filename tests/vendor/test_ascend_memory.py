@@ -15,7 +15,7 @@ from portscope.ingest.convert import detect, load_any
 from portscope.ingest.errors import TraceFormatError
 from portscope.ingest.events import EventKind, Translated
 from portscope.ingest.memory import allocator_lanes, region_memory
-from portscope.ingest.readers import _memory_table
+from portscope.ingest.readers import memory_table
 from portscope.ingest.readers.ascend_memory import (
     OPERATOR_FORMAT,
     RECORD_FORMAT,
@@ -264,7 +264,7 @@ def test_read_in_small_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     rows = "".join(f"{('PTA', 'GE', 'APP')[i % 3]},{i},{i % 7},8,NPU:{i % 2}\n" for i in range(40))
     path = _file(tmp_path, HEAD + rows, "m.csv")
     whole = read_memory_record(path)
-    monkeypatch.setattr(_memory_table, "BLOCK_BYTES", 1)  # four header lines a block: a dozen rows
+    monkeypatch.setattr(memory_table, "BLOCK_BYTES", 1)  # four header lines a block: a dozen rows
     small = read_memory_record(path)
     assert small["engine_slices"].equals(whole["engine_slices"]) and small.run_info.extra == whole.run_info.extra
     assert whole["engine_slices"].num_rows == 2 * 14  # PTA's 14 rows (i = 0, 3, ... 39), allocated and reserved

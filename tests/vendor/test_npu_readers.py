@@ -18,8 +18,8 @@ from portscope.ingest import read_trace
 from portscope.ingest.convert import detect, load_any
 from portscope.ingest.errors import TraceFormatError
 from portscope.ingest.memory_lanes import memory_lanes
-from portscope.ingest.readers import _chrome_stream
-from portscope.ingest.readers._chrome_stream import event_batches, micros_to_ns
+from portscope.ingest.readers import chrome_stream
+from portscope.ingest.readers.chrome_stream import event_batches, micros_to_ns
 from portscope.ingest.report import trace_report_data
 from portscope.ingest.viewport import KINDS, build_lanes, reduce_viewport
 
@@ -65,7 +65,7 @@ def test_bare_array_in_chunks_equals_one_parse(tmp_path: Path, monkeypatch: pyte
                "args": {"list": [{"a": i}, {"b": "}, {"}]}} for i in range(400)]  # fmt: skip
     path = tmp_path / "a.json"
     path.write_bytes(orjson.dumps(events, option=orjson.OPT_INDENT_2))
-    monkeypatch.setattr(_chrome_stream, "CHUNK_BYTES", 512)
+    monkeypatch.setattr(chrome_stream, "CHUNK_BYTES", 512)
     _, batches = event_batches(path)
     got = [ev for batch in batches for ev in batch]
     assert got == events

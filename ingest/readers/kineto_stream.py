@@ -33,11 +33,11 @@ from ..kineto_vocabulary import (
     KINETO_MTIA_DEVICE_CATEGORY,
     KINETO_RUNTIME_CATEGORIES,
 )
-from ._chrome_stream import event_batches
 from ._kineto_events import KinetoEvents, comm_args, tensor_args
 from ._npu_flows import NpuCollect, launch_of
-from ._source import DEFAULT_CAPS, SizeCaps
+from .chrome_stream import event_batches
 from .npu_kineto import NpuLayout, may_hold_device_rows, npu_layout_of
+from .source import DEFAULT_CAPS, SizeCaps
 
 _ALIAS = KINETO_CATEGORY_ALIASES.get
 _FLOW_PHASES = ("s", "f")  # a tuple: membership by ==, so an unhashable "ph" from a stranger's file never raises

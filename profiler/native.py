@@ -175,6 +175,6 @@ def ready() -> bool:
     return handler_type(PLAIN) is not None
 
 
-if __name__ == "__main__":  # python -m portscope.profiler._native: build it once, e.g. after installing
+if __name__ == "__main__":  # python -m portscope.profiler.native: build it once, e.g. after installing
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     print(f"native recorder: {'ready' if ready() else 'not available'} ({cache_dir() / library_name()})")

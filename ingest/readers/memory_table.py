@@ -27,7 +27,7 @@ from pyarrow import csv as pa_csv
 
 from ..errors import TraceFormatError
 from ..events import NONE
-from ._source import SizeCaps, read_bytes
+from .source import SizeCaps, read_bytes
 
 SIZE_UNITS = {"b": 1, "bytes": 1, "kb": 1024, "kib": 1024, "mb": 2**20, "mib": 2**20, "gb": 2**30, "gib": 2**30}
 TIME_UNITS = {"ns": 1, "us": 1000, "µs": 1000, "μs": 1000, "ms": 10**6}

@@ -36,8 +36,8 @@ import orjson
 
 from .. import progress
 from ..errors import TraceFormatError
-from ._source import DEFAULT_CAPS, GZIP_MAGIC, SizeCaps, open_checked, read_bytes
 from .chrome_json import JSON_TOKEN, ChromeDocument
+from .source import DEFAULT_CAPS, GZIP_MAGIC, SizeCaps, open_checked, read_bytes
 
 CHUNK_BYTES = 8 << 20
 HEAD_LIMIT = 64 << 20  # an object's keys before its events are read this far at most

@@ -24,7 +24,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..spill import DiskColumn
-from ._chrome_events import ChromeEvents, blocks, lane_keys
+from .chrome_events import ChromeEvents, blocks, lane_keys
 
 BUCKET_ROWS = 1 << 20  # spans of the points' threads per time bucket, about (tests make it tiny)
 SAMPLE_ROWS = 1 << 16  # start times sampled for the bucket bounds, about
@@ -61,9 +61,9 @@ class Scatter:
 
     def column(self, hold: int | None = None) -> DiskColumn:
         """The values in index order (the parts put are dropped as they are assembled)."""
-        from . import _chrome_events
+        from . import chrome_events
 
-        out = DiskColumn(self.typecode, _chrome_events.HOLD_ROWS if hold is None else hold)
+        out = DiskColumn(self.typecode, chrome_events.HOLD_ROWS if hold is None else hold)
         for p, (at_col, value_col) in enumerate(zip(self._at, self._value, strict=True)):
             lo = p * self.rows
             dense = np.full(min(self.rows, self.n - lo), -1, dtype=out.dtype)

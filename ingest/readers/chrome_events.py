@@ -2,13 +2,13 @@
 
 The readers of runtime traces (torch_npu, Mobilint, Furiosa, generic Chrome JSON)
 share this pass. Spans and instants are kept as columns of integers (times in ns, exact,
-see ``_chrome_stream.micros_to_ns``, as int64; names, categories, pids and tids as int32
+see ``chrome_stream.micros_to_ns``, as int64; names, categories, pids and tids as int32
 codes into one table of values), and of each event's ``args`` only the keys a reader asks
 for: 36 bytes a span, 34 a flow endpoint, and no Python object kept per event (objects kept
 from a batch's parse would pin its memory). Each column is a ``_spill.DiskColumn``: past
 HOLD_ROWS values it goes to a temporary file after each batch of events, so what stays in
 memory is bounded whatever the trace's size; consumers read it block by block or by a windowed
-gather. ``_chrome_bind`` ties each flow endpoint (``s``/``t``/``f``) to the span it belongs
+gather. ``chrome_bind`` ties each flow endpoint (``s``/``t``/``f``) to the span it belongs
 to, by Chrome's binding rules.
 """
 
@@ -28,8 +28,8 @@ from ..errors import TraceFormatError
 from ..events import Translated
 from ..spill import DiskColumn
 from ..trace import Trace
-from ._chrome_stream import event_batches, micros_to_ns
-from ._source import DEFAULT_CAPS, SizeCaps
+from .chrome_stream import event_batches, micros_to_ns
+from .source import DEFAULT_CAPS, SizeCaps
 
 MAX_PROBLEMS = 10
 
