@@ -33,6 +33,8 @@ Columns (all times in ns from the start of the run; ``None`` where the format do
 ``output_dtypes``         the notation of ``shapes`` and ``dtypes``
 ``comm``                  a communication operator's own arguments where the format writes them: a code
                           into `EventColumns.comms` (a `Comm`: process group, sequence number...)
+``flow``                  `flow` points: their phase and what they bind to (`flow_point`); their id is
+                          their ``correlation``
 ========================  =================================================================================
 """
 
@@ -65,6 +67,36 @@ class EventKind(enum.Enum):
     SPAN = "span"  # any other span the format holds: drawn on its lane, read by no rule
     PLACEMENT = "placement"  # where a backend's log says an operator ran (`device` -1: the host), no span: not drawn
     COMPILE = "compile"  # a framework's log record of a compilation (`Logged.record` names it), no span: not drawn
+    FLOW = "flow"  # a point of a flow (Chrome's s/t/f) on a thread: the linker binds it to a span, which takes its id
+    # (`correlation`) as its own; not drawn
+
+
+class FlowPhase(enum.Enum):
+    """Where a flow point is on its flow (Chrome's ``s``, ``t``, ``f``)."""
+
+    START = "start"
+    STEP = "step"
+    END = "end"
+
+
+class FlowBinding(enum.Enum):
+    """The span a flow point binds to on its thread (Chrome's rules): ENCLOSING the innermost one open at its time
+    (``s``, ``t``, and ``f`` with ``"bp": "e"``; the next one when none is), NEXT the first one starting at or after
+    it (``f`` otherwise, and flow events v2's points), the longest first of those starting together."""
+
+    ENCLOSING = "enclosing"
+    NEXT = "next"
+
+
+def flow_point(phase: FlowPhase, binding: FlowBinding) -> int:
+    """The `flow` column's code of a flow point."""
+    return list(FlowPhase).index(phase) + len(FlowPhase) * list(FlowBinding).index(binding)
+
+
+def flow_binds_enclosing(codes: np.ndarray) -> np.ndarray:
+    """Per `flow` code: whether the point binds to the span enclosing it."""
+    return np.asarray(codes) // len(FlowPhase) == list(FlowBinding).index(FlowBinding.ENCLOSING)
+
 
 
 SPAN_KINDS = (EventKind.OP, EventKind.RUNTIME, EventKind.PYTHON, EventKind.ANNOTATION)
@@ -72,7 +104,7 @@ DEVICE_KINDS = (EventKind.KERNEL, EventKind.COPY, EventKind.MEMSET, EventKind.WA
 KIND_CODES = {k: i for i, k in enumerate(EventKind)}
 
 INT_COLUMNS = ("correlation", "copy_kind", "bytes", "device", "stream", "total_allocated", "total_reserved", "logged",
-               "comm")
+               "comm", "flow")
 TEXT_COLUMNS = ("name", "unit", "lane", "engine_kind", "output_shapes", "output_dtypes")
 ARG_COLUMNS = ("shapes", "strides", "dtypes", "bytes_in")  # an operator's arguments, kept once per distinct set
 COLUMNS = ("kind", "thread", "args", "start_ns", "dur_ns", *INT_COLUMNS, *TEXT_COLUMNS)
@@ -431,4 +463,5 @@ class Translated:
 
 
 __all__ = ["ARG_COLUMNS", "COLUMNS", "DEVICE_KINDS", "EVENTS", "INT_COLUMNS", "KIND_CODES", "NONE", "NO_ARGS", "SPAN_KINDS",
-           "TEXT_COLUMNS", "Comm", "EventColumns", "EventKind", "Logged", "SparseColumn", "Translated", "rows_where"]
+           "TEXT_COLUMNS", "Comm", "EventColumns", "EventKind", "FlowBinding", "FlowPhase", "Logged", "SparseColumn",
+           "Translated", "flow_binds_enclosing", "flow_point", "rows_where"]
