@@ -5,6 +5,14 @@ and writes regions, operators, engine lanes, transfers, signals, compiles and ru
 is decided here once for every reader; what a log line says of an event (`events.Logged`: a call site, a stack,
 a compile's id) goes to that event's signals and compiles. The operators table, one row per operator, is made
 `SLICE_ROWS` rows at a time as it is written (`Trace.slices`): converting never holds it whole.
+
+An event that stands for N occurrences (`events` column ``count``) makes signals of count N, and a counted copy N
+rows of the transfers table (its bytes split evenly; at most `MAX_COUNTED_ROWS`); an event whose file gives it no
+time (`Logged.timed` false) has no time in the signals and transfers tables. A run whose file is a list of regions
+(`Translated.root_name` None) has its annotations as its top-level regions, with what the file says of each
+(`events.RegionFacts`). A static schedule's engine slices (events that read and write buffers) carry what the rules
+found of them (``waited_on``, the extra ``depends_on``) and their instruction's source line (the extra
+``call_site``).
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from .builder import StackInterner
 from .callsites import parse_frame, relative_frames, site_of_frames
 from .columns import Coder, coded_column, nullable, table_of
 from .engine_lanes import EngineLanes, used_codes
-from .events import KIND_CODES, NONE, EventKind, Logged, SparseColumn, Translated, rows_where
+from .events import KIND_CODES, NONE, EventKind, Logged, RegionFacts, SparseColumn, Translated, rows_where
 from .link import link
 from .rules import (
     DIRECTIONS,
@@ -37,7 +45,6 @@ from .rules import (
 )
 from .schema import (
     Direction,
-    Mode,
     Placement,
     SignalKind,
 )
@@ -45,6 +52,9 @@ from .spill import DiskColumn, release_memory
 from .trace import TableSlices, Trace
 
 SLICE_ROWS = 1 << 20  # operators made into one record batch
+MAX_COUNTED_ROWS = 1_000_000  # transfers rows written for one counted copy at most (its signal keeps the count)
+DEPENDS_ON = pa.field("depends_on", pa.list_(pa.int64()))  # engine_slices extra: producer correlations (FORMAT.md)
+SLICE_CALL_SITE = pa.field("call_site", pa.dictionary(pa.int32(), pa.string()))  # engine_slices extra: "path:line"
 _MIN = np.iinfo(np.int64).min
 _FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")
 _PLACES = [Placement.HOST.value, Placement.DEVICE.value, Placement.FALLBACK.value]
@@ -59,6 +69,8 @@ class Assembly(EngineLanes):
         ev = t.events
         self.n_events = len(ev)
         self.texts, self.threads, self.arguments, self.logs = ev.texts, ev.threads, ev.arguments, ev.logs
+        self.facts = ev.facts
+        self.schedule: dict[int, tuple] = {}  # a static schedule's slices: row -> (waited_on, depends_on, site, bytes)
         self.comm_values = ev.comms
         self.a = ev.arrays(release=True)
         progress.current().stage(progress.Stage.LINKING)
@@ -132,24 +144,33 @@ class Assembly(EngineLanes):
 
     # -- regions ----------------------------------------------------------------------------------------------------
     def regions(self) -> pa.Table:
-        """The regions table (the root, then one per annotation); sets `region_ids` (by annotation row + 1)."""
+        """The regions table (the root, then one per annotation; no root where the file is a list of regions: the
+        annotations alone); sets `region_ids` (by annotation row + 1; an event outside every annotation of a run
+        without a root: the first region)."""
         a, links = self.a, self.links
         anns = links.annotations
+        rooted = self.t.root_name is not None or not len(anns)
+        first = int(rooted)
         ids = np.zeros(len(a["kind"]) + 1, dtype=np.int32)  # indexed by annotation row + 1 (0: the root)
-        ids[anns + 1] = np.arange(1, len(anns) + 1)
+        ids[anns + 1] = np.arange(first, len(anns) + first)
         self.region_ids = ids
-        starts = [0, *a["start_ns"][anns].tolist()]
-        durs = [max(self.links.end_ns, self.t.end_ns), *a["dur_ns"][anns].tolist()]
-        peaks = memory_peaks(self.linked, [(s, s + d) for s, d in zip(starts, durs, strict=True)],
+        facts = [self.facts[c] if c != NONE else RegionFacts() for c in np.asarray(a["region_facts"][anns]).tolist()]
+        starts = [0] * first + a["start_ns"][anns].tolist()
+        spans = [max(self.links.end_ns, self.t.end_ns)] * first + a["dur_ns"][anns].tolist()
+        peaks = memory_peaks(self.linked, [(s, s + d) for s, d in zip(starts, spans, strict=True)],
                              device_only=self.t.root_device != "cpu")  # fmt: skip
-        parent = [None, *ids[links.annotation_parent + 1].tolist()]
-        names = [self.t.root_name, *(self.texts[c] or "" for c in a["name"][anns].tolist())]
+        facts = [RegionFacts(mode=self.t.root_mode)] * first + facts
+        peaks = [f.peak_memory_bytes if f.peak_memory_bytes is not None else p for f, p in zip(facts, peaks, strict=True)]
+        around = links.annotation_parent
+        parent = [None] * first + [int(ids[p + 1]) if p >= 0 or rooted else None for p in around.tolist()]
+        names = [self.t.root_name or "run"] * first + [self.texts[c] or "" for c in a["name"][anns].tolist()]
         n = len(names)
         return table_of("regions", {
             "region_id": np.arange(n, dtype=np.int32), "parent_id": pa.array(parent, pa.int32()), "name": names,
-            "start_ns": starts, "dur_ns": durs, "mode": [self.t.root_mode.value, *[Mode.UNKNOWN.value] * (n - 1)],
-            "phase": [schema.Phase.NONE.value] * n, "device": [self.t.root_device] * n,
-            "peak_memory_bytes": pa.array(peaks, pa.int64())})  # fmt: skip
+            "start_ns": starts, "dur_ns": [d if f.timed else 0 for d, f in zip(spans, facts, strict=True)],
+            "mode": [f.mode.value for f in facts], "phase": [f.phase.value for f in facts],
+            "device": [self.t.root_device] * n, "peak_memory_bytes": pa.array(peaks, pa.int64()),
+            "tags": [f.tags for f in facts]})  # fmt: skip
 
     # -- call sites -------------------------------------------------------------------------------------------------
     def call_sites(self) -> None:
@@ -192,6 +213,7 @@ class Assembly(EngineLanes):
         tables["comms"] = self.comms()
         placement = self.placements()
         tables["transfers"], tables["signals"], tables["compiles"] = self.findings(self.found, sliced)  # type: ignore[assignment]
+        self.schedule = self._schedule(self.found)
         found = self.found.signal_columns()  # what the lanes read of the findings: the events that fell back
         self.fallbacks = found["event"][found["kind"] == SIGNAL_KINDS.index(SignalKind.CPU_FALLBACK)].astype(
             np.int32 if len(self.a["kind"]) < 2**31 else np.int64)  # fmt: skip
@@ -324,19 +346,27 @@ class Assembly(EngineLanes):
         places = ["cpu", *(self.device_name(int(d)) if d >= 0 else self.t.root_device for d in devs.tolist())]
         device = dev_at.reshape(-1) + 1
         ends = {"src_device": DIRECTIONS.index(Direction.H2D), "dst_device": DIRECTIONS.index(Direction.D2H)}
+        count, untimed = self._counts(rows), self._untimed(rows)
+        each, nbytes = _counted(count, t["bytes"])  # a counted copy: as many rows, its bytes split evenly
+
+        def rows_of(v: np.ndarray) -> np.ndarray:
+            return v if each is None else v[each]
+
+        start, dur, region = rows_of(a["start_ns"][rows]), rows_of(a["dur_ns"][rows]), rows_of(self._region(rows, op))
         transfers = table_of("transfers", {
-            "region_id": self._region(rows, op), "op_id": nullable(op, op < 0),
-            "direction": coded_column([d.value for d in DIRECTIONS], direction), "bytes": t["bytes"],
-            **{c: coded_column(places, np.where(direction == host, 0, device)) for c, host in ends.items()},
-            "start_ns": a["start_ns"][rows], "dur_ns": a["dur_ns"][rows],
-            "cause": ["explicit"] * len(rows), "call_site": site, "stack_id": stack})  # fmt: skip
+            "region_id": region, "op_id": nullable(rows_of(op), rows_of(op) < 0),
+            "direction": coded_column([d.value for d in DIRECTIONS], rows_of(direction)), "bytes": nbytes,
+            **{c: coded_column(places, rows_of(np.where(direction == host, 0, device))) for c, host in ends.items()},
+            "start_ns": nullable(start, rows_of(untimed)), "dur_ns": nullable(dur, rows_of(untimed)),
+            "cause": ["explicit"] * len(start), "call_site": site if each is None else site.take(each),
+            "stack_id": stack if each is None else stack.take(each)})  # fmt: skip
         # the signals: the transfers' then the rules' others, one source each (not joined: millions of AI CPU kernels)
         signal_of = np.array([SIGNAL_KINDS.index(d.signal) for d in DIRECTIONS], dtype=np.int8)
         none = np.full(len(rows), NO_WORD, dtype=np.int32)
         sources = [{"event": rows, "op": np.asarray(op_rows, dtype=np.int64), "kind": signal_of[direction],
-                    "reason": t["reason"], "note": none, "word": none, "bytes": t["bytes"],
+                    "reason": t["reason"], "note": none, "word": none, "bytes": t["bytes"], "count": count,
                     "text": a["name"][np.where(op_rows >= 0, op_rows, rows)] if len(rows) else rows.astype(np.int32)},
-                   {**s, "text": s["name_text"], "word": s["name_word"]}]  # fmt: skip
+                   {**s, "text": s["name_text"], "word": s["name_word"], "count": self._counts(s["event"])}]  # fmt: skip
         n = len(rows) + len(s["event"])
         order = self._in_time_order(sources)
         positions = [np.arange(lo, min(lo + SLICE_ROWS, n)) if order is None else order[lo : lo + SLICE_ROWS]
@@ -425,7 +455,7 @@ class Assembly(EngineLanes):
         return table_of("signals", {
             "region_id": self._region(ev, sig_op), "op_id": nullable(sig_op, sig_op < 0),
             "kind": code("kind", pick("kind")), "reason": code("reason", _words(pick("reason"), words)),
-            "op_name": code("op_name", shown), "count": np.ones(len(ev), dtype=np.int64), "bytes": pick("bytes"),
+            "op_name": code("op_name", shown), "count": pick("count"), "bytes": pick("bytes"),
             "call_site": site, "stack_id": stack, "note": code("note", _words(pick("note"), words)), "time_ns": time})  # fmt: skip
 
     def compiles(self, f: Findings) -> pa.Table:
@@ -448,6 +478,44 @@ class Assembly(EngineLanes):
             "compile_ns": [x.compile_ns if c else d for x, c, d in zip(logged, logged_compile, dur, strict=True)],
             "reason": [f.compile_reason[i] for i in at], "call_site": [x.call_site for x in logged],
             "time_ns": [t if x.timed else None for x, t in zip(logged, time, strict=True)]})  # fmt: skip
+
+    def _counts(self, rows: np.ndarray) -> np.ndarray:
+        """How many occurrences each event row stands for (`events` column ``count``; none given: one)."""
+        given = np.asarray(self.a["count"][rows], dtype=np.int64)
+        return np.where(given == NONE, 1, given)
+
+    def _untimed(self, rows: np.ndarray) -> np.ndarray:
+        """A flag per event row: its file gives it no time (`Logged.timed` false)."""
+        if not self.logs or not any(not x.timed for x in self.logs):
+            return np.zeros(len(rows), dtype=bool)
+        return np.array([x is not None and not x.timed for x in self._logged(rows)], dtype=bool)
+
+    def _schedule(self, f: Findings) -> dict[int, tuple]:
+        """A static schedule's slices (a run whose events read and write buffers): per span row, (what its engine
+        idled on, the correlations it read from, its instruction's source line, its bytes); else none."""
+        if not any(x.reads or x.writes for x in self.logs):
+            return {}
+        a = self.a
+        rows = np.flatnonzero(a["kind"] == KIND_CODES[EventKind.SPAN])
+        logged = self._logged(rows)
+        nbytes = np.asarray(a["bytes"][rows]).tolist()
+        return {r: (f.waited.get(r), f.depends.get(r), x.call_site if x is not None else None, b if b != NONE else None)
+                for r, x, b in zip(rows.tolist(), logged, nbytes, strict=True)}
+
+    def _slices(self, rows: np.ndarray, engine: pa.Array, engine_kind: pa.Array | list[str], kind: pa.Array | list[str],
+                op: np.ndarray, nbytes: np.ndarray | None = None, name: pa.Array | None = None,
+                start: np.ndarray | None = None, dur: np.ndarray | None = None) -> pa.Table:
+        """`EngineLanes._slices`, with a static schedule's own columns where the run is one (`_schedule`)."""
+        if not self.schedule:
+            return super()._slices(rows, engine, engine_kind, kind, op, nbytes, name, start, dur)
+        said = [self.schedule.get(r, (None, None, None, None)) for r in rows.tolist()]
+        if nbytes is None:  # a schedule's spans carry their bytes (a copy engine's instruction)
+            nbytes = np.array([x[3] if x[3] is not None else NONE for x in said], dtype=np.int64)
+        table = super()._slices(rows, engine, engine_kind, kind, op, nbytes, name, start, dur)
+        waited = pa.array([x[0] for x in said], pa.string()).dictionary_encode()
+        table = table.set_column(table.schema.get_field_index("waited_on"), "waited_on", waited)
+        table = table.append_column(DEPENDS_ON, pa.array([list(x[1]) if x[1] else None for x in said], DEPENDS_ON.type))
+        return table.append_column(SLICE_CALL_SITE, pa.array([x[2] for x in said], pa.string()).dictionary_encode())
 
     def _logged(self, rows: np.ndarray) -> list[Logged | None]:
         """What a log line says of each event row (None: nothing)."""
@@ -513,6 +581,18 @@ def _distinct(column: np.ndarray | DiskColumn, rows: np.ndarray) -> np.ndarray:
     return np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
 
 
+def _counted(count: np.ndarray, nbytes: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """(per row written, the finding it is of; None: one each) and each row's bytes: a finding of count N is N rows
+    (at most `MAX_COUNTED_ROWS`), its bytes split evenly (the first ones a byte more where they do not divide)."""
+    if not len(count) or (count == 1).all():
+        return None, nbytes
+    times = np.clip(count, 0, MAX_COUNTED_ROWS)
+    each = np.repeat(np.arange(len(count)), times)
+    k = np.arange(len(each)) - np.repeat(np.cumsum(times) - times, times)  # a row's place among its finding's
+    per = np.maximum(times[each], 1)
+    return each, nbytes[each] // per + (k < nbytes[each] % per)
+
+
 def _words(codes: np.ndarray, none: int) -> np.ndarray:
     """Codes into `Findings.words` with `NO_WORD` as `none` (a None after the words)."""
     return np.where(codes == NO_WORD, none, codes)
@@ -530,4 +610,4 @@ def assemble(translated: Translated, *, sliced: bool = False) -> Trace:
     return trace
 
 
-__all__ = ["SLICE_ROWS", "Assembly", "assemble"]
+__all__ = ["DEPENDS_ON", "MAX_COUNTED_ROWS", "SLICE_CALL_SITE", "SLICE_ROWS", "Assembly", "assemble"]

@@ -35,6 +35,11 @@ Columns (all times in ns from the start of the run; ``None`` where the format do
                           into `EventColumns.comms` (a `Comm`: process group, sequence number...)
 ``flow``                  `flow` points: their phase and what they bind to (`flow_point`); their id is
                           their ``correlation``
+``count``                 how many occurrences the event stands for, where the format keeps counts, not
+                          records (an explain dump's per-operator counters, ``op_statistic.csv``'s Count);
+                          none: one. Its signals count as many; a counted copy is that many transfers
+``region_facts``          `annotation` events: a code into `EventColumns.facts`, what the format says of the
+                          region beyond its name and span (a `RegionFacts`: mode, phase, peak memory, tags)
 ========================  =================================================================================
 """
 
@@ -47,7 +52,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .schema import Mode
+from .schema import Mode, Phase
 from .spill import DiskColumn
 from .trace import RunInfo
 
@@ -65,7 +70,8 @@ class EventKind(enum.Enum):
     MEMORY = "memory"  # an allocation (+bytes) or a free (-bytes), with the allocator's totals
     WAIT = "wait"  # device-side evidence that the host waited (a driver sync slice, Kineto's cuda_sync)
     SPAN = "span"  # any other span the format holds: drawn on its lane, read by no rule
-    PLACEMENT = "placement"  # where a backend's log says an operator ran (`device` -1: the host), no span: not drawn
+    PLACEMENT = "placement"  # where a backend's log or profile says work ran (`device` -1: the host; `unit`: the
+    # device unit), an operator or a data movement it counts by site; no span: not drawn
     COMPILE = "compile"  # a framework's log record of a compilation (`Logged.record` names it), no span: not drawn
     FLOW = "flow"  # a point of a flow (Chrome's s/t/f) on a thread: the linker binds it to a span, which takes its id
     # (`correlation`) as its own; not drawn
@@ -98,13 +104,12 @@ def flow_binds_enclosing(codes: np.ndarray) -> np.ndarray:
     return np.asarray(codes) // len(FlowPhase) == list(FlowBinding).index(FlowBinding.ENCLOSING)
 
 
-
 SPAN_KINDS = (EventKind.OP, EventKind.RUNTIME, EventKind.PYTHON, EventKind.ANNOTATION)
 DEVICE_KINDS = (EventKind.KERNEL, EventKind.COPY, EventKind.MEMSET, EventKind.WAIT)
 KIND_CODES = {k: i for i, k in enumerate(EventKind)}
 
 INT_COLUMNS = ("correlation", "copy_kind", "bytes", "device", "stream", "total_allocated", "total_reserved", "logged",
-               "comm", "flow")
+               "comm", "count", "region_facts", "flow")
 TEXT_COLUMNS = ("name", "unit", "lane", "engine_kind", "output_shapes", "output_dtypes")
 ARG_COLUMNS = ("shapes", "strides", "dtypes", "bytes_in")  # an operator's arguments, kept once per distinct set
 COLUMNS = ("kind", "thread", "args", "start_ns", "dur_ns", *INT_COLUMNS, *TEXT_COLUMNS)
@@ -132,16 +137,20 @@ def rows_where(flags: np.ndarray, step: int = 1 << 20) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True)
 class Logged:
-    """What a log line says of a `placement` or `compile` event beyond its name and time (kept once per distinct
-    one).
+    """What a log line (or a file's record) says of an event beyond its name and time (kept once per distinct one):
+    of `placement` and `compile` events, and of any event whose file says more (an untimed count, a note, an
+    instruction's source line and tensors).
 
-    record: the log record it came from, as the log names it (``dynamo_output_graph``, ``restart_reasons``...).
+    record: the log record it came from, as the log names it (``dynamo_output_graph``, ``restart_reasons``...; an
+    explain dump's key: ``cpu_fallback_by_op``, ``hidden_host_bounce``, ``recompile_by_op``).
     reason: the log's own words for why (a fallback's detail, a graph break's or recompile's reason).
     call_site: ``file:line (function)`` the log names; stack: the user's frames it prints, innermost first;
     source: the call site's line of source as the log prints it. compile_id, frame_key: a compile's id (with its
     attempt: ``0/1_1``) and its frame's (``0/1``); frame: the compiled code's ``file:line (name)``; op_count,
     compile_ns: what the log measured of it. timed: False where the line has no usable time (the event then sits
-    at the previous line's)."""
+    at the previous line's, or its region's start). fix: the remedy the file itself names for it (an explain
+    dump's notes). reads, writes: the buffers (tensors, as the file numbers them) the event reads and writes (a
+    compiler schedule's instructions: the rules find what each one waited on)."""
 
     record: str | None = None
     reason: str | None = None
@@ -153,6 +162,26 @@ class Logged:
     frame: str | None = None
     op_count: int | None = None
     compile_ns: int | None = None
+    timed: bool = True
+    fix: str | None = None
+    reads: tuple[int, ...] = ()
+    writes: tuple[int, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class RegionFacts:
+    """What a format says of one of its regions (an `annotation` event) beyond its name and span (kept once per
+    distinct one).
+
+    mode, phase: how the region ran, where the format says. peak_memory_bytes: the region's peak as the format
+    states it (an explain dump's ``device_memory.peak_bytes``; None: from the memory events inside it). tags: a
+    JSON object of the format's own labels. timed: False where the format gives the region no wall time (a
+    schedule in cycles): its span only places the events in it, and its duration is written 0."""
+
+    mode: Mode = Mode.UNKNOWN
+    phase: Phase = Phase.NONE
+    peak_memory_bytes: int | None = None
+    tags: str | None = None
     timed: bool = True
 
 
@@ -226,6 +255,8 @@ class EventColumns:
         self._log_codes: dict[Logged, int] = {}
         self.comms: list[Comm] = []  # the `comm` column's values
         self._comm_codes: dict[Comm, int] = {}
+        self.facts: list[RegionFacts] = []  # the `region_facts` column's values
+        self._fact_codes: dict[RegionFacts, int] = {}
         self._rows: dict[str, list[int]] = {c: [] for c in COLUMNS}
         self._parts: list[dict[str, np.ndarray]] = []
 
@@ -262,6 +293,10 @@ class EventColumns:
     def comm(self, comm: Comm) -> int:
         """The `comm` code of a communication operator's arguments (`add(..., comm=code)`, or a column of codes)."""
         return _code_of(comm, self._comm_codes, self.comms)
+
+    def region_facts(self, facts: RegionFacts) -> int:
+        """The `region_facts` code of what a format says of a region (`add(EventKind.ANNOTATION, ..., region_facts=code)`)."""
+        return _code_of(facts, self._fact_codes, self.facts)
 
     def add(self, kind: EventKind, name: str | None, pid: object, tid: object, start_ns: int, dur_ns: int = 0,
             **fields: Any) -> None:
@@ -444,7 +479,9 @@ class EventColumns:
 class Translated:
     """What a reader gives: the events of one file and what the file says about its run.
 
-    root_name: the run's top region (the file the user gave, never the recorder's own temporary path).
+    root_name: the run's top region (the file the user gave, never the recorder's own temporary path); None: the
+    file is a list of regions (an explain dump's dumps, a schedule), given as annotations: they are the top-level
+    regions, with no region around them.
     root_device: the device the run works on (``cuda:0``, ``npu:0``, ``cpu``; None: the format does not say).
     root_mode: how the run executed, where the format says (a fallback log: eager; a compile log: compiled).
     end_ns: the run's end where the format says more than its events do (a log's last record; else their end).
@@ -454,7 +491,7 @@ class Translated:
 
     events: EventColumns
     run_info: RunInfo
-    root_name: str
+    root_name: str | None
     root_device: str | None
     infer_fallback: bool = False
     root_mode: Mode = Mode.UNKNOWN
@@ -463,5 +500,5 @@ class Translated:
 
 
 __all__ = ["ARG_COLUMNS", "COLUMNS", "DEVICE_KINDS", "EVENTS", "INT_COLUMNS", "KIND_CODES", "NONE", "NO_ARGS", "SPAN_KINDS",
-           "TEXT_COLUMNS", "Comm", "EventColumns", "EventKind", "FlowBinding", "FlowPhase", "Logged", "SparseColumn",
-           "Translated", "flow_binds_enclosing", "flow_point", "rows_where"]
+           "TEXT_COLUMNS", "Comm", "EventColumns", "EventKind", "FlowBinding", "FlowPhase", "Logged", "RegionFacts",
+           "SparseColumn", "Translated", "flow_binds_enclosing", "flow_point", "rows_where"]

@@ -12,11 +12,22 @@ here is fixed for every format. The rules:
   copy's label; a runtime copy call that launched no device work the trace shows is a transfer of its own (its
   direction from its kind argument or name, else unknown).
 * **online compile**: a compile call nested in another compile call counts once.
-* **ai-cpu**: a kernel the device ran on its AI CPU is a device-side fallback.
+* **ai-cpu**: a kernel the device ran on its AI CPU is a device-side fallback, and so is an operator a profile's
+  totals place on it (``op_statistic.csv``: a `placement` of unit AI_CPU, counted).
 * **inferred fallback** (asked for): a leaf operator on a launching thread that launched no device work.
-* **logged fallback**: an operator a backend's log places on the host; its cause from the words the backend logged.
+* **logged fallback**: an operator a backend's log places on the host; its cause from the words the backend logged
+  (a backend's own counts by operator, an explain dump's ``cpu_fallback_by_op``: its reason as it names it).
+* **host bounce**: data a backend's dump counts by site as moved through the host (``hidden_host_bounce``); the
+  site names the kind (`HOST_BOUNCE_SITES`); its ``*_batch_to_per_entry`` sites are bookkeeping, not bounces.
+* **counted recompile**: operators a backend's dump counts as recompiled (``recompile_by_op``): dispatch recompiles.
 * **compiled graph**, **graph break**, **recompile**: a framework's compile log records (TORCH_TRACE); a frame whose
   log holds no graph-break or recompile record of its own (older torch) gets them from its compile metrics.
+* **dataflow**: in a static schedule (events that read and write numbered buffers: `Logged.reads`, ``writes``), an
+  instruction depends on the last one that wrote each buffer it reads before it began (else the last other one that
+  wrote it), and its engine idled on its latest producer (``transfer`` for a copy engine's, else ``dependency``)
+  where that one ended after the engine's previous slice and no later than it began.
+The signal a file's own count stands for counts as many (`events` column ``count``); a file's own remedy
+(`Logged.fix`) is the signal's note.
 Memory (`memory_peaks`) gives each region the maximum of the allocator's total within it.
 """
 
@@ -60,7 +71,27 @@ RECOMPILE_RECORD = "recompile_reasons"  # a recompile, the guards that failed
 RESTART_RECORD = "restart_reasons"  # older torch: a restart reason in a frame's compile metrics (a graph break)
 METRICS_RECOMPILE_RECORD = "recompile_reason"  # older torch: a recompile's reason in a frame's compile metrics
 UNREADABLE = "unknown (payload unreadable)"
+# the records of an explain dump (a backend's counts, no timeline) that rules read, as the dump's keys name them
+COUNTED_FALLBACK_RECORD = "cpu_fallback_by_op"  # fallbacks counted by operator, the reason as the backend names it
+BOUNCE_RECORD = "hidden_host_bounce"  # data moved through the host, counted by site
+COUNTED_RECOMPILE_RECORD = "recompile_by_op"  # dispatch recompiles counted by operator
+HOST_BOUNCE_SITES: dict[str, SignalKind] = {  # a dump's bounce site -> its kind (any other site: host_bounce/other)
+    "copy_d2d_host_bounce": SignalKind.BOUNCE_DTYPE,  # a device->device copy the device cannot do (a dtype change)
+    "strided_v2v_cpu_fallback": SignalKind.BOUNCE_STRIDED,
+    "op_arg_through_host": SignalKind.BOUNCE_OTHER,
+    "copy_h2d_staging": SignalKind.BOUNCE_OTHER,
+    "copy_h2d_noncontig_dst": SignalKind.BOUNCE_OTHER,
+}
+EXCLUDED_SITE_SUFFIX = "_batch_to_per_entry"  # v2v_/host_batch_to_per_entry: bookkeeping, not part of the totals
+TRANSFER_WAIT, DEPENDENCY_WAIT = "transfer", "dependency"  # what an engine of a schedule idled on
 _ALIGN = re.compile(r"(?:multiple of|aligned to|alignment of)\s*(\d+)")
+
+
+def bounce_kind(site: str) -> SignalKind | None:
+    """The signal kind of a host-bounce site a dump counts (None: bookkeeping, not a bounce)."""
+    if site.endswith(EXCLUDED_SITE_SUFFIX):
+        return None
+    return HOST_BOUNCE_SITES.get(site, SignalKind.BOUNCE_OTHER)
 
 
 def is_copy_call(name: str) -> bool:
@@ -94,6 +125,10 @@ class Linked:
 
     def name(self, row: int) -> str:
         return self.texts[self.a["name"][row]] or ""
+
+    def given_name(self, row: int) -> str | None:
+        """The event's name as the file gives it (None: none, a dump's count not attributed to an operator)."""
+        return self.texts[self.a["name"][row]]
 
     def names_where(self, test: Callable[[str], bool]) -> np.ndarray:
         """A flag per text code: whether `test` holds for that text."""
@@ -166,8 +201,9 @@ class Findings:
     """What rules found, as columns (no Python object per signal): signals (`signal_columns`: the event the signal is
     about, its operator (-1: none), its kind (an index into `SIGNAL_KINDS`), its reason and note (codes into `words`,
     `NO_WORD`: none), the operator name it shows (`name_word`, a code into `words`, else `name_text`, an event text
-    code), its bytes), transfers (`transfer_columns`: event, direction (an index into `DIRECTIONS`), bytes, reason)
-    and compiles (few: lists)."""
+    code), its bytes), transfers (`transfer_columns`: event, direction (an index into `DIRECTIONS`), bytes, reason),
+    compiles (few: lists) and a static schedule's dataflow (few: per event row, the correlations of the instructions
+    it read from (`depends`) and what its engine idled on before it (`waited`))."""
 
     def __init__(self) -> None:
         self.words: list[str] = []
@@ -178,6 +214,8 @@ class Findings:
         self.compile_event: list[int] = []  # compiles table rows
         self.compile_kind: list[CompileKind] = []
         self.compile_reason: list[str | None] = []
+        self.depends: dict[int, tuple[int, ...]] = {}
+        self.waited: dict[int, str] = {}
 
     def word(self, text: str | None) -> int:
         """The code of a text in `words` (`NO_WORD`: None)."""
@@ -381,11 +419,15 @@ def _online_compiles(linked: Linked, out: Findings) -> None:
 
 def _ai_cpu(linked: Linked, out: Findings) -> None:
     a, links = linked.a, linked.links
+    on_ai_cpu = linked.names_where(lambda t: t == AI_CPU)
     kernels = linked.rows(EventKind.KERNEL)
-    ai_cpu = linked.names_where(lambda t: t == AI_CPU)[a["unit"][kernels]]
-    rows = kernels[ai_cpu]
+    rows = kernels[on_ai_cpu[a["unit"][kernels]]]
     op = np.asarray(links.op[rows], dtype=np.int64)
     out.signals_of(rows, op, SignalKind.CPU_FALLBACK, "ai-cpu", a["name"][np.where(op >= 0, op, rows)], AI_CPU_NOTE)
+    placed = linked.rows(EventKind.PLACEMENT)  # operators a profile's totals place on the AI CPU (op_statistic)
+    placed = placed[on_ai_cpu[a["unit"][placed]]]
+    out.signals_of(placed, np.full(len(placed), -1, dtype=np.int64), SignalKind.CPU_FALLBACK, "ai-cpu",
+                   a["name"][placed], AI_CPU_NOTE)  # fmt: skip
 
 
 def _inferred_fallbacks(linked: Linked, out: Findings) -> None:
@@ -399,11 +441,29 @@ def _inferred_fallbacks(linked: Linked, out: Findings) -> None:
 def _logged_fallbacks(linked: Linked, out: Findings) -> None:
     device = linked.a["device"]
     for row, logged in linked.logged(EventKind.PLACEMENT):
-        if int(device[row]) != -1:
-            continue  # the log says it ran on a device
+        if int(device[row]) != -1 or logged.record not in (None, COUNTED_FALLBACK_RECORD):
+            continue  # the log says it ran on a device, or the record is not about an operator
+        if logged.record == COUNTED_FALLBACK_RECORD:  # the backend's own classing, as it names it
+            out.signal(row, -1, SignalKind.CPU_FALLBACK, logged.reason, linked.given_name(row), logged.fix)
+            continue
         cause = logged_cause(logged.reason)
         reason = f"{cause.value} ({logged.reason})" if cause is not None else None
-        out.signal(row, -1, SignalKind.CPU_FALLBACK, reason, linked.name(row), _fallback_note(cause, logged.reason))
+        out.signal(row, -1, SignalKind.CPU_FALLBACK, reason, linked.name(row),
+                   logged.fix or _fallback_note(cause, logged.reason))  # fmt: skip
+
+
+def _host_bounces(linked: Linked, out: Findings) -> None:
+    nbytes = linked.a["bytes"]
+    for row, logged in linked.logged(EventKind.PLACEMENT):
+        if logged.record != BOUNCE_RECORD or (kind := bounce_kind(site := linked.name(row))) is None:
+            continue
+        out.signal(row, -1, kind, site, None, logged.fix, max(int(nbytes[row]), 0))
+
+
+def _counted_recompiles(linked: Linked, out: Findings) -> None:
+    for row, logged in linked.logged(EventKind.COMPILE):
+        if logged.record == COUNTED_RECOMPILE_RECORD:  # counts by operator: no compiles row (that table lists single
+            out.signal(row, -1, SignalKind.RECOMPILE, logged.reason, linked.given_name(row), logged.fix)  # compiles)
 
 
 def _fallback_note(cause: Cause | None, text: str | None) -> str | None:
@@ -442,6 +502,45 @@ def _graph_breaks(linked: Linked, out: Findings) -> None:
 def _recompiles(linked: Linked, out: Findings) -> None:
     _compile_records(linked, out, RECOMPILE_RECORD, METRICS_RECOMPILE_RECORD, CompileKind.RECOMPILE,
                      SignalKind.COMPILE_RECOMPILE, UNREADABLE)  # fmt: skip
+
+
+def _dataflow(linked: Linked, out: Findings) -> None:
+    """A static schedule's dependencies and waits (module docstring: dataflow); an instruction is the events of one
+    correlation id (one per engine it ran on)."""
+    if not any(x.reads or x.writes for x in linked.logs):
+        return
+    a = linked.a
+    instructions: dict[int, dict] = {}
+    for row, x in linked.logged(EventKind.SPAN):  # a schedule's spans: its instructions, all of them on the lanes
+        corr = int(a["correlation"][row])
+        key = corr if corr != NONE else -1 - row
+        begin = int(a["start_ns"][row])
+        ins = instructions.setdefault(key, {"key": key, "rows": [], "begin": begin, "end": begin + int(a["dur_ns"][row]),
+                                            "reads": x.reads, "writes": x.writes, "copy": False})  # fmt: skip
+        ins["rows"].append(row)
+        ins["copy"] |= (linked.texts[a["engine_kind"][row]] or "").startswith("dma")
+    writers: dict[int, list[dict]] = {}
+    for ins in instructions.values():
+        for t in ins["writes"]:
+            writers.setdefault(t, []).append(ins)
+    lane_end: dict[int, int] = {}
+    for ins in sorted(instructions.values(), key=lambda i: (i["begin"], i["key"])):
+        producers = []
+        for t in ins["reads"]:
+            others = [w for w in writers.get(t, []) if w is not ins]
+            candidates = [w for w in others if w["end"] <= ins["begin"]] or others
+            if candidates:
+                producers.append(max(candidates, key=lambda w: (w["end"], w["key"])))
+        depends = tuple(sorted({p["key"] for p in producers if p["key"] >= 0}))
+        last = max(producers, key=lambda w: w["end"], default=None)
+        for row in ins["rows"]:
+            if depends:
+                out.depends[row] = depends
+            lane = int(a["thread"][row])
+            free = lane_end.get(lane, 0)
+            if last is not None and free < last["end"] <= ins["begin"]:
+                out.waited[row] = TRANSFER_WAIT if last["copy"] else DEPENDENCY_WAIT
+            lane_end[lane] = max(free, ins["end"])
 
 
 def inferred_fallback_ops(linked: Linked) -> np.ndarray:
@@ -493,14 +592,20 @@ RULES: RuleSet[EventRule] = RuleSet([
     EventRule("ai-cpu", "a kernel the device ran on its AI CPU", (SignalKind.CPU_FALLBACK,), _ai_cpu),
     EventRule("inferred-fallback", "a leaf operator that launched no device work (asked for: a guess)",
               (SignalKind.CPU_FALLBACK,), _inferred_fallbacks),
+    EventRule("host-bounce", "data a backend's dump counts by site as moved through the host; the site names the kind",
+              (SignalKind.BOUNCE_DTYPE, SignalKind.BOUNCE_STRIDED, SignalKind.BOUNCE_OTHER), _host_bounces),
     EventRule("logged-fallback", "an operator a backend's log places on the host; its cause from the logged words",
               (SignalKind.CPU_FALLBACK,), _logged_fallbacks),
+    EventRule("counted-recompile", "operators a backend's dump counts as recompiled at dispatch",
+              (SignalKind.RECOMPILE,), _counted_recompiles),
     EventRule("compiled-graph", "a graph a compile log records as compiled", (SignalKind.COMPILE_GRAPH,),
               _compiled_graphs),
     EventRule("graph-break", "a compile log's graph break; else (older torch) its frame's metrics' restart reasons",
               (SignalKind.COMPILE_GRAPH_BREAK,), _graph_breaks),
     EventRule("recompile", "a compile log's recompile, the guards that failed; else (older torch) its metrics'",
               (SignalKind.COMPILE_RECOMPILE,), _recompiles),
+    EventRule("dataflow", "a static schedule: what each instruction read from, and what its engine idled on before it",
+              (), _dataflow),
 ])  # fmt: skip
 
 
@@ -531,7 +636,9 @@ def memory_peaks(linked: Linked, spans: list[tuple[int, int]], device_only: bool
     return out
 
 
-__all__ = ["AI_CPU", "AI_CPU_NOTE", "BREAK_RECORD", "COMPILE_NOTE", "COPY_KINDS", "DIRECTIONS", "GRAPH_RECORD", "NO_WORD",
-           "METRICS_RECOMPILE_RECORD", "RECOMPILE_RECORD", "RESTART_RECORD", "RULES", "SIGNAL_KINDS", "UNREADABLE", "Columns", "EventRule",
-           "Findings", "Linked", "apply_rules", "copy_directions", "inferred_fallback_ops", "is_copy_call",
-           "is_sync_copy_call", "launched_ops", "memory_peaks"]
+__all__ = ["AI_CPU", "AI_CPU_NOTE", "BOUNCE_RECORD", "BREAK_RECORD", "COMPILE_NOTE", "COPY_KINDS", "COUNTED_FALLBACK_RECORD",
+           "COUNTED_RECOMPILE_RECORD", "DEPENDENCY_WAIT", "DIRECTIONS", "EXCLUDED_SITE_SUFFIX", "GRAPH_RECORD",
+           "HOST_BOUNCE_SITES", "METRICS_RECOMPILE_RECORD", "NO_WORD", "RECOMPILE_RECORD", "RESTART_RECORD", "RULES",
+           "SIGNAL_KINDS", "TRANSFER_WAIT", "UNREADABLE", "Columns", "EventRule", "Findings", "Linked", "apply_rules",
+           "bounce_kind", "copy_directions", "inferred_fallback_ops", "is_copy_call", "is_sync_copy_call", "launched_ops",
+           "memory_peaks"]

@@ -39,8 +39,9 @@ def _signals(trace) -> list[tuple[str, str, str]]:  # noqa: ANN001
 
 
 def test_rules_are_registered_once_each() -> None:
-    assert [r.name for r in RULES] == ["transfer", "sync", "online-compile", "ai-cpu", "inferred-fallback",
-                                       "logged-fallback", "compiled-graph", "graph-break", "recompile"]
+    assert [r.name for r in RULES] == ["transfer", "sync", "online-compile", "ai-cpu", "inferred-fallback", "host-bounce",
+                                       "logged-fallback", "counted-recompile", "compiled-graph", "graph-break", "recompile",
+                                       "dataflow"]
 
 
 def test_an_item_on_a_host_tensor_is_no_sync(tmp_path: Path) -> None:
