@@ -15,7 +15,7 @@ from portscope.ingest.trace import RunInfo, Trace
 from .seen import AI_CPU, seen_signals, seen_text, unrecorded_columns
 from .tables import predicted_spans
 
-__all__ = ["RunRow", "file_model", "model_text", "regions_frame", "run_model", "run_row", "top_level_ids", "torch_text"]
+__all__ = ["RunRow", "covered_ns", "file_model", "model_text", "regions_frame", "run_model", "run_row", "top_level_ids", "torch_text"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,8 +80,20 @@ def torch_text(info: RunInfo) -> str | None:
     return info.torch_version or run_labels(_metadata(info), "")["torch_version"]
 
 
+def covered_ns(spans: list[tuple[int | None, int | None]]) -> int:
+    """The time covered by (start, duration) spans, counted once where they overlap (spans without a time: none)."""
+    total, end = 0, None
+    for start, dur in sorted((s, d) for s, d in spans if s is not None and d):
+        if end is None or start >= end:
+            total, end = total + dur, start + dur
+        elif start + dur > end:
+            total, end = total + start + dur - end, start + dur
+    return total
+
+
 def run_row(trace: Trace, run_id: str, file: str) -> RunRow:
-    """Totals over the run's top-level regions (nested regions are included in their parents)."""
+    """Totals over the run's top-level regions (nested regions are included in their parents); its time: predicted
+    device time, else the wall its top-level regions cover (the ranks of a multi-rank run once, not summed)."""
     summaries = {rid: summarize(trace, rid, lines=False) for rid in top_level_ids(trace)}
     totals = run_totals(trace, summaries)
     ai_cpu = sum(op.reasons.get(AI_CPU, 0) for s in summaries.values() for op in s.operators
@@ -96,8 +108,9 @@ def run_row(trace: Trace, run_id: str, file: str) -> RunRow:
     if spans:
         time, unit = float(sum(spans.get(r, 0) for r in top)), info.time_unit.value
     else:
-        walls = dict(zip(trace["regions"].column("region_id").to_pylist(), trace["regions"].column("dur_ns").to_pylist(), strict=True))
-        time, unit = float(sum(walls[r] or 0 for r in top)), "ns"
+        regions = trace["regions"].to_pydict()
+        extents = {r: (s, d) for r, s, d in zip(regions["region_id"], regions["start_ns"], regions["dur_ns"], strict=True)}
+        time, unit = float(covered_ns([extents[r] for r in top])), "ns"  # the ranks of a multi-rank run ran at once
     return RunRow(
         time=time,
         time_unit=unit,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from portscope.app.data.runs import run_row
 from portscope.app.data.tables import predicted_spans
 from portscope.app.dev_samples import demo_trace
@@ -20,6 +22,23 @@ def test_run_rows_carry_the_headline_time() -> None:
     assert (predicted.time, predicted.time_unit, predicted.predicted_time) == (79_800, "ns", True)
     measured = run_row(demo_trace("eager"), "e", "e.arrow")  # walls of the top-level regions: 100 + 60 + 20 us
     assert (measured.time, measured.predicted_time) == (180_000, False)
+
+
+def test_covered_time_counts_overlaps_once() -> None:
+    from portscope.app.data.runs import covered_ns
+
+    assert covered_ns([(0, 4), (10, 10), (5, 10)]) == 4 + 15  # [0, 4) and [5, 20)
+    assert covered_ns([(0, 100), (20, 30), (None, 50), (200, None)]) == 100  # inside another; no time: none
+    assert covered_ns([]) == 0
+
+
+def test_a_multi_rank_runs_time_is_its_wall_not_the_sum_of_its_ranks() -> None:
+    from portscope.ingest.trace import read_trace
+
+    sample = Path(__file__).resolve().parents[2] / "sample_traces" / "ddp_gloo_3ranks.arrow"
+    # its regions "rank 0/1/2": starts 880,562 / 0 / 880,562 ns, lasting 529,732,053 / 517,474,090 / 526,460,847 ns:
+    # rank 0 ends last, at 530,612,615 ns; rank 1 starts first, at 0
+    assert run_row(read_trace(sample), "d", sample.name).time == 530_612_615
 
 
 def test_fmt_duration() -> None:
