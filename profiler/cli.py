@@ -59,6 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                       "new file keeps (built-in name or TOML path; default fp16-npu)")
     t.add_argument("-o", "--output", help="calibrate: the target file to write (default calibrated.toml)")
     t.add_argument("--name", help="calibrate: the new target's name (default: the output file's stem)")
+    t.add_argument("--engines-only", action="store_true", help="calibrate: fit each engine's figures only, not also "
+                   "each operator kind's ([engines.NAME.kinds.KIND], written where they time the kind better)")
     t.set_defaults(func=_targets)
 
 
@@ -198,7 +200,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         return 2
     output = args.output or "calibrated.toml"
     try:
-        target, cal = write_calibrated(traces, args.base, output, name=args.name)
+        target, cal = write_calibrated(traces, args.base, output, name=args.name, per_kind=not args.engines_only)
     except CalibrationError as exc:
         print(f"portscope targets calibrate: {exc}", file=sys.stderr)
         return 1

@@ -245,3 +245,16 @@ def test_compiles_give_compile_ns() -> None:
     assert doc["cost"]["compile_ns"] == 40_000_000  # the median of three compiles
     assert cal.sources["cost.compile_ns"] == "measured: log, n=3, median of the compiles"
     assert doc["engines"]["matrix"]["latency_ns"] == 2000 and "engines.matrix.latency_ns" not in doc["sources"]
+
+
+def test_calibrate_engines_only_fits_no_operator_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from portscope.app.cli import main
+    from portscope.profiler import calibrate
+
+    asked: list[bool] = []
+    real = calibrate.write_calibrated
+    monkeypatch.setattr(calibrate, "write_calibrated", lambda *a, per_kind, **kw: asked.append(per_kind) or real(*a, per_kind=per_kind, **kw))
+    trace = _kineto(tmp_path / "gpu_run.json")
+    for flags in ([], ["--engines-only"]):
+        assert main(["targets", "calibrate", str(trace), "-o", str(tmp_path / "t.toml"), *flags]) == 0
+    assert asked == [True, False]
