@@ -18,8 +18,10 @@ rules do the rest (AI CPU kernels: the ``ai-cpu`` rule). Read in blocks by pyarr
 columns: nothing is held per kernel but a few numbers.
 
 ``op_statistic.csv``: ``[Device_id,]OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),
-Max Time(us),Ratio(%)`` -- totals per operator type, no timeline, so no events: AI_CPU rows become counted
-fallback signals, and the table is kept in ``run_info.extra["op_statistic"]``.
+Max Time(us),Ratio(%)`` -- totals per operator type, no timeline: each operator type that ran is a PLACEMENT on its
+device (its ``Core Type`` as its unit, its ``Count`` as its count, no time), inside one ANNOTATION, the file's
+region, as long as the device time summed over the types (the ``ai-cpu`` rule makes the AI_CPU rows counted
+fallbacks); the table is kept in ``run_info.extra["op_statistic"]``.
 """
 
 from __future__ import annotations
@@ -39,11 +41,9 @@ import pyarrow.compute as pc
 from pyarrow import csv as pa_csv
 
 from ..assemble import assemble
-from ..builder import TraceBuilder
 from ..errors import TraceFormatError
-from ..events import NONE, EventColumns, EventKind, Translated
-from ..rules import AI_CPU, AI_CPU_NOTE
-from ..schema import EngineKind, Mode, SignalKind, Source
+from ..events import NONE, EventColumns, EventKind, Logged, RegionFacts, Translated
+from ..schema import EngineKind, Source
 from ..spill import DiskColumn, release_memory
 from ..trace import RunInfo, Trace
 from .chrome_stream import file_chunks, micros_to_ns
@@ -403,15 +403,17 @@ def read_op_statistic(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Tra
                    missing_signals=["timeline (op_statistic holds totals per operator type, no times)",
                                     "host operators, syncs, transfers and compiles (device totals only)"],
                    extra={"op_statistic": table, "columns": header})  # fmt: skip
-    b = TraceBuilder(info)
+    out = EventColumns()
     total = min(sum(t["total_ns"] for t in table), LIMIT)
-    rid = b.add_region(path.name.split(".")[0], dur_ns=total, mode=Mode.UNKNOWN, device=f"npu:{devices[0]}",
-                       tags=json.dumps({"note": "dur_ns is the sum of device time over operator types"}))  # fmt: skip
+    facts = RegionFacts(tags=json.dumps({"note": "dur_ns is the sum of device time over operator types"}))
+    out.add(EventKind.ANNOTATION, path.name.split(".")[0], "NPU", None, 0, total, region_facts=out.region_facts(facts))
+    untimed = out.log(Logged(timed=False))
     for t in table:
-        if t["core_type"] == AI_CPU and t["count"]:
-            b.signals.append(region_id=rid, kind=SignalKind.CPU_FALLBACK, reason="ai-cpu", op_name=t["op_type"],
-                             count=t["count"], bytes=0, note=AI_CPU_NOTE)  # fmt: skip
-    return b.build()
+        if t["count"]:  # an operator type that ran, where and how often (no time)
+            out.add(EventKind.PLACEMENT, t["op_type"], "NPU", t["device"] or "0", 0, unit=t["core_type"],
+                    device=devices.index(t["device"] or "0"), count=t["count"], logged=untimed)  # fmt: skip
+    return assemble(Translated(out, info, root_name=None, root_device=f"npu:{devices[0]}",
+                               device_names={i: f"npu:{d}" for i, d in enumerate(devices)}))  # fmt: skip
 
 
 __all__ = ["BLOCK_BYTES", "KERNELS_FORMAT", "STATISTIC_FORMAT", "read_kernel_details", "read_op_statistic",
