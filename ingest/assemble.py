@@ -8,7 +8,7 @@ a compile's id) goes to that event's signals and compiles. The operators table, 
 
 An event that stands for N occurrences (`events` column ``count``) makes signals of count N, and a counted copy N
 rows of the transfers table (its bytes split evenly; at most `MAX_COUNTED_ROWS`); an event whose file gives it no
-time (`Logged.timed` false) has no time in the signals and transfers tables. A run whose file is a list of regions
+time (`Logged.timed` false) has no time in the signals and transfers tables and is not drawn. A run whose file is a list of regions
 (`Translated.root_name` None) has its annotations as its top-level regions, with what the file says of each
 (`events.RegionFacts`). A static schedule's engine slices (events that read and write buffers) carry what the rules
 found of them (``waited_on``, the extra ``depends_on``) and their instruction's source line (the extra
@@ -17,6 +17,7 @@ found of them (``waited_on``, the extra ``depends_on``) and their instruction's 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tempfile
 from collections.abc import Iterator
@@ -28,7 +29,7 @@ from . import progress, schema
 from .builder import StackInterner
 from .callsites import parse_frame, relative_frames, site_of_frames
 from .columns import Coder, coded_column, nullable, table_of
-from .engine_lanes import EngineLanes, used_codes
+from .engine_lanes import EngineLanes, LanePart, used_codes
 from .events import KIND_CODES, NONE, EventKind, Logged, RegionFacts, SparseColumn, Translated, rows_where
 from .link import link
 from .rules import (
@@ -489,6 +490,20 @@ class Assembly(EngineLanes):
         if not self.logs or not any(not x.timed for x in self.logs):
             return np.zeros(len(rows), dtype=bool)
         return np.array([x is not None and not x.timed for x in self._logged(rows)], dtype=bool)
+
+    def _device_lanes(self) -> LanePart | None:
+        """`EngineLanes._device_lanes` less the device work its file gives no time (`Logged.timed` false: a dump's
+        counted copies): an untimed event is not drawn."""
+        part = super()._device_lanes()
+        if part is None or not any(not x.timed for x in self.logs):
+            return part
+        keep = ~self._untimed(part.rows)
+        if keep.all():
+            return part
+        n = len(part.rows)
+        return dataclasses.replace(part, **{f: v[keep] for f in ("rows", "engine", "engine_kind", "kind", "name", "nbytes",
+                                                                 "start", "dur")
+                                            if (v := getattr(part, f)) is not None and len(v) == n})  # fmt: skip
 
     def _schedule(self, f: Findings) -> dict[int, tuple]:
         """A static schedule's slices (a run whose events read and write buffers): per span row, (what its engine
