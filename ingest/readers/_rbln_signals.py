@@ -1,23 +1,18 @@
-"""Checked access to an explain dump's fields, its notes, and its transfer rows (see rbln_dump)."""
+"""Checked access to an explain dump's fields, the entries its notes name, and its transfers (see rbln_dump)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..builder import TraceBuilder
-from ..schema import Direction, SignalKind
+from ..assemble import MAX_COUNTED_ROWS
+from ..rules import HOST_BOUNCE_SITES
+from ..schema import Direction
 
-SITES: dict[str, SignalKind] = {
-    "copy_d2d_host_bounce": SignalKind.BOUNCE_DTYPE,  # a device->device copy the device cannot do (a dtype change)
-    "strided_v2v_cpu_fallback": SignalKind.BOUNCE_STRIDED,
-    "op_arg_through_host": SignalKind.BOUNCE_OTHER,
-    "copy_h2d_staging": SignalKind.BOUNCE_OTHER,
-    "copy_h2d_noncontig_dst": SignalKind.BOUNCE_OTHER,
-}
-EXCLUDED_SITE_SUFFIX = "_batch_to_per_entry"  # v2v_/host_batch_to_per_entry: not part of the dump's totals
 PRIMITIVES = {"v2h": Direction.D2H, "h2v": Direction.H2D, "v2v": Direction.D2D}
+COPY_KINDS = {Direction.H2D: 1, Direction.D2H: 2, Direction.D2D: 3}  # a direction as a copy's kind argument says it
 _RESIDENCY = {Direction.D2H: "real_host_sync_d2h", Direction.H2D: "real_host_sync_h2d"}
-_MAX_ROWS_PER_DIRECTION = 1_000_000
+MAX_INT = 2**53  # counts, bytes and ns a dump gives stay below this (a file past it is not a dump)
+Entry = tuple[str, str | None]  # what a note is about: (cpu_fallback | recompile | bounce | transfer, site or direction)
 
 
 class DumpProblems:
@@ -35,14 +30,16 @@ class DumpProblems:
         self.warnings.append(self.where + message)
 
     def integer(self, d: dict | None, key: str, *, where: str = "") -> int | None:
-        """d[key] as a non-negative int; None when absent; a fatal problem when of another type."""
+        """d[key] as a non-negative int below 2**53 (sums of them stay exact in 64 bits); None when absent; a fatal
+        problem when of another type or larger."""
         value = (d or {}).get(key)
         if value is None:
             return None
         if isinstance(value, float) and value.is_integer():
             value = int(value)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            self.fail(f"{where}{key} is {value!r}, expected a non-negative integer")
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < MAX_INT:
+            shown = f"{value!r}" if not isinstance(value, int) or value < MAX_INT else "a number past 2**53"
+            self.fail(f"{where}{key} is {shown}, expected a non-negative integer below 2**53")
             return None
         return value
 
@@ -68,48 +65,61 @@ class DumpProblems:
         return out
 
 
-def notes_for(raw: Any, p: DumpProblems) -> dict[SignalKind, str]:
-    """SignalKind -> fix from ``notes``/``remedies`` ``[{signal, fix}]`` (the first note of a kind wins)."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, list):
-        p.fail(f"notes/remedies is a {type(raw).__name__}, expected a list of {{signal, fix}}")
-        return {}
-    out: dict[SignalKind, str] = {}
-    for i, note in enumerate(raw):
-        if not isinstance(note, dict) or not isinstance(note.get("fix"), str):
-            p.warn(f"note {i} is not an object with a 'fix' string: ignored")
-            continue
-        kinds = kinds_of(str(note.get("signal", "")))
-        if not kinds:
-            p.warn(f"note {i} is about {note.get('signal')!r}, which matches no signal kind: ignored")
-        for kind in kinds:
-            out.setdefault(kind, note["fix"])
-    return out
+class Notes:
+    """The remedies of a dump's ``notes``/``remedies`` ``[{signal, fix}]``, by the entries each note names (the
+    first note naming an entry wins)."""
+
+    def __init__(self, notes: list[tuple[list[Entry], str]] | None = None) -> None:
+        self.notes = notes or []
+
+    @classmethod
+    def of(cls, raw: Any, sites: set[str], p: DumpProblems) -> Notes:
+        if raw is None:
+            return cls()
+        if not isinstance(raw, list):
+            p.fail(f"notes/remedies is a {type(raw).__name__}, expected a list of {{signal, fix}}")
+            return cls()
+        out = []
+        for i, note in enumerate(raw):
+            if not isinstance(note, dict) or not isinstance(note.get("fix"), str):
+                p.warn(f"note {i} is not an object with a 'fix' string: ignored")
+                continue
+            about = entries_named(str(note.get("signal", "")), sites)
+            if not about:
+                p.warn(f"note {i} is about {note.get('signal')!r}, which matches no signal kind: ignored")
+            out.append((about, note["fix"]))
+        return cls(out)
+
+    def fix(self, key: str, name: str | None) -> str | None:
+        """The remedy of an entry (`Entry`: its key, and its site or direction; None: the key's every entry)."""
+        return next((fix for about, fix in self.notes if (key, None) in about or (key, name) in about), None)
 
 
-def kinds_of(signal: str) -> list[SignalKind]:
-    """The signal kinds a note's ``signal`` names (a dump key, a site, a primitive or a kind)."""
+def entries_named(signal: str, sites: set[str]) -> list[Entry]:
+    """The entries a note's ``signal`` names, in the dump's words: a site (of this dump or a known one), a dump key,
+    a primitive or a direction, or words of a kind (``bounce``, ``residency``...)."""
     low = signal.lower()
-    if signal in SITES:
-        return [SITES[signal]]
+    if signal in sites or signal in HOST_BOUNCE_SITES:
+        return [("bounce", signal)]
     if "fallback" in low and "strided" not in low:
-        return [SignalKind.CPU_FALLBACK]
+        return [("cpu_fallback", None)]
     if "bounce" in low or "through_host" in low or "staging" in low:
-        return [k for k in SignalKind if k.is_bounce]
+        return [("bounce", None)]
     if "recompile" in low:
-        return [SignalKind.RECOMPILE]
-    found = [d.signal for p, d in PRIMITIVES.items() if p in low or d.value in low]
+        return [("recompile", None)]
+    found: list[Entry] = [("transfer", d.value) for p, d in PRIMITIVES.items() if p in low or d.value in low]
     if found:
         return found
     if "residency" in low or "transfer" in low or "sync" in low:
-        return [SignalKind.TRANSFER_D2H, SignalKind.TRANSFER_H2D]
+        return [("transfer", Direction.D2H.value), ("transfer", Direction.H2D.value)]
     return []
 
 
-def transfer_rows(b: TraceBuilder, rid: int, runtime: dict | None, residency: dict | None, p: DumpProblems,
-                  notes: dict[SignalKind, str], runtime_key: str) -> bool:
-    """Transfer rows (one per call, bytes split evenly) and one signal row per direction; False when bytes are unknown."""
+def transfers(runtime: dict | None, residency: dict | None, p: DumpProblems,
+              runtime_key: str) -> tuple[list[tuple[Direction, str, int, int | None]], bool]:  # fmt: skip
+    """(direction, primitive, calls, bytes (None: not given)) of each direction the dump's runtime moved data in,
+    and False where some direction's bytes are unknown."""
+    found: list[tuple[Direction, str, int, int | None]] = []
     prims = p.mapping(runtime, "by_primitive", where=f"{runtime_key}.") if runtime else None
     if runtime is not None and prims is None:
         p.fail(f"{runtime_key} has no 'by_primitive' object")
@@ -138,16 +148,8 @@ def transfer_rows(b: TraceBuilder, rid: int, runtime: dict | None, residency: di
             continue
         if nbytes is None:
             bytes_known = False
-        total = nbytes or 0
-        rows = min(calls, _MAX_ROWS_PER_DIRECTION)
-        if rows < calls:
-            p.warn(f"{calls} {direction.value} calls: written as {rows} transfer rows (the signal row keeps the count)")
-        share, rest = divmod(total, rows)
-        b.transfers.extend({
-            "region_id": [rid] * rows, "direction": [direction] * rows, "bytes": [share + (i < rest) for i in range(rows)],
-            "src_device": ["cpu" if direction is Direction.H2D else "rbln"] * rows,
-            "dst_device": ["cpu" if direction is Direction.D2H else "rbln"] * rows, "cause": [prim] * rows,
-        })  # fmt: skip
-        b.signals.append(region_id=rid, kind=direction.signal, reason=prim, count=calls, bytes=total,
-                         note=notes.get(direction.signal))  # fmt: skip
-    return bytes_known
+        if calls > MAX_COUNTED_ROWS:
+            p.warn(f"{calls} {direction.value} calls: written as {MAX_COUNTED_ROWS} transfer rows (the signal row keeps "
+                   "the count)")  # fmt: skip
+        found.append((direction, prim, calls, nbytes))
+    return found, bytes_known

@@ -1,4 +1,4 @@
-"""RBLN ``torch.rbln.explain`` region ``dump()`` JSON -> Trace: one region per dump, counts and no timeline.
+"""RBLN ``torch.rbln.explain`` region ``dump()`` JSON -> events -> Trace: one region per dump, counts and no timeline.
 
 A file holds one dump (an object), a list of dumps, or an object of named dumps
 (``{"cold": {...}, "warm": {...}}``). Each dump becomes one region named by its
@@ -9,25 +9,27 @@ Key variants (recorded per region in ``run_info.extra["explain_variants"]``):
 * ``residency`` (older releases): ``runtime_residency``, ``rebel_runtime``, ``remedies``;
 * ``runtime`` (newer releases): ``runtime``, ``notes``.
 
-Mapping:
+Events (`events.EventColumns`), every one untimed (`Logged.timed` false) at its dump's start, each with the count
+the dump keeps (column ``count``); `assemble` and its rules do the rest:
 
-* ``hidden_host_bounce.by_site`` -> host_bounce signals, one row per site; the
-  site name is the row's ``reason``. The ``*_batch_to_per_entry`` sites are not
-  part of the dump's totals: they are kept in ``run_info.extra["excluded_sites"]``
-  (per region) and not as signal rows, so the report's totals equal the dump's.
-* ``cpu_fallback_by_op`` -> one cpu_fallback row per operator (no reason). The dump
-  does not tie ``cpu_fallback_reasons`` to operators: the reasons are tied to the
-  rows only when that is unambiguous (one operator, or one reason); otherwise they
-  become rows without an operator only when there are no operator rows, and are
-  kept in ``run_info.extra["cpu_fallback_reasons"]``. When ``dispatch.cpu_fallback``
-  exceeds the per-operator sum, one row without operator holds the rest.
-* ``recompile_by_op`` -> dispatch/recompile rows (the rest of ``dispatch.recompile_miss``
-  likewise); ``trace_by_op`` -> call sites and interned stacks of every row of that operator.
-* ``runtime``/``rebel_runtime`` ``by_primitive`` (v2h = d2h, h2v = h2d, v2v = d2d) ->
-  one transfer row per call (bytes split evenly) and one transfer signal row per direction;
+* each dump: an ANNOTATION, its region (`events.RegionFacts`: eager, cold/warm by its name, ``device_memory.
+  peak_bytes`` as its peak, its source and variant as tags), spanning ``wall_ns`` (none: written 0); a file of
+  dumps has no region around them (`Translated.root_name` None).
+* ``hidden_host_bounce.by_site`` -> a PLACEMENT on the host per site (``Logged.record`` ``hidden_host_bounce``,
+  its count and bytes); the ``host-bounce`` rule names the kind by site and leaves out the ``*_batch_to_per_entry``
+  sites (not part of the dump's totals: kept in ``run_info.extra["excluded_sites"]``, so the report's totals equal
+  the dump's).
+* ``cpu_fallback_by_op`` -> a PLACEMENT on the host per operator (``Logged.record`` ``cpu_fallback_by_op``). The
+  dump does not tie ``cpu_fallback_reasons`` to operators: the reasons are tied to them only when that is
+  unambiguous (one operator, or one reason); otherwise they are placements without an operator only when there
+  are no operator counts, and are kept in ``run_info.extra["cpu_fallback_reasons"]``. When ``dispatch.
+  cpu_fallback`` exceeds the per-operator sum, one placement without operator holds the rest.
+* ``recompile_by_op`` -> a COMPILE per operator (``Logged.record`` ``recompile_by_op``; the rest of ``dispatch.
+  recompile_miss`` likewise); ``trace_by_op`` -> the call site and stack of every event of that operator.
+* ``runtime``/``rebel_runtime`` ``by_primitive`` (v2h = d2h, h2v = h2d, v2v = d2d) -> a COPY per direction named
+  by its primitive, its calls as its count (a transfer row per call, bytes split evenly; one transfer signal);
   bytes from the primitive, else from ``runtime_residency.real_host_sync_*``.
-* ``notes``/``remedies`` ``[{signal, fix}]`` -> the ``note`` of the matching rows.
-* ``wall_ns`` -> region duration; ``device_memory.peak_bytes`` -> ``peak_memory_bytes``.
+* ``notes``/``remedies`` ``[{signal, fix}]`` -> the ``Logged.fix`` of the entries a note names (the signals' note).
 
 Unknown keys are kept in ``run_info.extra["unknown_keys"]`` and listed as problems
 (warnings), never fatal. ``_comment`` keys are ignored.
@@ -40,12 +42,20 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..builder import TraceBuilder
+from ..assemble import assemble
 from ..callsites import relative_frames, site_of_frames
 from ..errors import TraceFormatError
-from ..schema import Mode, Phase, SignalKind, Source
+from ..events import EventColumns, EventKind, Logged, RegionFacts, Translated
+from ..rules import (
+    BOUNCE_RECORD,
+    COUNTED_FALLBACK_RECORD,
+    COUNTED_RECOMPILE_RECORD,
+    HOST_BOUNCE_SITES,
+    bounce_kind,
+)
+from ..schema import Mode, Phase, Source
 from ..trace import RunInfo, Trace
-from ._rbln_signals import EXCLUDED_SITE_SUFFIX, SITES, DumpProblems, notes_for, transfer_rows
+from ._rbln_signals import COPY_KINDS, DumpProblems, Notes, transfers
 from .source import DEFAULT_CAPS, SizeCaps, read_json
 
 FORMAT = "rbln-explain"
@@ -73,22 +83,37 @@ def read_rbln_dump(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Trace:
     doc = read_json(path, caps)
     dumps = _dumps(path, doc)
     problems = DumpProblems()
-    builder = TraceBuilder(RunInfo(source=Source.CONVERTED, producer="portscope convert", converted_from=FORMAT,
-                                   devices=["cpu", "rbln"]))  # fmt: skip
+    out = EventColumns()
     extra: dict[str, Any] = {"explain_variants": {}, "unknown_keys": {}, "excluded_sites": {},
                              "cpu_fallback_reasons": {}, "dispatch": {}, "runtime": {}, "residency": {}}  # fmt: skip
     missing: set[str] = {"timeline (a dump holds counts, not timestamps)", "operator records (a dump counts by operator)"}
     start = 0
     for name, dump in dumps:
         problems.where = f"dump {name!r}: " if len(dumps) > 1 else ""
-        wall = _region(builder, name, dump, start, problems, extra, missing)
-        start += wall
+        start += _region(_Dump(out, start, problems), name, dump, extra, missing)
+        if start >= 2**62:
+            problems.fail("the dumps' wall times add up past 2**62 ns")
+            break
     if problems.fatal:
         raise TraceFormatError(path, problems.fatal)
-    info = builder.run_info
-    info.missing_signals = sorted(missing)
-    info.extra = {k: v for k, v in extra.items() if v} | ({"problems": problems.warnings} if problems.warnings else {})
-    return builder.build()
+    info = RunInfo(source=Source.CONVERTED, producer="portscope convert", converted_from=FORMAT, devices=["cpu", "rbln"],
+                   missing_signals=sorted(missing),
+                   extra={k: v for k, v in extra.items() if v} | ({"problems": problems.warnings} if problems.warnings else {}))
+    return assemble(Translated(out, info, root_name=None, root_device="rbln"))
+
+
+class _Dump:
+    """Where one dump's events go: the events, the dump's start (every event of it sits there, untimed), its
+    problems, and the remedies its notes name (`Notes`)."""
+
+    def __init__(self, out: EventColumns, start: int, problems: DumpProblems) -> None:
+        self.out, self.start, self.p = out, start, problems
+        self.notes = Notes()
+
+    def add(self, kind: EventKind, name: str | None, count: int, record: str | None, fix: str | None, *,
+            reason: str | None = None, site: tuple[str | None, tuple] = (None, ()), **fields: Any) -> None:  # fmt: skip
+        logged = Logged(record=record, reason=reason, call_site=site[0], stack=site[1], fix=fix, timed=False)
+        self.out.add(kind, name, "rbln", "dump", self.start, count=count, logged=self.out.log(logged), **fields)
 
 
 def _dumps(path: Path, doc: Any) -> list[tuple[str, dict]]:
@@ -127,7 +152,9 @@ def _variant(dump: dict) -> str:
     return "residency" if old else "runtime" if new else "counters-only"
 
 
-def _region(b: TraceBuilder, name: str, dump: dict, start: int, p: DumpProblems, extra: dict, missing: set[str]) -> int:
+def _region(d: _Dump, name: str, dump: dict, extra: dict, missing: set[str]) -> int:
+    """The events of one dump; the time it takes on the run's line (its wall time; none: 1 ns, written 0)."""
+    p = d.p
     wall = p.integer(dump, "wall_ns")
     memory = p.mapping(dump, "device_memory")
     peak = p.integer(memory, "peak_bytes", where="device_memory.") if memory else None
@@ -136,8 +163,10 @@ def _region(b: TraceBuilder, name: str, dump: dict, start: int, p: DumpProblems,
     low = name.lower()
     phase = Phase.COLD if "cold" in low else Phase.WARM if "warm" in low else Phase.NONE
     devices = memory.get("devices") if memory else None
-    rid = b.add_region(name, start_ns=start, dur_ns=wall or 0, mode=Mode.EAGER, phase=phase, device="rbln",
-                       peak_memory_bytes=peak, tags=json.dumps({"source": FORMAT, "variant": _variant(dump)}))  # fmt: skip
+    facts = RegionFacts(mode=Mode.EAGER, phase=phase, peak_memory_bytes=peak, timed=bool(wall),
+                        tags=json.dumps({"source": FORMAT, "variant": _variant(dump)}))  # fmt: skip
+    span = wall or 1  # the events of a dump without a wall time still lie inside its region
+    d.out.add(EventKind.ANNOTATION, name, "rbln", "dump", d.start, span, region_facts=d.out.region_facts(facts))
     extra["explain_variants"][name] = _variant(dump)
     unknown = sorted(set(dump) - KNOWN_KEYS)
     if unknown:
@@ -145,18 +174,21 @@ def _region(b: TraceBuilder, name: str, dump: dict, start: int, p: DumpProblems,
         p.warn(f"unknown keys kept in run_info.extra['unknown_keys']: {', '.join(unknown)}")
     if isinstance(devices, (list, dict)):
         extra.setdefault("device_memory_devices", {})[name] = devices
-    sites = _call_sites(b, p.mapping(dump, "trace_by_op"), p)
+    sites = _call_sites(p.mapping(dump, "trace_by_op"), p)
     if not sites:
         missing.add("call sites (dumped without stacks: no trace_by_op)")
-    notes = notes_for(dump.get("notes", dump.get("remedies")), p)
     dispatch = p.mapping(dump, "dispatch")
     if dispatch:
         extra["dispatch"][name] = dispatch
-    _bounces(b, rid, p.mapping(dump, "hidden_host_bounce"), p, extra, name, notes)
-    _by_op(b, rid, SignalKind.CPU_FALLBACK, p.counts(dump, "cpu_fallback_by_op"), p.integer(dispatch, "cpu_fallback", where="dispatch.") if dispatch else None,
-           p.counts(dump, "cpu_fallback_reasons"), sites, notes, extra["cpu_fallback_reasons"], name)  # fmt: skip
-    _by_op(b, rid, SignalKind.RECOMPILE, p.counts(dump, "recompile_by_op"), p.integer(dispatch, "recompile_miss", where="dispatch.") if dispatch else None,
-           {}, sites, notes, {}, name)  # fmt: skip
+    bounce = p.mapping(dump, "hidden_host_bounce")
+    by_site = _by_site(bounce, p)
+    d.notes = Notes.of(dump.get("notes", dump.get("remedies")), set(by_site), p)
+    _bounces(d, bounce, by_site, extra, name)
+    _by_op(d, EventKind.PLACEMENT, COUNTED_FALLBACK_RECORD, p.counts(dump, "cpu_fallback_by_op"),
+           p.integer(dispatch, "cpu_fallback", where="dispatch.") if dispatch else None,
+           p.counts(dump, "cpu_fallback_reasons"), sites, extra["cpu_fallback_reasons"], name)  # fmt: skip
+    _by_op(d, EventKind.COMPILE, COUNTED_RECOMPILE_RECORD, p.counts(dump, "recompile_by_op"),
+           p.integer(dispatch, "recompile_miss", where="dispatch.") if dispatch else None, {}, sites, {}, name)  # fmt: skip
     runtime_key = "runtime" if "runtime" in dump else "rebel_runtime"
     runtime = p.mapping(dump, runtime_key)
     residency = p.mapping(dump, "runtime_residency")
@@ -164,23 +196,26 @@ def _region(b: TraceBuilder, name: str, dump: dict, start: int, p: DumpProblems,
         extra["runtime"][name] = runtime
     if residency:
         extra["residency"][name] = residency
-    if not transfer_rows(b, rid, runtime, residency, p, notes, runtime_key):
-        if runtime or residency:
-            missing.add("transfer bytes (the runtime counts calls, not bytes)")
+    found, bytes_known = transfers(runtime, residency, p, runtime_key)
+    for direction, prim, calls, nbytes in found:
+        d.add(EventKind.COPY, prim, calls, None, d.notes.fix("transfer", direction.value), copy_kind=COPY_KINDS[direction],
+              bytes=nbytes)  # fmt: skip
+    if not bytes_known and (runtime or residency):
+        missing.add("transfer bytes (the runtime counts calls, not bytes)")
     if not (runtime or residency):
         missing.add("transfers (no runtime / rebel_runtime section)")
-    return wall or 0
+    return span
 
 
-def _bounces(b: TraceBuilder, rid: int, bounce: dict | None, p: DumpProblems, extra: dict, name: str,
-             notes: dict[SignalKind, str]) -> None:
+def _by_site(bounce: dict | None, p: DumpProblems) -> dict[str, tuple[int, int | None]]:
+    """site -> (count, bytes) of ``hidden_host_bounce.by_site``; bad entries are fatal problems."""
     if bounce is None:
-        return
+        return {}
     by_site = p.mapping(bounce, "by_site", where="hidden_host_bounce.")
     if by_site is None:
         p.fail("hidden_host_bounce has no 'by_site' object")
-        return
-    count = size = 0
+        return {}
+    out = {}
     for site, entry in by_site.items():
         if site == "_comment":
             continue
@@ -189,33 +224,45 @@ def _bounces(b: TraceBuilder, rid: int, bounce: dict | None, p: DumpProblems, ex
         if not isinstance(entry, dict) or n is None:
             p.fail(f"hidden_host_bounce.by_site.{site} must be an object with an integer 'count'")
             continue
-        if site.endswith(EXCLUDED_SITE_SUFFIX):
+        out[site] = (n, nbytes)
+    return out
+
+
+def _bounces(d: _Dump, bounce: dict | None, by_site: dict[str, tuple[int, int | None]], extra: dict, name: str) -> None:
+    """A placement on the host per site; the sites the rules leave out kept in the run's extras, and the dump's
+    declared totals checked against the sites it counts."""
+    p = d.p
+    count = size = 0
+    for site, (n, nbytes) in by_site.items():
+        kind = bounce_kind(site)
+        if kind is None:
             extra["excluded_sites"].setdefault(name, {})[site] = {"count": n, "bytes": nbytes or 0}
-            continue
-        kind = SITES.get(site, SignalKind.BOUNCE_OTHER)
-        if site not in SITES:
-            p.warn(f"host-bounce site {site!r} is not known: counted as {kind.value}")
-        count += n
-        size += nbytes or 0
+        else:
+            if site not in HOST_BOUNCE_SITES:
+                p.warn(f"host-bounce site {site!r} is not known: counted as {kind.value}")
+            count += n
+            size += nbytes or 0
         if n or nbytes:
-            b.signals.append(region_id=rid, kind=kind, reason=site, count=n, bytes=nbytes or 0, note=notes.get(kind))
+            d.add(EventKind.PLACEMENT, site, n, BOUNCE_RECORD, d.notes.fix("bounce", site), device=-1, bytes=nbytes or 0)
     for key, got in (("total_count", count), ("total_bytes", size)):
-        declared = bounce.get(key)
+        declared = (bounce or {}).get(key)
         if isinstance(declared, int) and declared != got:
             p.warn(f"hidden_host_bounce.{key} is {declared} but its counted sites add up to {got}")
 
 
-def _by_op(b: TraceBuilder, rid: int, kind: SignalKind, by_op: dict[str, int], total: int | None, reasons: dict[str, int],
-           sites: dict[str, tuple[str | None, int | None]], notes: dict[SignalKind, str], kept: dict, name: str) -> None:
+def _by_op(d: _Dump, kind: EventKind, record: str, by_op: dict[str, int], total: int | None, reasons: dict[str, int],
+           sites: dict[str, tuple[str | None, tuple]], kept: dict, name: str) -> None:
+    """An event per operator count (a placement on the host: fallbacks; a compile: recompiles), the reasons tied to
+    them where the dump leaves no doubt, and one without operator for a total the operators do not reach."""
     ops = {op: n for op, n in by_op.items() if n}
     reasons = {r: n for r, n in reasons.items() if n}
     emitted = 0
+    fix = d.notes.fix("cpu_fallback" if record == COUNTED_FALLBACK_RECORD else "recompile", None)
+    where = {"device": -1} if kind is EventKind.PLACEMENT else {}
 
     def row(op: str | None, reason: str | None, n: int) -> None:
         nonlocal emitted
-        site, stack = sites.get(op, (None, None)) if op else (None, None)
-        b.signals.append(region_id=rid, kind=kind, op_name=op, reason=reason, count=n, bytes=0, call_site=site,
-                         stack_id=stack, note=notes.get(kind))  # fmt: skip
+        d.add(kind, op, n, record, fix, reason=reason, site=sites.get(op, (None, ())) if op else (None, ()), **where)
         emitted += n
 
     if len(ops) == 1 and reasons and sum(reasons.values()) <= next(iter(ops.values())):
@@ -240,9 +287,9 @@ def _by_op(b: TraceBuilder, rid: int, kind: SignalKind, by_op: dict[str, int], t
         row(None, "not attributed to an operator", total - emitted)
 
 
-def _call_sites(b: TraceBuilder, trace_by_op: dict | None, p: DumpProblems) -> dict[str, tuple[str | None, int | None]]:
-    """op -> (call site, stack id) from ``"file:line(func) <- file:line(func) ..."`` (innermost first)."""
-    out: dict[str, tuple[str | None, int | None]] = {}
+def _call_sites(trace_by_op: dict | None, p: DumpProblems) -> dict[str, tuple[str | None, tuple]]:
+    """op -> (call site, stack: frames innermost first) from ``"file:line(func) <- file:line(func) ..."``."""
+    out: dict[str, tuple[str | None, tuple]] = {}
     for op, text in (trace_by_op or {}).items():
         if op == "_comment":
             continue
@@ -257,7 +304,7 @@ def _call_sites(b: TraceBuilder, trace_by_op: dict | None, p: DumpProblems) -> d
         if not frames:
             p.warn(f"trace_by_op.{op} has no 'file:line(func)' frame: ignored")
             continue
-        out[op] = (site_of_frames(frames), b.stacks.intern(relative_frames(frames)))
+        out[op] = (site_of_frames(frames), tuple(relative_frames(frames)))
     return out
 
 
