@@ -9,6 +9,10 @@ Every reader's events (`events.EventColumns`) are linked here and nowhere else:
 * launches: device work -> the runtime call that holds the same correlation id (the last one in file order when a
   broken file repeats an id), a relational join done by DuckDB. Device work no runtime call launched joins the
   operator that holds its correlation id, where a format lists device work with the operator it ran as.
+* flows: every flow point binds to a span of its thread (Chrome's rules, `bind_flows`), and a span bound takes the id
+  of its last `flow` event (file order) as its correlation, before the launches are joined: a flow's end at device
+  work is a launch by the runtime call that holds the flow's id. An event of another kind with a flow point of its
+  own (torch_npu's launch: a runtime call where its flow starts) moves to the start of the span it binds to.
 * regions: user annotations nest by time across threads; an event belongs to the innermost one open at its start.
 """
 
@@ -19,10 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from .events import DEVICE_KINDS, KIND_CODES, NONE, EventKind, rows_where
+from .events import DEVICE_KINDS, KIND_CODES, NONE, EventKind, SparseColumn, flow_binds_enclosing, rows_where
+from .spill import DiskColumn
 
 _MIN = np.iinfo(np.int64).min
 _RANK = {EventKind.PYTHON: 0, EventKind.ANNOTATION: 0, EventKind.OP: 1, EventKind.RUNTIME: 2}  # others: 3
+# what a flow point binds to: every event with a span (zero-length ones too), not the points of flows, memory or logs
+FLOW_TARGETS = tuple(k for k in EventKind if k not in (EventKind.FLOW, EventKind.MEMORY, EventKind.PLACEMENT,
+                                                       EventKind.COMPILE))  # fmt: skip
 
 
 @dataclasses.dataclass
@@ -187,9 +195,10 @@ def _rightmost_greater(values: np.ndarray, x: np.ndarray, before: np.ndarray) ->
 
 
 def link(a: dict[str, np.ndarray]) -> Links:
-    """Link the events of `events.EventColumns.arrays`."""
+    """Link the events of `events.EventColumns.arrays`. What flows say is written into `a` first (`bound_flows`)."""
     kind = a["kind"]
     n = len(kind)
+    bound_flows(a)
     start, dur = a["start_ns"], a["dur_ns"]
     group = a["thread"]
     rank = np.full(n, 3, dtype=np.int8)
@@ -220,11 +229,121 @@ def link(a: dict[str, np.ndarray]) -> Links:
     op = _ran_as(a["correlation"], is_(EventKind.OP), device & (launcher < 0), op)
     del device
     anns, parent, times, rows = _regions(start, dur, is_(EventKind.ANNOTATION))
-    end_ns = max((int((start[lo : lo + CHUNK_ROWS] + dur[lo : lo + CHUNK_ROWS]).max()) for lo in range(0, n, CHUNK_ROWS)),
+    flow = KIND_CODES[EventKind.FLOW]  # a flow's point is no end of the run
+    end_ns = max((int(np.max(np.where(kind[lo : lo + CHUNK_ROWS] == flow, _MIN, start[lo : lo + CHUNK_ROWS] +
+                                      dur[lo : lo + CHUNK_ROWS]), initial=_MIN)) for lo in range(0, n, CHUNK_ROWS)),
                  default=0)  # fmt: skip
     return Links(op=op, launcher=launcher, frame=frame, frame_parent=frame_parent, call_parent=call_parent,
                  annotations=anns, annotation_parent=parent, region_times=times, region_rows=rows,
                  end_ns=max(end_ns, 0))  # fmt: skip
+
+
+def bound_flows(a: dict[str, np.ndarray]) -> None:
+    """What the flow points say, written into the events' columns (a new column where it is not a file's): a span a
+    `flow` event binds to takes its id as correlation (the last one's in file order, as readers of Chrome traces
+    did); an event of another kind with a flow point of its own (its `flow` code) is moved to the start of the span
+    it binds to, on its thread (where it binds to none, it stays)."""
+    points, spans = bind_flows(a)
+    bound = spans >= 0
+    points, spans = points[bound], spans[bound]
+    if not len(points):
+        return
+    flow = np.asarray(a["kind"][points]) == KIND_CODES[EventKind.FLOW]
+    a["correlation"] = _flow_correlations(a["correlation"], points[flow], spans[flow], len(a["kind"]))
+    moved, to = points[~flow], spans[~flow]
+    if len(moved):
+        a["start_ns"] = _written(a["start_ns"], moved, np.asarray(a["start_ns"][to]))
+
+
+def _written(column: Any, rows: np.ndarray, values: np.ndarray) -> Any:
+    """A column (in a file, or in memory: a copy where it may not be written) with `values` at `rows`."""
+    if isinstance(column, DiskColumn):
+        column.put(rows, values)
+        return column
+    out = column if column.flags.writeable else np.array(column)
+    out[rows] = values
+    return out
+
+
+def bind_flows(a: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(the rows of the flow points: the events with a `flow` code, in order; the row of the span each binds to, -1:
+    none), by Chrome's rules: a point that binds to the enclosing span goes to the innermost span (`FLOW_TARGETS`, not
+    a point) of its thread open at its time (start <= time <= end: the latest start, the shortest of those starting
+    together, still open; `enclosing` over the spans and points alone); other points, and those no span encloses, to
+    the first span of their thread starting at or after them (the longest first of those starting together, then
+    file order; a merge of both sorted by time).
+    What is held is a few integers per span of the points' threads and per point; columns in files are read
+    `CHUNK_ROWS` rows at a time."""
+    kind = a["kind"]
+    flows = _flow_rows(a["flow"])
+    if not len(flows):
+        return flows, flows
+    thread, start, dur = a["thread"], a["start_ns"], a["dur_ns"]
+    f_thread, f_time = np.asarray(thread[flows]), np.asarray(start[flows])
+    enclosed = flow_binds_enclosing(np.asarray(a["flow"][flows]))
+    threads = np.unique(f_thread)
+    targets = [KIND_CODES[k] for k in FLOW_TARGETS]
+    spans = np.concatenate([lo + np.flatnonzero(np.isin(kind[lo : lo + CHUNK_ROWS], targets)
+                                                & np.isin(np.asarray(thread[lo : lo + CHUNK_ROWS]), threads))
+                            for lo in range(0, len(kind), CHUNK_ROWS)]).astype(np.int64)  # fmt: skip
+    spans = np.setdiff1d(spans, flows, assume_unique=True)  # a point is no span to bind to
+    bound = np.full(len(flows), -1, dtype=np.int64)
+    if not len(spans):
+        return flows, bound
+    s_thread, s_start, s_dur = (np.concatenate([np.asarray(c[spans[lo : lo + CHUNK_ROWS]])
+                                                 for lo in range(0, len(spans), CHUNK_ROWS)])
+                                for c in (thread, start, dur))  # fmt: skip
+    m, k = len(spans), len(flows)
+    if enclosed.any():  # ends made inclusive (+1), points after every span starting with them (duration 0 < 1)
+        container = np.r_[np.ones(m, dtype=bool), np.zeros(k, dtype=bool)]
+        found = enclosing(np.concatenate([s_thread, f_thread]), np.concatenate([s_start, f_time]),
+                          np.concatenate([s_dur + 1, np.zeros(k, dtype=np.int64)]), np.zeros(m + k, dtype=np.int8),
+                          container, np.r_[np.zeros(m, dtype=bool), enclosed])  # fmt: skip
+        inside = np.asarray(found[m:])
+        bound[inside >= 0] = spans[inside[inside >= 0]]
+        del found, inside
+    later = np.flatnonzero(bound < 0)
+    if len(later):  # the first span starting at or after: spans by (thread, start, longest first, row), points first
+        order = np.lexsort((spans, -s_dur, s_start, s_thread))
+        point = np.r_[np.zeros(m, dtype=np.int8), np.ones(len(later), dtype=np.int8)]
+        merged = np.lexsort((np.r_[np.arange(m), later], -point, np.r_[s_start[order], f_time[later]],
+                             np.r_[s_thread[order], f_thread[later]]))  # a point before the spans starting with it
+        nxt = np.where(point[merged] == 0, merged, m)  # a span's place in `order`; m: a point
+        nxt = np.minimum.accumulate(nxt[::-1])[::-1]  # the first span from each place on
+        at = np.empty(len(merged), dtype=np.int64)
+        at[merged] = nxt
+        at = at[m:]  # per later point
+        del merged, nxt
+        ok = at < m
+        ok[ok] = s_thread[order[at[ok]]] == f_thread[later[ok]]
+        bound[later[ok]] = spans[order[at[ok]]]
+    return flows, bound
+
+
+def _flow_rows(flow: Any) -> np.ndarray:
+    """The rows that have a `flow` code, in order (a column in a file read `CHUNK_ROWS` at a time)."""
+    if isinstance(flow, SparseColumn):
+        return flow.present().astype(np.int64)
+    if isinstance(flow, np.ndarray) and flow.strides == (0,):  # a constant: none
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate([lo + np.flatnonzero(np.asarray(flow[lo : lo + CHUNK_ROWS]) != NONE)
+                           for lo in range(0, len(flow), CHUNK_ROWS)] or [np.zeros(0, dtype=np.int64)]).astype(np.int64)
+
+
+def _flow_correlations(correlation: Any, flows: np.ndarray, spans: np.ndarray, n: int) -> Any:
+    """The correlation column with each span holding the id of the last of `flows` (file order) bound to it."""
+    ids = np.asarray(correlation[flows], dtype=np.int64)
+    last = np.flatnonzero(ids != NONE)[::-1]  # the last point first
+    rows, first = np.unique(spans[last], return_index=True)
+    if not len(rows):
+        return correlation
+    ids = ids[last[first]]
+    if isinstance(correlation, SparseColumn):
+        keep = ~np.isin(correlation.rows, rows)
+        all_rows = np.concatenate([correlation.rows[keep], rows])
+        order = np.argsort(all_rows, kind="stable")
+        return SparseColumn(all_rows[order], np.concatenate([correlation.values[keep], ids])[order], n)
+    return _written(correlation, rows, ids)
 
 
 def _ran_as(correlation: Any, ops: np.ndarray, work: np.ndarray, op: np.ndarray) -> np.ndarray:
@@ -347,4 +466,4 @@ def _launches(correlation: np.ndarray, calls: np.ndarray, work: np.ndarray) -> n
     return out
 
 
-__all__ = ["Links", "enclosing", "link"]
+__all__ = ["FLOW_TARGETS", "Links", "bind_flows", "bound_flows", "enclosing", "link"]

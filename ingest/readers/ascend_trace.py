@@ -20,9 +20,10 @@ The translation (`translate`), and nothing else: host operators -> OP (shapes, s
 args); ``AscendCL@<call>`` -> RUNTIME ``<call>`` on the Python process and the calling thread (so the linker nests
 it in the operator that made it), drawn too as a SPAN on the ``CANN`` lane; kernels -> KERNEL (unit: ``Task
 Type``, stream: ``Stream N``, device: the process's, lane ``NPU Stream N``); ``ProfilerStep#N`` spans of the
-Python process -> ANNOTATION (step regions); a ``torch_to_npu`` flow gives its
-kernel a correlation and its start a zero-length RUNTIME ``torch_to_npu`` holding the same correlation, at the
-start of the host span it binds to (the linker then joins the kernel to the operator around it); Enqueue /
+Python process -> ANNOTATION (step regions); a ``torch_to_npu`` flow's start -> a zero-length RUNTIME
+``torch_to_npu`` holding the flow's id, a flow point of its own (the linker moves it to the start of the host span
+it binds to), its end on a device stream -> a FLOW point (the linker binds it to the kernel there, which takes the
+id: the kernel then joins that runtime call, and the operator around it); Enqueue /
 Dequeue -> SPAN on ``host queue``; overlap analysis and any other process -> SPAN on their lanes. Links, syncs,
 transfers, compiles and fallbacks are the linker's and the rule layer's (`assemble`).
 """
@@ -37,13 +38,12 @@ import numpy as np
 
 from ..assemble import assemble
 from ..errors import TraceFormatError
-from ..events import NONE, EventColumns, EventKind, Translated
+from ..events import NONE, EventColumns, EventKind, FlowBinding, FlowPhase, Translated, flow_point
 from ..schema import EngineKind
 from ..trace import Trace
 from ._kineto_events import tensor_args
-from .chrome_bind import bind_flows
 from .chrome_events import PHASES, ChromeEvents, collect
-from .chrome_generic import base_info, epoch_iso, lane_label, run_extent
+from .chrome_generic import base_info, epoch_iso, flow_points, lane_label, run_extent
 from .source import DEFAULT_CAPS, SizeCaps
 
 FORMAT = "ascend-trace"
@@ -170,13 +170,13 @@ def translate(path: Path, ev: ChromeEvents) -> tuple[Translated, set[str]]:
     kernels = np.flatnonzero(hardware)
     hardware_pids = sorted((p for p, r in roles.items() if r == "hardware" and p in codes), key=str)
     device = {p: _device_id(ev, p, i) for i, p in enumerate(hardware_pids)}
-    correlation = _launches(ev, out, col, start, t0, hardware)
+    _launches(ev, out, t0, role == _ROLES.index("hardware"))
     task_type = [(a.get("Task Type") if type(a) is dict else None) for a in [None, *vals]]
     unit = _codes([t if type(t) is str else None for t in task_type], col["args"][kernels] + 1)
     lane_key = (col["pid"][kernels].astype(np.int64) << 32) | col["tid"][kernels]
     keys, lane_code = np.unique(lane_key, return_inverse=True)
     lanes = [_kernel_lane(ev, vals[k >> 32], vals[k & 0xFFFFFFFF], device, len(hardware_pids)) for k in keys.tolist()]
-    add(EventKind.KERNEL, kernels, correlation=correlation[kernels],
+    add(EventKind.KERNEL, kernels,
         device=np.array([device.get(lane[0], 0) for lane in lanes] or [0], dtype=np.int64)[lane_code],
         stream=np.array([lane[1] for lane in lanes] or [0], dtype=np.int64)[lane_code],
         texts={"unit": unit, "lane": ([lane[2] for lane in lanes], lane_code.astype(np.int64))})
@@ -204,43 +204,34 @@ def _host_pid(cann_pid: Any, python_pids: list[Any]) -> Any:
     return python_pids[0] if python_pids else cann_pid
 
 
-def _launches(ev: ChromeEvents, out: EventColumns, col: dict[str, np.ndarray], start: np.ndarray, t0: int,
-              kernel: np.ndarray) -> np.ndarray:  # fmt: skip
-    """Per span: the id of the launch flow (``torch_to_npu``) that ends at it when it is a kernel (the last such
-    endpoint in the file), else NONE. Each flow start becomes a zero-length RUNTIME event holding the id, at the
-    start of the span it binds to (else at its own time) on that span's thread."""
+def _launches(ev: ChromeEvents, out: EventColumns, t0: int, device: np.ndarray) -> None:
+    """The launch flows (``torch_to_npu``, cat ``async_npu``): each start a zero-length RUNTIME ``torch_to_npu`` at
+    its time on its thread with its flow point (the launching call: the linker moves it to the start of the span the
+    point binds to), each end on a thread of a device process (`device`: per value code of a pid) a FLOW point
+    (`chrome_generic.flow_points`), both holding the flow's id (an id that is not an int64, or negative, moved to
+    2^62..2^63)."""
     flows = ev.flows
-    correlation = np.full(len(start), NONE, dtype=np.int64)
     m = len(flows)
     if not m:
-        return correlation
+        return
     codes = ev.values.codes
-    name, cat = flows.read("name", 0, m), flows.read("cat", 0, m)
+    name, cat, phase, enclosing = (flows.read(c, 0, m) for c in ("name", "cat", "phase", "enclosing"))
     launch = (name == codes.get(LAUNCH_FLOW, -1)) | (cat == codes.get("async_npu", -1))
     if not launch.any():
-        return correlation
-    bound_column = bind_flows(ev)
-    bound = bound_column.read(0, m)
-    bound_column.close()
-    key, phase = flows.read("key", 0, m), flows.read("phase", 0, m)
-    ends = np.flatnonzero(launch & (phase == PHASES.index("f")) & (bound >= 0))
-    ends = ends[kernel[bound[ends]]][::-1]  # the last endpoint in the file first
-    spans, first = np.unique(bound[ends], return_index=True)
-    key = np.where(key < 0, key + 2**62 + 2**62, key)  # ids that are not int64 (a hash below 0): 2^62 up, as drawn before
-    correlation[spans] = key[ends[first]]
+        return
     starts = np.flatnonzero(launch & (phase == PHASES.index("s")))
-    at = bound[starts]
-    on = at >= 0
-    pid = np.where(on, col["pid"][np.maximum(at, 0)], flows.read("pid", 0, m)[starts])
-    tid = np.where(on, col["tid"][np.maximum(at, 0)], flows.read("tid", 0, m)[starts])
-    times = np.where(on, start[np.maximum(at, 0)], flows.read("ts", 0, m)[starts] - t0)
+    key = flows.read("key", 0, m)[starts]
+    key = np.where(key < 0, key + 2**62 + 2**62, key)  # ids that are not int64 (a hash below 0): 2^62 up, as drawn before
     vals = ev.values.values
-    pids, pid_code = _codes(vals, pid)
-    tids, tid_code = _codes(vals, tid)
-    out.extend(EventKind.RUNTIME, len(starts), start_ns=times, dur_ns=np.zeros(len(starts), dtype=np.int64),
-               correlation=key[starts], texts={"name": ([LAUNCH_FLOW], np.zeros(len(starts), dtype=np.int64))},
+    pids, pid_code = _codes(vals, flows.read("pid", 0, m)[starts])
+    tids, tid_code = _codes(vals, flows.read("tid", 0, m)[starts])
+    out.extend(EventKind.RUNTIME, len(starts), start_ns=flows.read("ts", 0, m)[starts] - t0,
+               dur_ns=np.zeros(len(starts), dtype=np.int64), correlation=key, flow=np.where(
+                   enclosing[starts] != 0, flow_point(FlowPhase.START, FlowBinding.ENCLOSING),
+                   flow_point(FlowPhase.START, FlowBinding.NEXT)),
+               texts={"name": ([LAUNCH_FLOW], np.zeros(len(starts), dtype=np.int64))},
                lanes={"pid": (pids, pid_code), "tid": (tids, tid_code)})  # fmt: skip
-    return correlation
+    flow_points(out, ev, t0, keep=launch & (phase == PHASES.index("f")) & device[flows.read("pid", 0, m)])
 
 
 def _kernel_lane(ev: ChromeEvents, pid: Any, tid: Any, device: dict[Any, int], processes: int) -> tuple[Any, int, str]:

@@ -8,8 +8,8 @@ for: 36 bytes a span, 34 a flow endpoint, and no Python object kept per event (o
 from a batch's parse would pin its memory). Each column is a ``_spill.DiskColumn``: past
 HOLD_ROWS values it goes to a temporary file after each batch of events, so what stays in
 memory is bounded whatever the trace's size; consumers read it block by block or by a windowed
-gather. ``chrome_bind`` ties each flow endpoint (``s``/``t``/``f``) to the span it belongs
-to, by Chrome's binding rules.
+gather. The readers give each flow endpoint (``s``/``t``/``f``) to the event model as a FLOW
+event; the linker binds it to its span, by Chrome's binding rules.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ The shared streaming pass (``chrome_events.collect``) keeps the events compactly
 the one event model, a block at a time: complete (``X``) spans, ``B``/``E`` pairs and async spans become SPAN
 events on lanes named ``<process name> / <thread name>`` (metadata ``process_name``/``thread_name``; ``pid N``/
 ``tid N`` where none is given) with no engine kind named (drawn as work); instants (``i``) zero-length SPAN events
-on their thread's lane, engine kind other (drawn as annotations); flow (``s``/``t``/``f``) ids the ``correlation``
-of the spans they bind to (Chrome's binding rules, ``chrome_bind``). `assemble` writes the tables. A generic
+on their thread's lane, engine kind other (drawn as annotations); flow points (``s``/``t``/``f``, and flow events
+v2's) FLOW events, their ids (int64, else 2^62 + their hash) as correlations (`flow_points`): the linker binds them
+to spans by Chrome's rules and each span takes the id of its last one. `assemble` writes the tables. A generic
 trace names no operators, devices, copies or compiles, so the run says it cannot provide any signal. The readers
 of traces whose producers are known build on the helpers here.
 """
@@ -20,11 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from ..events import NONE, EventColumns, EventKind, Translated
+from ..events import EventColumns, EventKind, FlowBinding, FlowPhase, Translated, flow_point
 from ..schema import EngineKind, Source
 from ..trace import RunInfo, Trace
-from .chrome_bind import bind_flows
-from .chrome_events import OTHER_ID, ChromeEvents, blocks, convert
+from .chrome_events import ChromeEvents, blocks, convert
 from .source import DEFAULT_CAPS, SizeCaps
 
 FORMAT = "chrome"
@@ -123,33 +123,37 @@ def translate(path: Path, ev: ChromeEvents) -> Translated:
     for lo, hi in blocks(len(ev.instants)):  # instants: zero-length spans on their thread's lane, drawn as annotations
         col = {c: ev.instants.read(c, lo, hi) for c in ("ts", "name", "pid", "tid")}
         add_spans(out, EventKind.SPAN, vals, col, t0, texts={"lane": lanes(col), "engine_kind": (other, np.zeros(hi - lo, np.int64))})
-    spans, ids = flow_ids(ev)
-    for lo, hi in blocks(len(ev)):  # spans: no engine kind named (drawn as work), a bound flow's id as correlation
+    for lo, hi in blocks(len(ev)):  # spans: no engine kind named (drawn as work)
         col = {c: ev.read(c, lo, hi) for c in ("start", "dur", "name", "pid", "tid")}
-        correlation = np.full(hi - lo, NONE, dtype=np.int64)
-        first, last = np.searchsorted(spans, [lo, hi]).tolist()
-        correlation[spans[first:last] - lo] = ids[first:last]
-        add_spans(out, EventKind.SPAN, vals, col, t0, texts={"lane": lanes(col)}, correlation=correlation)
+        add_spans(out, EventKind.SPAN, vals, col, t0, texts={"lane": lanes(col)})
+    flow_points(out, ev, t0)
     info = base_info(ev, FORMAT, list(GENERIC_MISSING), lanes=len(set(labels.values())))
     # no device is named: the regions say none (a str type widened to None here)
     return Translated(out, info, root_name=path.name, root_device=None)
 
 
-def flow_ids(ev: ChromeEvents) -> tuple[np.ndarray, np.ndarray]:
-    """(span numbers, sorted; the id of the flow bound to each): per span the last endpoint in the file bound to it
-    (`chrome_bind.bind_flows`); an id that is not an int64, or negative, moved to 2^62..2^63 (2^62 + its 62-bit
-    hash, `chrome_events.other_key`)."""
-    m = len(ev.flows)
-    if not m:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    column = bind_flows(ev)
-    bound = column.read(0, m)
-    column.close()
-    ends = np.flatnonzero(bound >= 0)[::-1]  # the last endpoint in the file first
-    spans, first = np.unique(bound[ends], return_index=True)
-    key = ev.flows.read("key", 0, m)[ends[first]]
-    return spans, np.where(key < 0, key - OTHER_ID + 2**62, key)
+# the `flow` code of a point by its phase (chrome_events.PHASES: s, t, f) and whether it binds to the enclosing span
+_FLOW_CODES = np.array([[flow_point(phase, binding) for binding in (FlowBinding.NEXT, FlowBinding.ENCLOSING)]
+                        for phase in (FlowPhase.START, FlowPhase.STEP, FlowPhase.END)], dtype=np.int64)  # fmt: skip
 
 
-__all__ = ["FORMAT", "GENERIC_MISSING", "add_spans", "base_info", "epoch_iso", "flow_ids", "lane_label", "read_chrome",
+def flow_points(out: EventColumns, ev: ChromeEvents, t0: int, keep: np.ndarray | None = None) -> None:
+    """The flow points of a `ChromeEvents` (those where `keep`, per point, if given) as FLOW events in file order:
+    time in ns from t0, thread, name, phase and binding (`events.flow_point`), the id as correlation: itself when an
+    int64 of at least 0, else moved to 2^62..2^63 (a string, an int past 2^63 or a float: 2^62 + its 62-bit hash,
+    `chrome_events.other_key`; a negative int: 2^63 + it)."""
+    f, vals = ev.flows, ev.values.values
+    for lo, hi in blocks(len(f)):
+        col = {c: f.read(c, lo, hi) for c in ("ts", "name", "pid", "tid", "key", "phase", "enclosing")}
+        rows = np.flatnonzero(keep[lo:hi]) if keep is not None else np.arange(hi - lo)
+        if not len(rows):
+            continue
+        col = {c: v[rows] for c, v in col.items()}
+        key = col.pop("key")
+        code = _FLOW_CODES[col.pop("phase"), col.pop("enclosing").astype(np.int64)]
+        add_spans(out, EventKind.FLOW, vals, col, t0, correlation=np.where(key < 0, key + 2**62 + 2**62, key),
+                  flow=code)
+
+
+__all__ = ["FORMAT", "GENERIC_MISSING", "add_spans", "base_info", "epoch_iso", "flow_points", "lane_label", "read_chrome",
            "run_extent", "sniff", "translate", "value_codes"]  # fmt: skip

@@ -19,8 +19,7 @@ from portscope.ingest.errors import TraceFormatError
 TINY_KNOBS = (
     ("portscope.ingest.assemble", "SLICE_ROWS", 3),
     ("portscope.ingest.readers.chrome_events", "HOLD_ROWS", 4),
-    ("portscope.ingest.readers.chrome_bind", "BUCKET_ROWS", 4),
-    ("portscope.ingest.readers.chrome_bind", "RANGE_ROWS", 4),
+    ("portscope.ingest.link", "CHUNK_ROWS", 4),
     ("portscope.ingest.readers._kineto_ops", "SPILL_ROWS", 3),
     ("portscope.ingest.readers.kineto_rows", "SPILL_ROWS", 3),
     ("portscope.ingest.readers.ascend_csv", "BLOCK_BYTES", 1),
