@@ -98,8 +98,9 @@ def test_bound_spans_take_their_last_flows_id() -> None:
     assert links.end_ns == 350  # L's end; no flow point ends the run
 
 
-def test_a_call_with_a_flow_point_moves_to_the_start_of_its_span() -> None:
-    ev = EventColumns()
+@pytest.mark.parametrize("spill", [False, True])
+def test_a_call_with_a_flow_point_moves_to_the_start_of_its_span(spill: bool) -> None:
+    ev = EventColumns(spill=spill)
     ev.add(EventKind.OP, "aten::outer", 1, 1, 0, 100)  # row 0
     ev.add(EventKind.OP, "aten::inner", 1, 1, 10, 20)  # row 1
     ev.add(EventKind.KERNEL, "k", 7, 3, 50, 5)  # row 2: device work
