@@ -230,6 +230,9 @@ class Assembly(EngineLanes):
         if sliced:  # what the sliced tables read back, on disk, before the lanes are planned; what they never read, gone
             self.park(("start_ns", "dur_ns", "name", "args", "thread", "output_shapes", "output_dtypes"))
         slices["engine_slices"] = self.engine_slices(placement)
+        if self.schedule:  # with a schedule's extra columns
+            slices["engine_slices"] = dataclasses.replace(
+                slices["engine_slices"], schema=schema.ENGINE_SLICES.append(DEPENDS_ON).append(SLICE_CALL_SITE))
         if sliced:
             self.park(("correlation",))
             for c in ("device", "stream", "lane", "engine_kind", "unit", "copy_kind", "bytes", "total_allocated",
