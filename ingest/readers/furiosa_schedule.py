@@ -1,4 +1,4 @@
-"""FuriosaAI kernel compiler ``--dump-schedule`` JSON -> engine slices in cycles.
+"""FuriosaAI kernel compiler ``--dump-schedule`` JSON -> events -> engine slices in cycles.
 
 The dump is ``{"instructions": [...], "tensors": [...]}``. An instruction has
 ``index`` (a number, or a string for synthetic syncs), ``tpe`` (``Main``, ``Sub``,
@@ -7,18 +7,16 @@ The dump is ``{"instructions": [...], "tensors": [...]}``. An instruction has
 ``input_tensors``/``output_tensors`` (tensor indices) and a utilisation figure.
 A tensor has ``index``, ``name``, ``size`` (bytes), ``address``, ``buffer_type``.
 
-Each instruction becomes one slice on the lane of each of its contexts (the
-lane is the context's name; its engine kind from the name: ``Dma`` -> dma_d2d,
-device memory <-> on-chip, ``Vector`` -> vector, ``Main``/``Tensor``/``Contraction``
--> matrix, anything else -> other). ``correlation`` is the instruction's index
-(string indices get numbers after the largest numeric one); DMA bytes are the
-sizes of the tensors an instruction writes (else reads). Dependencies are
-implicit: an instruction reading a tensor depends on the last instruction that
-wrote it before it began. They are stored as ``depends_on`` (list of producer
-correlations, a nullable extra column) and summarised in ``waited_on``: when the
-latest producer ended after the lane's previous slice, the slice waited on it
-(``transfer`` for a DMA producer, else ``dependency``), which is what the schedule
-summary attributes gaps and the critical path to. The makespan is the last cycle.
+Events (`events.EventColumns`): each instruction is a SPAN on the lane of each of its contexts (the lane is the
+context's name; its engine kind from the name: ``Dma`` -> dma_d2d, device memory <-> on-chip, ``Vector`` ->
+vector, ``Main``/``Tensor``/``Contraction`` -> matrix, anything else: none named, drawn as compute on a lane of kind
+other), times in cycles, ``correlation`` the instruction's index (string indices get numbers after the largest
+numeric one), DMA bytes the sizes of the tensors it writes (else reads), and what the file says of it
+(`events.Logged`: its source location, the tensors it reads and writes); one ANNOTATION, the schedule's region
+(compiled, no wall time). Dependencies are implicit in the tensors: the ``dataflow`` rule (`rules`) finds them
+(``depends_on``, producer correlations, a nullable extra column) and what each slice waited on (``waited_on``:
+``transfer`` for a DMA producer, else ``dependency``), which is what the schedule summary attributes gaps and the
+critical path to. The makespan is the last cycle.
 
 Tensors are kept for the viewer's memory lanes (Spm, Vrf, Trf, Sram... above the resource lanes, as
 Furiosa's Schedule Viewer draws them): ``run_info.extra["tensors"]`` holds ``{"columns": [name, tier,
@@ -33,12 +31,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
-from ..builder import TraceBuilder
+from ..assemble import assemble
 from ..errors import TraceFormatError
+from ..events import EventColumns, EventKind, Logged, RegionFacts, Translated
 from ..memory_lanes import TENSOR_COLUMNS
-from ..schema import EngineKind, Mode, SliceKind, Source, TimeUnit
+from ..schema import EngineKind, Mode, Source, TimeUnit
 from ..trace import RunInfo, Trace
 from .source import DEFAULT_CAPS, SizeCaps, read_json
 
@@ -46,8 +43,6 @@ FORMAT = "furiosa-schedule"
 KNOWN_INSTRUCTION_KEYS = {"index", "tpe", "lifetime", "contexts", "description", "input_tensors", "output_tensors",
                           "utilization", "utilisation", "_comment"}  # fmt: skip
 KNOWN_TOP_KEYS = {"instructions", "tensors", "_comment"}
-DEPENDS_ON = pa.field("depends_on", pa.list_(pa.int64()))  # producer correlations (extra column, see FORMAT.md)
-CALL_SITE = pa.field("call_site", pa.dictionary(pa.int32(), pa.string()))  # "path:line" (extra column)
 _LOCATION = re.compile(r"-->\s*(\S+:\d+)")
 _MAX_PROBLEMS = 12
 
@@ -91,7 +86,6 @@ def read_furiosa_schedule(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) ->
             ins["id"] = ins["index"]
         else:
             ins["id"], next_id = next_id, next_id + 1
-    _link(instructions)
     tensors, unplaced = _tensor_rows(doc.get("tensors"), instructions)
     makespan = max(i["end"] for i in instructions)
     contexts = sorted({c for i in instructions for c in i["contexts"]})
@@ -107,27 +101,18 @@ def read_furiosa_schedule(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) ->
                **({"unknown_keys": unknown_top} if unknown_top else {}),
                **({"unknown_instruction_keys": unknown_ins} if unknown_ins else {})},
     )  # fmt: skip
-    b = TraceBuilder(info)
-    rid = b.add_region(path.name.split(".")[0], mode=Mode.COMPILED, device="npu",
-                       tags=json.dumps({"makespan_cycles": str(makespan), "time_unit": "cycles"}))  # fmt: skip
-    depends: list[list[int] | None] = []
-    sites: list[str | None] = []
+    out = EventColumns()
+    facts = RegionFacts(mode=Mode.COMPILED, tags=json.dumps({"makespan_cycles": str(makespan), "time_unit": "cycles"}),
+                        timed=False)  # a schedule in cycles: no wall time  # fmt: skip
+    out.add(EventKind.ANNOTATION, path.name.split(".")[0], "npu", None, 0, makespan, region_facts=out.region_facts(facts))
     for ins in sorted(instructions, key=lambda i: (i["begin"], i["id"])):
+        said = out.log(Logged(call_site=ins["site"], reads=tuple(ins["inputs"]), writes=tuple(ins["outputs"])))
         for context in ins["contexts"]:
             kind = engine_kind(context)
-            slice_kind = SliceKind.SYNC if isinstance(ins["index"], str) else (
-                SliceKind.TRANSFER if kind is EngineKind.DMA_D2D else SliceKind.COMPUTE)
-            b.engine_slices.append(region_id=rid, engine=context, engine_kind=kind, kind=slice_kind, name=ins["name"],
-                                   start=ins["begin"], dur=ins["end"] - ins["begin"], correlation=ins["id"],
-                                   bytes=ins["bytes"] if kind is EngineKind.DMA_D2D else None,
-                                   waited_on=ins["waited_on"].get(context))  # fmt: skip
-            depends.append(ins["depends_on"] or None)
-            sites.append(ins["site"])
-    trace = b.build()
-    slices = trace.tables["engine_slices"]
-    slices = slices.append_column(DEPENDS_ON, pa.array(depends, DEPENDS_ON.type))
-    trace.tables["engine_slices"] = slices.append_column(CALL_SITE, pa.array(sites, pa.string()).dictionary_encode())
-    return trace
+            out.add(EventKind.SPAN, ins["name"], "npu", context, ins["begin"], ins["end"] - ins["begin"],
+                    correlation=ins["id"], bytes=ins["bytes"] if kind is EngineKind.DMA_D2D else None, lane=context,
+                    engine_kind=kind.value if kind is not EngineKind.OTHER else None, logged=said)  # fmt: skip
+    return assemble(Translated(out, info, root_name=None, root_device="npu"))
 
 
 def _tensor_rows(raw: Any, instructions: list[dict]) -> tuple[list[list], int]:
@@ -219,32 +204,7 @@ def _instruction(n: int, raw: Any, sizes: dict[int, int], problems: list[str]) -
         "name": first[:120] or f"{raw.get('tpe') or 'instruction'} {index}", "site": site.group(1) if site else None,
         "inputs": tensors["input_tensors"], "outputs": tensors["output_tensors"],
         "bytes": moved,
-        "dma": any(engine_kind(c) is EngineKind.DMA_D2D for c in contexts),
     }  # fmt: skip
-
-
-def _link(instructions: list[dict]) -> None:
-    """depends_on (producer ids) and waited_on (per context) of every instruction, from tensor writes and reads."""
-    writers: dict[int, list[dict]] = {}
-    for ins in instructions:
-        for t in ins["outputs"]:
-            writers.setdefault(t, []).append(ins)
-    lane_end: dict[str, int] = {}
-    for ins in sorted(instructions, key=lambda i: (i["begin"], i["id"])):
-        producers = []
-        for t in ins["inputs"]:
-            before = [w for w in writers.get(t, []) if w is not ins and w["end"] <= ins["begin"]]
-            candidates = before or [w for w in writers.get(t, []) if w is not ins]
-            if candidates:
-                producers.append(max(candidates, key=lambda w: (w["end"], w["id"])))
-        ins["depends_on"] = sorted({p["id"] for p in producers})
-        last = max(producers, key=lambda w: w["end"], default=None)
-        ins["waited_on"] = {}
-        for context in ins["contexts"]:
-            free = lane_end.get(context, 0)
-            if last is not None and last["end"] > free and last["end"] <= ins["begin"]:
-                ins["waited_on"][context] = "transfer" if last["dma"] else "dependency"
-            lane_end[context] = max(free, ins["end"])
 
 
 _MAX_INT = 2**53  # the largest integer a JSON reader anywhere keeps exact; cycles, sizes and indices stay below it
