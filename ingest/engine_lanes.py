@@ -289,7 +289,8 @@ class EngineLanes:
         dispatch as dispatch, a copy engine (dma_*) as transfer, a compiler as compile, other as annotation, any
         other kind (host, stream, a compute unit) as compute; a span whose reader names no engine kind (a generic
         trace's thread) as compute, on a lane of kind other. Names and kinds are made once per distinct lane, engine
-        kind and call name, not per row (a generic trace has millions of spans)."""
+        kind and call name, not per row (a generic trace has millions of spans). A span its reader says how to draw
+        (`drawn_as`: a schedule's synthetic sync) is drawn so."""
         a = self.a
         runtime = a["kind"] == KIND_CODES[EventKind.RUNTIME]
         calls = np.flatnonzero(runtime)
@@ -322,6 +323,9 @@ class EngineLanes:
         span_kind = np.array([words.index(by_engine.get(texts[k], SliceKind.COMPUTE).value) if k else
                               words.index(SliceKind.COMPUTE.value) for k in kinds], dtype=np.int8)  # fmt: skip
         slice_kind = span_kind[engine_kind]
+        said = np.flatnonzero(a["drawn_as"][rows] != 0)  # spans their format calls a sync
+        if len(said):
+            slice_kind[said] = [words.index(texts[k]) for k in a["drawn_as"][rows[said]].tolist()]
         calls = np.flatnonzero(runtime[rows])
         if len(calls):  # runtime calls: by their name
             names, at = distinct(self.column("name", rows[calls]), len(texts))

@@ -27,6 +27,8 @@ Columns (all times in ns from the start of the run; ``None`` where the format do
 ``dtypes``, ``bytes_in``
 ``lane``, ``engine_kind``  where a reader wants device work drawn (``NPU 0 Stream 3``, an `EngineKind` value);
                           None: by device and stream
+``drawn_as``              a span the format itself calls a sync (a schedule's synthetic sync instruction): a
+                          `SliceKind` value; None: as its lane's engine kind says
 ``logged``                `placement` and `compile` events: a code into `EventColumns.logs`, what the log
                           line says beyond name and time (a `Logged`)
 ``output_shapes``,        an operator's outputs where the format lists them (torch_npu's kernel_details), in
@@ -110,7 +112,7 @@ KIND_CODES = {k: i for i, k in enumerate(EventKind)}
 
 INT_COLUMNS = ("correlation", "copy_kind", "bytes", "device", "stream", "total_allocated", "total_reserved", "logged",
                "comm", "count", "region_facts", "flow")
-TEXT_COLUMNS = ("name", "unit", "lane", "engine_kind", "output_shapes", "output_dtypes")
+TEXT_COLUMNS = ("name", "unit", "lane", "engine_kind", "output_shapes", "output_dtypes", "drawn_as")
 ARG_COLUMNS = ("shapes", "strides", "dtypes", "bytes_in")  # an operator's arguments, kept once per distinct set
 COLUMNS = ("kind", "thread", "args", "start_ns", "dur_ns", *INT_COLUMNS, *TEXT_COLUMNS)
 NONE = -(2**63)  # "not given" in an integer column

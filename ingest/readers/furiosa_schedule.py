@@ -35,7 +35,7 @@ from ..assemble import assemble
 from ..errors import TraceFormatError
 from ..events import EventColumns, EventKind, Logged, RegionFacts, Translated
 from ..memory_lanes import TENSOR_COLUMNS
-from ..schema import EngineKind, Mode, Source, TimeUnit
+from ..schema import EngineKind, Mode, SliceKind, Source, TimeUnit
 from ..trace import RunInfo, Trace
 from .source import DEFAULT_CAPS, SizeCaps, read_json
 
@@ -111,7 +111,8 @@ def read_furiosa_schedule(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) ->
             kind = engine_kind(context)
             out.add(EventKind.SPAN, ins["name"], "npu", context, ins["begin"], ins["end"] - ins["begin"],
                     correlation=ins["id"], bytes=ins["bytes"] if kind is EngineKind.DMA_D2D else None, lane=context,
-                    engine_kind=kind.value if kind is not EngineKind.OTHER else None, logged=said)  # fmt: skip
+                    engine_kind=kind.value if kind is not EngineKind.OTHER else None, logged=said,
+                    drawn_as=SliceKind.SYNC.value if isinstance(ins["index"], str) else None)  # fmt: skip
     return assemble(Translated(out, info, root_name=None, root_device="npu"))
 
 

@@ -449,3 +449,12 @@ def test_kernel_details_led_by_device_id(tmp_path: Path) -> None:
     assert [(s["engine"], s["start"], s["dur"], s["kind"]) for s in trace["engine_slices"].to_pylist()] == [
         ("NPU 0 stream 2", 0, 10_000, "compute"), ("NPU 1 stream 2", 5_500, 2_250, "fallback")]
     assert [o["device"] for o in trace["ops"].to_pylist()] == ["npu:0", "npu:1"]
+
+
+def test_a_schedules_synthetic_sync_is_drawn_as_a_sync() -> None:
+    # furiosa_schedule.json: instruction "sync_0" ("synthetic sync before store", SubContext, cycles 500-505) is a
+    # sync; the contraction on MainContext (index 2, 150-400) is compute
+    slices = load_any(FIXTURES / "furiosa_schedule.json")["engine_slices"].to_pydict()
+    kinds = {(n, e): k for n, e, k in zip(slices["name"], slices["engine"], slices["kind"], strict=True)}
+    assert kinds[("synthetic sync before store", "SubContext")] == "sync"
+    assert kinds[("contraction q = x @ w_q", "MainContext")] == "compute"
