@@ -110,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs of each loader (the best is reported)")
     parser.add_argument("--keep", type=Path, help="copy the trace made here to this path (for later --trace runs)")
     args = parser.parse_args(argv)
+    from convert_floor import floor  # bench/, the script's folder, is on sys.path
+
 
     with tempfile.TemporaryDirectory(prefix="convert_bench_") as tmp:
         folder = Path(tmp) / "rank_trace"
@@ -146,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
         hta_whole = min(whole_process([args.hta_python, "-c", _HTA_PROCESS, str(folder)], env) for _ in range(args.repeat))
         print(f"whole process, as a user runs it: portscope convert {ours_whole:.2f} s, HTA {hta_whole:.2f} s: "
               f"{hta_whole / ours_whole:.1f}x")
+        floor_whole, _, floor_decode = floor(trace, args.repeat)
+        print(f"floor (a typed decode of the same file, bench/convert_floor.py): {floor_whole:.2f} s whole process, "
+              f"{floor_decode:.2f} s decoding: portscope convert {ours_whole / floor_whole:.1f}x, in process "
+              f"{ours['seconds'] / floor_decode:.1f}x")  # fmt: skip
     return 0
 
 

@@ -77,6 +77,13 @@ def _run(argv: list[str]) -> tuple[float, float, str]:
     return wall, peak_kb / 1024, done.stdout
 
 
+def floor(path: Path, repeat: int = 1) -> tuple[float, float, float]:
+    """(wall seconds of the whole process, its peak RSS in MB, seconds of the decode alone) of the floor: a
+    typed decode of `path` with the fields the readers use, best of `repeat` fresh processes."""
+    runs = [_run([sys.executable, "-c", _FLOOR, str(path)]) for _ in range(repeat)]
+    return min(r[0] for r in runs), max(r[1] for r in runs), min(float(r[2].split()[0]) for r in runs)
+
+
 def measure(path: Path, repeat: int) -> dict[str, float | str]:
     """Best-of-`repeat` floor and convert figures for one file."""
     floor = [_run([sys.executable, "-c", _FLOOR, str(path)]) for _ in range(repeat)]
