@@ -33,6 +33,7 @@ KIND_COLOURS = {
     "compile": "#B279A2",
     "dispatch": "#9D9D9D",
     "sync": "#EECA3B",
+    "communication": "#54A24B",
     "annotation": "#72B7B2",
 }
 ROW_PX = 26

@@ -13,6 +13,7 @@ import pyarrow as pa
 from .columns import Coder, coded_column, nullable, table_of
 from .events import KIND_CODES, NONE, EventKind, rows_where
 from .kineto_vocabulary import ONLINE_COMPILE_CALLS, SYNC_RUNTIME_CALLS
+from .op_categories import is_communication
 from .schema import (
     MEMORY_ALLOCATED,
     MEMORY_ENGINE_PREFIX,
@@ -234,10 +235,12 @@ class EngineLanes:
             else:
                 engines.append(self.texts[lane] or f"{prefix}stream {st}")
                 kinds.append(self.texts[ekind] or EngineKind.STREAM.value)
-        slice_kinds = [SliceKind.COMPUTE.value, SliceKind.TRANSFER.value, SliceKind.SYNC.value, SliceKind.FALLBACK.value]
+        slice_kinds = [SliceKind.COMPUTE.value, SliceKind.TRANSFER.value, SliceKind.SYNC.value, SliceKind.FALLBACK.value,
+                       SliceKind.COMMUNICATION.value]  # fmt: skip
         slice_kind = np.zeros(len(rows), dtype=np.int8)  # compute, transfer, sync, fallback: by the kinds (no int64)
         slice_kind[kind == KIND_CODES[EventKind.WAIT]] = 2
         slice_kind[copy] = 1
+        slice_kind[self._communication(rows, kind, np.array([k == EngineKind.COLLECTIVE.value for k in kinds])[at])] = 4
         fell_back = np.zeros(len(a["kind"]), dtype=bool)
         fell_back[self.fallbacks] = True
         slice_kind[fell_back[rows] & ~copy] = 3
@@ -252,6 +255,17 @@ class EngineLanes:
         at = at.reshape(-1).astype(np.int16 if len(used) < 2**15 else np.int32)  # a few lanes: 2 bytes a slice
         return LanePart(rows=rows, engine_values=engines, engine=at, engine_kind_values=kinds, engine_kind=at,
                       kind_values=slice_kinds, kind=slice_kind, nbytes=nbytes)  # fmt: skip
+
+    def _communication(self, rows: np.ndarray, kind: np.ndarray, collective_lane: np.ndarray) -> np.ndarray:
+        """Which device rows are communication kernels: named as a collective's or a peer transfer's
+        (`op_categories.is_communication`: ``ncclDevKernel_AllReduce...``, ``hcom_allReduce_...``), or on a lane
+        of kind collective (torch_npu's HCCL)."""
+        kernel = np.flatnonzero(kind == KIND_CODES[EventKind.KERNEL])
+        names = self.column("name", rows[kernel])
+        said = [c for c in np.unique(names).tolist() if is_communication(self.texts[c] or "")]
+        out = np.zeros(len(rows), dtype=bool)
+        out[kernel] = np.isin(names, said) | collective_lane[kernel]
+        return out
 
     def _memory_lanes(self) -> list[LanePart]:
         """A lane per device: one slice from each allocator event to the next, named allocated with the total

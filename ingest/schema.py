@@ -149,7 +149,8 @@ class SliceKind(enum.Enum):
     COMPILE = "compile"
     DISPATCH = "dispatch"
     SYNC = "sync"
-    ANNOTATION = "annotation"
+    COMMUNICATION = "communication"  # a collective's or a peer transfer's kernel: mostly waiting on other devices
+    ANNOTATION = "annotation"  # last: a kind a viewer does not know is drawn as this
 
 
 class TimeUnit(enum.Enum):

@@ -66,7 +66,7 @@ def test_kernel_details_sliced_equals_whole(tmp_path: Path, monkeypatch: pytest.
         (3, "step 2", "Cast", 110_000, 2_000, "npu:0", "4", "float32", "4", "int32"),
     ]
     slices = [(s["engine"], s["engine_kind"], s["kind"], s["name"], s["op_id"]) for s in _plain(got["engine_slices"])]
-    assert slices == [("NPU HCCL", "collective", "compute", "hcom_allReduce_1", 0),
+    assert slices == [("NPU HCCL", "collective", "communication", "hcom_allReduce_1", 0),
                       ("NPU stream 2", "stream", "compute", "MatMul_1", 1),
                       ("NPU stream 2", "stream", "compute", "Add_3", 2),  # " 2 ": the same stream
                       ("NPU stream 2", "stream", "fallback", "Cast_2", 3)]  # fmt: skip

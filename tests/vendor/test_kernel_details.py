@@ -79,7 +79,7 @@ def test_kernels_out_of_order_ties_in_file_order(tiny: None, tmp_path: Path, sli
     slices = [(s["name"], s["start"], s["dur"], s["engine"], s["kind"], s["op_id"]) for s in got["engine_slices"].to_pylist()]
     assert slices == [("D", 0, 4000, "NPU stream 2", "compute", 0),
                       ("A", 15_000, 2000, "NPU stream 2", "compute", 1), ("A", 15_000, 6000, "NPU stream 2", "compute", 2),
-                      ("B", 20_000, 7000, "NPU HCCL", "compute", 3),
+                      ("B", 20_000, 7000, "NPU HCCL", "communication", 3),
                       ("B", 25_000, 1000, "NPU stream 2", "compute", 4), ("B", 25_000, 3000, "NPU stream 3", "fallback", 5),
                       ("C", 25_000, 5000, "NPU stream 2", "compute", 6)]  # fmt: skip
     regions = {r["region_id"]: r["name"] for r in got["regions"].to_pylist()}
