@@ -75,8 +75,8 @@ class EventKind(enum.Enum):
     PLACEMENT = "placement"  # where a backend's log or profile says work ran (`device` -1: the host; `unit`: the
     # device unit), an operator or a data movement it counts by site; no span: not drawn
     COMPILE = "compile"  # a framework's log record of a compilation (`Logged.record` names it), no span: not drawn
-    FLOW = "flow"  # a point of a flow (Chrome's s/t/f) on a thread: the linker binds it to a span, which takes its id
-    # (`correlation`) as its own; not drawn
+    FLOW = "flow"  # a point of a flow (Chrome's s/t/f) on a thread: the linker binds it to a span, which takes the id
+    # (`correlation`) its flow carries unless it has one of its own (`link.bound_flows`); not drawn
 
 
 class FlowPhase(enum.Enum):
@@ -104,6 +104,11 @@ def flow_point(phase: FlowPhase, binding: FlowBinding) -> int:
 def flow_binds_enclosing(codes: np.ndarray) -> np.ndarray:
     """Per `flow` code: whether the point binds to the span enclosing it."""
     return np.asarray(codes) // len(FlowPhase) == list(FlowBinding).index(FlowBinding.ENCLOSING)
+
+
+def flow_starts(codes: np.ndarray) -> np.ndarray:
+    """Per `flow` code: whether the point is its flow's start."""
+    return np.asarray(codes) % len(FlowPhase) == list(FlowPhase).index(FlowPhase.START)
 
 
 SPAN_KINDS = (EventKind.OP, EventKind.RUNTIME, EventKind.PYTHON, EventKind.ANNOTATION)
@@ -503,4 +508,4 @@ class Translated:
 
 __all__ = ["ARG_COLUMNS", "COLUMNS", "DEVICE_KINDS", "EVENTS", "INT_COLUMNS", "KIND_CODES", "NONE", "NO_ARGS", "SPAN_KINDS",
            "TEXT_COLUMNS", "Comm", "EventColumns", "EventKind", "FlowBinding", "FlowPhase", "Logged", "RegionFacts",
-           "SparseColumn", "Translated", "flow_binds_enclosing", "flow_point", "rows_where"]
+           "SparseColumn", "Translated", "flow_binds_enclosing", "flow_point", "flow_starts", "rows_where"]
