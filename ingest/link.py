@@ -9,10 +9,13 @@ Every reader's events (`events.EventColumns`) are linked here and nowhere else:
 * launches: device work -> the runtime call that holds the same correlation id (the last one in file order when a
   broken file repeats an id), a relational join done by DuckDB. Device work no runtime call launched joins the
   operator that holds its correlation id, where a format lists device work with the operator it ran as.
-* flows: every flow point binds to a span of its thread (Chrome's rules, `bind_flows`), and a span bound takes the id
-  of its last `flow` event (file order) as its correlation, before the launches are joined: a flow's end at device
-  work is a launch by the runtime call that holds the flow's id. An event of another kind with a flow point of its
-  own (torch_npu's launch: a runtime call where its flow starts) moves to the start of the span it binds to.
+* flows: every flow point binds to a span of its thread (Chrome's rules, `bind_flows`), and the spans a flow binds
+  share one id before the launches are joined: the correlation of the span its start binds to where that span has
+  one of its own (a launch id the format numbers itself), else the flow's id. A span with a correlation of its own
+  keeps it, an operator takes none (an operator's correlation names the device work it ran as), any other span
+  takes that of its last `flow` event (file order): a flow's end at device work is a launch by the runtime call
+  at its start. An event of another kind with a flow point of its own (torch_npu's launch: a runtime call where
+  its flow starts) moves to the start of the span it binds to.
 * regions: user annotations nest by time across threads; an event belongs to the innermost one open at its start.
 """
 
@@ -23,7 +26,16 @@ from typing import Any
 
 import numpy as np
 
-from .events import DEVICE_KINDS, KIND_CODES, NONE, EventKind, SparseColumn, flow_binds_enclosing, rows_where
+from .events import (
+    DEVICE_KINDS,
+    KIND_CODES,
+    NONE,
+    EventKind,
+    SparseColumn,
+    flow_binds_enclosing,
+    flow_starts,
+    rows_where,
+)
 from .spill import DiskColumn
 
 _MIN = np.iinfo(np.int64).min
@@ -239,17 +251,17 @@ def link(a: dict[str, np.ndarray]) -> Links:
 
 
 def bound_flows(a: dict[str, np.ndarray]) -> None:
-    """What the flow points say, written into the events' columns (a new column where it is not a file's): a span a
-    `flow` event binds to takes its id as correlation (the last one's in file order, as readers of Chrome traces
-    did); an event of another kind with a flow point of its own (its `flow` code) is moved to the start of the span
-    it binds to, on its thread (where it binds to none, it stays)."""
+    """What the flow points say, written into the events' columns (a new column where it is not a file's): the
+    spans a flow's `flow` events bind to share its id (`_flow_correlations`); an event of another kind with a flow
+    point of its own (its `flow` code) is moved to the start of the span it binds to, on its thread (where it binds
+    to none, it stays)."""
     points, spans = bind_flows(a)
     bound = spans >= 0
     points, spans = points[bound], spans[bound]
     if not len(points):
         return
     flow = np.asarray(a["kind"][points]) == KIND_CODES[EventKind.FLOW]
-    a["correlation"] = _flow_correlations(a["correlation"], points[flow], spans[flow], len(a["kind"]))
+    a["correlation"] = _flow_correlations(a, points[flow], spans[flow])
     moved, to = points[~flow], spans[~flow]
     if len(moved):
         a["start_ns"] = _written(a["start_ns"], moved, np.asarray(a["start_ns"][to]))
@@ -330,10 +342,23 @@ def _flow_rows(flow: Any) -> np.ndarray:
                            for lo in range(0, len(flow), CHUNK_ROWS)] or [np.zeros(0, dtype=np.int64)]).astype(np.int64)
 
 
-def _flow_correlations(correlation: Any, flows: np.ndarray, spans: np.ndarray, n: int) -> Any:
-    """The correlation column with each span holding the id of the last of `flows` (file order) bound to it."""
+def _flow_correlations(a: dict[str, Any], flows: np.ndarray, spans: np.ndarray) -> Any:
+    """The correlation column once `flows` (`flow` events, in file order) are bound to `spans`: what a flow carries
+    is the correlation of the span its last start (file order) binds to where that span has one of its own, else
+    the flow's id; a span without a correlation of its own takes what the last of `flows` bound to it carries,
+    unless it is an operator (its correlation would say that device work ran as it: `_ran_as`)."""
+    correlation, n = a["correlation"], len(a["kind"])
     ids = np.asarray(correlation[flows], dtype=np.int64)
-    last = np.flatnonzero(ids != NONE)[::-1]  # the last point first
+    own = np.asarray(correlation[spans], dtype=np.int64)  # the spans' own ids, before any flow's
+    start = np.flatnonzero(flow_starts(np.asarray(a["flow"][flows])) & (ids != NONE))[::-1]  # the last start first
+    keys, first = np.unique(ids[start], return_index=True)
+    if len(keys):  # a flow whose start's span has an id of its own carries that one
+        carried = own[start[first]]
+        at = np.minimum(np.searchsorted(keys, ids), len(keys) - 1)
+        take = (keys[at] == ids) & (carried[at] != NONE)
+        ids = np.where(take, carried[at], ids)
+    takes = (own == NONE) & (np.asarray(a["kind"][spans]) != KIND_CODES[EventKind.OP])
+    last = np.flatnonzero((ids != NONE) & takes)[::-1]  # the last point first
     rows, first = np.unique(spans[last], return_index=True)
     if not len(rows):
         return correlation

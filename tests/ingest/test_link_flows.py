@@ -114,6 +114,29 @@ def test_a_call_with_a_flow_point_moves_to_the_start_of_its_span(spill: bool) ->
     assert links.launcher[2] == 3 and links.op[2] == 1  # the kernel launched by the call, in aten::inner
 
 
+def test_a_flow_carries_the_id_of_its_starts_span_and_spans_keep_their_own() -> None:
+    """Rows by hand: the call "run" (id 21 of its own) holds flow 501's start; the flow's end sits in kernel "k1"
+    (no id): k1 takes 21, not 501, and is launched by "run"; kernel "k2" (its own id 22) holds flow 502's end: it
+    keeps 22. Flow 503 starts in the operator aten::x (no id) and ends in "k3": the operator takes no id (it did not
+    run as k3), k3 takes the flow's own id 503 and no call launched it."""
+    ev = EventColumns()
+    ev.add(EventKind.OP, "aten::mm", 1, 1, 0, 100)  # row 0
+    ev.add(EventKind.RUNTIME, "run", 1, 1, 10, 0, correlation=21)  # row 1
+    ev.add(EventKind.KERNEL, "k1", 7, 1, 30, 10)  # row 2
+    ev.add(EventKind.KERNEL, "k2", 7, 1, 50, 10, correlation=22)  # row 3
+    ev.add(EventKind.OP, "aten::x", 1, 1, 200, 50)  # row 4
+    ev.add(EventKind.KERNEL, "k3", 7, 1, 220, 10)  # row 5
+    for fid, tid, time, phase in ((501, 1, 10, S), (501, 1, 30, F), (502, 1, 10, S), (502, 1, 55, F), (503, 1, 210, S),
+                                  (503, 1, 220, F)):  # fmt: skip
+        ev.add(EventKind.FLOW, "ac2g", 7 if phase is F else 1, tid, time, correlation=fid, flow=flow_point(phase, ENCLOSING))
+    a = ev.arrays()
+    links = link(a)
+    assert [int(a["correlation"][r]) if a["correlation"][r] != NONE else None for r in range(6)] == [
+        None, 21, 21, 22, None, 503]
+    assert links.launcher[2] == 1 and links.op[2] == 0  # k1 launched by "run", in aten::mm
+    assert links.launcher[3] == -1 and links.launcher[5] == -1 and links.op[5] == -1  # k3: no call, no operator
+
+
 def _x(name: str, tid: int, ts: float, dur: float) -> dict:
     return {"ph": "X", "name": name, "cat": "c", "pid": 1, "tid": tid, "ts": ts, "dur": dur}
 
