@@ -57,7 +57,7 @@ class KinetoEvents:
     annotations: list[tuple] = dataclasses.field(default_factory=list)
     # (ts, dur, name, pid, tid), kept as columns
     python: RowColumns | list[tuple] = dataclasses.field(default_factory=lambda: RowColumns(PYTHON_FIELDS))
-    # (ts, dur, name, pid, tid, correlation, ext_id, size), kept as columns (NPU lanes rewrite them: _npu_link)
+    # (ts, dur, name, pid, tid, correlation, ext_id, size, copy kind), kept as columns
     runtime: RowColumns | list[tuple] = dataclasses.field(default_factory=lambda: RowColumns(RUNTIME_FIELDS))
     # (ts, pid, tid, bytes, total allocated, total reserved, device type, device id): [memory] instants
     memory: list[tuple] = dataclasses.field(default_factory=list)

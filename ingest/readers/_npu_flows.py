@@ -6,7 +6,8 @@
   trace keeps none), NONE_INT for a row without;
 * ``ac2g`` flow starts and ends (only once a slice held a word of an NPU device row, see `Collector.npu_hint`;
   a flow seen before is counted, and the flows are read again when the trace proves to have NPU lanes): thread,
-  time and id as columns on disk. An id that is an int64 is kept as it is; another (a string, a float...) is keyed by
+  time, id and whether it binds to the enclosing slice (Chrome's rule: a start does, an end with ``"bp": "e"``) as
+  columns on disk. An id that is an int64 is kept as it is; another (a string, a float...) is keyed by
   a hash of its text (`chrome_events.other_key`, as the Chrome readers key such ids: nothing held per distinct id;
   ``OTHER`` in the id's kind column).
 
@@ -109,7 +110,9 @@ class NpuCollect:
     def _new_flows(self) -> None:
         self.flow_side, self.flow_pid, self.flow_tid = DiskColumn("b"), DiskColumn("i"), DiskColumn("i")
         self.flow_ts, self.flow_kind, self.flow_id = DiskColumn("d"), DiskColumn("b"), DiskColumn("q")
-        self._flow_columns = (self.flow_side, self.flow_pid, self.flow_tid, self.flow_ts, self.flow_kind, self.flow_id)
+        self.flow_enclosing = DiskColumn("b")
+        self._flow_columns = (self.flow_side, self.flow_pid, self.flow_tid, self.flow_ts, self.flow_kind, self.flow_id,
+                              self.flow_enclosing)  # fmt: skip
         self._pending: list[tuple] = []
 
     def code(self, value: Any) -> int:
@@ -135,8 +138,9 @@ class NpuCollect:
         elif name == "process_labels" and type(args.get("labels")) is str:
             self.gpu_labels[pid] = args["labels"]
 
-    def flow(self, ph: str, pid: Any, tid: Any, ts: Any, flow_id: Any) -> None:
-        """An ``ac2g`` flow start (``s``) or end (``f``); one without a usable id, thread or time links nothing."""
+    def flow(self, ph: str, pid: Any, tid: Any, ts: Any, flow_id: Any, bp: Any = None) -> None:
+        """An ``ac2g`` flow start (``s``) or end (``f``, binding point `bp`); one without a usable id, thread or time
+        is not kept."""
         if not self.collecting:
             self.skipped += 1
             return
@@ -146,7 +150,8 @@ class NpuCollect:
             kind, value = INT, flow_id
         else:
             kind, value = OTHER, other_key(flow_id)
-        self._pending.append((START if ph == "s" else END, self.code(pid), self.code(tid), float(ts), kind, value))
+        self._pending.append((START if ph == "s" else END, self.code(pid), self.code(tid), float(ts), kind, value,
+                              ph == "s" or bp == "e"))  # fmt: skip
         self.flows += 1
         if len(self._pending) >= RowLaunches._BATCH:
             self._flush_flows()
@@ -165,7 +170,7 @@ class NpuCollect:
         self.flows, self.skipped, self.collecting = 0, 0, True
 
     def flow_columns(self) -> tuple[DiskColumn, ...]:
-        """(side, pid code, tid code, ts, id kind, id) of every flow kept, as columns."""
+        """(side, pid code, tid code, ts, id kind, id, enclosing) of every flow kept, as columns."""
         self._flush_flows()
         return self._flow_columns
 

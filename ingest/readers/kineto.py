@@ -22,7 +22,7 @@ from ..errors import TraceFormatError
 from ..events import KIND_CODES, NONE, EventColumns, EventKind, Translated
 from ..kineto_vocabulary import KINETO_READ_CATEGORIES
 from ..run_metadata import run_labels, scrub_secrets
-from ..schema import Source
+from ..schema import SliceKind, Source
 from ..spill import release_memory
 from ..trace import RunInfo, Trace
 from ._kineto_events import FORMAT, KinetoEvents
@@ -45,7 +45,6 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
     tensor devices, so this is a guess: host-side bookkeeping ops count too). sliced: give the operators table as
     `Trace.slices`, made as it is written (converting never holds it whole)."""
     from . import npu_kineto
-    from ._npu_link import link_launches
     from .kineto_stream import collect_file
 
     path = Path(path)
@@ -53,8 +52,6 @@ def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallba
     gc.disable()  # many small tuples, no cycles: the collector would only rescan them
     try:
         events, lanes = collect_file(path, caps)
-        if lanes is not None:
-            link_launches(events, lanes)  # launch ids as correlations, runtime work on NPU rows moved to the device
         translated = translate(path, events, infer_fallback=infer_fallback, lanes=lanes)
         del events  # the collector's columns: the events hold what they said
         release_memory()
@@ -138,7 +135,10 @@ def _ints(rows: RowColumns | list[tuple], k: int) -> np.ndarray:
 
 
 def translate(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lanes: Any = None) -> Translated:
-    """The events of one collected Kineto trace in the one event model (`lanes`: an ``npu_kineto.NpuLayout``)."""
+    """The events of one collected Kineto trace in the one event model (`lanes`: an ``npu_kineto.NpuLayout``: the
+    NPU rows' lanes, launch ids and ``ac2g`` flows, translated by ``npu_kineto``)."""
+    from . import npu_kineto
+
     t0 = ev.t_min if ev.t_min != float("inf") else min((m[0] for m in ev.memory), default=0.0)
     t_max = ev.t_max if ev.t_max != float("-inf") else max((m[0] for m in ev.memory), default=t0)
     if not (math.isfinite(t0) and math.isfinite(t_max)) or (t_max - t0) * 1000.0 >= 2**62:
@@ -163,53 +163,87 @@ def translate(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lan
         names = _coded(ev.python, 2)
         out.extend(EventKind.PYTHON, len(ev.python), start_ns=start, dur_ns=dur, texts={"name": names},
                    lanes={"pid": _coded(ev.python, 3), "tid": _coded(ev.python, 4)})
-    if len(ev.runtime):
-        start, dur = _times(ev.runtime, t0)
-        out.extend(EventKind.RUNTIME, len(ev.runtime), start_ns=start, dur_ns=dur, correlation=ids.column(ev.runtime, 5),
-                   bytes=_ints(ev.runtime, 7), copy_kind=_ints(ev.runtime, 8), texts={"name": _coded(ev.runtime, 2)},
-                   lanes={"pid": _coded(ev.runtime, 3), "tid": _coded(ev.runtime, 4)})  # fmt: skip
+    calls = _runtime_columns(ev.runtime, t0, ids)
+    moved = None  # runtime calls on NPU rows: device slices
+    if lanes is not None:
+        operators = npu_kineto.OperatorThreads.of(ops.threads, ops.code_counts()["thread"] if ops.threads else np.zeros(0))
+        calls, moved = npu_kineto.runtime_calls(calls, lanes, operators)
+    if len(calls["start_ns"]):
+        out.extend(EventKind.RUNTIME, len(calls["start_ns"]), start_ns=calls["start_ns"], dur_ns=calls["dur_ns"],
+                   correlation=calls["correlation"], bytes=calls["bytes"], copy_kind=calls["copy_kind"],
+                   texts={"name": calls["name"]}, lanes={"pid": calls["pid"], "tid": calls["tid"]})  # fmt: skip
     for a in ev.annotations:
         s = int(round((a[0] - t0) * 1000.0))
         out.add(EventKind.ANNOTATION, a[2], a[3], a[4], s, int(round((a[0] + a[1] - t0) * 1000.0)) - s)
-    devices = _device_work(out, ev, t0, ids, lanes)
+    work = _device_columns(ev.device, t0, ids)
+    if lanes is not None:
+        work["correlation"] = npu_kineto.device_ids(work, lanes)
+    devices = sorted({*_device_work(out, work, lanes), *(_device_work(out, moved, lanes) if moved else ())}, key=str)
+    if lanes is not None:
+        npu_kineto.flow_events(out, lanes, t0, operators)
     for ts, pid, tid, nbytes, total, reserved, device_type, device_id in ev.memory:
         on_host = device_type in (None, _HOST_DEVICE_TYPE) or device_id is None or device_id < 0
         out.add(EventKind.MEMORY, "[memory]", pid, tid, int(round((ts - t0) * 1000.0)), bytes=nbytes,
                 total_allocated=total, total_reserved=reserved, device=-1 if on_host else device_id)  # fmt: skip
     gpus = [d for d in devices if not lanes or d not in lanes.processes]
     root_device = ((lanes.device_name(devices[0]) if lanes else f"cuda:{devices[0]}") if devices else "cpu")
-    info = _run_info(path, ev, t0, gpus, infer_fallback)
+    has_device = len(ev.device) + (len(moved["start_ns"]) if moved else 0) > 0
+    info = _run_info(path, ev, t0, gpus, infer_fallback, has_device=has_device, has_runtime=len(calls["start_ns"]) > 0)
     names = {d: lanes.device_name(d) for d in devices} if lanes else {}
     return Translated(out, info, root_name=path.name, root_device=root_device, infer_fallback=infer_fallback,
                       device_names=names)  # fmt: skip
 
 
-def _device_work(out: EventColumns, ev: KinetoEvents, t0: float, ids: _Ids, lanes: Any) -> list:
-    """Add the device work (kernels, copies, memsets, driver waits); the sorted distinct devices."""
-    device = ev.device
-    if not len(device):
+def _runtime_columns(rows: RowColumns | list[tuple], t0: float, ids: _Ids) -> dict[str, Any]:
+    """The runtime calls as columns: start_ns, dur_ns, correlation, bytes, copy_kind, and name, pid, tid as (values,
+    codes)."""
+    if not len(rows):
+        empty = np.zeros(0, dtype=np.int64)
+        return {"start_ns": empty, "dur_ns": empty, "correlation": empty, "bytes": empty, "copy_kind": empty,
+                "name": ([], empty), "pid": ([], empty), "tid": ([], empty)}  # fmt: skip
+    start, dur = _times(rows, t0)
+    return {"start_ns": start, "dur_ns": dur, "correlation": ids.column(rows, 5), "bytes": _ints(rows, 7),
+            "copy_kind": _ints(rows, 8), "name": _coded(rows, 2), "pid": _coded(rows, 3), "tid": _coded(rows, 4)}
+
+
+def _device_columns(rows: RowColumns | list[tuple], t0: float, ids: _Ids) -> dict[str, Any]:
+    """The device work as columns: start_ns, dur_ns, correlation, bytes, and cat, name, dev, stream as (values,
+    codes)."""
+    if not len(rows):
+        empty = np.zeros(0, dtype=np.int64)
+        return {"start_ns": empty, "dur_ns": empty, "correlation": empty, "bytes": empty, "cat": ([], empty),
+                "name": ([], empty), "dev": ([], empty), "stream": ([], empty)}  # fmt: skip
+    start, dur = _times(rows, t0)
+    return {"start_ns": start, "dur_ns": dur, "correlation": ids.column(rows, 6), "bytes": _ints(rows, 7),
+            "cat": _coded(rows, 2), "name": _coded(rows, 3), "dev": _coded(rows, 4), "stream": _coded(rows, 5)}
+
+
+def _device_work(out: EventColumns, work: dict[str, Any], lanes: Any) -> list:
+    """Add the device work (kernels, copies, memsets, driver waits; on NPU rows, runtime work drawn on a device
+    lane as a dispatch span); the distinct devices."""
+    n = len(work["start_ns"])
+    if not n:
         return []
-    start, dur = _times(device, t0)
-    cats, cat_codes = _coded(device, 2)
-    kinds = np.array([KIND_CODES[_DEVICE_KIND.get(c, EventKind.KERNEL)] for c in cats] or [0], dtype=np.int8)
-    dev_values, dev_codes = _coded(device, 4)
-    stream_values, stream_codes = _coded(device, 5)
-    names = _coded(device, 3)
+    (cats, cat_codes), (names, name_codes) = work["cat"], work["name"]
+    (dev_values, dev_codes), (stream_values, stream_codes) = work["dev"], work["stream"]
+    kinds = np.array([KIND_CODES[_DEVICE_KIND.get(c, EventKind.KERNEL)] for c in cats] or [0], dtype=np.int8)[cat_codes]
     dev_int = np.array([v if type(v) is int and -(2**62) < v < 2**62 else -1 for v in dev_values] or [0], dtype=np.int64)
     stream_int = np.array([v if type(v) is int and -(2**62) < v < 2**62 else NONE for v in stream_values] or [0], dtype=np.int64)
-    texts = {"name": names}
-    if lanes is not None:  # NPU rows: the plugin's lane names and kinds
-        lane_of = [lanes.lane(cats[c], names[0][n], dev_values[d], stream_values[s]) for c, n, d, s in
-                   zip(cat_codes.tolist(), names[1].tolist(), dev_codes.tolist(), stream_codes.tolist(), strict=True)]
-        texts["lane"] = ([None, *(lane.engine if lane else None for lane in lane_of)], np.arange(1, len(lane_of) + 1))
-        texts["engine_kind"] = ([None, *(_engine_kind(lane) for lane in lane_of)], np.arange(1, len(lane_of) + 1))
-        for i, lane in enumerate(lane_of):
-            if lane is not None and lane.slice_kind.value == "dispatch":
-                cat_codes[i] = len(cats)
-        kinds = np.r_[kinds, KIND_CODES[EventKind.SPAN]].astype(np.int8)  # runtime work drawn on a device lane
-    out.extend(kinds[cat_codes], len(device), start_ns=start, dur_ns=dur, correlation=ids.column(device, 6),
-               bytes=_ints(device, 7), device=dev_int[dev_codes], stream=stream_int[stream_codes], texts=texts,
-               lanes={"pid": (dev_values, dev_codes), "tid": (stream_values, stream_codes)})  # fmt: skip
+    texts = {"name": work["name"]}
+    if lanes is not None:  # NPU rows: the plugin's lane names and kinds, per distinct (category, copy name, lane)
+        copy = np.array([c == "gpu_memcpy" for c in cats] or [False], dtype=bool)[cat_codes]
+        keys = np.stack([cat_codes, np.where(copy, name_codes, -1), dev_codes, stream_codes]).astype(np.int64)
+        distinct, inverse = np.unique(keys, axis=1, return_inverse=True)
+        inverse = inverse.reshape(-1) + 1
+        lane_of = [lanes.lane(cats[c], names[m] if m >= 0 else "", dev_values[d], stream_values[s])
+                   for c, m, d, s in distinct.T.tolist()]  # fmt: skip
+        texts["lane"] = ([None, *(lane.engine if lane else None for lane in lane_of)], inverse)
+        texts["engine_kind"] = ([None, *(_engine_kind(lane) for lane in lane_of)], inverse)
+        dispatch = np.array([False, *(lane is not None and lane.slice_kind is SliceKind.DISPATCH for lane in lane_of)])
+        kinds = np.where(dispatch[inverse], KIND_CODES[EventKind.SPAN], kinds).astype(np.int8)
+    out.extend(kinds, n, start_ns=work["start_ns"], dur_ns=work["dur_ns"], correlation=work["correlation"],
+               bytes=work["bytes"], device=dev_int[dev_codes], stream=stream_int[stream_codes], texts=texts,
+               lanes={"pid": work["dev"], "tid": work["stream"]})  # fmt: skip
     return sorted({dev_values[c] for c in np.unique(dev_codes).tolist()}, key=str)
 
 
@@ -217,7 +251,9 @@ def _engine_kind(lane: Any) -> str | None:
     return lane.engine_kind.value if lane is not None else None
 
 
-def _run_info(path: Path, ev: KinetoEvents, t0: float, devices: list, infer_fallback: bool) -> RunInfo:
+def _run_info(path: Path, ev: KinetoEvents, t0: float, devices: list, infer_fallback: bool, *, has_device: bool,
+              has_runtime: bool) -> RunInfo:  # fmt: skip
+    """What the trace says of its run (has_device, has_runtime: whether device work and runtime calls were read)."""
     meta = ev.metadata
     base = meta.get("baseTimeNanoseconds")
     start_ns = int(base) + int(t0 * 1000) if isinstance(base, int) else int(t0 * 1000)
@@ -231,8 +267,8 @@ def _run_info(path: Path, ev: KinetoEvents, t0: float, devices: list, infer_fall
     if not any(s[0] for s in ev.ops.signatures):
         missing.append("shapes and dtypes (recorded without record_shapes=True)")
     unread = {k: n for k, n in ev.categories.items() if k not in KINETO_READ_CATEGORIES}
-    if not len(ev.device):
-        if len(ev.runtime):
+    if not has_device:
+        if has_runtime:
             missing.append("device work (no device activity recorded: transfers and syncs from runtime calls only)")
         else:
             missing.append("transfers, syncs and cpu_fallback " + ("(no device activity in the categories read)" if unread

@@ -213,32 +213,6 @@ class RowColumns:
         dtype = self._dtype(k)
         return np.frombuffer(self._columns[k], dtype=dtype) if len(self) else np.zeros(0, dtype=dtype)
 
-    def sharing(self, fields: tuple[Field, ...] | None = None) -> RowColumns:
-        """An empty RowColumns (of these fields, default this one's) whose codes are this one's: a value coded by
-        either is coded in both, so raw columns of one append to the other as they are (`extend_raw`)."""
-        out = RowColumns(fields or self.fields, spill_rows=self.spill_rows)
-        out._values, out._codes = self._values, self._codes
-        return out
-
-    def code(self, value: Any) -> int:
-        """The code of a hashable value in the CODED columns (a new value gets the next code)."""
-        return self._code(value)
-
-    def aside(self) -> dict[tuple[int, int], Any]:
-        """(row, field) -> each value held outside the columns (the raw column holds -1 or ASIDE there)."""
-        return self._aside
-
-    def extend_raw(self, part: list[np.ndarray], aside: dict[tuple[int, int], Any] | None = None) -> None:
-        """Append rows given as raw columns (as `chunks` gives them; codes into `values`), spilling as `append` does;
-        aside: (row in part, field) -> the value of a field whose raw value is -1 (CODED) or ASIDE (INT)."""
-        first = len(self)
-        for k, (column, values) in enumerate(zip(self._columns, part, strict=True)):
-            column.frombytes(memoryview(np.ascontiguousarray(values, dtype=self._dtype(k))).cast("B"))
-        for (j, k), value in (aside or {}).items():
-            self._aside[(first + j, k)] = value
-        if len(self._columns[0]) >= self.spill_rows:
-            self._spill_slice()
-
     @property
     def values(self) -> list[Any]:
         """The distinct values of the CODED fields (a code indexes this list)."""

@@ -68,6 +68,7 @@ class _Event(msgspec.Struct, gc=False):
     dur: float | None = 0.0
     args: msgspec.Raw = _NO_ARGS
     id: msgspec.Raw = _NO_ARGS  # a flow's id (NPU lanes: ``npu_kineto``)
+    bp: msgspec.Raw = _NO_ARGS  # a flow end's binding point (``"e"``: the enclosing slice)
 
 
 _DECODER = msgspec.json.Decoder(list[_Event])
@@ -126,7 +127,7 @@ class Collector:
                 if ph == "M":
                     self.lanes.metadata(ev.get("name"), ev.get("pid"), ev.get("tid"), ev.get("args"))
                 elif ph in _FLOW_PHASES and ev.get("cat") == "ac2g":
-                    self.lanes.flow(ph, ev.get("pid"), ev.get("tid"), ev.get("ts"), ev.get("id"))
+                    self.lanes.flow(ph, ev.get("pid"), ev.get("tid"), ev.get("ts"), ev.get("id"), ev.get("bp"))
                 elif ph == "i" and ev.get("name") == MEMORY_EVENT:
                     self._memory(ev.get("ts"), ev.get("pid"), ev.get("tid"), ev.get("args"))
                 continue
@@ -266,7 +267,7 @@ class Collector:
             elif ph == "i":
                 self._memory(ev.ts, ev.pid, ev.tid, value)
             else:
-                self.lanes.flow(ph, ev.pid, ev.tid, ev.ts, value)
+                self.lanes.flow(ph, ev.pid, ev.tid, ev.ts, *value)
         if ts_live:
             out.t_min = min(out.t_min, min(ts_live))
             out.t_max = max(out.t_max, max(map(operator.add, ts_live, dur_live)))
@@ -317,8 +318,9 @@ class Collector:
                                [a.get("correlation") for a in argss], [None if v is None else _int(v) for v in nbytes]])
 
     def _not_spans(self, events: list[_Event]) -> list[tuple[str, _Event, Any]]:
-        """(phase, event, args or flow id) of the metadata events and the ``ac2g`` flows (their ids read only while
-        flows are kept); raises _Redo where only the general path can tell (a flow without a time, bad JSON)."""
+        """(phase, event, args or (flow id, binding point)) of the metadata events and the ``ac2g`` flows (their ids
+        read only while flows are kept); raises _Redo where only the general path can tell (a flow without a time,
+        bad JSON)."""
         rest = []
         for ev in [ev for ev in events if ev.ph != "X"]:
             if ev.ph == "M":
@@ -331,12 +333,10 @@ class Collector:
                     continue
                 if ev.ts is None:
                     raise _Redo()
-                raw = bytes(ev.id)
-                if raw.isdigit():
-                    rest.append((ev.ph, ev, int(raw)))
-                    continue
+                raw, bp = bytes(ev.id), bytes(ev.bp)
                 try:
-                    rest.append((ev.ph, ev, orjson.loads(raw) if raw else None))
+                    rest.append((ev.ph, ev, (int(raw) if raw.isdigit() else orjson.loads(raw) if raw else None,
+                                             None if not bp else "e" if bp == b'"e"' else orjson.loads(bp))))
                 except orjson.JSONDecodeError:
                     raise _Redo() from None
         return rest
@@ -398,7 +398,7 @@ def collect_file(path: Path, caps: SizeCaps = DEFAULT_CAPS) -> tuple[KinetoEvent
         for batch in event_batches(path, caps)[1]:
             for ev in batch:
                 if type(ev) is dict and ev.get("ph") in _FLOW_PHASES and ev.get("cat") == "ac2g":
-                    collector.lanes.flow(ev["ph"], ev.get("pid"), ev.get("tid"), ev.get("ts"), ev.get("id"))
+                    collector.lanes.flow(ev["ph"], ev.get("pid"), ev.get("tid"), ev.get("ts"), ev.get("id"), ev.get("bp"))
     elif lanes is None:
         collector.lanes.close()
     return events, lanes

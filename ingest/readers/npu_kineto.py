@@ -16,9 +16,22 @@ The contract of torch-rbln's Kineto emitter (enabled by ``RBLN_PROFILER=1``):
   operator.
 
 The Kineto reader calls this module through its hooks: the collector keeps the metadata, launch ids and flows
-(``_npu_flows``) and :func:`npu_layout_of` says whether the trace has NPU rows; :func:`_npu_link.link_launches` gives markers and
-device slices the launch id as correlation, moves runtime work on NPU rows to the device slices and markers that
-sit on an NPU lane onto the main operator thread (joined on disk, bounded memory);
+(``_npu_flows``), :func:`npu_layout_of` says whether the trace has NPU rows, and the reader translates what the file
+says (nothing here links: the linker does, `ingest/link.py`):
+
+* a launch marker (a runtime call named ``rbln_run``) with a ``launch_id`` of its own has it as its correlation
+  (`runtime_calls`); one on a thread where no operator runs (an NPU lane) is placed on the main operator thread
+  (most operators), where the operator open around it claims it;
+* other runtime and driver calls on an NPU process are device slices of their lane (categories
+  ``privateuse1_runtime``: a dispatch span, ``privateuse1_driver``: a device wait), their ``launch_id`` (else their
+  correlation) as correlation;
+* a device slice on an NPU process has its ``launch_id`` as its correlation where it has one (`device_ids`);
+* each ``ac2g`` flow point is a `flow` event (`flow_events`) with Chrome's binding (a start binds to the slice
+  enclosing it, an end with ``"bp": "e"`` too, another end to the next slice), its id as correlation (an id that is
+  no int64: 2^62 + its hash, as the Chrome readers key it); a start on a thread where no operator runs is placed on
+  the main operator thread with the markers. The linker binds them: a device slice without an id of its own takes
+  what the flow ending in it carries, the launch id of the marker where it starts (else the flow's id).
+
 :meth:`NpuLayout.lane` is the engine lane of a device slice, then :func:`finish` names the devices ``npu:<id>`` and
 says which figures the source lacked.
 """
@@ -29,10 +42,13 @@ import dataclasses
 import re
 from typing import Any
 
+import numpy as np
+
+from ..events import NONE, EventColumns, EventKind, FlowBinding, FlowPhase, flow_point
 from ..kineto_vocabulary import copy_direction
 from ..schema import Direction, EngineKind, SliceKind
 from ..trace import Trace
-from ._npu_flows import NpuCollect
+from ._npu_flows import INT, START, NpuCollect
 
 LAUNCH_MARKERS = {"rbln_run"}
 SORT_INDEX_BASE = 5_000_000
@@ -69,10 +85,10 @@ class NpuLayout:
     processes: dict[Any, int]  # pid -> NPU id
     lanes: dict[tuple[Any, Any], str]  # (pid, tid) -> lane name
     collected: NpuCollect = dataclasses.field(default_factory=NpuCollect)  # launch ids and ac2g flows
-    linked: int = 0  # device slices linked by a flow
-    by_launch_id: int = 0  # device slices linked by their own launch id
+    by_launch_id: int = 0  # device slices with a launch id of their own
     markers: int = 0  # launch markers among the runtime calls
     copies_without_bytes: int = 0  # copies on an NPU row with no byte count of their own
+    flow_points: int = 0  # ac2g flow points given to the linker
 
     def device_name(self, dev: Any) -> str:
         """``npu:<id>`` of a pid (or of a device id an event's args name)."""
@@ -124,6 +140,123 @@ def npu_layout_of(collected: NpuCollect) -> NpuLayout | None:
     return NpuLayout(processes, lanes, collected)
 
 
+Coded = tuple[list, np.ndarray]  # (distinct values, each row's index among them)
+
+
+@dataclasses.dataclass(frozen=True)
+class OperatorThreads:
+    """The threads where operators run, and the one where most do (None: no operator)."""
+
+    threads: frozenset
+    main: tuple[Any, Any] | None
+
+    @classmethod
+    def of(cls, threads: list[tuple[Any, Any]], counts: np.ndarray) -> OperatorThreads:
+        """From the operators' distinct threads and how many operators each holds."""
+        return cls(frozenset(threads), threads[int(np.argmax(counts))] if len(counts) else None)
+
+    def off(self, pid: Coded, tid: Coded) -> np.ndarray:
+        """Per row: whether no operator runs on its thread (pid, tid)."""
+        (pids, pid_codes), (tids, tid_codes) = pid, tid
+        pairs = pid_codes.astype(np.int64) << 32 | tid_codes.astype(np.int64)
+        distinct, inverse = np.unique(pairs, return_inverse=True)
+        off = [_not_in((pids[p >> 32], tids[p & 0xFFFFFFFF]), self.threads) for p in distinct.tolist()]
+        return np.array(off, dtype=bool)[inverse.reshape(-1)] if len(off) else np.zeros(0, dtype=bool)
+
+    def place(self, pid: Coded, tid: Coded, rows: np.ndarray) -> tuple[Coded, Coded]:
+        """(pid, tid) with those of `rows` (flags) where no operator runs placed on the main operator thread (all as
+        they are where there is none)."""
+        at = np.flatnonzero(rows)
+        if self.main is None or not len(at):
+            return pid, tid
+        (pids, pid_codes), (tids, tid_codes) = pid, tid
+        at = at[self.off((pids, pid_codes[at]), (tids, tid_codes[at]))]
+        pid_codes, tid_codes = pid_codes.copy(), tid_codes.copy()
+        pid_codes[at], tid_codes[at] = len(pids), len(tids)
+        return ([*pids, self.main[0]], pid_codes), ([*tids, self.main[1]], tid_codes)
+
+
+def runtime_calls(calls: dict[str, Any], layout: NpuLayout, operators: OperatorThreads) -> tuple[dict, dict]:
+    """(the runtime calls: a launch marker with a launch id of its own has it as correlation, one where no operator
+    runs is on the main operator thread; the calls on an NPU process, markers aside, as device slices: category
+    ``privateuse1_driver`` or ``privateuse1_runtime``, lane (pid, tid), the launch id as correlation, else their own),
+    both as columns (`calls`: start_ns, dur_ns, correlation, bytes, copy_kind, and name, pid, tid as `Coded`)."""
+    collected, n = layout.collected, len(calls["start_ns"])
+    (names, name_codes), (pids, pid_codes) = calls["name"], calls["pid"]
+    marker = _flags(names, lambda v: type(v) is str and v in LAUNCH_MARKERS)[name_codes]
+    layout.markers = int(marker.sum())
+    launch = collected.runtime_launch.read(0, n)
+    on_device = _flags(pids, lambda v: _is_key(v, layout.processes))[pid_codes] & ~marker
+    moved = np.flatnonzero(on_device)
+    device = {"start_ns": calls["start_ns"][moved], "dur_ns": calls["dur_ns"][moved], "bytes": calls["bytes"][moved],
+              "cat": (["privateuse1_runtime", "privateuse1_driver"],
+                      (collected.runtime_driver.read(0, n)[moved] == 1).astype(np.int64)),
+              "name": (names, name_codes[moved]), "dev": (pids, pid_codes[moved]),
+              "stream": (calls["tid"][0], calls["tid"][1][moved]),
+              "correlation": np.where(launch[moved] != NONE, launch[moved], calls["correlation"][moved])}  # fmt: skip
+    layout.by_launch_id += int(np.count_nonzero(launch[moved] != NONE))
+    correlation = np.where(marker & (launch != NONE), launch, calls["correlation"])
+    pid, tid = operators.place(calls["pid"], calls["tid"], marker)
+    calls = {**calls, "correlation": correlation, "pid": pid, "tid": tid}
+    if len(moved):
+        stay = ~on_device
+        calls = {k: (v[0], v[1][stay]) if type(v) is tuple else v[stay] for k, v in calls.items()}
+    return calls, device
+
+
+def device_ids(work: dict[str, Any], layout: NpuLayout) -> np.ndarray:
+    """The correlations of device slices (columns as `runtime_calls` gives them): on an NPU process, the launch id
+    where a slice has one; counts them, and the copies there without a byte count."""
+    (devs, dev_codes), (cats, cat_codes) = work["dev"], work["cat"]
+    on_npu = _flags(devs, lambda v: _is_key(v, layout.processes))[dev_codes]
+    launch = layout.collected.device_launch.read(0, len(dev_codes))
+    own = on_npu & (launch != NONE)
+    layout.by_launch_id += int(own.sum())
+    copies = on_npu & _flags(cats, lambda v: v == "gpu_memcpy")[cat_codes]
+    layout.copies_without_bytes = int(np.count_nonzero(copies & (work["bytes"] == NONE)))
+    return np.where(own, launch, work["correlation"])
+
+
+def flow_events(out: EventColumns, layout: NpuLayout, t0: float, operators: OperatorThreads) -> None:
+    """The ``ac2g`` flow points as `flow` events, in file order: time in ns from t0 (us), thread (a start where no
+    operator runs: on the main operator thread), phase and Chrome's binding, the id as correlation (one that is no
+    int64: 2^62 + its hash)."""
+    collected = layout.collected
+    side, pid, tid, ts, kind, ids, enclosing = (column.read(0, collected.flows) for column in collected.flow_columns())
+    ns = (ts - t0) * 1000.0
+    keep = np.flatnonzero(np.isfinite(ns) & (np.abs(ns) < 2**62))  # a time past any run's links nothing
+    m = layout.flow_points = len(keep)
+    if not m:
+        return
+    side, pid, tid, ns, kind, ids, enclosing = (c[keep] for c in (side, pid, tid, ns, kind, ids, enclosing))
+    values = collected.values
+    pids, tids = operators.place((values, pid.astype(np.int64)), (values, tid.astype(np.int64)), side == START)
+    codes = np.array([[flow_point(phase, binding) for binding in (FlowBinding.NEXT, FlowBinding.ENCLOSING)]
+                      for phase in (FlowPhase.START, FlowPhase.END)], dtype=np.int64)  # fmt: skip
+    out.extend(EventKind.FLOW, m, start_ns=np.rint(ns).astype(np.int64), flow=codes[side.astype(np.int64),
+               enclosing.astype(np.int64)], correlation=np.where(kind == INT, ids, ids + 2**62 + 2**62),
+               texts={"name": (["ac2g"], np.zeros(m, dtype=np.int64))}, lanes={"pid": pids, "tid": tids})  # fmt: skip
+
+
+def _flags(values: list, test: Any) -> np.ndarray:
+    """Per distinct value, test(value) (one more False: an index of -1)."""
+    return np.array([bool(test(v)) for v in values] + [False], dtype=bool)
+
+
+def _is_key(value: Any, keys: dict) -> bool:
+    try:
+        return value in keys
+    except TypeError:
+        return False
+
+
+def _not_in(thread: tuple, threads: frozenset) -> bool:
+    try:
+        return thread not in threads
+    except TypeError:
+        return True
+
+
 def finish(trace: Trace, layout: NpuLayout) -> Trace:
     """Name the NPU devices and say which figures the source lacked (driver slices are device waits: the rule
     layer's syncs)."""
@@ -137,9 +270,10 @@ def finish(trace: Trace, layout: NpuLayout) -> Trace:
     info.extra["npu"] = {"processes": {str(k): f"NPU {v}" for k, v in layout.processes.items()},
                          "lanes": sorted(set(layout.lanes.values())), "launch_markers": layout.markers,
                          "device_slices_linked_by_launch_id": layout.by_launch_id,
-                         "device_slices_linked_by_flow": layout.linked}  # fmt: skip
+                         "ac2g_flow_points": layout.flow_points}  # fmt: skip
     layout.collected.close()
     return trace
 
 
-__all__ = ["DeviceLane", "NpuLayout", "finish", "may_hold_device_rows", "npu_layout_of"]
+__all__ = ["Coded", "DeviceLane", "NpuLayout", "OperatorThreads", "device_ids", "finish", "flow_events", "may_hold_device_rows",
+           "npu_layout_of", "runtime_calls"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from portscope.ingest.readers.kineto import read_kineto
@@ -140,25 +139,6 @@ def test_rows_spill_past_a_slice_and_read_back_in_order() -> None:
     assert firsts == [(0, [1.0, 3.5]), (2, [5.0, 6.0]), (4, [7.0])]  # no chunk crosses a slice
     assert rows[2] == appended[2] and rows[-1] == appended[-1]  # indexing loads them back first
     assert rows._spilled_rows == 0 and list(rows) == appended
-
-
-def test_raw_rows_appended_to_a_sharing_copy_keep_codes_and_values_aside() -> None:
-    """`sharing` + `extend_raw` (how NPU lanes rewrite the events): raw columns of one RowColumns appended to
-    another that shares its codes read back as the same tuples, spilled past 2 rows; a value kept aside travels
-    with its row (given by the caller), a new value coded in either is coded in both."""
-    rows = RowColumns(RUNTIME_FIELDS[:8], spill_rows=2)
-    rows.append((1.0, 2.0, "launch", 1, 1, 7, None, 16))
-    rows.append((3.0, 1.0, "sync", 1, 2, [9], None, None))  # a correlation of another JSON type: aside
-    rows.append((5.0, 1.0, "launch", 1, 1, 8, None, None))
-    copy = rows.sharing()
-    for lo, part in rows.chunks(2):
-        keep = np.arange(len(part[0]))[::-1]  # each chunk reversed
-        columns = [column[keep] for column in part]
-        aside = {(j, k): v for (row, k), v in rows.aside().items() for j, r in enumerate((lo + keep).tolist()) if r == row}
-        copy.extend_raw(columns, aside)
-    assert list(copy) == [(3.0, 1.0, "sync", 1, 2, [9], None, None), (1.0, 2.0, "launch", 1, 1, 7, None, 16),
-                          (5.0, 1.0, "launch", 1, 1, 8, None, None)]  # fmt: skip
-    assert copy.kept_aside() and copy.code("sync") == rows.code("sync") and copy.code("new") == rows.code("new") == 4
 
 
 def test_rows_extended_by_columns_read_back_as_the_tuples_given() -> None:
