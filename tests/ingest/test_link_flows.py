@@ -204,3 +204,18 @@ def test_trace_view_launches_by_flow(tmp_path: Path) -> None:
     signals = [(s["kind"], s["reason"], s["op_name"], s["op_id"]) for s in trace["signals"].to_pylist()]
     assert signals == [("dispatch/cpu_fallback", "ai-cpu", "aten::e", 5)]  # K3 ran on the AI CPU
     assert trace.run_info.extra["kernels_linked_to_operators"] == 2
+
+
+def test_launches_join_the_last_call_with_each_id() -> None:
+    from portscope.ingest.link import launches
+
+    # rows 0-3 runtime calls with ids 5, 7, 5, 9; rows 4-8 device work with ids 5, 9, 11 (no call), 7, none; row 9
+    # an operator with id 5 (not a call: never a launcher)
+    correlation = np.array([5, 7, 5, 9, 5, 9, 11, 7, NONE, 5], dtype=np.int64)
+    calls = np.array([1, 1, 1, 1, 0, 0, 0, 0, 0, 0], dtype=bool)
+    work = np.array([0, 0, 0, 0, 1, 1, 1, 1, 1, 0], dtype=bool)
+    assert launches(correlation, calls, work).tolist() == [-1, -1, -1, -1, 2, 3, -1, 1, -1, -1]
+    # one id on many calls and kernels (a broken file): each kernel gets the last such call, no pair is made
+    many = np.full(20_000, 3, dtype=np.int64)
+    half = np.arange(20_000) < 10_000
+    assert set(launches(many, half, ~half)[10_000:].tolist()) == {9_999}
