@@ -16,6 +16,7 @@ from portscope.app.dev_samples import ODD_MODULE
 from portscope.ingest import read_trace
 from portscope.ingest.report import region_report_data
 from portscope.ingest.summary import summarize
+from portscope.ingest.viewport import KINDS
 
 pytestmark = pytest.mark.browser
 
@@ -360,10 +361,10 @@ def test_compare_timelines_draw_the_flows_of_a_clicked_slice_in_its_panel(dash_d
     dash_duo.wait_for_page(url=f"{dash_duo.server_url}/compare/{run_id(paths[0])}/{run_id(paths[1])}")
     dash_duo.wait_for_element("#compare-timelines .gl-container canvas", timeout=20)
     time.sleep(1)
-    # panel B's compute bars are trace len(KINDS) + 0 = 7; the matrix lane is row 1
+    # panel B's compute bars are trace len(KINDS) + 0; the matrix lane is row 1
     dash_duo.driver.execute_script(
         "const g = document.querySelector('#compare-timelines .js-plotly-plot');"
-        "g.emit('plotly_click', {points: [{curveNumber: 7, x: 400, y: 1}]});")
+        f"g.emit('plotly_click', {{points: [{{curveNumber: {len(KINDS)}, x: 400, y: 1}}]}});")
 
     def flows() -> list:
         return dash_duo.driver.execute_script(

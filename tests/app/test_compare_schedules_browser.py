@@ -15,6 +15,7 @@ from selenium.webdriver.common.by import By
 
 from portscope.app.dev_samples import write_schedule_pair
 from portscope.ingest import read_trace
+from portscope.ingest.viewport import KINDS
 
 pytestmark = pytest.mark.browser
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
@@ -66,7 +67,7 @@ def test_a_schedule_pair_compared_engine_by_engine_and_drawn_aligned(dash_duo, m
     time.sleep(1)  # dcc.Graph listens for relayout events once the figure is set up
     dash_duo.driver.execute_script(  # a click on B's vector lane at 47 ns: relu (45..50 from B's start, 1045 in its file)
         "const g = document.querySelector('#compare-schedule-timelines .js-plotly-plot');"
-        "g.emit('plotly_click', {points: [{curveNumber: 7, x: 47, y: 2}]});")
+        f"g.emit('plotly_click', {{points: [{{curveNumber: {len(KINDS)}, x: 47, y: 2}}]}});")  # B's compute bars
     dash_duo.wait_for_element("#compare-schedule-slice", timeout=10)
     facts = [dd.text for dd in dash_duo.find_elements("#compare-schedule-slice dd")]
     assert facts[:5] == ["vector", "compute", "relu", "1.04 µs (1,045 ns)", "5 ns"]

@@ -14,6 +14,7 @@ from portscope.app.config import ViewerConfig, bundled_traces_dir
 from portscope.app.pages import compare, region, run, timeline
 from portscope.ingest import read_trace
 from portscope.ingest.errors import UsageError
+from portscope.ingest.viewport import KINDS
 
 UPLOAD = {"X-Portscope-Upload": "1"}
 
@@ -99,8 +100,8 @@ def test_page_layouts_show_the_trace(make_app, demo_paths: dict[str, Path]) -> N
         timeline_page = timeline.layout(run_id=eager)
         graph = next(c for c in _walk(timeline_page) if getattr(c, "id", None) == "timeline-graph")
         # one WebGL trace per slice kind, then the search highlights (WebGL) and the clicked slice's flows (SVG arrows)
-        assert [t["type"] for t in graph.figure["data"]] == ["scattergl"] * 7 + ["scattergl", "scatter"]
-        assert [t["name"] for t in graph.figure["data"][7:]] == ["search matches", "flows"]
+        assert [t["type"] for t in graph.figure["data"]] == ["scattergl"] * len(KINDS) + ["scattergl", "scatter"]
+        assert [t["name"] for t in graph.figure["data"][len(KINDS):]] == ["search matches", "flows"]
         compare_page = compare.layout(a=eager, b=compiled)
         assert any(getattr(c, "id", None) == "compare-timelines" for c in _walk(compare_page))
         signals, operators, _ = compare.comparison_tables(eager, compiled, 0, 0)
