@@ -12,12 +12,13 @@ import pandas as pd
 
 from .diff import diff_call_sites, diff_operators, diff_signals, pair_regions
 from .errors import UsageError
+from .given import open_given
 from .op_diff_cli import op_section
 from .op_report import records
 from .report import region_report_data
 from .schedule_diff import schedule_section
 from .summary import region_ids, regions_frame, summarize
-from .trace import Trace, read_trace
+from .trace import Trace
 
 
 class _Usage(Exception):
@@ -27,7 +28,7 @@ class _Usage(Exception):
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `diff`."""
     p = sub.add_parser("diff")
-    p.add_argument("a", help="trace A (.arrow)")
+    p.add_argument("a", help="trace A (.arrow, or any file `convert` reads: converted in memory)")
     p.add_argument("b", nargs="?", help="trace B (default: A itself, pairing eager with compiled, else cold with warm)")
     p.add_argument("--region-a", metavar="NAME", help="the region of A (default: paired as the viewer does)")
     p.add_argument("--region-b", metavar="NAME", help="the region of B")
@@ -109,8 +110,8 @@ def memory_section(trace_a: Trace, region_a: int, trace_b: Trace, region_b: int,
 
 def _diff(args: argparse.Namespace) -> int:
     path_b = args.b or args.a
-    trace_a = read_trace(args.a)
-    trace_b = read_trace(path_b) if args.b else trace_a
+    trace_a = open_given(args.a, command="diff")
+    trace_b = open_given(path_b, command="diff") if args.b else trace_a
     try:
         rid_a, rid_b = choose_regions(trace_a, trace_b, args.a, path_b, args.region_a, args.region_b,
                                       same_run=args.b is None)

@@ -8,16 +8,16 @@ import sys
 from pathlib import Path
 
 from .budget import check, parse_budgets
+from .given import open_given
 from .numerics import check_numerics, tolerances_from
 from .report import format_trace, trace_report_data
 from .summary import region_ids, summarize
-from .trace import read_trace
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `report` and `check`."""
     p = sub.add_parser("report")
-    p.add_argument("trace", help="a portscope trace (.arrow)")
+    p.add_argument("trace", help="a portscope trace (.arrow), or any file `convert` reads (converted in memory)")
     p.add_argument("--region", help="only regions with this name")
     p.add_argument("--json", action="store_true", help="print the same facts as JSON")
     p.add_argument("--schedule", action="store_true", help="print the per-engine schedule summary of each region")
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_report)
 
     c = sub.add_parser("check")
-    c.add_argument("trace", help="a portscope trace (.arrow)")
+    c.add_argument("trace", help="a portscope trace (.arrow), or any file `convert` reads (converted in memory)")
     c.add_argument(
         "--max",
         action="append",
@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    trace = read_trace(args.trace)
+    trace = open_given(args.trace, command="report")
     if args.region and not region_ids(trace, args.region):
         print(f"portscope report: {args.trace}: no region named {args.region!r} "
               f"(regions: {', '.join(trace.region_names())})", file=sys.stderr)
@@ -85,7 +85,7 @@ def _report(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     budgets = parse_budgets(args.max)
-    trace = read_trace(args.trace)
+    trace = open_given(args.trace, command="check")
     if args.record_numerics:
         limits = tolerances_from(trace)
         Path(args.record_numerics).write_text(json.dumps(limits, indent=1, sort_keys=True) + "\n")
