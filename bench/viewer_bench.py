@@ -28,9 +28,9 @@ import pyarrow as pa
 
 from portscope.app.config import ViewerConfig
 from portscope.app.data.tables import region_ops_page, timeline_slices
-from portscope.app.figures import VIEW_PX, flow_lines
+from portscope.app.figures import VIEW_PX, flow_lines, match_indices, timeline_figure
 from portscope.app.pages import timeline_tools
-from portscope.app.pages.timeline import relayout_update
+from portscope.app.pages.timeline import panels, relayout_update
 from portscope.app.server import create_app
 from portscope.ingest import RunInfo, Source, write_trace
 from portscope.ingest.range_summary import range_summary
@@ -214,6 +214,7 @@ def main() -> int:
         _, t_search = timed(lambda: timeline_tools.matches(run_id, SEARCH))
         results["search_first_ms"] = round(t_search * 1000, 1)
         results["search_matches"] = len(timeline_tools.matches(run_id, SEARCH))
+        match_traces = match_indices(timeline_figure(panels([run_id], [run_id]), drag="select"))  # as the page keeps them
         for label, frac in (("full", 1.0), ("10pct", 0.1), ("1pct", 0.01)):
             mid = middle if frac < 1 else (x0 + x1) / 2
             w0, w1 = mid - (x1 - x0) * frac / 2, mid + (x1 - x0) * frac / 2
@@ -223,7 +224,8 @@ def main() -> int:
                 """The server's whole answer to a zoom: bars, ticks, band labels (and search highlights), as JSON."""
                 patch, _ = relayout_update([run_id], {"xaxis.range": [w0, w1]})
                 if search:
-                    timeline_tools.add_highlights(patch, [run_id], search, (w0, w1), [len(KINDS) + 1])
+                    found = timeline_tools.text_matches([run_id], search)
+                    timeline_tools.add_highlights(patch, found, (w0, w1), match_traces)
                 return json.dumps(patch.to_plotly_json())
 
             body, t_answer = timed(answer, repeat=3)
