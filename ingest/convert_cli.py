@@ -102,7 +102,7 @@ def _export(args: argparse.Namespace) -> int:
     if args.parquet:
         from .sql import export_parquet, open_runs
 
-        runs = open_runs(args.trace)
+        runs = open_runs(args.trace, command="export")
         written = export_parquet(runs, args.parquet)
         print(f"{args.parquet}: {len(runs)} runs, " + ", ".join(f"{rows} {view}" for view, rows in written.items()))
         return 0

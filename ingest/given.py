@@ -20,8 +20,11 @@ _ZIP_MAGIC = b"PK\x03\x04"
 
 
 def is_portscope_file(path: Path) -> bool:
-    """Whether `path` is a file that starts as a ZIP container does (a portscope trace, or a damaged one: reading it
-    as a trace names what is wrong). Anything else, a folder included, is an input for the converters."""
+    """Whether `path` is to be read as a portscope trace: named ``.arrow``, or a file that starts as a ZIP container
+    does (a damaged one included: reading it as a trace names what is wrong). Anything else, a folder included, is
+    an input for the converters."""
+    if path.suffix == ".arrow":
+        return True
     try:
         with open(path, "rb") as f:
             return f.read(4) == _ZIP_MAGIC

@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from . import run_ids
 from .errors import PortscopeError, UsageError
+from .given import is_portscope_file, open_given
 from .schema import MEMORY_ENGINE_PREFIX, EngineKind
 from .trace import Trace, read_trace
 
@@ -285,17 +286,20 @@ def _names(paths: Sequence[Path]) -> list[str]:
     return [s if stems.count(s) == 1 else str(p.with_name(s)) for s, p in zip(stems, paths, strict=True)]
 
 
-def open_runs(args: Sequence[str | Path]) -> list[Run]:
+def open_runs(args: Sequence[str | Path], *, command: str = "sql") -> list[Run]:
     """The runs of RUN arguments, memory-mapped. A file is validated in full unless portscope validated these exact
-    bytes before (`run_ids`: written by `convert`, opened by the viewer or by an earlier query); one that is not a
-    trace raises the TraceFormatError naming it."""
+    bytes before (`run_ids`: written by `convert`, opened by the viewer or by an earlier query); a file named on its
+    own that another tool wrote is converted in memory (`given.open_given`, saying so as `portscope COMMAND`); one
+    that is neither raises the TraceFormatError naming it."""
     paths = resolve_runs(args)
-    return [Run(name, _read(path)) for name, path in zip(_names(paths), paths, strict=True)]
+    return [Run(name, _read(path, command)) for name, path in zip(_names(paths), paths, strict=True)]
 
 
-def _read(path: Path) -> Trace:
+def _read(path: Path, command: str) -> Trace:
     """Validated in full and its run id remembered the first time (as the viewer's store does), so that the next
     query over the same files reads none of them through again."""
+    if path.is_file() and not is_portscope_file(path):
+        return open_given(path, command=command)
     try:
         before = run_ids.file_key(path)
     except OSError:

@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                "every row has its run. `portscope sql --schema` lists their columns; docs/sql.md has example queries.",
     )
     p.add_argument("query", nargs="?", help='a query, e.g. "SELECT name, sum(dur_ns) FROM ops GROUP BY name ORDER BY 2 DESC"')
-    p.add_argument("runs", nargs="*", metavar="RUN", help="a trace (.arrow), a folder of traces or a glob (quoted)")
+    p.add_argument("runs", nargs="*", metavar="RUN", help="a trace (.arrow), a folder of traces or a glob (quoted); a file another tool wrote is converted in memory")
     p.add_argument("--schema", action="store_true", help="print the views and their columns, and exit")
     p.add_argument("--format", choices=FORMATS, default="table",
                    help="table (aligned, the default), csv, json (an array of objects), arrow (IPC file) or parquet")

@@ -80,6 +80,10 @@ def test_inputs_that_cannot_be_reported_say_why(tmp_path: Path, capsys: pytest.C
     garbage.write_text("nothing a profiler wrote\n")
     assert main(["report", str(garbage)]) == 2
     assert str(garbage) in capsys.readouterr().err
+    fake = tmp_path / "notes.arrow"  # named as a portscope trace: read as one, and told why it is not
+    fake.write_text("nothing a profiler wrote\n")
+    assert main(["report", str(fake)]) == 2
+    assert f"{fake}: not a portscope trace" in capsys.readouterr().err
     assert main(["report", str(tmp_path / "absent.json")]) == 2
     assert "no such file" in capsys.readouterr().err
     ranks = tmp_path / "ranks"
@@ -95,3 +99,13 @@ def test_reporting_on_a_portscope_trace_loads_no_reader() -> None:
             "print(sorted(m for m in sys.modules if m.startswith('portscope.ingest.readers')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_sql_over_a_kineto_export_beside_a_portscope_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _kineto(tmp_path / "gpu.json", syncs=2, d2h_bytes=512)  # device work: the gemm kernel and the d2h copy
+    query = "SELECT run, count(*) AS n, sum(bytes) AS bytes FROM kernels GROUP BY run ORDER BY run"
+    assert main(["sql", query, str(path), "--format", "csv"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["run,n,bytes", "gpu.json,2,512"]
+    assert "portscope sql: " in err and "converted in memory" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpu.json"]
