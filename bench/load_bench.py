@@ -44,6 +44,14 @@ REPO = Path(__file__).resolve().parents[1]
 GUNICORN = Path(sys.executable).with_name("gunicorn")
 
 
+def _rss(process: psutil.Process) -> int:
+    """A process's resident memory; 0 once it has exited (gone, or a zombie its parent has not reaped yet)."""
+    try:
+        return process.memory_info().rss
+    except psutil.Error:
+        return 0
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -70,9 +78,9 @@ class Server:
     store: Path
 
     def rss_bytes(self) -> int:
-        """Resident memory of the master and every worker."""
+        """Resident memory of the master and every worker (a process that exits while they are counted counts 0)."""
         master = psutil.Process(self.proc.pid)
-        return sum(p.memory_info().rss for p in [master, *master.children(recursive=True)])
+        return master.memory_info().rss + sum(_rss(p) for p in master.children(recursive=True))
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         """Signal the whole process group (master and workers), as a crash or `kill -9` would."""
@@ -226,20 +234,27 @@ class BigUpload(threading.Thread):
         self.result: dict[str, Any] = {}
         self.child_peak = 0
 
-    def _sample(self) -> None:
+    def _conversions(self) -> list[psutil.Process]:
+        """The server's background conversion processes still running. One that has exited is left out: psutil
+        raises for it (ZombieProcess while the server's waiting thread has not reaped it yet, NoSuchProcess after)."""
+        running = []
         for worker in psutil.Process(self.server.proc.pid).children(recursive=True):
             try:
                 if "portscope.app.upload_jobs" in " ".join(worker.cmdline()):
-                    self.child_peak = max(self.child_peak, worker.memory_info().rss)
+                    running.append(worker)
             except psutil.Error:
                 pass
+        return running
+
+    def _sample(self) -> None:
+        for worker in self._conversions():
+            self.child_peak = max(self.child_peak, _rss(worker))
 
     def settle(self, timeout_s: float = 60.0) -> None:
         """Wait for the conversion's process to exit (it says "ok" before it ends), then note the server's RSS: the
         round's figure may still count that process."""
         end = time.time() + timeout_s
-        while time.time() < end and any("portscope.app.upload_jobs" in " ".join(p.cmdline())
-                                        for p in psutil.Process(self.server.proc.pid).children(recursive=True)):
+        while time.time() < end and self._conversions():
             time.sleep(0.2)
         self.result["server_rss_after_mb"] = round(self.server.rss_bytes() / 2**20, 1)
 
