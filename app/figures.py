@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -239,8 +240,11 @@ def timeline_figure(panels: list[Panel], *, drag: str = "zoom") -> dict[str, Any
     top = 1.0
     for i, panel in enumerate(panels):
         suffix = "" if i == 0 else str(i + 1)
-        present = {KINDS[int(k)] for k in np.unique(panel.lanes.group_kind)}
+        memory_rows = [level.row for level in panel.levels]
+        shown = ~np.isin(panel.lanes.group_lane, memory_rows)
+        present = {KINDS[int(k)] for k in np.unique(panel.lanes.group_kind[shown])}
         for kind in KINDS:
+            x, y = bars(panel.viewport, kind, memory_rows)  # memory lanes: drawn as levels, not bars
             data.append(
                 {
                     "type": "scattergl",
@@ -248,8 +252,8 @@ def timeline_figure(panels: list[Panel], *, drag: str = "zoom") -> dict[str, Any
                     "name": kind,
                     "legendgroup": kind,
                     "showlegend": i == 0 and kind in present,
-                    "x": typed(panel.viewport.x[kind]),
-                    "y": typed(panel.viewport.y[kind]),
+                    "x": typed(x),
+                    "y": typed(y),
                     "xaxis": f"x{suffix}",
                     "yaxis": f"y{suffix}",
                     "line": {"width": BAR_PX, "color": KIND_COLOURS[kind]},
@@ -358,15 +362,20 @@ def step_start_trace(ranks: RankLanes, suffix: str, *, first: bool) -> dict[str,
 def level_traces(panels: list[Panel]) -> list[dict[str, Any]]:
     """Two traces per memory lane of every panel (allocated bytes as an area, reserved as a line), panel by panel."""
     out = []
+    legend = {"memory allocated": True, "memory reserved": True}  # one legend entry each, at the first lane that has it
     for i, panel in enumerate(panels):
         suffix = "" if i == 0 else str(i + 1)
         for level in panel.levels:
             area, line = level.traces(panel.viewport.x0, panel.viewport.x1)
-            common = {"type": "scattergl", "xaxis": f"x{suffix}", "yaxis": f"y{suffix}", "showlegend": False, "hoverinfo": "skip"}
-            out.append({**common, **area, "mode": "lines", "fill": "toself", "name": "memory allocated",
-                        "fillcolor": LEVEL_COLOURS["allocated"], "line": {"width": 0.5, "color": LEVEL_COLOURS["allocated"]}})  # fmt: skip
-            out.append({**common, **line, "mode": "lines", "name": "memory reserved",
-                        "line": {"width": 1.5, "color": LEVEL_COLOURS["reserved"], "dash": "dot"}})  # fmt: skip
+            common = {"type": "scattergl", "xaxis": f"x{suffix}", "yaxis": f"y{suffix}", "hoverinfo": "skip"}
+            for name, part, style in (
+                ("memory allocated", area, {"fill": "toself", "fillcolor": LEVEL_COLOURS["allocated"],
+                                            "line": {"width": 0.5, "color": LEVEL_COLOURS["allocated"]}}),
+                ("memory reserved", line, {"line": {"width": 1.5, "color": LEVEL_COLOURS["reserved"], "dash": "dot"}}),
+            ):  # fmt: skip
+                first = legend[name] and bool(len(level.lane.reserved) if name == "memory reserved" else len(level.lane.total))
+                legend[name] = legend[name] and not first
+                out.append({**common, **part, **style, "mode": "lines", "name": name, "legendgroup": name, "showlegend": first})
     return out
 
 
@@ -380,16 +389,28 @@ def patch_levels(patch: Any, panels_levels: list[list[LevelLane]], first: int, w
                 index += 1
 
 
+def bars(viewport: Viewport, kind: str, hidden_rows: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """x and y of the bars of one kind, without those on `hidden_rows` (memory lanes: drawn as levels instead)."""
+    x, y = viewport.x[kind], viewport.y[kind]
+    if len(hidden_rows) and len(y):
+        keep = ~np.isin(y, hidden_rows)
+        x, y = x[keep], y[keep]
+    return x, y
+
+
 def timeline_patch(viewports: list[Viewport], ticks: list[TimeTicks] | None = None,
-                   annotations: list[dict[str, Any]] | None = None) -> Patch:
-    """Replace only the bars of every panel, its axis ticks and band labels (the zoom stays as the browser has it)."""
+                   annotations: list[dict[str, Any]] | None = None, hidden_rows: list[list[int]] | None = None) -> Patch:
+    """Replace only the bars of every panel, its axis ticks and band labels (the zoom stays as the browser has it);
+    `hidden_rows`: per panel, the rows whose bars are not drawn (its memory lanes)."""
     patch = Patch()
     if annotations is not None:
         patch["layout"]["annotations"] = annotations
     for i, viewport in enumerate(viewports):
+        hidden = hidden_rows[i] if hidden_rows else []
         for k, kind in enumerate(KINDS):
-            patch["data"][i * len(KINDS) + k]["x"] = typed(viewport.x[kind])
-            patch["data"][i * len(KINDS) + k]["y"] = typed(viewport.y[kind])
+            x, y = bars(viewport, kind, hidden)
+            patch["data"][i * len(KINDS) + k]["x"] = typed(x)
+            patch["data"][i * len(KINDS) + k]["y"] = typed(y)
     for i, tick in enumerate(ticks or []):
         axis = patch["layout"][f"xaxis{'' if i == 0 else i + 1}"]
         axis["tickmode"] = "array"

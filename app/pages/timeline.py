@@ -74,8 +74,9 @@ def relayout_update(run_ids: list[str], relayout: dict[str, Any] | None, clock_h
     viewports = [reduce_viewport(lane, window[0], window[1], VIEW_PX) for lane in lanes]
     ticks = axis_ticks([run_unit(r) for r in run_ids], [clock_hz] * len(run_ids), window[0], window[1])
     labels = panel_annotations([bands(r) for r in run_ids], titles, [window] * len(run_ids))
-    patch = timeline_patch(viewports, ticks, labels)
-    patch_levels(patch, [level_lanes(r, lane) for r, lane in zip(run_ids, lanes, strict=True)], len(run_ids) * len(KINDS), window)
+    levels = [level_lanes(r, lane) for r, lane in zip(run_ids, lanes, strict=True)]
+    patch = timeline_patch(viewports, ticks, labels, [[level.row for level in found] for found in levels])
+    patch_levels(patch, levels, len(run_ids) * len(KINDS), window)
     return patch, status_text(viewports, [len(lane) for lane in lanes])
 
 

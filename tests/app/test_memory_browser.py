@@ -81,3 +81,15 @@ def test_compare_memory_and_levels_follow_a_zoom(dash_duo, make_app, run, tmp_pa
         "Plotly.relayout(document.querySelector('#compare-timelines .js-plotly-plot'), {'xaxis.range[0]': 0, 'xaxis.range[1]': 50000});")
     until(lambda: level_points(dash_duo, "compare-timelines") != before, 10)
     assert dash_duo.get_logs() == []
+
+
+def test_timeline_legend_names_the_memory_levels(dash_duo, make_app, run) -> None:
+    # Lanes of the trace: the host thread (three operators: compute) and the memory lane of cuda:0, whose bars are
+    # drawn under its levels. The legend names the levels, not the kind those bars are coded as (annotation).
+    folder, run_id, _ = run
+    dash_duo.start_server(make_app(trace_paths=(folder,)))
+    dash_duo.wait_for_page(url=dash_duo.server_url + urls.timeline(run_id))
+    dash_duo.wait_for_element("#timeline-graph .legendtext", timeout=20)
+    legend = [e.text for e in dash_duo.find_elements("#timeline-graph .legendtext")]
+    assert legend == ["compute", "memory allocated", "memory reserved"]
+    assert dash_duo.get_logs() == []
