@@ -168,17 +168,25 @@ def translate(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lan
     if lanes is not None:
         operators = npu_kineto.OperatorThreads.of(ops.threads, ops.code_counts()["thread"] if ops.threads else np.zeros(0))
         calls, moved = npu_kineto.runtime_calls(calls, lanes, operators)
-    if len(calls["start_ns"]):
+    has_runtime = len(calls["start_ns"]) > 0
+    if has_runtime:
         out.extend(EventKind.RUNTIME, len(calls["start_ns"]), start_ns=calls["start_ns"], dur_ns=calls["dur_ns"],
                    correlation=calls["correlation"], bytes=calls["bytes"], copy_kind=calls["copy_kind"],
                    texts={"name": calls["name"]}, lanes={"pid": calls["pid"], "tid": calls["tid"]})  # fmt: skip
+    del calls  # whole columns: gone before the next are made (the peak of a trace of millions of calls)
     for a in ev.annotations:
         s = int(round((a[0] - t0) * 1000.0))
         out.add(EventKind.ANNOTATION, a[2], a[3], a[4], s, int(round((a[0] + a[1] - t0) * 1000.0)) - s)
     work = _device_columns(ev.device, t0, ids)
     if lanes is not None:
         work["correlation"] = npu_kineto.device_ids(work, lanes)
-    devices = sorted({*_device_work(out, work, lanes), *(_device_work(out, moved, lanes) if moved else ())}, key=str)
+    has_device = len(work["start_ns"]) + (len(moved["start_ns"]) if moved else 0) > 0
+    devices = set(_device_work(out, work, lanes))
+    del work
+    if moved:
+        devices.update(_device_work(out, moved, lanes))
+    del moved
+    devices = sorted(devices, key=str)
     if lanes is not None:
         npu_kineto.flow_events(out, lanes, t0, operators)
     for ts, pid, tid, nbytes, total, reserved, device_type, device_id in ev.memory:
@@ -187,8 +195,7 @@ def translate(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lan
                 total_allocated=total, total_reserved=reserved, device=-1 if on_host else device_id)  # fmt: skip
     gpus = [d for d in devices if not lanes or d not in lanes.processes]
     root_device = ((lanes.device_name(devices[0]) if lanes else f"cuda:{devices[0]}") if devices else "cpu")
-    has_device = len(ev.device) + (len(moved["start_ns"]) if moved else 0) > 0
-    info = _run_info(path, ev, t0, gpus, infer_fallback, has_device=has_device, has_runtime=len(calls["start_ns"]) > 0)
+    info = _run_info(path, ev, t0, gpus, infer_fallback, has_device=has_device, has_runtime=has_runtime)
     names = {d: lanes.device_name(d) for d in devices} if lanes else {}
     return Translated(out, info, root_name=path.name, root_device=root_device, infer_fallback=infer_fallback,
                       device_names=names)  # fmt: skip
