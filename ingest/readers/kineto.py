@@ -27,7 +27,7 @@ from ..spill import release_memory
 from ..trace import RunInfo, Trace
 from ._kineto_events import FORMAT, KinetoEvents
 from .chrome_json import ChromeDocument, SplitFailed, whole
-from .kineto_rows import ASIDE, RowColumns
+from .kineto_rows import ASIDE, Field, RowColumns
 from .source import DEFAULT_CAPS, SizeCaps
 
 __all__ = ["FORMAT", "KinetoEvents", "collect", "read_kineto", "translate"]
@@ -35,6 +35,10 @@ __all__ = ["FORMAT", "KinetoEvents", "collect", "read_kineto", "translate"]
 _DEVICE_KIND = {"kernel": EventKind.KERNEL, "gpu_memcpy": EventKind.COPY, "gpu_memset": EventKind.MEMSET,
                 "privateuse1_driver": EventKind.WAIT, "cuda_sync": EventKind.WAIT}  # fmt: skip
 _HOST_DEVICE_TYPE = 0  # c10::DeviceType::CPU in a [memory] event's "Device Type"
+SLICE_ROWS = 1 << 20  # runtime calls and device rows translated at a time (tests make it tiny)
+# A trace of this many runtime calls and device rows (a GPU trace of ~3 GB, a trace with NPU lanes of ~0.7 GB) keeps
+# its events in temporary files while linked: memory stays near flat, linking takes ~1.5x as long.
+SPILL_EVENTS = 3_000_000
 
 
 def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallback: bool = False,
@@ -85,8 +89,8 @@ class _Ids:
     def __init__(self) -> None:
         self.codes: dict[tuple[type, Any], int] = {}
 
-    def column(self, rows: RowColumns | list[tuple], k: int) -> np.ndarray:
-        raw = rows.int_column(k) if isinstance(rows, RowColumns) else None
+    def column(self, rows: Rows, k: int) -> np.ndarray:
+        raw = rows.int_column(k) if not isinstance(rows, list) else None
         if raw is not None:
             return raw
         out = np.full(len(rows), NONE, dtype=np.int64)
@@ -97,6 +101,39 @@ class _Ids:
             elif type(v) in (str, float, bool, int):
                 out[i] = self.codes.setdefault((type(v), v), 2**62 + len(self.codes))
         return out
+
+
+class _Slice:
+    """Rows first.. of a RowColumns none of whose values is kept aside, as the columns `RowColumns.chunks` reads back:
+    what `_times`, `_coded`, `_ints` and `_Ids.column` read of a RowColumns, for that slice only."""
+
+    def __init__(self, rows: RowColumns, columns: list[np.ndarray]) -> None:
+        self.fields, self.values, self._columns = rows.fields, rows.values, columns
+
+    def __len__(self) -> int:
+        return len(self._columns[0])
+
+    def kept_aside(self) -> bool:
+        return False
+
+    def numpy(self, k: int) -> np.ndarray:
+        return self._columns[k]
+
+    def int_column(self, k: int) -> np.ndarray | None:
+        return self._columns[k] if self.fields[k] is Field.INT else None
+
+
+Rows = RowColumns | _Slice | list[tuple]
+
+
+def _parts(rows: RowColumns | list[tuple]) -> Iterator[tuple[int, Rows]]:
+    """(first row, rows) a slice of `SLICE_ROWS` at a time where the rows are columns that hold every value, else the
+    rows whole (a value kept aside is read row by row)."""
+    if not isinstance(rows, RowColumns) or rows.kept_aside() or len(rows) <= SLICE_ROWS:
+        yield 0, rows
+        return
+    for first, columns in rows.chunks(SLICE_ROWS):
+        yield first, _Slice(rows, columns)
 
 
 def _ns(ts: np.ndarray, t0: float) -> np.ndarray:
@@ -112,23 +149,23 @@ def _span(ts: np.ndarray, dur: np.ndarray, t0: float) -> tuple[np.ndarray, np.nd
     return _ns(ts, t0), _ns(dur, 0.0)
 
 
-def _coded(rows: RowColumns | list[tuple], k: int) -> tuple[list, np.ndarray]:
+def _coded(rows: Rows, k: int) -> tuple[list, np.ndarray]:
     """(values, codes) of column k: a RowColumns' own coding, or one made from tuples."""
-    if isinstance(rows, RowColumns) and not rows.kept_aside():
+    if not isinstance(rows, list) and not rows.kept_aside():
         return rows.values, rows.numpy(k).astype(np.int64)
     values: dict[tuple[type, Any], int] = {}
     codes = np.fromiter((values.setdefault((type(r[k]), r[k]), len(values)) for r in rows), dtype=np.int64, count=len(rows))
     return [v for _, v in values], codes
 
 
-def _times(rows: RowColumns | list[tuple], t0: float, ts_k: int = 0, dur_k: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    if isinstance(rows, RowColumns):
+def _times(rows: Rows, t0: float, ts_k: int = 0, dur_k: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    if not isinstance(rows, list):
         return _span(rows.numpy(ts_k), rows.numpy(dur_k), t0)
     return _span(np.array([r[ts_k] for r in rows], dtype=np.float64), np.array([r[dur_k] for r in rows], dtype=np.float64), t0)
 
 
-def _ints(rows: RowColumns | list[tuple], k: int) -> np.ndarray:
-    if isinstance(rows, RowColumns):
+def _ints(rows: Rows, k: int) -> np.ndarray:
+    if not isinstance(rows, list):
         raw = rows.numpy(k).astype(np.int64)
         return np.where(raw == ASIDE, NONE, raw)
     return np.array([v if type(v) is int and NONE < v < 2**63 else NONE for v in (r[k] for r in rows)], dtype=np.int64)
@@ -143,7 +180,7 @@ def translate(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lan
     t_max = ev.t_max if ev.t_max != float("-inf") else max((m[0] for m in ev.memory), default=t0)
     if not (math.isfinite(t0) and math.isfinite(t_max)) or (t_max - t0) * 1000.0 >= 2**62:
         raise TraceFormatError(path, f"timestamps span {t_max - t0:g} us: not a profile (ts/dur out of range)")
-    out = EventColumns()
+    out = EventColumns(spill=len(ev.runtime) + len(ev.device) >= SPILL_EVENTS)  # see SPILL_EVENTS
     ids = _Ids()
     ops = ev.ops
     first = 0
@@ -163,29 +200,37 @@ def translate(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lan
         names = _coded(ev.python, 2)
         out.extend(EventKind.PYTHON, len(ev.python), start_ns=start, dur_ns=dur, texts={"name": names},
                    lanes={"pid": _coded(ev.python, 3), "tid": _coded(ev.python, 4)})
-    calls = _runtime_columns(ev.runtime, t0, ids)
-    moved = None  # runtime calls on NPU rows: device slices
+    operators = None
     if lanes is not None:
         operators = npu_kineto.OperatorThreads.of(ops.threads, ops.code_counts()["thread"] if ops.threads else np.zeros(0))
-        calls, moved = npu_kineto.runtime_calls(calls, lanes, operators)
-    has_runtime = len(calls["start_ns"]) > 0
-    if has_runtime:
-        out.extend(EventKind.RUNTIME, len(calls["start_ns"]), start_ns=calls["start_ns"], dur_ns=calls["dur_ns"],
-                   correlation=calls["correlation"], bytes=calls["bytes"], copy_kind=calls["copy_kind"],
-                   texts={"name": calls["name"]}, lanes={"pid": calls["pid"], "tid": calls["tid"]})  # fmt: skip
-    del calls  # whole columns: gone before the next are made (the peak of a trace of millions of calls)
+    has_runtime = has_device = False
+    for first, part in _parts(ev.runtime):  # a slice of the calls at a time: no whole column of millions of calls
+        calls = _runtime_columns(part, t0, ids)
+        if lanes is not None:  # the calls on NPU rows are device slices: added after the device work, below
+            calls, _ = npu_kineto.runtime_calls(calls, lanes, operators, first=first)
+        if len(calls["start_ns"]):
+            has_runtime = True
+            out.extend(EventKind.RUNTIME, len(calls["start_ns"]), start_ns=calls["start_ns"], dur_ns=calls["dur_ns"],
+                       correlation=calls["correlation"], bytes=calls["bytes"], copy_kind=calls["copy_kind"],
+                       texts={"name": calls["name"]}, lanes={"pid": calls["pid"], "tid": calls["tid"]})  # fmt: skip
+        del calls
     for a in ev.annotations:
         s = int(round((a[0] - t0) * 1000.0))
         out.add(EventKind.ANNOTATION, a[2], a[3], a[4], s, int(round((a[0] + a[1] - t0) * 1000.0)) - s)
-    work = _device_columns(ev.device, t0, ids)
-    if lanes is not None:
-        work["correlation"] = npu_kineto.device_ids(work, lanes)
-    has_device = len(work["start_ns"]) + (len(moved["start_ns"]) if moved else 0) > 0
-    devices = set(_device_work(out, work, lanes))
-    del work
-    if moved:
-        devices.update(_device_work(out, moved, lanes))
-    del moved
+    devices: set = set()
+    for first, part in _parts(ev.device):
+        work = _device_columns(part, t0, ids)
+        if lanes is not None:
+            work["correlation"] = npu_kineto.device_ids(work, lanes, first=first)
+        has_device = has_device or len(work["start_ns"]) > 0
+        devices.update(_device_work(out, work, lanes))
+        del work
+    if lanes is not None:  # the runtime calls on NPU rows, read again
+        for first, part in _parts(ev.runtime):
+            _, moved = npu_kineto.runtime_calls(_runtime_columns(part, t0, ids), lanes, operators, first=first, count=False)
+            has_device = has_device or len(moved["start_ns"]) > 0
+            devices.update(_device_work(out, moved, lanes))
+            del moved
     devices = sorted(devices, key=str)
     if lanes is not None:
         npu_kineto.flow_events(out, lanes, t0, operators)
@@ -201,7 +246,7 @@ def translate(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lan
                       device_names=names)  # fmt: skip
 
 
-def _runtime_columns(rows: RowColumns | list[tuple], t0: float, ids: _Ids) -> dict[str, Any]:
+def _runtime_columns(rows: Rows, t0: float, ids: _Ids) -> dict[str, Any]:
     """The runtime calls as columns: start_ns, dur_ns, correlation, bytes, copy_kind, and name, pid, tid as (values,
     codes)."""
     if not len(rows):
@@ -213,7 +258,7 @@ def _runtime_columns(rows: RowColumns | list[tuple], t0: float, ids: _Ids) -> di
             "copy_kind": _ints(rows, 8), "name": _coded(rows, 2), "pid": _coded(rows, 3), "tid": _coded(rows, 4)}
 
 
-def _device_columns(rows: RowColumns | list[tuple], t0: float, ids: _Ids) -> dict[str, Any]:
+def _device_columns(rows: Rows, t0: float, ids: _Ids) -> dict[str, Any]:
     """The device work as columns: start_ns, dur_ns, correlation, bytes, and cat, name, dev, stream as (values,
     codes)."""
     if not len(rows):

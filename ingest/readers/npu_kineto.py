@@ -176,25 +176,30 @@ class OperatorThreads:
         return ([*pids, self.main[0]], pid_codes), ([*tids, self.main[1]], tid_codes)
 
 
-def runtime_calls(calls: dict[str, Any], layout: NpuLayout, operators: OperatorThreads) -> tuple[dict, dict]:
+def runtime_calls(calls: dict[str, Any], layout: NpuLayout, operators: OperatorThreads, *, first: int = 0,
+                  count: bool = True) -> tuple[dict, dict]:
     """(the runtime calls: a launch marker with a launch id of its own has it as correlation, one where no operator
     runs is on the main operator thread; the calls on an NPU process, markers aside, as device slices: category
     ``privateuse1_driver`` or ``privateuse1_runtime``, lane (pid, tid), the launch id as correlation, else their own),
-    both as columns (`calls`: start_ns, dur_ns, correlation, bytes, copy_kind, and name, pid, tid as `Coded`)."""
+    both as columns (`calls`: start_ns, dur_ns, correlation, bytes, copy_kind, and name, pid, tid as `Coded`).
+
+    `calls` may be a slice of the trace's runtime calls, its first row `first`; count: add its markers and launch ids
+    to the layout's counts (False for a slice read a second time)."""
     collected, n = layout.collected, len(calls["start_ns"])
     (names, name_codes), (pids, pid_codes) = calls["name"], calls["pid"]
     marker = _flags(names, lambda v: type(v) is str and v in LAUNCH_MARKERS)[name_codes]
-    layout.markers = int(marker.sum())
-    launch = collected.runtime_launch.read(0, n)
+    launch = collected.runtime_launch.read(first, first + n)
     on_device = _flags(pids, lambda v: _is_key(v, layout.processes))[pid_codes] & ~marker
     moved = np.flatnonzero(on_device)
     device = {"start_ns": calls["start_ns"][moved], "dur_ns": calls["dur_ns"][moved], "bytes": calls["bytes"][moved],
               "cat": (["privateuse1_runtime", "privateuse1_driver"],
-                      (collected.runtime_driver.read(0, n)[moved] == 1).astype(np.int64)),
+                      (collected.runtime_driver.read(first, first + n)[moved] == 1).astype(np.int64)),
               "name": (names, name_codes[moved]), "dev": (pids, pid_codes[moved]),
               "stream": (calls["tid"][0], calls["tid"][1][moved]),
               "correlation": np.where(launch[moved] != NONE, launch[moved], calls["correlation"][moved])}  # fmt: skip
-    layout.by_launch_id += int(np.count_nonzero(launch[moved] != NONE))
+    if count:
+        layout.markers += int(marker.sum())
+        layout.by_launch_id += int(np.count_nonzero(launch[moved] != NONE))
     correlation = np.where(marker & (launch != NONE), launch, calls["correlation"])
     pid, tid = operators.place(calls["pid"], calls["tid"], marker)
     calls = {**calls, "correlation": correlation, "pid": pid, "tid": tid}
@@ -204,16 +209,17 @@ def runtime_calls(calls: dict[str, Any], layout: NpuLayout, operators: OperatorT
     return calls, device
 
 
-def device_ids(work: dict[str, Any], layout: NpuLayout) -> np.ndarray:
-    """The correlations of device slices (columns as `runtime_calls` gives them): on an NPU process, the launch id
-    where a slice has one; counts them, and the copies there without a byte count."""
+def device_ids(work: dict[str, Any], layout: NpuLayout, *, first: int = 0) -> np.ndarray:
+    """The correlations of device slices (columns as `runtime_calls` gives them; a slice of the trace's device rows,
+    its first row `first`): on an NPU process, the launch id where a slice has one; counts them, and the copies there
+    without a byte count."""
     (devs, dev_codes), (cats, cat_codes) = work["dev"], work["cat"]
     on_npu = _flags(devs, lambda v: _is_key(v, layout.processes))[dev_codes]
-    launch = layout.collected.device_launch.read(0, len(dev_codes))
+    launch = layout.collected.device_launch.read(first, first + len(dev_codes))
     own = on_npu & (launch != NONE)
     layout.by_launch_id += int(own.sum())
     copies = on_npu & _flags(cats, lambda v: v == "gpu_memcpy")[cat_codes]
-    layout.copies_without_bytes = int(np.count_nonzero(copies & (work["bytes"] == NONE)))
+    layout.copies_without_bytes += int(np.count_nonzero(copies & (work["bytes"] == NONE)))
     return np.where(own, launch, work["correlation"])
 
 

@@ -22,6 +22,8 @@ TINY_KNOBS = (
     ("portscope.ingest.link", "CHUNK_ROWS", 4),
     ("portscope.ingest.readers._kineto_ops", "SPILL_ROWS", 3),
     ("portscope.ingest.readers.kineto_rows", "SPILL_ROWS", 3),
+    ("portscope.ingest.readers.kineto", "SLICE_ROWS", 2),
+    ("portscope.ingest.readers.kineto", "SPILL_EVENTS", 1),
     ("portscope.ingest.readers.ascend_csv", "BLOCK_BYTES", 1),
     ("portscope.ingest.batches", "_BATCH_ROWS", 5),
 )

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from portscope.ingest.readers import kineto, kineto_rows
 from portscope.ingest.readers.kineto import read_kineto
 
 
@@ -43,7 +44,13 @@ EVENTS = [
 
 
 @pytest.mark.parametrize("sliced", [False, True])
-def test_launch_ids_flows_and_markers(tmp_path: Path, sliced: bool) -> None:
+@pytest.mark.parametrize("slice_rows", [None, 1])
+def test_launch_ids_flows_and_markers(tmp_path: Path, sliced: bool, slice_rows: int | None,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    if slice_rows:  # the runtime calls and device rows translated one at a time, read back from a spill file, and
+        monkeypatch.setattr(kineto, "SLICE_ROWS", slice_rows)  # the events kept in temporary files while linked
+        monkeypatch.setattr(kineto_rows, "SPILL_ROWS", 2)
+        monkeypatch.setattr(kineto, "SPILL_EVENTS", 1)
     path = tmp_path / "npu.json"
     path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": EVENTS}))
     trace = read_kineto(path, sliced=sliced)
