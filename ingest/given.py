@@ -1,5 +1,5 @@
-"""The trace a read-only command is given (`report`, `check`, `diff`): a portscope trace as it is, any other input
-`convert` reads converted in memory first.
+"""The trace a read-only command is given (`report`, `check`, `diff`, `sql`, `export --parquet`): a portscope trace as
+it is, any other input `convert` reads converted in memory first.
 
 A user holding a PyTorch-profiler export or a vendor table runs ``portscope report trace.json`` and gets the report;
 nothing is written. Converting is the slow part for a big file, so the command says on stderr how to keep the
