@@ -52,7 +52,7 @@ from .schema import (
 from .spill import DiskColumn, release_memory
 from .trace import TableSlices, Trace
 
-SLICE_ROWS = 1 << 20  # operators made into one record batch
+SLICE_ROWS = 1 << 18  # event rows made into one record batch of a sliced table (operators, lanes...)
 MAX_COUNTED_ROWS = 1_000_000  # transfers rows written for one counted copy at most (its signal keeps the count)
 DEPENDS_ON = pa.field("depends_on", pa.list_(pa.int64()))  # engine_slices extra: producer correlations (FORMAT.md)
 SLICE_CALL_SITE = pa.field("call_site", pa.dictionary(pa.int32(), pa.string()))  # engine_slices extra: "path:line"

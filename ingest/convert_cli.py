@@ -55,9 +55,9 @@ def _convert(args: argparse.Namespace) -> int:
     options = {"infer_fallback": True} if args.infer_fallback else {}
     if options and args.format not in (None, "kineto"):
         raise UsageError("--infer-fallback applies to kineto traces only")
-    from .spill import map_large_blocks
+    from .spill import converting_process
 
-    map_large_blocks(args.input)  # this process, an input of 3 GB or more: freed batches go back to the system
+    converting_process(args.input)  # this process: freed batches go back to the system
     shown = progress.for_terminal()  # bytes, events, rate and time left on stderr; nothing when not a terminal
     try:
         with progress.reporting(shown or progress.Progress()) as listener:

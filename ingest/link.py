@@ -23,7 +23,9 @@ Every reader's events (`events.EventColumns`) are linked here and nowhere else:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import tempfile
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -68,6 +70,8 @@ class Links:
 
 
 CHUNK_ROWS = 1 << 20  # sorted rows searched at a time: what a chunk holds is bounded whatever the trace's size
+SORT_ROWS = 4_000_000  # rows `enclosing` sorts itself (~50 bytes a row at once); more: DuckDB sorts them, spilling
+SORT_MEMORY = "128MB"  # DuckDB's memory_limit for that sort
 
 
 def enclosing(group: np.ndarray, start: np.ndarray, dur: np.ndarray, rank: np.ndarray, container: np.ndarray,
@@ -81,27 +85,87 @@ def enclosing(group: np.ndarray, start: np.ndarray, dur: np.ndarray, rank: np.nd
     rows = rows_where(container | query)
     if not isinstance(start, np.ndarray) and _in_start_order(start, rows):  # columns in files: never gathered whole
         return _enclosing_in_order(group, start, dur, rank, container, query, rows)
+    if len(rows) > SORT_ROWS:  # sorted by DuckDB, spilling to disk: a few bytes a row held, not ~50
+        return _sweep(_sorted_by_duckdb(group, start, dur, rank, container, query, rows), len(rank))
     group, start, dur = (v if isinstance(v, np.ndarray) else _Gathered(v, rows) for v in (group, start, dur))
     order = rows[np.lexsort((rank[rows], -dur[rows], start[rows], group[rows]))]  # stable: file order breaks ties
     del rows
-    out = np.full(len(rank), -1, dtype=np.int32)
-    carry = np.zeros(0, dtype=np.int64)
-    for lo in range(0, len(order), CHUNK_ROWS):
-        chunk = order[lo : lo + CHUNK_ROWS]
-        if len(carry) and group[carry[0]] != group[chunk[0]]:
-            carry = carry[:0]
-        seq = np.concatenate([carry, chunk])
-        s = start[seq]
-        ends = np.where(container[seq], s + dur[seq], _MIN)
-        asked = len(carry) + np.flatnonzero(query[chunk])
-        found = _rightmost_greater(ends, s[asked], asked)
+    chunks = (_Sorted(c, np.asarray(group[c]), np.asarray(start[c]), np.asarray(dur[c]), container[c], query[c])
+              for c in (order[lo : lo + CHUNK_ROWS] for lo in range(0, len(order), CHUNK_ROWS)))
+    return _sweep(chunks, len(rank))
+
+
+class _Sorted(NamedTuple):
+    """Rows in order of (group, start, longest first, rank, row), with what the sweep reads of them."""
+
+    row: np.ndarray
+    group: np.ndarray
+    start: np.ndarray
+    dur: np.ndarray
+    container: np.ndarray
+    query: np.ndarray
+
+    def take(self, index: np.ndarray) -> _Sorted:
+        """These positions' rows."""
+        return _Sorted(*(v[index] for v in self))
+
+    @staticmethod
+    def concat(a: _Sorted, b: _Sorted) -> _Sorted:
+        return _Sorted(*(np.concatenate([x, y]) for x, y in zip(a, b, strict=True)))
+
+
+def _sweep(chunks: Iterator[_Sorted], n: int) -> np.ndarray:
+    """`enclosing`'s answer from its rows in sorted order, a chunk at a time, each with the containers of the chunks
+    before it still open (at most the nesting depth); the next chunk is read ahead (where a group ends)."""
+    out = np.full(n, -1, dtype=np.int32)
+    chunk = next(chunks, None)
+    carry: _Sorted | None = None
+    while chunk is not None and len(chunk.row):
+        following = next(chunks, None)
+        if carry is not None and len(carry.row) and carry.group[0] != chunk.group[0]:
+            carry = None
+        seq = chunk if carry is None else _Sorted.concat(carry, chunk)
+        first = len(seq.row) - len(chunk.row)
+        ends = np.where(seq.container, seq.start + seq.dur, _MIN)
+        asked = first + np.flatnonzero(chunk.query)
+        found = _rightmost_greater(ends, seq.start[asked], asked)
         hit = found >= 0
         ok = np.zeros(len(asked), dtype=bool)
-        ok[hit] = group[seq[found[hit]]] == group[seq[asked[hit]]]
-        out[seq[asked[ok]]] = seq[found[ok]]
-        following = order[lo + CHUNK_ROWS] if lo + CHUNK_ROWS < len(order) else None
-        carry = seq[:0] if following is None else _still_open(seq, ends, group[seq] == group[following], start[following])
+        ok[hit] = seq.group[found[hit]] == seq.group[asked[hit]]
+        out[seq.row[asked[ok]]] = seq.row[found[ok]]
+        if following is not None and len(following.row):
+            same = seq.group == following.group[0]
+            carry = seq.take(_still_open(np.arange(len(seq.row)), ends, same, int(following.start[0])))
+        chunk = following
     return out
+
+
+def _sorted_by_duckdb(group: Any, start: Any, dur: Any, rank: np.ndarray, container: np.ndarray, query: np.ndarray,
+                      rows: np.ndarray) -> Iterator[_Sorted]:
+    """The rows with their values in `enclosing`'s order, sorted by DuckDB (imported here) within `SORT_MEMORY` and
+    spilling to a temporary folder, read `CHUNK_ROWS` at a time as it sorts (the values are sent a chunk at a time)."""
+    import duckdb
+    import pyarrow as pa
+
+    fields = pa.schema([("row", pa.int64()), ("g", pa.int64()), ("s", pa.int64()), ("d", pa.int64()), ("r", pa.int8()),
+                        ("c", pa.bool_()), ("q", pa.bool_())])  # fmt: skip
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for lo in range(0, len(rows), CHUNK_ROWS):
+            at = rows[lo : lo + CHUNK_ROWS]
+            yield pa.record_batch([at, *(np.asarray(c[at], dtype=np.int64) for c in (group, start, dur)), rank[at],
+                                   container[at], query[at]], schema=fields)  # fmt: skip
+
+    with tempfile.TemporaryDirectory(prefix="portscope-sort-") as spill:
+        con = duckdb.connect(config={"memory_limit": SORT_MEMORY, "temp_directory": spill, "preserve_insertion_order": False})
+        try:
+            given = pa.RecordBatchReader.from_batches(fields, batches())  # noqa: F841 (DuckDB reads it by name)
+            reader = con.sql("SELECT * FROM given ORDER BY g, s, d DESC, r, row").to_arrow_reader(CHUNK_ROWS)
+            for batch in reader:
+                row, g, s, d, _, c, q = (batch.column(i).to_numpy(zero_copy_only=False) for i in range(7))
+                yield _Sorted(row, g, s, d, c, q)
+        finally:
+            con.close()
 
 
 class _Gathered:
@@ -298,20 +362,30 @@ def bind_flows(a: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     targets = [KIND_CODES[k] for k in FLOW_TARGETS]
     spans = np.concatenate([lo + np.flatnonzero(np.isin(kind[lo : lo + CHUNK_ROWS], targets)
                                                 & np.isin(np.asarray(thread[lo : lo + CHUNK_ROWS]), threads))
-                            for lo in range(0, len(kind), CHUNK_ROWS)]).astype(np.int64)  # fmt: skip
-    spans = np.setdiff1d(spans, flows, assume_unique=True)  # a point is no span to bind to
+                            for lo in range(0, len(kind), CHUNK_ROWS)])  # fmt: skip
+    at = np.minimum(np.searchsorted(flows, spans), len(flows) - 1)  # both ascending: a merge, no sort
+    spans = spans[flows[at] != spans]  # a point is no span to bind to
+    del at
     bound = np.full(len(flows), -1, dtype=np.int64)
     if not len(spans):
         return flows, bound
-    s_thread, s_start, s_dur = (np.concatenate([np.asarray(c[spans[lo : lo + CHUNK_ROWS]])
-                                                 for lo in range(0, len(spans), CHUNK_ROWS)])
-                                for c in (thread, start, dur))  # fmt: skip
     m, k = len(spans), len(flows)
+
+    def joined(column: Any, points: np.ndarray) -> np.ndarray:  # the spans' values, then the points'
+        out = np.empty(m + k, dtype=points.dtype)
+        for lo in range(0, m, CHUNK_ROWS):
+            out[lo : min(lo + CHUNK_ROWS, m)] = np.asarray(column[spans[lo : lo + CHUNK_ROWS]])
+        out[m:] = points
+        return out
+
+    g, t, d = joined(thread, f_thread), joined(start, f_time), joined(dur, np.zeros(k, dtype=np.int64))
+    s_thread, s_start, s_dur = g[:m], t[:m], d[:m]  # views: the spans' values are held once
     if enclosed.any():  # ends made inclusive (+1), points after every span starting with them (duration 0 < 1)
         container = np.r_[np.ones(m, dtype=bool), np.zeros(k, dtype=bool)]
-        found = enclosing(np.concatenate([s_thread, f_thread]), np.concatenate([s_start, f_time]),
-                          np.concatenate([s_dur + 1, np.zeros(k, dtype=np.int64)]), np.zeros(m + k, dtype=np.int8),
-                          container, np.r_[np.zeros(m, dtype=bool), enclosed])  # fmt: skip
+        s_dur += 1
+        found = enclosing(g, t, d, np.zeros(m + k, dtype=np.int8), container, np.r_[np.zeros(m, dtype=bool), enclosed])
+        s_dur -= 1
+        del container
         inside = np.asarray(found[m:])
         bound[inside >= 0] = spans[inside[inside >= 0]]
         del found, inside
@@ -473,24 +547,28 @@ def launches(correlation: np.ndarray, calls: np.ndarray, work: np.ndarray) -> np
     (bench/link_join_bench.py, device work in random id order): 0.01 s against 0.6-1.0 s for 40k launches (DuckDB's
     import and connection), about equal at 2M (~0.9 s), 11.3 s against 8.8 s at 20M (a ~20 GB trace; real files
     list their work nearly in id order, which the stable sort takes in one pass); and a broken file that repeats one
-    id on many calls and kernels costs no more (DuckDB's join made every pair: minutes at 2M launches)."""
+    id on many calls and kernels costs no more (DuckDB's join made every pair: minutes at 2M launches).
+    The work is joined `CHUNK_ROWS` rows at a time (each chunk sorted by id): what is held is the calls' sorted ids
+    and rows (16 bytes a call) and one chunk."""
     call_rows = np.flatnonzero(calls)
-    call_rows = call_rows[correlation[call_rows] != NONE]
-    work_rows = np.flatnonzero(work)
-    work_rows = work_rows[correlation[work_rows] != NONE]
-    if not len(call_rows) or not len(work_rows):
+    keys = np.asarray(correlation[call_rows])
+    call_rows, keys = call_rows[keys != NONE], keys[keys != NONE]
+    if not len(call_rows) or not work.any():
         return np.broadcast_to(np.int32(-1), (len(calls),))
-    keys = correlation[call_rows]
     order = np.argsort(keys, kind="stable")
     keys, call_rows = keys[order], call_rows[order]
-    wanted = correlation[work_rows]
-    by_id = np.argsort(wanted, kind="stable")  # the work in id order: the search walks the keys forward
-    wanted, work_rows = wanted[by_id], work_rows[by_id]
-    at = np.searchsorted(keys, wanted, side="right") - 1
-    hit = at >= 0
-    hit[hit] = keys[at[hit]] == wanted[hit]
+    del order
     out = np.full(len(calls), -1, dtype=np.int32)
-    out[work_rows[hit]] = call_rows[at[hit]]
+    for lo in range(0, len(work), CHUNK_ROWS):
+        work_rows = lo + np.flatnonzero(work[lo : lo + CHUNK_ROWS])
+        wanted = np.asarray(correlation[work_rows])
+        work_rows, wanted = work_rows[wanted != NONE], wanted[wanted != NONE]
+        by_id = np.argsort(wanted, kind="stable")  # the chunk in id order: the search walks the keys forward
+        wanted, work_rows = wanted[by_id], work_rows[by_id]
+        at = np.searchsorted(keys, wanted, side="right") - 1
+        hit = at >= 0
+        hit[hit] = keys[at[hit]] == wanted[hit]
+        out[work_rows[hit]] = call_rows[at[hit]]
     return out
 
 

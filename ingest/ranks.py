@@ -168,9 +168,9 @@ def convert_rank(path: str, out: str) -> dict[str, Any]:
     detection needs: the trace's ``distributedInfo`` (or None) and its start time; or, for a file that cannot be
     read, ``problems`` (a TraceFormatError does not cross a process boundary whole)."""
     from .convert import load_any
-    from .spill import map_large_blocks
+    from .spill import converting_process
 
-    map_large_blocks(path)
+    converting_process(path)
     try:
         trace = load_any(path, sliced=True)
         if trace.run_info.converted_from not in _RANK_FORMATS:

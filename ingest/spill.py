@@ -247,6 +247,16 @@ def map_large_blocks(path: str | Path | None = None) -> bool:
     return bool(_LIBC.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
 
 
+def converting_process(path: str | Path) -> None:
+    """Set up a process that converts `path` and ends (`portscope convert`, a rank's worker): `map_large_blocks`,
+    and Arrow allocating from the C heap (its system pool) rather than mimalloc, whose freed segments stay resident
+    while the next batch is made: writing the lanes of a 0.5 GB Kineto file with NPU lanes peaked 570 MB with
+    mimalloc, 472 MB with the system pool (2026-12-03, same run, no slower); `release_memory` trims both at once."""
+    map_large_blocks(path)
+    if _LIBC is not None:
+        pa.set_memory_pool(pa.system_memory_pool())
+
+
 try:
     _LIBC: ctypes.CDLL | None = ctypes.CDLL(None)
     _LIBC.malloc_trim  # noqa: B018 (glibc only)
@@ -255,5 +265,5 @@ except (AttributeError, OSError):
     _LIBC = None
 
 
-__all__ = ["HOLD_ROWS", "LARGE_INPUT_BYTES", "MMAP_THRESHOLD", "WINDOW_ROWS", "DiskColumn", "input_bytes", "map_large_blocks",
-           "release_memory"]
+__all__ = ["HOLD_ROWS", "LARGE_INPUT_BYTES", "MMAP_THRESHOLD", "WINDOW_ROWS", "DiskColumn", "converting_process", "input_bytes",
+           "map_large_blocks", "release_memory"]

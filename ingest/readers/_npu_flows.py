@@ -56,6 +56,13 @@ class RowLaunches:
         if len(self._rows) >= self._BATCH:
             self.flush()
 
+    def set_many(self, rows: list[int], values: list[int]) -> None:
+        """Give rows `rows` (ascending, past every row set before) their values."""
+        self._rows += rows
+        self._values += values
+        if len(self._rows) >= self._BATCH:
+            self.flush()
+
     def flush(self) -> None:
         """Write the waiting values (and NONE_INT for the rows between them) to the column."""
         if not self._rows:

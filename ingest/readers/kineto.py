@@ -233,7 +233,7 @@ def translate(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lan
             del moved
     devices = sorted(devices, key=str)
     if lanes is not None:
-        npu_kineto.flow_events(out, lanes, t0, operators)
+        npu_kineto.flow_events(out, lanes, t0, operators, slice_rows=SLICE_ROWS)
     for ts, pid, tid, nbytes, total, reserved, device_type, device_id in ev.memory:
         on_host = device_type in (None, _HOST_DEVICE_TYPE) or device_id is None or device_id < 0
         out.add(EventKind.MEMORY, "[memory]", pid, tid, int(round((ts - t0) * 1000.0)), bytes=nbytes,

@@ -34,7 +34,7 @@ from ..kineto_vocabulary import (
     KINETO_RUNTIME_CATEGORIES,
 )
 from ._kineto_events import KinetoEvents, comm_args, tensor_args
-from ._npu_flows import NpuCollect, launch_of
+from ._npu_flows import NpuCollect, RowLaunches, launch_of
 from .chrome_stream import event_batches
 from .npu_kineto import NpuLayout, may_hold_device_rows, npu_layout_of
 from .source import DEFAULT_CAPS, SizeCaps
@@ -283,12 +283,11 @@ class Collector:
 
     def _others(self, others: list[tuple[_Event, str, dict]]) -> None:
         """A typed slice's events other than operators: runtime calls and device work added a column at a time
-        (what :meth:`_other` adds row by row), the rest row by row; all row by row where rows carry NPU launch ids
-        or MTIA device rows (they are placed by row number)."""
-        runtime = [(ev, args) for ev, cat, args in others if cat in KINETO_RUNTIME_CATEGORIES]
+        (what :meth:`_other` adds row by row, NPU launch ids and driver calls kept by row number as it keeps them),
+        the rest row by row; all row by row where there are MTIA device rows (device rows of their own making)."""
+        runtime = [(ev, cat, args) for ev, cat, args in others if cat in KINETO_RUNTIME_CATEGORIES]
         device = [(ev, cat, args) for ev, cat, args in others if cat in KINETO_DEVICE_CATEGORIES]
-        if (any("launch_id" in args for _, _, args in others)
-                or any(cat == "privateuse1_driver" or cat == KINETO_MTIA_DEVICE_CATEGORY for _, cat, _ in others)):
+        if any(cat == KINETO_MTIA_DEVICE_CATEGORY for _, cat, _ in others):
             for ev, cat, args in others:
                 self._other(cat, ev.ts, ev.dur, ev.name, ev.pid, ev.tid, args)
             return
@@ -298,7 +297,8 @@ class Collector:
                     self._other(cat, ev.ts, ev.dur, ev.name, ev.pid, ev.tid, args)
         out = self.out
         if runtime:
-            evs, argss = [ev for ev, _ in runtime], [args for _, args in runtime]
+            evs, cats, argss = ([row[k] for row in runtime] for k in range(3))
+            first = len(out.runtime)
             sizes = [a.get("bytes", a.get("size")) for a in argss]
             kinds = [a.get("kind") for a in argss]
             out.runtime.extend([list(map(_TS, evs)), list(map(_DUR, evs)), list(map(_NAME, evs)),
@@ -306,8 +306,12 @@ class Collector:
                                 [a.get("correlation") for a in argss], [a.get("External id") for a in argss],
                                 [None if v is None else _int(v) for v in sizes],
                                 [None if v is None else _int(v) for v in kinds]])
+            self._launches(self.lanes.runtime_launch, first, argss)
+            drivers = [first + i for i, cat in enumerate(cats) if cat == "privateuse1_driver"]
+            self.lanes.runtime_driver.set_many(drivers, [1] * len(drivers))
         if device:
             evs, cats, argss = ([row[k] for row in device] for k in range(3))
+            first = len(out.device)
             pids, tids = [ev.pid for ev in evs], [ev.tid for ev in evs]
             devs = [a.get("device", p) for a, p in zip(argss, pids, strict=True)]
             streams = [a.get("stream", t) for a, t in zip(argss, tids, strict=True)]
@@ -316,6 +320,15 @@ class Collector:
             nbytes = [a.get("bytes") for a in argss]
             out.device.extend([list(map(_TS, evs)), list(map(_DUR, evs)), cats, list(map(_NAME, evs)), devs, streams,
                                [a.get("correlation") for a in argss], [None if v is None else _int(v) for v in nbytes]])
+            self._launches(self.lanes.device_launch, first, argss)
+
+    @staticmethod
+    def _launches(column: RowLaunches, first: int, argss: list[dict]) -> None:
+        """The NPU launch ids of rows first.. (their args, in order), where they have one."""
+        if any("launch_id" in a for a in argss):
+            launches = list(map(launch_of, argss))
+            column.set_many([first + i for i, launch in enumerate(launches) if launch is not None],
+                            [launch for launch in launches if launch is not None])
 
     def _not_spans(self, events: list[_Event]) -> list[tuple[str, _Event, Any]]:
         """(phase, event, args or (flow id, binding point)) of the metadata events and the ``ac2g`` flows (their ids

@@ -223,25 +223,30 @@ def device_ids(work: dict[str, Any], layout: NpuLayout, *, first: int = 0) -> np
     return np.where(own, launch, work["correlation"])
 
 
-def flow_events(out: EventColumns, layout: NpuLayout, t0: float, operators: OperatorThreads) -> None:
-    """The ``ac2g`` flow points as `flow` events, in file order: time in ns from t0 (us), thread (a start where no
-    operator runs: on the main operator thread), phase and Chrome's binding, the id as correlation (one that is no
-    int64: 2^62 + its hash)."""
+def flow_events(out: EventColumns, layout: NpuLayout, t0: float, operators: OperatorThreads, *,
+                slice_rows: int = 1 << 20) -> None:
+    """The ``ac2g`` flow points as `flow` events, in file order, `slice_rows` at a time: time in ns from t0 (us),
+    thread (a start where no operator runs: on the main operator thread), phase and Chrome's binding, the id as
+    correlation (one that is no int64: 2^62 + its hash)."""
     collected = layout.collected
-    side, pid, tid, ts, kind, ids, enclosing = (column.read(0, collected.flows) for column in collected.flow_columns())
-    ns = (ts - t0) * 1000.0
-    keep = np.flatnonzero(np.isfinite(ns) & (np.abs(ns) < 2**62))  # a time past any run's links nothing
-    m = layout.flow_points = len(keep)
-    if not m:
-        return
-    side, pid, tid, ns, kind, ids, enclosing = (c[keep] for c in (side, pid, tid, ns, kind, ids, enclosing))
-    values = collected.values
-    pids, tids = operators.place((values, pid.astype(np.int64)), (values, tid.astype(np.int64)), side == START)
     codes = np.array([[flow_point(phase, binding) for binding in (FlowBinding.NEXT, FlowBinding.ENCLOSING)]
                       for phase in (FlowPhase.START, FlowPhase.END)], dtype=np.int64)  # fmt: skip
-    out.extend(EventKind.FLOW, m, start_ns=np.rint(ns).astype(np.int64), flow=codes[side.astype(np.int64),
-               enclosing.astype(np.int64)], correlation=np.where(kind == INT, ids, ids + 2**62 + 2**62),
-               texts={"name": (["ac2g"], np.zeros(m, dtype=np.int64))}, lanes={"pid": pids, "tid": tids})  # fmt: skip
+    layout.flow_points = 0
+    for lo in range(0, collected.flows, max(1, slice_rows)):
+        hi = min(lo + max(1, slice_rows), collected.flows)
+        side, pid, tid, ts, kind, ids, enclosing = (column.read(lo, hi) for column in collected.flow_columns())
+        ns = (ts - t0) * 1000.0
+        keep = np.flatnonzero(np.isfinite(ns) & (np.abs(ns) < 2**62))  # a time past any run's links nothing
+        m = len(keep)
+        layout.flow_points += m
+        if not m:
+            continue
+        side, pid, tid, ns, kind, ids, enclosing = (c[keep] for c in (side, pid, tid, ns, kind, ids, enclosing))
+        values = collected.values
+        pids, tids = operators.place((values, pid.astype(np.int64)), (values, tid.astype(np.int64)), side == START)
+        out.extend(EventKind.FLOW, m, start_ns=np.rint(ns).astype(np.int64), flow=codes[side.astype(np.int64),
+                   enclosing.astype(np.int64)], correlation=np.where(kind == INT, ids, ids + 2**62 + 2**62),
+                   texts={"name": (["ac2g"], np.zeros(m, dtype=np.int64))}, lanes={"pid": pids, "tid": tids})  # fmt: skip
 
 
 def _flags(values: list, test: Any) -> np.ndarray:

@@ -32,14 +32,14 @@ def test_seed_converts_sliced_to_the_same_tables(reader: str, monkeypatch: pytes
 def test_tiny_knobs_are_set_inside_and_restored() -> None:
     with _sliced.tiny_knobs():
         assert (assemble.SLICE_ROWS, ascend_csv.BLOCK_BYTES) == (3, 1)
-    assert (assemble.SLICE_ROWS, ascend_csv.BLOCK_BYTES) == (1 << 20, 4 << 20)
+    assert (assemble.SLICE_ROWS, ascend_csv.BLOCK_BYTES) == (1 << 18, 4 << 20)
 
 
 def test_a_knob_that_is_gone_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_sliced, "TINY_KNOBS", (*_sliced.TINY_KNOBS[:2], ("portscope.ingest.readers.ascend_csv", "GONE_ROWS", 3)))
     with pytest.raises(AttributeError, match="ascend_csv has no knob GONE_ROWS"), _sliced.tiny_knobs():
         pass
-    assert assemble.SLICE_ROWS == 1 << 20  # the knobs set before it are restored
+    assert assemble.SLICE_ROWS == 1 << 18  # the knobs set before it are restored
 
 
 def test_a_lost_row_is_a_mismatch(tmp_path: Path) -> None:

@@ -127,3 +127,26 @@ def test_only_a_big_input_maps_its_blocks_apart(tmp_path: Path) -> None:
     (folder / "b.log").write_bytes(b"x" * 20)
     assert (input_bytes(small), input_bytes(packed), input_bytes(folder), input_bytes(tmp_path / "absent")) == (1000, 800, 30, 0)
     assert map_large_blocks(small) is False  # (mallopt not asked: this test process keeps glibc's default)
+
+
+_POOL = """
+import sys
+import pyarrow as pa
+from portscope.ingest import spill
+before = pa.default_memory_pool().backend_name
+spill.converting_process(sys.argv[1])
+print(before, pa.default_memory_pool().backend_name)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not hasattr(ctypes.CDLL(None), "malloc_trim"), reason="glibc only")
+def test_a_converting_process_allocates_arrow_from_the_c_heap(tmp_path: Path) -> None:
+    """`portscope convert` (and a rank's worker) have Arrow allocate from the C heap, which `release_memory` trims,
+    not from mimalloc's segments (kept resident after a batch is freed)."""
+    small = tmp_path / "t.json"
+    small.write_bytes(b"[]")
+    environ = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    done = subprocess.run([sys.executable, "-c", _POOL, str(small)], capture_output=True, text=True, env=environ, check=True)
+    before, after = done.stdout.split()
+    assert before != "system"  # pyarrow's default (mimalloc or jemalloc) ...
+    assert after == "system"  # ... replaced
