@@ -337,7 +337,8 @@ def _syncs(linked: Linked, out: Findings) -> None:
     evidence += _reads_back(linked, sync_op)
     bool_index = linked.names_where(lambda t: t in BOOL_INDEX_OPS)
     seen: set[int] = set()
-    for row in sorted(evidence, key=lambda r: (int(a["start_ns"][r]), r)):
+    rows = np.asarray(evidence, dtype=np.int64)
+    for row in rows[np.lexsort((rows, np.asarray(a["start_ns"][rows])))].tolist():  # by start, then row
         op = int(links.op[row])
         at = -1  # the outermost sync operator around the evidence
         o = op

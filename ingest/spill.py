@@ -25,6 +25,8 @@ import pyarrow as pa
 
 HOLD_ROWS = 1 << 20  # values kept in memory before they go to the file
 WINDOW_ROWS = 1 << 21  # values read at a time by `take`
+SCALAR_BLOCK = 1 << 12  # values read around one value asked alone ...
+SCALAR_BLOCKS = 16  # ... and blocks of them kept for the next ones (then dropped all at once)
 
 
 class DiskColumn:
@@ -36,6 +38,7 @@ class DiskColumn:
         self.hold = max(1, hold)
         self._file: BinaryIO | None = None
         self._on_disk = 0  # values in the file (they come before the held ones)
+        self._blocks: dict[int, np.ndarray] = {}  # block number -> values: the last blocks read for one value
 
     def __len__(self) -> int:
         return self._on_disk + len(self.held)
@@ -117,7 +120,16 @@ class DiskColumn:
         at = int(i) + n if i < 0 else int(i)
         if not 0 <= at < n:
             raise IndexError(f"index {i} outside a column of {n} values")
-        return self.held[at - self._on_disk] if at >= self._on_disk else self.read(at, at + 1)[0].item()
+        if at >= self._on_disk:
+            return self.held[at - self._on_disk]
+        number = at // SCALAR_BLOCK  # rules ask row by row, a few places at once, each mostly ascending
+        block = self._blocks.get(number)
+        if block is None:
+            if len(self._blocks) >= SCALAR_BLOCKS:
+                self._blocks.clear()
+            block = self._blocks[number] = self.read(number * SCALAR_BLOCK, min((number + 1) * SCALAR_BLOCK, self._on_disk))
+        lo = number * SCALAR_BLOCK
+        return block[at - lo].item()
 
     def blocks(self, rows: int = HOLD_ROWS) -> Iterator[tuple[int, np.ndarray]]:
         """(first index, values) for consecutive runs of at most `rows` values, in order."""
@@ -156,6 +168,7 @@ class DiskColumn:
         """Overwrite the values at `index` (any order; a repeated index keeps its last value) with `values` (one a
         index, or one for all): the held part in place, the file one window of `window` values at a time (read,
         changed, written back: only the windows some index falls in)."""
+        self._blocks.clear()
         index = np.asarray(index, dtype=np.int64)
         values = np.broadcast_to(np.asarray(values, dtype=self.dtype), index.shape)
         n = len(self)
@@ -197,6 +210,7 @@ class DiskColumn:
             self._file = None
         self.held = array(self.held.typecode)
         self._on_disk = 0
+        self._blocks.clear()
 
     def __del__(self) -> None:
         file = getattr(self, "_file", None)
@@ -265,5 +279,5 @@ except (AttributeError, OSError):
     _LIBC = None
 
 
-__all__ = ["HOLD_ROWS", "LARGE_INPUT_BYTES", "MMAP_THRESHOLD", "WINDOW_ROWS", "DiskColumn", "converting_process", "input_bytes",
+__all__ = ["HOLD_ROWS", "LARGE_INPUT_BYTES", "MMAP_THRESHOLD", "SCALAR_BLOCK", "WINDOW_ROWS", "DiskColumn", "converting_process", "input_bytes",
            "map_large_blocks", "release_memory"]

@@ -150,3 +150,20 @@ def test_a_converting_process_allocates_arrow_from_the_c_heap(tmp_path: Path) ->
     before, after = done.stdout.split()
     assert before != "system"  # pyarrow's default (mimalloc or jemalloc) ...
     assert after == "system"  # ... replaced
+
+
+def test_values_read_one_at_a_time_come_from_blocks_and_see_later_puts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One value asked alone reads its block of the file once (the rules ask row by row); a `put` after it is seen."""
+    from portscope.ingest import spill
+
+    monkeypatch.setattr(spill, "SCALAR_BLOCK", 4)
+    monkeypatch.setattr(spill, "SCALAR_BLOCKS", 2)
+    column = spill.DiskColumn("q", hold=3)
+    column.extend(np.arange(0, 100, 10))  # 0 10 ... 90: all in the file
+    reads = []
+    read = column.read
+    monkeypatch.setattr(column, "read", lambda lo, hi: reads.append((lo, hi)) or read(lo, hi))
+    assert [column[i] for i in (5, 4, 6, 1, 7, 9, 5)] == [50, 40, 60, 10, 70, 90, 50]
+    assert reads == [(4, 8), (0, 4), (8, 10), (4, 8)]  # two blocks kept: the third one dropped them
+    column.put(np.array([5]), np.array([-7]))
+    assert (column[5], column[4], column[-1]) == (-7, 40, 90)
