@@ -36,9 +36,10 @@ _DEVICE_KIND = {"kernel": EventKind.KERNEL, "gpu_memcpy": EventKind.COPY, "gpu_m
                 "privateuse1_driver": EventKind.WAIT, "cuda_sync": EventKind.WAIT}  # fmt: skip
 _HOST_DEVICE_TYPE = 0  # c10::DeviceType::CPU in a [memory] event's "Device Type"
 SLICE_ROWS = 1 << 20  # runtime calls and device rows translated at a time (tests make it tiny)
-# A trace of this many runtime calls and device rows (a GPU trace of ~3 GB, a trace with NPU lanes of ~0.7 GB) keeps
-# its events in temporary files while linked: memory grows far less, the conversion takes ~1.2x as long (1 GB NPU).
-SPILL_EVENTS = 3_000_000
+# A trace of this many runtime calls and device rows (a GPU trace of ~1 GB, a trace with NPU lanes of ~0.25 GB) keeps
+# its events in temporary files while linked: 2 GB GPU 0.48 GB peak against 0.56 GB held, 51.2 s against 50.7 s;
+# 0.5 GB NPU lanes 0.56 against 0.68 GB, 38.7 s against 40.8 s (2026-12-03, since the rules read files by blocks).
+SPILL_EVENTS = 1_000_000
 
 
 def read_kineto(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, infer_fallback: bool = False,
