@@ -118,9 +118,10 @@ def _sweep(chunks: Iterator[_Sorted], n: int) -> np.ndarray:
     """`enclosing`'s answer from its rows in sorted order, a chunk at a time, each with the containers of the chunks
     before it still open (at most the nesting depth); the next chunk is read ahead (where a group ends)."""
     out = np.full(n, -1, dtype=np.int32)
+    chunks = (c for c in chunks if len(c.row))  # (a reader may hand an empty batch)
     chunk = next(chunks, None)
     carry: _Sorted | None = None
-    while chunk is not None and len(chunk.row):
+    while chunk is not None:
         following = next(chunks, None)
         if carry is not None and len(carry.row) and carry.group[0] != chunk.group[0]:
             carry = None
@@ -133,7 +134,7 @@ def _sweep(chunks: Iterator[_Sorted], n: int) -> np.ndarray:
         ok = np.zeros(len(asked), dtype=bool)
         ok[hit] = seq.group[found[hit]] == seq.group[asked[hit]]
         out[seq.row[asked[ok]]] = seq.row[found[ok]]
-        if following is not None and len(following.row):
+        if following is not None:
             same = seq.group == following.group[0]
             carry = seq.take(_still_open(np.arange(len(seq.row)), ends, same, int(following.start[0])))
         chunk = following
