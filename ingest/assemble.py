@@ -138,7 +138,7 @@ class Assembly(EngineLanes):
     def region_of(self, rows: np.ndarray, start_ns: np.ndarray | None = None) -> np.ndarray:
         """region_id of event rows by their start (an annotation's own region is itself)."""
         start = self.column("start_ns", rows) if start_ns is None else start_ns
-        return self.region_ids[self.links.region(start) + 1]
+        return self.region_codes[np.searchsorted(self.links.region_times, start, side="right") - 1]
 
     def device_name(self, dev: int) -> str:
         return (self.t.device_names.get(dev) or f"cuda:{dev}") if dev >= 0 else "cpu"
@@ -146,15 +146,22 @@ class Assembly(EngineLanes):
     # -- regions ----------------------------------------------------------------------------------------------------
     def regions(self) -> pa.Table:
         """The regions table (the root, then one per annotation; no root where the file is a list of regions: the
-        annotations alone); sets `region_ids` (by annotation row + 1; an event outside every annotation of a run
-        without a root: the first region)."""
+        annotations alone); sets `region_codes` (the region id from each of `Links.region_times`; an event outside
+        every annotation of a run without a root: the first region)."""
         a, links = self.a, self.links
         anns = links.annotations
         rooted = self.t.root_name is not None or not len(anns)
         first = int(rooted)
-        ids = np.zeros(len(a["kind"]) + 1, dtype=np.int32)  # indexed by annotation row + 1 (0: the root)
-        ids[anns + 1] = np.arange(first, len(anns) + first)
-        self.region_ids = ids
+        by_row = np.argsort(anns, kind="stable")
+        sorted_rows = anns[by_row]
+
+        def region_id(rows: np.ndarray) -> np.ndarray:  # of annotation rows (-1, outside all: 0, the root or the first)
+            if not len(anns):
+                return np.zeros(len(rows), dtype=np.int32)
+            at = np.minimum(np.searchsorted(sorted_rows, rows), len(anns) - 1)
+            return np.where(rows >= 0, first + by_row[at], 0).astype(np.int32)
+
+        self.region_codes = region_id(links.region_rows)  # per change of the innermost annotation (`Links.region`)
         facts = [self.facts[c] if c != NONE else RegionFacts() for c in np.asarray(a["region_facts"][anns]).tolist()]
         starts = [0] * first + a["start_ns"][anns].tolist()
         spans = [max(self.links.end_ns, self.t.end_ns)] * first + a["dur_ns"][anns].tolist()
@@ -163,7 +170,8 @@ class Assembly(EngineLanes):
         facts = [RegionFacts(mode=self.t.root_mode)] * first + facts
         peaks = [f.peak_memory_bytes if f.peak_memory_bytes is not None else p for f, p in zip(facts, peaks, strict=True)]
         around = links.annotation_parent
-        parent = [None] * first + [int(ids[p + 1]) if p >= 0 or rooted else None for p in around.tolist()]
+        parent = [None] * first + [p if r >= 0 or rooted else None
+                                   for r, p in zip(around.tolist(), region_id(around).tolist(), strict=True)]
         names = [self.t.root_name or "run"] * first + [self.texts[c] or "" for c in a["name"][anns].tolist()]
         n = len(names)
         return table_of("regions", {
