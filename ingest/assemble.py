@@ -138,7 +138,7 @@ class Assembly(EngineLanes):
     def region_of(self, rows: np.ndarray, start_ns: np.ndarray | None = None) -> np.ndarray:
         """region_id of event rows by their start (an annotation's own region is itself)."""
         start = self.column("start_ns", rows) if start_ns is None else start_ns
-        return self.region_codes[np.searchsorted(self.links.region_times, start, side="right") - 1]
+        return self.region_codes[self.links.region_change(start)]
 
     def device_name(self, dev: int) -> str:
         return (self.t.device_names.get(dev) or f"cuda:{dev}") if dev >= 0 else "cpu"

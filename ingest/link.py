@@ -66,7 +66,11 @@ class Links:
 
     def region(self, start_ns: np.ndarray) -> np.ndarray:
         """The innermost annotation row open at each time (-1: none): an event's region by its start."""
-        return self.region_rows[np.searchsorted(self.region_times, start_ns, side="right") - 1]
+        return self.region_rows[self.region_change(start_ns)]
+
+    def region_change(self, start_ns: np.ndarray) -> np.ndarray:
+        """The index into `region_times` / `region_rows` of the last change at or before each time."""
+        return np.searchsorted(self.region_times, start_ns, side="right") - 1
 
 
 CHUNK_ROWS = 1 << 20  # sorted rows searched at a time: what a chunk holds is bounded whatever the trace's size
@@ -544,13 +548,12 @@ def launches(correlation: np.ndarray, calls: np.ndarray, work: np.ndarray) -> np
     """Per row: for device work, the last runtime call (file order) with its correlation id; else -1.
 
     A sort-merge join in numpy: the calls sorted by id (stable: equal ids keep file order, so the last one found is
-    the latest call), the device work too, then one forward search. Against the DuckDB hash join it replaced
+    the latest call), then the device work `CHUNK_ROWS` rows at a time, each chunk sorted by id and searched forward. Against the DuckDB hash join it replaced
     (bench/link_join_bench.py, device work in random id order): 0.01 s against 0.6-1.0 s for 40k launches (DuckDB's
     import and connection), about equal at 2M (~0.9 s), 11.3 s against 8.8 s at 20M (a ~20 GB trace; real files
     list their work nearly in id order, which the stable sort takes in one pass); and a broken file that repeats one
-    id on many calls and kernels costs no more (DuckDB's join made every pair: minutes at 2M launches).
-    The work is joined `CHUNK_ROWS` rows at a time (each chunk sorted by id): what is held is the calls' sorted ids
-    and rows (16 bytes a call) and one chunk."""
+    id on many calls and kernels costs no more (DuckDB's join made every pair: minutes at 2M launches). What is held
+    is the calls' sorted ids and rows (16 bytes a call) and one chunk of work."""
     call_rows = np.flatnonzero(calls)
     keys = np.asarray(correlation[call_rows])
     call_rows, keys = call_rows[keys != NONE], keys[keys != NONE]

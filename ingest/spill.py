@@ -279,5 +279,5 @@ except (AttributeError, OSError):
     _LIBC = None
 
 
-__all__ = ["HOLD_ROWS", "LARGE_INPUT_BYTES", "MMAP_THRESHOLD", "SCALAR_BLOCK", "WINDOW_ROWS", "DiskColumn", "converting_process", "input_bytes",
-           "map_large_blocks", "release_memory"]
+__all__ = ["HOLD_ROWS", "LARGE_INPUT_BYTES", "MMAP_THRESHOLD", "SCALAR_BLOCK", "SCALAR_BLOCKS", "WINDOW_ROWS", "DiskColumn",
+           "converting_process", "input_bytes", "map_large_blocks", "release_memory"]

@@ -232,8 +232,9 @@ def flow_events(out: EventColumns, layout: NpuLayout, t0: float, operators: Oper
     codes = np.array([[flow_point(phase, binding) for binding in (FlowBinding.NEXT, FlowBinding.ENCLOSING)]
                       for phase in (FlowPhase.START, FlowPhase.END)], dtype=np.int64)  # fmt: skip
     layout.flow_points = 0
-    for lo in range(0, collected.flows, max(1, slice_rows)):
-        hi = min(lo + max(1, slice_rows), collected.flows)
+    step = max(1, slice_rows)
+    for lo in range(0, collected.flows, step):
+        hi = min(lo + step, collected.flows)
         side, pid, tid, ts, kind, ids, enclosing = (column.read(lo, hi) for column in collected.flow_columns())
         ns = (ts - t0) * 1000.0
         keep = np.flatnonzero(np.isfinite(ns) & (np.abs(ns) < 2**62))  # a time past any run's links nothing
