@@ -9,13 +9,16 @@ and grows in a scratch folder. Readers that convert sliced (Kineto, generic Chro
 detection) convert each input sliced too, with tiny knobs, written and read back (tests/hardening/_sliced.py):
 a sliced conversion that differs from the whole one is a crash as well. An input that makes a reader raise anything but its own error
 (TraceFormatError / TargetError), or run past the time bound, is a crash: libFuzzer writes it to
-tests/fuzz_regressions/<reader>/crash-<sha1> (commit it: tests/hardening/test_fuzz_regressions.py
+tests/fuzz_regressions/<reader>/crash-<sha1> (timeout-<sha1> past the bound; commit it: tests/hardening/test_fuzz_regressions.py
 replays every file there). Exit status: 0 when no reader crashed.
 """
 
 from __future__ import annotations
 
 import argparse
+import faulthandler
+import math
+import signal
 import subprocess
 import sys
 import tempfile
@@ -28,6 +31,9 @@ sys.path.insert(0, str(REPO))
 def fuzz_one(reader: str, seconds: float, bound_s: float, runs: int | None = None, random_seed: int | None = None) -> None:
     """Run libFuzzer on one reader in this process (atheris can fuzz once per process). With `runs` and `random_seed`,
     libFuzzer tries that many inputs from that random seed: the same inputs each time the code is the same."""
+    # a run that stalls can be asked where it is: SIGQUIT prints every thread's Python stack to stderr (libFuzzer
+    # keeps SIGUSR1 and SIGUSR2 for itself)
+    faulthandler.register(signal.SIGQUIT, all_threads=True)
     import atheris
 
     import portscope.ingest.convert  # noqa: F401
@@ -59,14 +65,16 @@ def fuzz_one(reader: str, seconds: float, bound_s: float, runs: int | None = Non
     crashes.mkdir(parents=True, exist_ok=True)
 
     def one_input(data: bytes) -> None:
-        feed(reader, data, bound_s=bound_s)
+        # libFuzzer's -timeout bounds each input (its alarm stops C code too); a Python alarm of our own would
+        # replace libFuzzer's SIGALRM timer and catch only hangs in Python code
+        feed(reader, data, bound_s=None)
 
     libfuzzer_args = [
         sys.argv[0],
         str(corpus),
         f"-max_total_time={int(seconds)}",
         f"-artifact_prefix={crashes}/",
-        f"-timeout={int(bound_s * 2) + 1}",
+        f"-timeout={math.ceil(bound_s)}",
         "-rss_limit_mb=4096",
         "-max_len=262144",
         "-print_final_stats=1",
