@@ -216,9 +216,12 @@ class Assembly(EngineLanes):
 
     # -- tables -----------------------------------------------------------------------------------------------------
     def build(self, sliced: bool) -> Trace:
-        tables = {"regions": self.regions()}
+        big = sliced and len(self.a["kind"]) > SLICE_ROWS  # the per-event links go to files once their readers are done
+        tables: dict[str, pa.Table] = {"regions": self.regions()}
         self.call_sites()
-        tables["runtime_calls"] = self.runtime_calls()
+        if big:  # the call sites are made: the frame links are read no more
+            self.links.frame = self.links.frame_parent = None  # type: ignore[assignment]
+        runtime_calls = self.runtime_calls(sliced)
         tables["comms"] = self.comms()
         placement = self.placements()
         tables["transfers"], tables["signals"], tables["compiles"] = self.findings(self.found, sliced)  # type: ignore[assignment]
@@ -227,9 +230,17 @@ class Assembly(EngineLanes):
         self.fallbacks = found["event"][found["kind"] == SIGNAL_KINDS.index(SignalKind.CPU_FALLBACK)].astype(
             np.int32 if len(self.a["kind"]) < 2**31 else np.int64)  # fmt: skip
         self.found = None  # type: ignore[assignment]  # written: not held while the big tables are
-        if sliced and len(self.a["kind"]) > SLICE_ROWS and self.links.op.strides != (0,):  # the lanes read it a slice
-            self.links.op = _to_file(self.links.op)  # type: ignore[assignment]  # at a time from here on
+        if big:  # the rules are applied: the lanes and the sliced tables read op and launcher a slice at a time
+            self.links.call_parent = None  # type: ignore[assignment]
+            for name in ("op", "launcher"):
+                if getattr(self.links, name).strides != (0,):
+                    setattr(self.links, name, _to_file(getattr(self.links, name)))
+            release_memory()
         slices: dict[str, TableSlices] = {}
+        if isinstance(runtime_calls, TableSlices):
+            slices["runtime_calls"] = runtime_calls
+        else:
+            tables["runtime_calls"] = runtime_calls
         if isinstance(tables["signals"], TableSlices):  # in a temporary file until written
             slices["signals"] = tables.pop("signals")  # type: ignore[arg-type]
         tables["frames"] = self.stacks.frames_table()
@@ -320,15 +331,24 @@ class Assembly(EngineLanes):
         index[used] = np.arange(len(used), dtype=np.int32)
         return Coder([self.texts[t] for t in used.tolist()], np.ones(len(used), dtype=bool)), index
 
-    def runtime_calls(self) -> pa.Table:
-        a = self.a
-        rows = np.flatnonzero(a["kind"] == KIND_CODES[EventKind.RUNTIME])
-        op = self._op_of(rows)
-        corr = a["correlation"][rows]
-        return table_of("runtime_calls", {
-            "region_id": self.region_of(rows), "op_id": nullable(op, op < 0),
-            "name": coded_column(self.texts, a["name"][rows]), "start_ns": a["start_ns"][rows],
-            "dur_ns": a["dur_ns"][rows], "correlation": nullable(corr, corr == NONE)})  # fmt: skip
+    def runtime_calls(self, sliced: bool = False) -> pa.Table | TableSlices:
+        """The runtime_calls table; sliced with more than `SLICE_ROWS` calls, made a slice at a time as it is
+        written (each slice's columns read back from where they are then: memory or a parked column's file)."""
+        rows = rows_where(self.a["kind"] == KIND_CODES[EventKind.RUNTIME])
+        name, name_index = self._used_texts("name", rows)
+
+        def table(part: np.ndarray) -> pa.Table:
+            op, corr = self._op_of(part), self.column("correlation", part)
+            start = self.column("start_ns", part)
+            return table_of("runtime_calls", {
+                "region_id": self.region_of(part, start), "op_id": nullable(op, op < 0),
+                "name": name(name_index[self.column("name", part)]), "start_ns": start,
+                "dur_ns": self.column("dur_ns", part), "correlation": nullable(corr, corr == NONE)})  # fmt: skip
+
+        if not sliced or len(rows) <= SLICE_ROWS:
+            return table(rows)
+        return TableSlices(len(rows), lambda: (batch for lo in range(0, len(rows), SLICE_ROWS)
+                                               for batch in table(rows[lo : lo + SLICE_ROWS]).to_batches()))  # fmt: skip
 
     def comms(self) -> pa.Table:
         """A row per operator with communication arguments (`events.Comm`), in operator order."""

@@ -5,7 +5,7 @@ share this pass. Spans and instants are kept as columns of integers (times in ns
 see ``chrome_stream.micros_to_ns``, as int64; names, categories, pids and tids as int32
 codes into one table of values), and of each event's ``args`` only the keys a reader asks
 for: 36 bytes a span, 34 a flow endpoint, and no Python object kept per event (objects kept
-from a batch's parse would pin its memory). Each column is a ``_spill.DiskColumn``: past
+from a batch's parse would pin its memory). Each column is a ``spill.DiskColumn``: past
 HOLD_ROWS values it goes to a temporary file after each batch of events, so what stays in
 memory is bounded whatever the trace's size; consumers read it block by block or by a windowed
 gather. The readers give each flow endpoint (``s``/``t``/``f``) to the event model as a FLOW
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from .. import spill as _spill
+from .. import spill
 from ..errors import TraceFormatError
 from ..events import Translated
 from ..spill import DiskColumn
@@ -54,7 +54,7 @@ PHASES = ("s", "t", "f")
 OTHER_ID = -(2**62)  # flow ids that are not int64 (strings, ints past 2^63) get keys from here up to 0 (a hash)
 NO_NUMBER = -(2**63)  # a span without an int64 under a key of `collect(number_args=...)`
 _RECENT_IDS = 1 << 16  # hashed flow ids remembered (a flow's endpoints come close together), then forgotten
-HOLD_ROWS = _spill.HOLD_ROWS  # values of a column kept in memory before they go to its temporary file (tests make it tiny)
+HOLD_ROWS = spill.HOLD_ROWS  # values of a column kept in memory before they go to its temporary file (tests make it tiny)
 
 
 class _Columns:
