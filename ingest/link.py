@@ -365,8 +365,9 @@ def bind_flows(a: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     enclosed = flow_binds_enclosing(np.asarray(a["flow"][flows]))
     threads = np.unique(f_thread)
     targets = [KIND_CODES[k] for k in FLOW_TARGETS]
-    spans = np.concatenate([lo + np.flatnonzero(np.isin(kind[lo : lo + CHUNK_ROWS], targets)
-                                                & np.isin(np.asarray(thread[lo : lo + CHUNK_ROWS]), threads))
+    row_type = np.int32 if len(kind) < 2**31 else np.int64  # 4 bytes a span where the rows fit
+    spans = np.concatenate([(lo + np.flatnonzero(np.isin(kind[lo : lo + CHUNK_ROWS], targets)
+                                                 & np.isin(np.asarray(thread[lo : lo + CHUNK_ROWS]), threads))).astype(row_type)
                             for lo in range(0, len(kind), CHUNK_ROWS)])  # fmt: skip
     at = np.minimum(np.searchsorted(flows, spans), len(flows) - 1)  # both ascending: a merge, no sort
     spans = spans[flows[at] != spans]  # a point is no span to bind to
@@ -385,6 +386,7 @@ def bind_flows(a: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
     g, t, d = joined(thread, f_thread), joined(start, f_time), joined(dur, np.zeros(k, dtype=np.int64))
     s_thread, s_start, s_dur = g[:m], t[:m], d[:m]  # views: the spans' values are held once
+    f_thread, f_time = g[m:], t[m:]  # and the points' (the copies made before go)
     if enclosed.any():  # ends made inclusive (+1), points after every span starting with them (duration 0 < 1)
         container = np.r_[np.ones(m, dtype=bool), np.zeros(k, dtype=bool)]
         s_dur += 1
