@@ -40,6 +40,8 @@ KIND_COLOURS = {
 ROW_PX = 26
 BAR_PX = 18
 VIEW_PX = 2000  # pixels a viewport is reduced to (wider than most screens)
+LEVEL_TRACES, LEVEL_HIT = 3, 2  # traces per memory lane (`level_traces`), and which of them a click lands on
+MEMORY_HIT = "memory at"  # the name of that trace
 LEVEL_HALF = 0.42  # a memory lane's level spans its row ± this (lanes are one unit apart)
 LEVEL_COLOURS = {"allocated": "rgba(84,48,112,0.75)", "reserved": "#222222"}
 
@@ -95,15 +97,17 @@ class LevelLane:
     def of(cls, row: int, lane: MemoryLane) -> LevelLane:
         return cls(row, lane, float(max(lane.total.max(initial=0), lane.reserved.max(initial=0), 1)))
 
-    def traces(self, x0: float, x1: float) -> tuple[dict[str, Any], dict[str, Any]]:
-        """x and y of the allocated area (a closed polygon on the lane's baseline) and of the reserved line."""
+    def traces(self, x0: float, x1: float) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """x and y of the allocated area (a closed polygon on the lane's baseline), of the reserved line, and of the
+        points a click on the lane lands on (`LEVEL_HIT`: one per pixel column across the window, on the lane's row)."""
         found = levels(self.lane, x0, x1, VIEW_PX)
         base = self.row + LEVEL_HALF
         y = base - 2 * LEVEL_HALF * found.allocated / self.top
         area = ({"x": typed(np.r_[found.x, found.x[-1], found.x[0]]), "y": typed(np.r_[y, base, base])} if len(found.x)
                 else {"x": [], "y": []})  # fmt: skip
         line = {"x": typed(found.reserved_x), "y": typed(base - 2 * LEVEL_HALF * found.reserved / self.top)} if len(found.reserved_x) else {"x": [], "y": []}
-        return area, line
+        hit = {"x": typed(np.linspace(x0, x1, VIEW_PX)), "y": typed(np.full(VIEW_PX, float(self.row)))} if x1 > x0 else {"x": [], "y": []}
+        return area, line, hit
 
 
 def axis_ticks(units: list[str], clocks: list[float | None], x0: float, x1: float) -> list[TimeTicks]:
@@ -360,13 +364,14 @@ def step_start_trace(ranks: RankLanes, suffix: str, *, first: bool) -> dict[str,
 
 
 def level_traces(panels: list[Panel]) -> list[dict[str, Any]]:
-    """Two traces per memory lane of every panel (allocated bytes as an area, reserved as a line), panel by panel."""
+    """`LEVEL_TRACES` traces per memory lane of every panel, panel by panel: allocated bytes as an area, reserved as a
+    line, and invisible points along the lane that answer a click (the levels themselves answer no hover)."""
     out = []
     legend = {"memory allocated": True, "memory reserved": True}  # one legend entry each, at the first lane that has it
     for i, panel in enumerate(panels):
         suffix = "" if i == 0 else str(i + 1)
         for level in panel.levels:
-            area, line = level.traces(panel.viewport.x0, panel.viewport.x1)
+            area, line, hit = level.traces(panel.viewport.x0, panel.viewport.x1)
             common = {"type": "scattergl", "xaxis": f"x{suffix}", "yaxis": f"y{suffix}", "hoverinfo": "skip"}
             for name, part, style in (
                 ("memory allocated", area, {"fill": "toself", "fillcolor": LEVEL_COLOURS["allocated"],
@@ -376,6 +381,8 @@ def level_traces(panels: list[Panel]) -> list[dict[str, Any]]:
                 first = legend[name] and bool(len(level.lane.reserved) if name == "memory reserved" else len(level.lane.total))
                 legend[name] = legend[name] and not first
                 out.append({**common, **part, **style, "mode": "lines", "name": name, "legendgroup": name, "showlegend": first})
+            out.append({**common, **hit, "mode": "markers", "name": MEMORY_HIT, "showlegend": False, "hoverinfo": "none",
+                        "marker": {"size": 8, "opacity": 0}})  # fmt: skip
     return out
 
 

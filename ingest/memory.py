@@ -22,8 +22,8 @@ from .schema import MEMORY_ALLOCATED, MEMORY_ENGINE_PREFIX, MEMORY_RESERVED
 from .trace import Trace
 from .viewport import dictionary_codes
 
-__all__ = ["DEVICE_COLUMNS", "SITE_COLUMNS", "Levels", "MemoryDiff", "MemoryLane", "RegionMemory", "RunMemory", "allocator_lanes", "levels", "memory_diff",
-           "region_memory"]
+__all__ = ["DEVICE_COLUMNS", "SITE_COLUMNS", "Levels", "MemoryAt", "MemoryDiff", "MemoryLane", "RegionMemory", "RunMemory", "allocator_lanes",
+           "levels", "memory_at", "memory_diff", "region_memory"]
 
 DEVICE_COLUMNS = ["device", "peak_bytes", "live_at_exit_bytes", "allocations", "allocated_bytes", "peak_reserved_bytes"]
 SITE_COLUMNS = ["device", "call_site", "allocations", "allocated_bytes"]
@@ -217,3 +217,30 @@ def levels(lane: MemoryLane, x0: float, x1: float, px: int) -> Levels:
     x, allocated = _steps(lane.start, lane.total, x0, x1, px)
     reserved_x, reserved = _steps(lane.reserved_start, lane.reserved, x0, x1, px)
     return Levels(x=x, allocated=allocated, reserved_x=reserved_x, reserved=reserved)
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryAt:
+    """A memory lane at one time: the bytes allocated and reserved then (reserved None: no reserved total recorded
+    by then), and the allocator event that last set the allocated total: its time, its bytes (the change it made),
+    its operator and region (-1: none)."""
+
+    device: str
+    time: int
+    allocated: int
+    reserved: int | None
+    event_start: int
+    event_bytes: int
+    op_id: int
+    region_id: int
+
+
+def memory_at(lane: MemoryLane, time: float) -> MemoryAt | None:
+    """The lane's state at `time` (an event at exactly `time` counts); None before its first event."""
+    i = int(np.searchsorted(lane.start, time, "right")) - 1
+    if i < 0:
+        return None
+    j = int(np.searchsorted(lane.reserved_start, time, "right")) - 1
+    return MemoryAt(device=lane.device, time=int(time), allocated=int(lane.total[i]),
+                    reserved=int(lane.reserved[j]) if j >= 0 else None, event_start=int(lane.start[i]),
+                    event_bytes=int(lane.delta[i]), op_id=int(lane.op_id[i]), region_id=int(lane.region_id[i]))  # fmt: skip

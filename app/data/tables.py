@@ -353,6 +353,21 @@ def slice_detail(trace: Trace, row: int) -> dict[str, Any]:
     return out
 
 
+def memory_event_detail(trace: Trace, op_id: int, region_id: int) -> dict[str, Any]:
+    """What names an allocator event: its operator's name and call site (op_id -1: none) and its region's name."""
+    out: dict[str, Any] = {}
+    if op_id >= 0:
+        ops = trace["ops"]
+        hit = ops.filter(pc.equal(ops.column("op_id"), op_id)).select(["name", "call_site"])
+        if hit.num_rows:
+            out["operator"], out["call_site"] = hit.column("name")[0].as_py(), hit.column("call_site")[0].as_py()
+    regions = trace["regions"]
+    hit = regions.filter(pc.equal(regions.column("region_id"), region_id))
+    if hit.num_rows:
+        out["region"] = hit.column("name")[0].as_py()
+    return out
+
+
 def numerics_frame(trace: Trace) -> pd.DataFrame:
     """Validation results: comparison, metric, value, text."""
     table = trace["numerics"]

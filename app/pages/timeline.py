@@ -8,6 +8,7 @@ import dash
 from dash import Input, Output, Patch, State, dcc, html
 from dash.exceptions import PreventUpdate
 
+from portscope.ingest.memory import MemoryAt, memory_at
 from portscope.ingest.memory_lanes import memory_lanes
 from portscope.ingest.schema import MEMORY_ENGINE_PREFIX, TimeUnit
 from portscope.ingest.viewport import KINDS, Lanes, Viewport, reduce_viewport, slice_at
@@ -15,8 +16,10 @@ from portscope.ingest.viewport import KINDS, Lanes, Viewport, reduce_viewport, s
 from .. import ids, urls
 from ..components import fmt_bytes, page
 from ..context import store
-from ..data.tables import slice_detail
+from ..data.tables import memory_event_detail, slice_detail
 from ..figures import (
+    LEVEL_HIT,
+    LEVEL_TRACES,
     VIEW_PX,
     LevelLane,
     Panel,
@@ -97,8 +100,56 @@ def clicked_slice(run_ids: list[str], click: dict[str, Any] | None, relayout: di
 NO_SLICE = "No slice there; zoom in and click a bar."
 
 
+def clicked_memory(run_ids: list[str], click: dict[str, Any] | None) -> tuple[str, MemoryAt | None] | None:
+    """(run, the memory lane's state at the clicked time, None before its first event) when the click is on a memory
+    lane; None when it is elsewhere. The level traces follow every panel's bars, `LEVEL_TRACES` per memory lane."""
+    if not click or not click.get("points"):
+        return None
+    point = click["points"][0]
+    at = int(point.get("curveNumber", 0)) - len(run_ids) * len(KINDS)
+    if at < 0 or at % LEVEL_TRACES != LEVEL_HIT:
+        return None
+    for run_id in run_ids:
+        found = level_lanes(run_id, store().lanes(run_id))
+        if at < len(found) * LEVEL_TRACES:
+            return run_id, memory_at(found[at // LEVEL_TRACES].lane, float(point["x"]))
+        at -= len(found) * LEVEL_TRACES
+    return None
+
+
+def memory_view(run_id: str, at: MemoryAt | None) -> html.Div | html.Dl:
+    """A memory lane at the clicked time: bytes allocated and reserved, and the allocator event that set the level
+    (its bytes, time, operator, call site and region)."""
+    if at is None:
+        return html.Div("No memory event on that lane before this time.", className="muted", id="memory-detail")
+    event = memory_event_detail(store().trace(run_id), at.op_id, at.region_id)
+    change = ("+" if at.event_bytes >= 0 else "−") + _bytes(abs(at.event_bytes))
+    lines = [
+        ("memory", at.device),
+        ("at", _when(at.time, run_id)),
+        ("allocated", _bytes(at.allocated)),
+        ("reserved", _bytes(at.reserved) if at.reserved is not None else None),
+        ("last change", f"{change} at {_when(at.event_start, run_id)}"),
+        ("by operator", event.get("operator")),
+        ("call site", event.get("call_site")),
+        ("region", event.get("region")),
+    ]
+    return html.Dl([item for key, value in lines if value not in (None, "") for item in (html.Dt(key), html.Dd(value))],
+                   className="facts", id="memory-detail")  # fmt: skip
+
+
+def _bytes(n: int) -> str:
+    """Bytes in a human unit with the exact figure: "3.4 KB (3,500 B)"."""
+    human, exact = fmt_bytes(n) if n else "0 B", f"{n:,} B"
+    return exact if human.replace(",", "") == exact.replace(",", "") else f"{human} ({exact})"
+
+
 def click_update(key: dict[str, Any], click: dict[str, Any] | None, relayout: dict[str, Any] | None) -> tuple[Any, Any]:
-    """The clicked slice's facts, and its flows drawn (the other slices of its operator, what released it)."""
+    """The clicked slice's facts, and its flows drawn (the other slices of its operator, what released it); on a
+    memory lane, the memory there at that time."""
+    memory = clicked_memory(key["run_ids"], click)
+    if memory is not None:
+        return memory_view(*memory), dash.no_update
     panel, run_id, row = clicked_slice(key["run_ids"], click, relayout)
     patch = Patch()
     traces = key.get("flow_traces") or []

@@ -8,7 +8,9 @@ The trace is tests/ingest/memory_trace.py (its figures worked out in tests/inges
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -95,4 +97,33 @@ def test_timeline_legend_names_the_memory_levels(dash_duo, make_app, run) -> Non
     dash_duo.wait_for_element("#timeline-graph .legendtext", timeout=20)
     legend = [e.text for e in dash_duo.find_elements("#timeline-graph .legendtext")]
     assert legend == ["compute", "memory allocated", "memory reserved"]
+    assert dash_duo.get_logs() == []
+
+
+def test_a_click_on_the_memory_lane_shows_the_memory_then(dash_duo, make_app, run) -> None:
+    # A real mouse click in Chromium on cuda:0's memory lane at 40 µs (drawn as levels: no bar there). From EVENTS
+    # (tests/ingest/memory_trace.py): aten::mm's 2000 B at 35 µs set the level to 3500 B in ProfilerStep#1, model.py:20
+    # called it, 4096 B were reserved then.
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    folder, run_id, _ = run
+    dash_duo.start_server(make_app(trace_paths=(folder,)))
+    dash_duo.wait_for_page(url=dash_duo.server_url + urls.timeline(run_id))
+    dash_duo.wait_for_element("#timeline-graph .gl-container canvas", timeout=20)
+    time.sleep(1)
+    plot = dash_duo.find_element("#timeline-graph .js-plotly-plot")
+    x, y = dash_duo.driver.execute_script(
+        "const l = arguments[0]._fullLayout, row = l.yaxis.ticktext.indexOf('memory cuda:0');"
+        "return [l.xaxis._offset + l.xaxis.l2p(40000), l.yaxis._offset + l.yaxis.l2p(row)];", plot)
+    size = plot.size
+    ActionChains(dash_duo.driver).move_to_element_with_offset(plot, int(x - size["width"] / 2), int(y - size["height"] / 2)).click().perform()
+    dash_duo.wait_for_element("#memory-detail dd", timeout=10)
+    facts = dict(zip([e.text for e in dash_duo.find_elements("#memory-detail dt")],
+                     [e.text for e in dash_duo.find_elements("#memory-detail dd")], strict=True))  # fmt: skip
+    assert facts.pop("at").startswith(("39.", "40.")), facts  # the click's time, to a pixel
+    assert facts == {"memory": "cuda:0", "allocated": "3.5 KB (3,500 B)", "reserved": "4.1 KB (4,096 B)",
+                     "last change": "+2.0 KB (2,000 B) at 35 µs (35,000 ns)", "by operator": "aten::mm",
+                     "call site": "model.py:20 (forward)", "region": "ProfilerStep#1"}  # fmt: skip
+    if os.environ.get("PORTSCOPE_SCREENSHOTS"):
+        dash_duo.driver.save_screenshot(os.path.join(os.environ["PORTSCOPE_SCREENSHOTS"], "memory-click.png"))
     assert dash_duo.get_logs() == []

@@ -12,7 +12,7 @@ from memory_trace import EVENTS
 
 from portscope.app.cli import main
 from portscope.ingest import read_trace, write_trace
-from portscope.ingest.memory import allocator_lanes, memory_diff, region_memory
+from portscope.ingest.memory import MemoryAt, allocator_lanes, memory_at, memory_diff, region_memory
 from portscope.ingest.readers import read_kineto
 from portscope.ingest.region_tree import region_ids
 
@@ -32,6 +32,20 @@ def test_memory_lane_holds_totals_and_changes(trace) -> None:
     assert lane.total.tolist() == [1000, 1500, 3500, 3000, 7000]  # led by the total before the first event
     assert lane.delta.tolist() == [0, 500, 2000, -500, 4000]
     assert lane.reserved.tolist() == [2048, 4096, 4096, 8192]
+
+
+def test_memory_at_a_time_by_hand(trace) -> None:
+    # what a click on the timeline's memory lane shows (times in ns from the trace's start: EVENTS' µs x 1000)
+    [lane] = allocator_lanes(trace)
+    assert memory_at(lane, 5_000) is None  # before the first event
+    # an event at exactly the time counts: aten::empty's 500 B (op 0) in ProfilerStep#1 (region 1), 2048 B reserved
+    assert memory_at(lane, 7_000) == MemoryAt("cuda:0", 7_000, 1500, 2048, 7_000, 500, 0, 1)
+    # inside aten::mm's allocation of 2000 B at 35 µs (op 1): the peak of the step
+    assert memory_at(lane, 40_000) == MemoryAt("cuda:0", 40_000, 3500, 4096, 35_000, 2000, 1, 1)
+    # the free of 500 B at 60 µs happens inside no operator
+    assert memory_at(lane, 60_000) == MemoryAt("cuda:0", 60_000, 3000, 4096, 60_000, -500, -1, 1)
+    # after the step: the second aten::empty (op 2) allocates 4000 B, 8192 B reserved, in the run's root region
+    assert memory_at(lane, 10**9) == MemoryAt("cuda:0", 10**9, 7000, 8192, 151_000, 4000, 2, 0)
 
 
 def test_region_memory_by_hand(trace) -> None:
