@@ -134,9 +134,6 @@ class Linked:
         """A flag per text code: whether `test` holds for that text."""
         return np.array([t is not None and test(t) for t in self.texts], dtype=bool)
 
-    def op_parent(self, op: int) -> int:
-        return int(self.links.op[op])
-
     def logged(self, kind: EventKind) -> list[tuple[int, Logged]]:
         """(row, what its log line says) of the events of a kind, in file order (`Logged()`: nothing said)."""
         rows = self.rows(kind)

@@ -209,10 +209,6 @@ class ChromeEvents(_Columns):
     def text(self, code: int) -> Any:
         return self.values.values[code]
 
-    def args_of(self, i: int) -> dict[str, Any]:
-        code = self.args[i] if len(self.args) else -1
-        return self.values.values[code] if code >= 0 else {}
-
     def lane_key(self, i: int) -> tuple[Any, Any]:
         return self.values.values[self.pid[i]], self.values.values[self.tid[i]]
 
