@@ -236,7 +236,7 @@ class Collector:
             others = [(ev, cat, _args(bytes(ev.args))) for ev, cat, op in zip(xs, cats, is_op, strict=True) if not op]
             xs, ts, dur, names = (list(compress(column, is_op)) for column in (xs, ts, dur, names))
         raws = list(map(bytes, map(_ARGS, xs)))
-        keys = list(map(signature_key, raws))
+        keys = signature_keys(raws)
         sig_c = list(map(self._signatures.get, keys))
         comms: list[tuple[int, Comm]] = []  # (index, communication arguments) of record_param_comms calls
         if None in sig_c:
@@ -426,16 +426,37 @@ def _int(value: Any) -> int | None:
     return value if type(value) is int and 0 <= value < 2**63 else None
 
 
+def signature_keys(raws: list[bytes]) -> list[bytes]:
+    """`signature_key` of each of a slice's operator args; where the first is not in Kineto's own layout (an older
+    Kineto's: its numbered fields anywhere), the numbered fields cut by one regex pass over the slice (each key is
+    then `signature_key`'s older-layout key: any of the forms is a valid key, none equal to another form's)."""
+    if not raws or _kineto_own(raws[0]) is not None:
+        return list(map(signature_key, raws))
+    joined = b"\0".join(raws)  # a NUL byte is no JSON text's: the keys split where the args were joined
+    if joined.count(b"\0") != len(raws) - 1:
+        return list(map(signature_key, raws))
+    return _NUMBERED.sub(b"", joined).split(b"\0")
+
+
+def _kineto_own(raw: bytes) -> bytes | None:
+    """The key of args in Kineto's own layout (``{"External id": N, ..., "Ev Idx": M}``: both numbers cut), else None."""
+    head, _, rest = raw.partition(b",")
+    key, cut, tail = rest.rpartition(_KINETO_TAIL)
+    if (cut and head.startswith(_KINETO_HEAD) and head[len(_KINETO_HEAD) :].isdigit()
+            and tail.endswith(_KINETO_END) and tail[: -len(_KINETO_END)].isdigit()):  # fmt: skip
+        return key
+    return None
+
+
 def signature_key(raw: bytes) -> bytes:
     """Kineto's cpu_op args ``{"External id": N, ...tensor fields..., "Ev Idx": M}`` without the two numbered
     fields (equal keys: equal tensor fields, since what is cut is only those numbers); other args as they are."""
-    head, _, rest = raw.partition(b",")
-    key, cut, tail = rest.rpartition(_KINETO_TAIL)
-    if (cut and head.startswith(_KINETO_HEAD) and head[len(_KINETO_HEAD) :].isdigit()  # Kineto's own layout: quick
-            and tail.endswith(_KINETO_END) and tail[: -len(_KINETO_END)].isdigit()):  # fmt: skip
+    key = _kineto_own(raw)
+    if key is not None:  # Kineto's own layout: quick
         return key
+    head = raw.partition(b",")[0]
     comma = len(head)
-    head = raw[:comma].split(b":")
+    head = head.split(b":")
     if len(head) != 2 or head[0].lstrip(b"{ \t\r\n") != b'"External id"' or not head[1].strip(_WS).lstrip(b"-").isdigit():
         return _NUMBERED.sub(b"", raw)  # an older layout: its per-call numbers out, wherever they are
     tail = raw.rfind(b', "Ev Idx": ')
@@ -465,4 +486,4 @@ def _hashable(value: Any) -> bool:
     return value is None or type(value) in (int, str, float, bool)
 
 
-__all__ = ["Collector", "collect_file", "signature_key"]
+__all__ = ["Collector", "collect_file", "signature_key", "signature_keys"]

@@ -89,10 +89,12 @@ def test_a_gpu_trace_is_collected_as_columns(tmp_path: Path) -> None:
 def test_signature_cache_is_bounded_and_keeps_the_shapes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from portscope.ingest.readers import kineto_stream
 
-    # older Kineto: a per-call "Profiler Event Index" among the tensor fields, so no two ops' args are equal
+    # older Kineto's numbered fields are cut from the keys; a per-call number no key cuts ("Call id", made up) makes
+    # every op's key its own
     def op(i: int, dims: list) -> dict:
         return {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 5,
-                "args": {"External id": i, "Profiler Event Index": i, "Input Dims": dims, "Input type": ["float"] * len(dims)}}  # fmt: skip
+                "args": {"External id": i, "Profiler Event Index": i, "Call id": i, "Input Dims": dims,
+                         "Input type": ["float"] * len(dims)}}  # fmt: skip
 
     monkeypatch.setattr(kineto_stream, "_SIGNATURE_KEYS", 1)
     collector = kineto_stream.Collector(tmp_path / "old.json", {})

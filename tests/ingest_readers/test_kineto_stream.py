@@ -10,7 +10,7 @@ import pytest
 from portscope.ingest.errors import TraceFormatError
 from portscope.ingest.readers.chrome_json import ChromeDocument
 from portscope.ingest.readers.kineto import collect
-from portscope.ingest.readers.kineto_stream import collect_file, signature_key
+from portscope.ingest.readers.kineto_stream import collect_file, signature_key, signature_keys
 from portscope.ingest.readers.source import read_bytes
 
 KINETO_ARGS = (b'{\n      "External id": 2,"Record function id": 0, "Input type": ["float"], '
@@ -25,6 +25,22 @@ def test_signature_key_cuts_only_the_numbered_fields() -> None:
     older = b'{"Trace name": "PyTorch Profiler", "External id": 1, "Profiler Event Index": 0, "Input Dims": [[2]]}'
     assert signature_key(older) == signature_key(older.replace(b": 1,", b": 8,").replace(b": 0,", b": 5,"))
     assert signature_key(b'{"External id": "x", "Input Dims": [[1]]}').startswith(b'{"External id": "x"')
+
+
+def test_signature_keys_of_a_slice_in_one_pass() -> None:
+    # an older Kineto's slice (its first args not in Kineto's own layout): every numbered field cut, wherever it is
+    older = [b'{"Trace name": "PyTorch Profiler", "External id": 1,\n "Profiler Event Index": 0, "Input Dims": [[2]]}',
+             b'{"Trace name": "PyTorch Profiler", "External id": 2,\n "Profiler Event Index": 1, "Input Dims": [[3]]}',
+             KINETO_ARGS]  # fmt: skip
+    # (a numbered field, Record function id too, goes with its number, the whitespace after it and its comma; the
+    # whitespace before the next field stays)
+    assert signature_keys(older) == [b'{"Trace name": "PyTorch Profiler", \n  "Input Dims": [[2]]}',
+                                     b'{"Trace name": "PyTorch Profiler", \n  "Input Dims": [[3]]}',
+                                     b'{\n       "Input type": ["float"], "Input Dims": [[2, 3]], }']  # fmt: skip
+    # a slice led by Kineto's own layout: each its own quick key
+    assert signature_keys([KINETO_ARGS, older[0]]) == [b'"Record function id": 0, "Input type": ["float"], "Input Dims": [[2, 3]]',
+                                                       b'{"Trace name": "PyTorch Profiler", \n  "Input Dims": [[2]]}']  # fmt: skip
+    assert signature_keys([]) == []
 
 
 def _write(path: Path, events: list) -> Path:
