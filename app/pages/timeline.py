@@ -260,8 +260,8 @@ def layout(run_id: str = "", clock: str | None = None, **_query: str) -> html.Di
         dcc.Graph(id=ids.TIMELINE_GRAPH, figure=figure, config=graph_config("timeline")),
         html.H3("Selected range"),
         html.Div(timeline_tools.range_tables(run_id, None, ids.TIMELINE_TOOLS), id=ids.TIMELINE_TOOLS.range),
-        html.H3("Clicked slice"),
-        html.Div(html.Div("Click a bar to see its operator, module, shapes, bytes and call site.", className="muted"), id=ids.TIMELINE_DETAIL, className="detail"),
+        html.H3("Clicked"),
+        html.Div(html.Div("Click a bar to see its operator, module, shapes, bytes and call site; a memory lane, the memory then.", className="muted"), id=ids.TIMELINE_DETAIL, className="detail"),
         subtitle=(
             f"no engine slices in this run: {len(built[0].lanes):,} ops, timed transfers and compiles drawn by where they ran (host wall time, ns)"
             if derived
