@@ -39,6 +39,11 @@ def level_points(dash_duo, graph: str) -> list[int]:
         "  .map(t => !t.x ? 0 : t.x.bdata ? atob(t.x.bdata).length : (t.x.byteLength ?? t.x.length));", graph)
 
 
+def exact_ns(shown: str) -> int:
+    """The exact figure of a time shown as "40.1 µs (40,087 ns)" (or "87 ns")."""
+    return int(shown.rsplit("(", 1)[-1].split(" ns")[0].replace(",", ""))
+
+
 @pytest.fixture
 def run(tmp_path: Path) -> tuple[Path, str, Path]:
     folder = tmp_path / "runs"
@@ -120,10 +125,42 @@ def test_a_click_on_the_memory_lane_shows_the_memory_then(dash_duo, make_app, ru
     dash_duo.wait_for_element("#memory-detail dd", timeout=10)
     facts = dict(zip([e.text for e in dash_duo.find_elements("#memory-detail dt")],
                      [e.text for e in dash_duo.find_elements("#memory-detail dd")], strict=True))  # fmt: skip
-    assert facts.pop("at").startswith(("39.", "40.")), facts  # the click's time, to a pixel
+    assert abs(exact_ns(facts.pop("at")) - 40_000) < 1_000, facts  # the click's time, to a pixel
     assert facts == {"memory": "cuda:0", "allocated": "3.5 KB (3,500 B)", "reserved": "4.1 KB (4,096 B)",
                      "last change": "+2.0 KB (2,000 B) at 35 µs (35,000 ns)", "by operator": "aten::mm",
                      "call site": "model.py:20 (forward)", "region": "ProfilerStep#1"}  # fmt: skip
     if os.environ.get("PORTSCOPE_SCREENSHOTS"):
         dash_duo.driver.save_screenshot(os.path.join(os.environ["PORTSCOPE_SCREENSHOTS"], "memory-click.png"))
+    assert dash_duo.get_logs() == []
+
+
+def test_a_click_on_the_second_runs_memory_lane_on_the_compare_page(dash_duo, make_app, run, tmp_path: Path) -> None:
+    # Run B (the same events under another name) is compared whole: a click on its memory lane (the second panel)
+    # at 155 µs lands after the step, where aten::empty's 4000 B at 151 µs set the level to 7000 B (8192 B reserved)
+    # in B's root region, which is named after B's file: the click was read in B's panel, not A's.
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    folder, run_id, path = run
+    source = tmp_path / "again.json"
+    source.write_text(json.dumps({"schemaVersion": 1, "traceEvents": EVENTS}))
+    second = read_trace(write_trace(read_kineto(source), folder / "again.arrow"))
+    ra, rb = region_ids(read_trace(path), "mem.json")[0], region_ids(second, "again.json")[0]
+    dash_duo.start_server(make_app(trace_paths=(folder,)))
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/compare/{run_id}/{second.content_hash()}?ra={ra}&rb={rb}")
+    dash_duo.wait_for_element("#compare-timelines .gl-container canvas", timeout=20)
+    time.sleep(1)
+    plot = dash_duo.find_element("#compare-timelines .js-plotly-plot")
+    dash_duo.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", plot)
+    x, y = dash_duo.driver.execute_script(
+        "const l = arguments[0]._fullLayout, row = l.yaxis2.ticktext.indexOf('memory cuda:0');"
+        "return [l.xaxis2._offset + l.xaxis2.l2p(155000), l.yaxis2._offset + l.yaxis2.l2p(row)];", plot)
+    size = plot.size
+    ActionChains(dash_duo.driver).move_to_element_with_offset(plot, int(x - size["width"] / 2), int(y - size["height"] / 2)).click().perform()
+    dash_duo.wait_for_element("#memory-detail dd", timeout=10)
+    facts = dict(zip([e.text for e in dash_duo.find_elements("#memory-detail dt")],
+                     [e.text for e in dash_duo.find_elements("#memory-detail dd")], strict=True))  # fmt: skip
+    assert abs(exact_ns(facts.pop("at")) - 155_000) < 1_000, facts  # the click's time, to a pixel
+    assert facts == {"memory": "cuda:0", "allocated": "7.0 KB (7,000 B)", "reserved": "8.2 KB (8,192 B)",
+                     "last change": "+4.0 KB (4,000 B) at 151 µs (151,000 ns)", "by operator": "aten::empty",
+                     "region": "again.json"}  # fmt: skip
     assert dash_duo.get_logs() == []
