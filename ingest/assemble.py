@@ -161,7 +161,7 @@ class Assembly(EngineLanes):
             at = np.minimum(np.searchsorted(sorted_rows, rows), len(anns) - 1)
             return np.where(rows >= 0, first + by_row[at], 0).astype(np.int32)
 
-        self.region_codes = region_id(links.region_rows)  # per change of the innermost annotation (`Links.region`)
+        self.region_codes = region_id(links.region_rows)  # per change of the innermost annotation (`Links.region_change`)
         facts = [self.facts[c] if c != NONE else RegionFacts() for c in np.asarray(a["region_facts"][anns]).tolist()]
         starts = [0] * first + a["start_ns"][anns].tolist()
         spans = [max(self.links.end_ns, self.t.end_ns)] * first + a["dur_ns"][anns].tolist()

@@ -64,12 +64,9 @@ class Links:
     region_rows: np.ndarray  # ... and the annotation row open from each (-1: none)
     end_ns: int  # the run's last end
 
-    def region(self, start_ns: np.ndarray) -> np.ndarray:
-        """The innermost annotation row open at each time (-1: none): an event's region by its start."""
-        return self.region_rows[self.region_change(start_ns)]
-
     def region_change(self, start_ns: np.ndarray) -> np.ndarray:
-        """The index into `region_times` / `region_rows` of the last change at or before each time."""
+        """The index into `region_times` / `region_rows` of the last change at or before each time (an event's
+        region by its start: `region_rows` there is the innermost annotation row open then, -1 none)."""
         return np.searchsorted(self.region_times, start_ns, side="right") - 1
 
 

@@ -342,30 +342,26 @@ def slice_detail(trace: Trace, row: int) -> dict[str, Any]:
     """One engine slice and, when it has one, its operator (name, module, shapes, bytes, call site)."""
     slices, _ = timeline_slices(trace)
     out = {name: slices.column(name)[row].as_py() for name in slices.column_names}
-    op_id = out.get("op_id")
-    if op_id is not None:
-        ops = trace["ops"]
-        hit = ops.filter(pc.equal(ops.column("op_id"), op_id))
-        if hit.num_rows:
-            op = {name: hit.column(name)[0].as_py() for name in hit.column_names}
-            out["op"] = op
-            out["stack"] = stack_lines(trace, op["stack_id"]) if op.get("stack_id") is not None else []
+    op = _row_of(trace["ops"], "op_id", out.get("op_id"))
+    if op is not None:
+        out["op"] = op
+        out["stack"] = stack_lines(trace, op["stack_id"]) if op.get("stack_id") is not None else []
     return out
 
 
 def memory_event_detail(trace: Trace, op_id: int, region_id: int) -> dict[str, Any]:
     """What names an allocator event: its operator's name and call site (op_id -1: none) and its region's name."""
-    out: dict[str, Any] = {}
-    if op_id >= 0:
-        ops = trace["ops"]
-        hit = ops.filter(pc.equal(ops.column("op_id"), op_id)).select(["name", "call_site"])
-        if hit.num_rows:
-            out["operator"], out["call_site"] = hit.column("name")[0].as_py(), hit.column("call_site")[0].as_py()
-    regions = trace["regions"]
-    hit = regions.filter(pc.equal(regions.column("region_id"), region_id))
-    if hit.num_rows:
-        out["region"] = hit.column("name")[0].as_py()
-    return out
+    op = _row_of(trace["ops"], "op_id", op_id if op_id >= 0 else None)
+    region = _row_of(trace["regions"], "region_id", region_id)
+    return {"operator": op and op["name"], "call_site": op and op["call_site"], "region": region and region["name"]}
+
+
+def _row_of(table: pa.Table, id_column: str, value: int | None) -> dict[str, Any] | None:
+    """The first row of a table whose id column holds `value`, as a dict (None: no such row, or no value)."""
+    if value is None:
+        return None
+    hit = table.filter(pc.equal(table.column(id_column), value))
+    return {name: hit.column(name)[0].as_py() for name in hit.column_names} if hit.num_rows else None
 
 
 def numerics_frame(trace: Trace) -> pd.DataFrame:

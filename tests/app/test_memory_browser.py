@@ -105,26 +105,34 @@ def test_timeline_legend_names_the_memory_levels(dash_duo, make_app, run) -> Non
     assert dash_duo.get_logs() == []
 
 
+def memory_click(dash_duo, graph: str, panel: str, lane: str, x: float) -> dict[str, str]:
+    """A real mouse click on a timeline at time `x` on the lane named `lane` of a panel ("" the first, "2" the
+    second: its axes' suffix); the memory detail's facts it brings."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    dash_duo.wait_for_element(f"#{graph} .gl-container canvas", timeout=20)
+    time.sleep(1)
+    plot = dash_duo.find_element(f"#{graph} .js-plotly-plot")
+    dash_duo.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", plot)
+    px, py = dash_duo.driver.execute_script(
+        "const l = arguments[0]._fullLayout, xa = l['xaxis' + arguments[1]], ya = l['yaxis' + arguments[1]];"
+        "return [xa._offset + xa.l2p(arguments[3]), ya._offset + ya.l2p(ya.ticktext.indexOf(arguments[2]))];",
+        plot, panel, lane, x)  # fmt: skip
+    size = plot.size
+    ActionChains(dash_duo.driver).move_to_element_with_offset(plot, int(px - size["width"] / 2), int(py - size["height"] / 2)).click().perform()
+    dash_duo.wait_for_element("#memory-detail dd", timeout=10)
+    return dict(zip([e.text for e in dash_duo.find_elements("#memory-detail dt")],
+                    [e.text for e in dash_duo.find_elements("#memory-detail dd")], strict=True))  # fmt: skip
+
+
 def test_a_click_on_the_memory_lane_shows_the_memory_then(dash_duo, make_app, run) -> None:
     # A real mouse click in Chromium on cuda:0's memory lane at 40 µs (drawn as levels: no bar there). From EVENTS
     # (tests/ingest/memory_trace.py): aten::mm's 2000 B at 35 µs set the level to 3500 B in ProfilerStep#1, model.py:20
     # called it, 4096 B were reserved then.
-    from selenium.webdriver.common.action_chains import ActionChains
-
     folder, run_id, _ = run
     dash_duo.start_server(make_app(trace_paths=(folder,)))
     dash_duo.wait_for_page(url=dash_duo.server_url + urls.timeline(run_id))
-    dash_duo.wait_for_element("#timeline-graph .gl-container canvas", timeout=20)
-    time.sleep(1)
-    plot = dash_duo.find_element("#timeline-graph .js-plotly-plot")
-    x, y = dash_duo.driver.execute_script(
-        "const l = arguments[0]._fullLayout, row = l.yaxis.ticktext.indexOf('memory cuda:0');"
-        "return [l.xaxis._offset + l.xaxis.l2p(40000), l.yaxis._offset + l.yaxis.l2p(row)];", plot)
-    size = plot.size
-    ActionChains(dash_duo.driver).move_to_element_with_offset(plot, int(x - size["width"] / 2), int(y - size["height"] / 2)).click().perform()
-    dash_duo.wait_for_element("#memory-detail dd", timeout=10)
-    facts = dict(zip([e.text for e in dash_duo.find_elements("#memory-detail dt")],
-                     [e.text for e in dash_duo.find_elements("#memory-detail dd")], strict=True))  # fmt: skip
+    facts = memory_click(dash_duo, "timeline-graph", "", "memory cuda:0", 40_000)
     assert abs(exact_ns(facts.pop("at")) - 40_000) < 1_000, facts  # the click's time, to a pixel
     assert facts == {"memory": "cuda:0", "allocated": "3.5 KB (3,500 B)", "reserved": "4.1 KB (4,096 B)",
                      "last change": "+2.0 KB (2,000 B) at 35 µs (35,000 ns)", "by operator": "aten::mm",
@@ -138,8 +146,6 @@ def test_a_click_on_the_second_runs_memory_lane_on_the_compare_page(dash_duo, ma
     # Run B (the same events under another name) is compared whole: a click on its memory lane (the second panel)
     # at 155 µs lands after the step, where aten::empty's 4000 B at 151 µs set the level to 7000 B (8192 B reserved)
     # in B's root region, which is named after B's file: the click was read in B's panel, not A's.
-    from selenium.webdriver.common.action_chains import ActionChains
-
     folder, run_id, path = run
     source = tmp_path / "again.json"
     source.write_text(json.dumps({"schemaVersion": 1, "traceEvents": EVENTS}))
@@ -147,18 +153,7 @@ def test_a_click_on_the_second_runs_memory_lane_on_the_compare_page(dash_duo, ma
     ra, rb = region_ids(read_trace(path), "mem.json")[0], region_ids(second, "again.json")[0]
     dash_duo.start_server(make_app(trace_paths=(folder,)))
     dash_duo.wait_for_page(url=f"{dash_duo.server_url}/compare/{run_id}/{second.content_hash()}?ra={ra}&rb={rb}")
-    dash_duo.wait_for_element("#compare-timelines .gl-container canvas", timeout=20)
-    time.sleep(1)
-    plot = dash_duo.find_element("#compare-timelines .js-plotly-plot")
-    dash_duo.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", plot)
-    x, y = dash_duo.driver.execute_script(
-        "const l = arguments[0]._fullLayout, row = l.yaxis2.ticktext.indexOf('memory cuda:0');"
-        "return [l.xaxis2._offset + l.xaxis2.l2p(155000), l.yaxis2._offset + l.yaxis2.l2p(row)];", plot)
-    size = plot.size
-    ActionChains(dash_duo.driver).move_to_element_with_offset(plot, int(x - size["width"] / 2), int(y - size["height"] / 2)).click().perform()
-    dash_duo.wait_for_element("#memory-detail dd", timeout=10)
-    facts = dict(zip([e.text for e in dash_duo.find_elements("#memory-detail dt")],
-                     [e.text for e in dash_duo.find_elements("#memory-detail dd")], strict=True))  # fmt: skip
+    facts = memory_click(dash_duo, "compare-timelines", "2", "memory cuda:0", 155_000)
     assert abs(exact_ns(facts.pop("at")) - 155_000) < 1_000, facts  # the click's time, to a pixel
     assert facts == {"memory": "cuda:0", "allocated": "7.0 KB (7,000 B)", "reserved": "8.2 KB (8,192 B)",
                      "last change": "+4.0 KB (4,000 B) at 151 µs (151,000 ns)", "by operator": "aten::empty",
