@@ -71,8 +71,25 @@ class _Event(msgspec.Struct, gc=False):
     bp: msgspec.Raw = _NO_ARGS  # a flow end's binding point (``"e"``: the enclosing slice)
 
 
+class _OtherArgs(msgspec.Struct, gc=False, rename={"external_id": "External id"}):
+    """The args fields read of a runtime call or device row (others skipped in C); an explicit null reads as absent."""
+
+    correlation: Any = None
+    external_id: Any = None
+    bytes: Any = None
+    size: Any = None
+    kind: Any = None
+    device: Any = None
+    stream: Any = None
+    launch_id: Any = None
+    direction: Any = None  # MTIA's DMA requests
+
+
 _DECODER = msgspec.json.Decoder(list[_Event])
+_OTHER_ARGS = msgspec.json.Decoder(list[_OtherArgs])
 _TS, _DUR, _NAME, _CAT, _ARGS = (operator.attrgetter(f) for f in ("ts", "dur", "name", "cat", "args"))
+_CORRELATION, _EXTERNAL, _BYTES, _KIND, _LAUNCH = (operator.attrgetter(f) for f in ("correlation", "external_id", "bytes",
+                                                                                    "kind", "launch_id"))
 _THREAD = operator.attrgetter("pid", "tid")
 
 
@@ -179,7 +196,8 @@ class Collector:
         elif cat == "python_function":
             out.python.append((ts, dur, name, pid, tid))
         elif cat in KINETO_RUNTIME_CATEGORIES:
-            size = args.get("bytes", args.get("size"))
+            size = args.get("bytes")
+            size = args.get("size") if size is None else size  # (an explicit null reads as absent)
             out.runtime.append((ts, dur, name, pid, tid, args.get("correlation"), args.get("External id"), _int(size),
                                 _int(args.get("kind"))))
             if "launch_id" in args or cat == "privateuse1_driver":  # NPU lanes (npu_kineto)
@@ -189,9 +207,9 @@ class Collector:
                 if cat == "privateuse1_driver":
                     self.lanes.runtime_driver.set(len(out.runtime) - 1, 1)
         elif cat in KINETO_DEVICE_CATEGORIES:
-            dev = args.get("device", pid)
-            stream = args.get("stream", tid)
-            dev, stream = dev if _hashable(dev) else pid, stream if _hashable(stream) else tid  # another JSON type: as absent
+            dev, stream = args.get("device"), args.get("stream")
+            dev = pid if dev is None or not _hashable(dev) else dev  # null or another JSON type: as absent
+            stream = tid if stream is None or not _hashable(stream) else stream
             out.device.append((ts, dur, cat, name, dev, stream, args.get("correlation"), _int(args.get("bytes"))))
             if "launch_id" in args and (launch := launch_of(args)) is not None:
                 self.lanes.device_launch.set(len(out.device) - 1, launch)
@@ -230,10 +248,12 @@ class Collector:
         if not KINETO_CATEGORY_ALIASES.keys().isdisjoint(categories):  # an older Kineto's names: read as today's
             cats = [_ALIAS(c, c) for c in cats]
         ts_live, dur_live = ts, dur
-        others: list[tuple[_Event, str, dict]] = []  # runtime, device work, annotations, Python frames: added last
+        others: list[tuple[_Event, str, _OtherArgs]] = []  # runtime, device work, annotations, Python frames: last
         if cats.count("cpu_op") != len(xs):
             is_op = [c == "cpu_op" for c in cats]
-            others = [(ev, cat, _args(bytes(ev.args))) for ev, cat, op in zip(xs, cats, is_op, strict=True) if not op]
+            not_op = [not op for op in is_op]
+            other_evs = list(compress(xs, not_op))
+            others = list(zip(other_evs, compress(cats, not_op), _other_args(other_evs), strict=True))
             xs, ts, dur, names = (list(compress(column, is_op)) for column in (xs, ts, dur, names))
         raws = list(map(bytes, map(_ARGS, xs)))
         keys = signature_keys(raws)
@@ -281,7 +301,7 @@ class Collector:
             out.categories[cat] = out.categories.get(cat, 0) + n
         self.index += len(events)
 
-    def _others(self, others: list[tuple[_Event, str, dict]]) -> None:
+    def _others(self, others: list[tuple[_Event, str, _OtherArgs]]) -> None:
         """A typed slice's events other than operators: runtime calls and device work added a column at a time
         (what :meth:`_other` adds row by row, NPU launch ids and driver calls kept by row number as it keeps them),
         the rest row by row; all row by row where there are MTIA device rows (device rows of their own making)."""
@@ -289,23 +309,22 @@ class Collector:
         device = [(ev, cat, args) for ev, cat, args in others if cat in KINETO_DEVICE_CATEGORIES]
         if any(cat == KINETO_MTIA_DEVICE_CATEGORY for _, cat, _ in others):
             for ev, cat, args in others:
-                self._other(cat, ev.ts, ev.dur, ev.name, ev.pid, ev.tid, args)
+                self._other(cat, ev.ts, ev.dur, ev.name, ev.pid, ev.tid, _as_dict(args))
             return
         if len(runtime) + len(device) < len(others):  # annotations, Python frames: their own lists, in order
             for ev, cat, args in others:
                 if cat not in KINETO_RUNTIME_CATEGORIES and cat not in KINETO_DEVICE_CATEGORIES:
-                    self._other(cat, ev.ts, ev.dur, ev.name, ev.pid, ev.tid, args)
+                    self._other(cat, ev.ts, ev.dur, ev.name, ev.pid, ev.tid, _as_dict(args))
         out = self.out
         if runtime:
             evs, cats, argss = ([row[k] for row in runtime] for k in range(3))
             first = len(out.runtime)
-            sizes = [a.get("bytes", a.get("size")) for a in argss]
-            kinds = [a.get("kind") for a in argss]
+            sizes = [a.size if a.bytes is None else a.bytes for a in argss]
             out.runtime.extend([list(map(_TS, evs)), list(map(_DUR, evs)), list(map(_NAME, evs)),
                                 [ev.pid for ev in evs], [ev.tid for ev in evs],
-                                [a.get("correlation") for a in argss], [a.get("External id") for a in argss],
+                                list(map(_CORRELATION, argss)), list(map(_EXTERNAL, argss)),
                                 [None if v is None else _int(v) for v in sizes],
-                                [None if v is None else _int(v) for v in kinds]])
+                                [None if v is None else _int(v) for v in map(_KIND, argss)]])
             self._launches(self.lanes.runtime_launch, first, argss)
             drivers = [first + i for i, cat in enumerate(cats) if cat == "privateuse1_driver"]
             self.lanes.runtime_driver.set_many(drivers, [1] * len(drivers))
@@ -313,20 +332,21 @@ class Collector:
             evs, cats, argss = ([row[k] for row in device] for k in range(3))
             first = len(out.device)
             pids, tids = [ev.pid for ev in evs], [ev.tid for ev in evs]
-            devs = [a.get("device", p) for a, p in zip(argss, pids, strict=True)]
-            streams = [a.get("stream", t) for a, t in zip(argss, tids, strict=True)]
-            devs = [d if _hashable(d) else p for d, p in zip(devs, pids, strict=True)]  # another JSON type: as absent
-            streams = [x if _hashable(x) else t for x, t in zip(streams, tids, strict=True)]
-            nbytes = [a.get("bytes") for a in argss]
+            devs = [p if a.device is None or not _hashable(a.device) else a.device  # another JSON type: as absent
+                    for a, p in zip(argss, pids, strict=True)]
+            streams = [t if a.stream is None or not _hashable(a.stream) else a.stream
+                       for a, t in zip(argss, tids, strict=True)]
             out.device.extend([list(map(_TS, evs)), list(map(_DUR, evs)), cats, list(map(_NAME, evs)), devs, streams,
-                               [a.get("correlation") for a in argss], [None if v is None else _int(v) for v in nbytes]])
+                               list(map(_CORRELATION, argss)),
+                               [None if v is None else _int(v) for v in map(_BYTES, argss)]])
             self._launches(self.lanes.device_launch, first, argss)
 
     @staticmethod
-    def _launches(column: RowLaunches, first: int, argss: list[dict]) -> None:
-        """The NPU launch ids of rows first.. (their args, in order), where they have one."""
-        if any("launch_id" in a for a in argss):
-            launches = list(map(launch_of, argss))
+    def _launches(column: RowLaunches, first: int, argss: list[_OtherArgs]) -> None:
+        """The NPU launch ids of rows first.. (their args, in order), where they have one (as `launch_of` reads)."""
+        launches = list(map(_LAUNCH, argss))
+        if launches.count(None) < len(launches):
+            launches = [v if type(v) is int and 0 <= v < 2**63 else None for v in launches]
             column.set_many([first + i for i, launch in enumerate(launches) if launch is not None],
                             [launch for launch in launches if launch is not None])
 
@@ -415,6 +435,25 @@ def collect_file(path: Path, caps: SizeCaps = DEFAULT_CAPS) -> tuple[KinetoEvent
     elif lanes is None:
         collector.lanes.close()
     return events, lanes
+
+
+def _other_args(events: list[_Event]) -> list[_OtherArgs]:
+    """The args of runtime calls and device rows, decoded in one call (absent args: no field); raises _Redo where
+    some args is not an object (the general path reads it as none)."""
+    if not events:
+        return []
+    try:
+        return _OTHER_ARGS.decode(b"[" + b",".join([bytes(ev.args) or b"{}" for ev in events]) + b"]")
+    except msgspec.ValidationError:
+        raise _Redo() from None
+
+
+_OTHER_FIELDS = tuple(f.encode_name for f in msgspec.structs.fields(_OtherArgs))
+
+
+def _as_dict(args: _OtherArgs) -> dict[str, Any]:
+    """The fields given, named as the file names them (what :meth:`Collector._other` reads of a dict)."""
+    return {name: v for name, v in zip(_OTHER_FIELDS, msgspec.structs.astuple(args), strict=True) if v is not None}
 
 
 def _int(value: Any) -> int | None:

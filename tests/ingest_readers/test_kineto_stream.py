@@ -72,6 +72,32 @@ def test_odd_types_read_alike_on_both_paths(tmp_path: Path, float_pid: bool) -> 
     assert (streamed.t_min, streamed.t_max, streamed.events) == (10, 15, 6)
 
 
+
+@pytest.mark.parametrize("list_args", [False, True], ids=["typed", "refused-by-typed"])
+def test_runtime_and_device_args_read_alike_on_both_paths(tmp_path: Path, list_args: bool) -> None:
+    """The typed path decodes runtime calls' and device rows' args in one call per slice, only the fields read;
+    an explicit null reads as absent on both paths; args that are not an object send the slice to the general path."""
+    events = [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": 20, "dur": 4,
+         "args": {"correlation": 9, "External id": 3, "bytes": 4096, "kind": 1, "cbid": 41, "stream": [1]}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "hipMemcpyWithStream", "pid": 1, "tid": 1, "ts": 30, "dur": 2,
+         "args": {"correlation": 10, "bytes": None, "size": "512", "kind": 2.0}},  # null bytes: the size
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7, "ts": 21, "dur": 3,
+         "args": {"device": None, "stream": {"x": 1}, "correlation": 9, "bytes": 4096, "memory bandwidth (GB/s)": 1.5}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 31, "dur": 1,
+         "args": [1] if list_args else {"device": 1, "stream": "s2", "correlation": "c", "bytes": -4}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1, "ts": 32, "dur": 5},
+    ]  # (a null device or a stream of another JSON type: the row's pid / tid)
+    path = _write(tmp_path / "args.json", events)
+    streamed, _ = collect_file(path)
+    general = collect(path, ChromeDocument(path, read_bytes(path)))
+    assert streamed.runtime == general.runtime == [(20.0, 4.0, "cudaMemcpyAsync", 1, 1, 9, 3, 4096, 1),
+                                                   (30.0, 2.0, "hipMemcpyWithStream", 1, 1, 10, None, 512, 2),
+                                                   (32.0, 5.0, "cudaDeviceSynchronize", 1, 1, None, None, None, None)]
+    kernel = (31.0, 1.0, "kernel", "k", 0, 7, None, None) if list_args else (31.0, 1.0, "kernel", "k", 1, "s2", "c", None)
+    assert streamed.device == general.device == [(21.0, 3.0, "gpu_memcpy", "Memcpy HtoD", 0, 7, 9, 4096), kernel]
+
+
 def test_bad_events_are_worded_as_the_general_path_words_them(tmp_path: Path) -> None:
     events = [{"ph": "X", "cat": "cpu_op", "name": "ok", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
               {"ph": "X", "cat": "cpu_op", "name": "neg", "pid": 1, "tid": 1, "ts": 2, "dur": -5},
