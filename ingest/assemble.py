@@ -31,6 +31,7 @@ from .callsites import parse_frame, relative_frames, site_of_frames
 from .columns import Coder, coded_column, nullable, table_of
 from .engine_lanes import EngineLanes, LanePart, used_codes
 from .events import KIND_CODES, NONE, EventKind, Logged, RegionFacts, SparseColumn, Translated, rows_where
+from .frame_chains import frame_chains
 from .link import link
 from .rules import (
     DIRECTIONS,
@@ -189,30 +190,41 @@ class Assembly(EngineLanes):
             self.site_texts, self.site_stacks = [None], np.full(1, -1, dtype=np.int64)
             self.op_site = np.broadcast_to(np.int32(0), (len(self.a["kind"]),))
             return
-        frames = self.links.frame[self.op_rows]
-        innermost, index = np.unique(frames, return_inverse=True)
+        python = rows_where(self.a["kind"] == KIND_CODES[EventKind.PYTHON])
+        up = np.asarray(self.links.frame_parent[python])
+        up = np.where(up >= 0, np.searchsorted(python, up).astype(python.dtype), -1)  # the caller's place among them
+        chains = frame_chains(up, np.asarray(self.a["name"][python]))
+        del up
+        frames = np.asarray(self.links.frame[self.op_rows])  # each operator's innermost frame (-1: none)
+        chain = np.where(frames >= 0, chains.of_frame[np.minimum(np.searchsorted(python, frames), len(python) - 1)], -1)
+        used, index = np.unique(chain, return_inverse=True)
+        index = index.reshape(-1)
+        by_frame = np.argsort(frames, kind="stable")  # the chains in order of their first innermost frame (file order)
+        first = np.unique(index[by_frame], return_index=True)[1]
+        del by_frame, frames, chain
+        order = np.argsort(first, kind="stable")
+        place = np.empty(len(used), dtype=np.int64)
+        place[order] = np.arange(len(used))
         sites: list[str | None] = []
         stack_ids: list[int] = []
         parsed: dict[int, tuple[str, int, str] | None] = {}
-        for f in innermost.tolist():
-            chain = []
-            while f >= 0:
-                code = int(self.a["name"][f])
+        for c in used[order].tolist():
+            frame_chain = []
+            for code in chains.codes(c):
                 if code not in parsed:
                     m = _FRAME.match(self.texts[code] or "")
                     parsed[code] = (m.group(1), int(m.group(2)), m.group(3)) if m else None
                 if parsed[code] is not None:
-                    chain.append(parsed[code])
-                f = int(self.links.frame_parent[f])
-            sites.append(site_of_frames(chain) if chain else None)
-            stack_ids.append(self.stacks.intern(relative_frames(chain)) if chain else -1)
+                    frame_chain.append(parsed[code])
+            sites.append(site_of_frames(frame_chain) if frame_chain else None)
+            stack_ids.append(self.stacks.intern(relative_frames(frame_chain)) if frame_chain else -1)
         self.site_texts = [*sites, None]
         self.site_stacks = np.asarray([*stack_ids, -1], dtype=np.int64)
-        if len(innermost) <= 1:  # no frames, or one for all: no per-row column
-            self.op_site = np.broadcast_to(np.int32(0 if len(innermost) else len(sites)), (len(self.a["kind"]),))
+        if len(used) <= 1:  # no frames, or one chain for all: no per-row column
+            self.op_site = np.broadcast_to(np.int32(0 if len(used) else len(sites)), (len(self.a["kind"]),))
             return
         self.op_site = np.full(len(self.a["kind"]), len(sites), dtype=np.int32)  # event row -> site index
-        self.op_site[self.op_rows] = index.reshape(-1)
+        self.op_site[self.op_rows] = place[index]
 
     # -- tables -----------------------------------------------------------------------------------------------------
     def build(self, sliced: bool) -> Trace:

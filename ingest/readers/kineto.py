@@ -36,7 +36,8 @@ _DEVICE_KIND = {"kernel": EventKind.KERNEL, "gpu_memcpy": EventKind.COPY, "gpu_m
                 "privateuse1_driver": EventKind.WAIT, "cuda_sync": EventKind.WAIT}  # fmt: skip
 _HOST_DEVICE_TYPE = 0  # c10::DeviceType::CPU in a [memory] event's "Device Type"
 SLICE_ROWS = 1 << 20  # runtime calls and device rows translated at a time (tests make it tiny)
-# A trace of this many runtime calls and device rows (a GPU trace of ~1 GB, a trace with NPU lanes of ~0.25 GB) keeps
+# A trace of this many runtime calls, device rows and Python frames (a GPU trace of ~1 GB, a trace with NPU lanes of
+# ~0.25 GB, a with_stack trace of ~0.3 GB) keeps
 # its events in temporary files while linked: 2 GB GPU 0.48 GB peak against 0.56 GB held, 51.2 s against 50.7 s;
 # 0.5 GB NPU lanes 0.56 against 0.68 GB, 38.7 s against 40.8 s (2026-12-03, since the rules read files by blocks).
 SPILL_EVENTS = 1_000_000
@@ -181,7 +182,7 @@ def translate(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lan
     t_max = ev.t_max if ev.t_max != float("-inf") else max((m[0] for m in ev.memory), default=t0)
     if not (math.isfinite(t0) and math.isfinite(t_max)) or (t_max - t0) * 1000.0 >= 2**62:
         raise TraceFormatError(path, f"timestamps span {t_max - t0:g} us: not a profile (ts/dur out of range)")
-    out = EventColumns(spill=len(ev.runtime) + len(ev.device) >= SPILL_EVENTS)  # see SPILL_EVENTS
+    out = EventColumns(spill=len(ev.runtime) + len(ev.device) + len(ev.python) >= SPILL_EVENTS)  # see SPILL_EVENTS
     ids = _Ids()
     ops = ev.ops
     first = 0
@@ -196,11 +197,12 @@ def translate(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lan
                    texts={"name": (ops.names, part["name"])}, threads=(ops.threads, part["thread"]), **comm)  # fmt: skip
         first += len(start)
         del start, dur, part
-    if len(ev.python):
-        start, dur = _times(ev.python, t0)
-        names = _coded(ev.python, 2)
-        out.extend(EventKind.PYTHON, len(ev.python), start_ns=start, dur_ns=dur, texts={"name": names},
-                   lanes={"pid": _coded(ev.python, 3), "tid": _coded(ev.python, 4)})
+    for _, part in _parts(ev.python):  # Python frames, a slice at a time (a with_stack trace holds millions)
+        if len(part):
+            start, dur = _times(part, t0)
+            out.extend(EventKind.PYTHON, len(start), start_ns=start, dur_ns=dur, texts={"name": _coded(part, 2)},
+                       lanes={"pid": _coded(part, 3), "tid": _coded(part, 4)})
+            del start, dur
     operators = None
     if lanes is not None:
         operators = npu_kineto.OperatorThreads.of(ops.threads, ops.code_counts()["thread"] if ops.threads else np.zeros(0))

@@ -1,0 +1,34 @@
+"""Distinct call chains of Python frames (`frame_chains`), on a call forest written by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from portscope.ingest.frame_chains import frame_chains
+
+# frames by position: (name code, caller position); names a=0 b=1 c=2 d=3
+FRAMES = [
+    (0, -1),  # 0: a
+    (1, 0),  # 1: a > b
+    (2, 1),  # 2: a > b > c
+    (0, -1),  # 3: a again (another call of the same code)
+    (1, 3),  # 4: a > b, the same chain as 1
+    (2, 4),  # 5: a > b > c, the same chain as 2
+    (3, 4),  # 6: a > b > d
+    (2, 0),  # 7: a > c: c again, called from elsewhere
+]
+
+
+def test_frames_share_a_chain_where_their_names_and_callers_chains_do() -> None:
+    chains = frame_chains(np.array([c for _, c in FRAMES]), np.array([n for n, _ in FRAMES]))
+    of = chains.of_frame.tolist()
+    assert of[0] == of[3] and of[1] == of[4] and of[2] == of[5]
+    assert len(set(of)) == 5  # a; a>b; a>b>c; a>b>d; a>c
+    assert [chains.codes(c) for c in of] == [[0], [1, 0], [2, 1, 0], [0], [1, 0], [2, 1, 0], [3, 1, 0], [2, 0]]
+    assert {c: int(chains.first[c]) for c in of} == {of[0]: 0, of[1]: 1, of[2]: 2, of[6]: 6, of[7]: 7}
+    assert chains.codes(-1) == []
+
+
+def test_no_frames() -> None:
+    chains = frame_chains(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    assert len(chains.of_frame) == len(chains.parent) == 0
