@@ -86,14 +86,20 @@ def enclosing(group: np.ndarray, start: np.ndarray, dur: np.ndarray, rank: np.nd
     rows = rows_where(container | query)
     if not isinstance(start, np.ndarray) and _in_start_order(start, rows):  # columns in files: never gathered whole
         return _enclosing_in_order(group, start, dur, rank, container, query, rows)
-    if len(rows) > SORT_ROWS:  # sorted by DuckDB, spilling to disk: a few bytes a row held, not ~50
-        return _sweep(_sorted_by_duckdb(group, start, dur, rank, container, query, rows), len(rank))
+    return _sweep(_sorted(group, start, dur, rank, container, query, rows), len(rank))
+
+
+def _sorted(group: Any, start: Any, dur: Any, rank: Any, container: Any, query: Any, rows: Any) -> Iterator[_Sorted]:
+    """`rows` with their values in `enclosing`'s order, `CHUNK_ROWS` at a time: sorted in numpy, or by DuckDB
+    (spilling to disk: a few bytes a row held, not ~50) past `SORT_ROWS` rows."""
+    if len(rows) > SORT_ROWS:
+        return _sorted_by_duckdb(group, start, dur, rank, container, query, rows)
+    rows = np.asarray(rows[: len(rows)])
     group, start, dur = (v if isinstance(v, np.ndarray) else _Gathered(v, rows) for v in (group, start, dur))
-    order = rows[np.lexsort((rank[rows], -dur[rows], start[rows], group[rows]))]  # stable: file order breaks ties
+    order = rows[np.lexsort((np.asarray(rank[rows]), -dur[rows], start[rows], group[rows]))]  # stable: file order
     del rows
-    chunks = (_Sorted(c, np.asarray(group[c]), np.asarray(start[c]), np.asarray(dur[c]), container[c], query[c])
-              for c in (order[lo : lo + CHUNK_ROWS] for lo in range(0, len(order), CHUNK_ROWS)))
-    return _sweep(chunks, len(rank))
+    return (_Sorted(c, np.asarray(group[c]), np.asarray(start[c]), np.asarray(dur[c]), np.asarray(container[c]),
+                    np.asarray(query[c])) for c in (order[lo : lo + CHUNK_ROWS] for lo in range(0, len(order), CHUNK_ROWS)))
 
 
 class _Sorted(NamedTuple):
@@ -155,8 +161,9 @@ def _sorted_by_duckdb(group: Any, start: Any, dur: Any, rank: np.ndarray, contai
     def batches() -> Iterator[pa.RecordBatch]:
         for lo in range(0, len(rows), CHUNK_ROWS):
             at = rows[lo : lo + CHUNK_ROWS]
-            yield pa.record_batch([at, *(np.asarray(c[at], dtype=np.int64) for c in (group, start, dur)), rank[at],
-                                   container[at], query[at]], schema=fields)  # fmt: skip
+            yield pa.record_batch([np.asarray(at, dtype=np.int64), *(np.asarray(c[at], dtype=np.int64) for c in (group, start, dur)),
+                                   np.asarray(rank[at], dtype=np.int8), np.asarray(container[at]), np.asarray(query[at])],
+                                  schema=fields)  # fmt: skip
 
     with tempfile.TemporaryDirectory(prefix="portscope-sort-") as spill:
         con = duckdb.connect(config={"memory_limit": SORT_MEMORY, "temp_directory": spill, "preserve_insertion_order": False})
@@ -348,11 +355,12 @@ def bind_flows(a: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(the rows of the flow points: the events with a `flow` code, in order; the row of the span each binds to, -1:
     none), by Chrome's rules: a point that binds to the enclosing span goes to the innermost span (`FLOW_TARGETS`, not
     a point) of its thread open at its time (start <= time <= end: the latest start, the shortest of those starting
-    together, still open; `enclosing` over the spans and points alone); other points, and those no span encloses, to
-    the first span of their thread starting at or after them (the longest first of those starting together, then
-    file order; a merge of both sorted by time).
-    What is held is a few integers per span of the points' threads and per point; columns in files are read
-    `CHUNK_ROWS` rows at a time."""
+    together, still open); other points, and those no span encloses, to the first span of their thread starting at
+    or after them (the longest first of those starting together, then file order).
+    Both from one pass over the spans and points of the points' threads in `enclosing`'s order (spans' ends made
+    inclusive, a point after the spans starting with it): `_sweep` finds the enclosing span, `_NextSpans` the next
+    one. What is held is a few integers per span of those threads and per point; the values are read from the
+    columns (in files or not) a chunk at a time as they are sorted."""
     kind = a["kind"]
     flows = _flow_rows(a["flow"])
     if not len(flows):
@@ -373,42 +381,122 @@ def bind_flows(a: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     if not len(spans):
         return flows, bound
     m, k = len(spans), len(flows)
+    # positions 0..m-1: the spans, m..m+k-1: the points; their values read where sorted
+    chunks = _sorted(_SpansThenPoints(thread, spans, f_thread), _SpansThenPoints(start, spans, f_time),
+                     _SpansThenPoints(dur, spans, np.zeros(k, dtype=np.int64), add=1),
+                     np.broadcast_to(np.int8(0), (m + k,)), _Below(m, m + k), _Below(m + k, m + k, above=m), _Range(m + k))
+    nexts = _NextSpans(m, k)
+    seen = (nexts.feed(c) for c in chunks)
+    if enclosed.any():
+        found = _sweep(seen, m + k)[m:]
+        inside = enclosed & (found >= 0)
+        bound[inside] = spans[found[inside]]
+        del found, inside
+    else:
+        for _ in seen:
+            pass
+    later = (bound < 0) & (nexts.out >= 0)
+    bound[later] = spans[nexts.out[later]]
+    return flows, bound
 
-    def joined(column: Any, points: np.ndarray) -> np.ndarray:  # the spans' values, then the points'
-        out = np.empty(m + k, dtype=points.dtype)
-        for lo in range(0, m, CHUNK_ROWS):
-            out[lo : min(lo + CHUNK_ROWS, m)] = np.asarray(column[spans[lo : lo + CHUNK_ROWS]])
-        out[m:] = points
+
+class _Range:
+    """0..n-1 as rows (read a slice at a time, never made whole)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: slice) -> np.ndarray:
+        lo, hi, _ = index.indices(self.n)
+        return np.arange(lo, hi, dtype=np.int64)
+
+
+class _Below:
+    """Per position of n: whether it is below `cut` (or, `above` given, at or above it); read at given positions."""
+
+    def __init__(self, cut: int, n: int, above: int | None = None) -> None:
+        self.cut, self.n, self.above = cut, n, above
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, at: np.ndarray) -> np.ndarray:
+        at = np.asarray(at)
+        return at >= self.above if self.above is not None else at < self.cut
+
+
+class _SpansThenPoints:
+    """A column's values at `spans` (plus `add`), then the points' own values: what `bind_flows` sorts, read at
+    sorted positions (a chunk at a time), never made whole."""
+
+    def __init__(self, column: Any, spans: np.ndarray, points: np.ndarray, add: int = 0) -> None:
+        self.column, self.spans, self.points, self.add = column, spans, points, add
+
+    def __len__(self) -> int:
+        return len(self.spans) + len(self.points)
+
+    def __getitem__(self, at: np.ndarray) -> np.ndarray:
+        at = np.asarray(at)
+        m = len(self.spans)
+        out = np.empty(len(at), dtype=np.int64)
+        span = at < m
+        rows = self.spans[at[span]]
+        order = np.argsort(rows, kind="stable")  # a column in a file is read in order of row
+        values = np.empty(len(rows), dtype=np.int64)
+        values[order] = np.asarray(self.column[rows[order]], dtype=np.int64)
+        out[span] = values + self.add
+        out[~span] = self.points[at[~span] - m]
         return out
 
-    g, t, d = joined(thread, f_thread), joined(start, f_time), joined(dur, np.zeros(k, dtype=np.int64))
-    s_thread, s_start, s_dur = g[:m], t[:m], d[:m]  # views: the spans' values are held once
-    f_thread, f_time = g[m:], t[m:]  # and the points' (the copies made before go)
-    if enclosed.any():  # ends made inclusive (+1), points after every span starting with them (duration 0 < 1)
-        container = np.r_[np.ones(m, dtype=bool), np.zeros(k, dtype=bool)]
-        s_dur += 1
-        found = enclosing(g, t, d, np.zeros(m + k, dtype=np.int8), container, np.r_[np.zeros(m, dtype=bool), enclosed])
-        s_dur -= 1
-        del container
-        inside = np.asarray(found[m:])
-        bound[inside >= 0] = spans[inside[inside >= 0]]
-        del found, inside
-    later = np.flatnonzero(bound < 0)
-    if len(later):  # the first span starting at or after: spans by (thread, start, longest first, row), points first
-        order = np.lexsort((spans, -s_dur, s_start, s_thread))
-        point = np.r_[np.zeros(m, dtype=np.int8), np.ones(len(later), dtype=np.int8)]
-        merged = np.lexsort((np.r_[np.arange(m), later], -point, np.r_[s_start[order], f_time[later]],
-                             np.r_[s_thread[order], f_thread[later]]))  # a point before the spans starting with it
-        nxt = np.where(point[merged] == 0, merged, m)  # a span's place in `order`; m: a point
-        nxt = np.minimum.accumulate(nxt[::-1])[::-1]  # the first span from each place on
-        at = np.empty(len(merged), dtype=np.int64)
-        at[merged] = nxt
-        at = at[m:]  # per later point
-        del merged, nxt
-        ok = at < m
-        ok[ok] = s_thread[order[at[ok]]] == f_thread[later[ok]]
-        bound[later[ok]] = spans[order[at[ok]]]
-    return flows, bound
+
+class _NextSpans:
+    """Per point (positions m.. of `bind_flows`' sorted stream), fed the stream a chunk at a time: the position of the
+    first span of its thread starting at or after it (-1: none). In that order the spans starting with a point come
+    before it (longest first: its answer is the first of its (thread, start) group when that is a span) and the
+    later ones after it (the first span after it, when of its thread)."""
+
+    def __init__(self, m: int, k: int) -> None:
+        self.m = m
+        self.out = np.full(k, -1, dtype=np.int64)
+        self.last: tuple[int, int, int] | None = None  # the previous chunk's last (thread, start) group and its head
+        self.waiting = np.zeros(0, dtype=np.int64)  # points whose next span lies beyond their chunk
+        self.waiting_thread = np.zeros(0, dtype=np.int64)
+
+    def feed(self, c: _Sorted) -> _Sorted:
+        n = len(c.row)
+        if not n:
+            return c
+        g, s, span = c.group, c.start, np.asarray(c.container)
+        new = np.ones(n, dtype=bool)
+        new[1:] = (g[1:] != g[:-1]) | (s[1:] != s[:-1])
+        head = np.maximum.accumulate(np.where(new, np.arange(n), 0))
+        head_span = np.where(span[head], c.row[head], -1)
+        if self.last is not None and (g[0], s[0]) == self.last[:2]:  # the first group goes on from the last chunk
+            head_span[head == 0] = self.last[2]
+        self.last = (int(g[-1]), int(s[-1]), int(head_span[-1]))
+        firsts = np.flatnonzero(span)
+        if len(self.waiting) and len(firsts):  # the first span of this chunk is theirs, if of their thread
+            j = firsts[0]
+            mine = self.waiting_thread == g[j]
+            self.out[self.waiting[mine]] = c.row[j]
+            self.waiting = self.waiting_thread = np.zeros(0, dtype=np.int64)
+        points = np.flatnonzero(~span)
+        if not len(points):
+            return c
+        nxt = np.full(n + 1, n, dtype=np.int64)
+        nxt[firsts] = firsts
+        nxt = np.minimum.accumulate(nxt[::-1])[::-1][points]  # the first span after each point (n: none here)
+        ok = nxt < n
+        ok[ok] = g[nxt[ok]] == g[points[ok]]
+        point = c.row[points] - self.m
+        self.out[point] = np.where(head_span[points] >= 0, head_span[points], np.where(ok, c.row[np.minimum(nxt, n - 1)], -1))
+        wait = (head_span[points] < 0) & (nxt == n)
+        self.waiting = np.concatenate([self.waiting, point[wait]])
+        self.waiting_thread = np.concatenate([self.waiting_thread, g[points[wait]]])
+        return c
 
 
 def _flow_rows(flow: Any) -> np.ndarray:

@@ -79,9 +79,13 @@ def test_points_bind_by_chromes_rules() -> None:
     assert spans.tolist() == EXPECTED
 
 
+@pytest.mark.parametrize("sort_rows", [4_000_000, 5], ids=["numpy-sort", "duckdb-sort"])
 @pytest.mark.parametrize("chunk", [1, 2, 3, 5, 1 << 20])
-def test_points_in_files_bind_the_same_a_chunk_at_a_time(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+def test_points_in_files_bind_the_same_a_chunk_at_a_time(monkeypatch: pytest.MonkeyPatch, chunk: int, sort_rows: int) -> None:
+    """The spans and points sorted and bound a chunk at a time (a point's next span, or the group of spans starting
+    with it, in another chunk than its own), sorted in numpy or by DuckDB."""
     monkeypatch.setattr(linker, "CHUNK_ROWS", chunk)
+    monkeypatch.setattr(linker, "SORT_ROWS", sort_rows)
     a = _events(spill=True).arrays()
     assert not isinstance(a["start_ns"], np.ndarray)  # the columns are in files
     assert bind_flows(a)[1].tolist() == EXPECTED
