@@ -237,22 +237,31 @@ class EngineLanes:
                 kinds.append(self.texts[ekind] or EngineKind.STREAM.value)
         slice_kinds = [SliceKind.COMPUTE.value, SliceKind.TRANSFER.value, SliceKind.SYNC.value, SliceKind.FALLBACK.value,
                        SliceKind.COMMUNICATION.value]  # fmt: skip
-        slice_kind = np.zeros(len(rows), dtype=np.int8)  # compute, transfer, sync, fallback: by the kinds (no int64)
-        slice_kind[kind == KIND_CODES[EventKind.WAIT]] = 2
-        slice_kind[copy] = 1
-        slice_kind[self._communication(rows, kind, np.array([k == EngineKind.COLLECTIVE.value for k in kinds])[at])] = 4
+        at = at.reshape(-1).astype(np.int16 if len(used) < 2**15 else np.int32)  # a few lanes: 2 bytes a slice
+        collective = np.array([k == EngineKind.COLLECTIVE.value for k in kinds])
         fell_back = np.zeros(len(a["kind"]), dtype=bool)
         fell_back[self.fallbacks] = True
-        slice_kind[fell_back[rows] & ~copy] = 3
+        slice_kind = np.zeros(len(rows), dtype=np.int8)  # compute, transfer, sync, fallback: by the kinds (no int64)
+        nbytes = None  # copies' and memsets' bytes (none: the column is null); a copy with none of its own: its call's
+        for lo in range(0, len(rows), step):  # a slice at a time: what is held per row is the few codes above
+            r, k, is_copy = rows[lo : lo + step], kind[lo : lo + step], copy[lo : lo + step]
+            part = slice_kind[lo : lo + len(r)]
+            part[k == KIND_CODES[EventKind.WAIT]] = 2
+            part[is_copy] = 1
+            part[self._communication(r, k, collective[at[lo : lo + step]])] = 4
+            part[fell_back[r] & ~is_copy] = 3
+            sized = np.flatnonzero(np.isin(k, codes[1:3]))
+            if len(sized):
+                if nbytes is None:
+                    nbytes = np.full(len(rows), NONE, dtype=np.int64)
+                own = np.asarray(a["bytes"][r[sized]], dtype=np.int64)
+                ask = np.flatnonzero((own == NONE) & is_copy[sized])
+                if len(ask):
+                    launcher = np.asarray(self.links.launcher[r[sized[ask]]])
+                    by_call = launcher >= 0
+                    own[ask[by_call]] = a["bytes"][launcher[by_call]]
+                nbytes[lo + sized] = own
         del fell_back
-        sized = np.flatnonzero(np.isin(kind, codes[1:3]))  # copies' and memsets' bytes (none: the column is null)
-        nbytes = None
-        if len(sized):
-            nbytes = np.full(len(rows), NONE, dtype=np.int64)
-            nbytes[sized] = a["bytes"][rows[sized]]
-            launcher = self.links.launcher[rows]  # a copy with no byte count of its own: its launching call's
-            nbytes = np.where((nbytes == NONE) & copy & (launcher >= 0), a["bytes"][np.maximum(launcher, 0)], nbytes)
-        at = at.reshape(-1).astype(np.int16 if len(used) < 2**15 else np.int32)  # a few lanes: 2 bytes a slice
         return LanePart(rows=rows, engine_values=engines, engine=at, engine_kind_values=kinds, engine_kind=at,
                       kind_values=slice_kinds, kind=slice_kind, nbytes=nbytes)  # fmt: skip
 
