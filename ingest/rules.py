@@ -191,7 +191,7 @@ class Columns:
             return np.zeros(0, dtype=dtype)
         if all(p.strides == (0,) and p[0] == parts[0][0] for p in parts):
             return np.broadcast_to(parts[0][:1], (sum(len(p) for p in parts),))
-        return np.concatenate(parts)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)  # one part: as it is (not copied)
 
 
 class Findings:
