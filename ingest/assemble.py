@@ -524,8 +524,12 @@ class Assembly(EngineLanes):
             "time_ns": [t if x.timed else None for x, t in zip(logged, time, strict=True)]})  # fmt: skip
 
     def _counts(self, rows: np.ndarray) -> np.ndarray:
-        """How many occurrences each event row stands for (`events` column ``count``; none given: one)."""
-        given = np.asarray(self.a["count"][rows], dtype=np.int64)
+        """How many occurrences each event row stands for (`events` column ``count``; none given: one). A column of one
+        value (no reader gave counts): that value for every row, held once."""
+        count = self.a["count"]
+        if isinstance(count, np.ndarray) and count.strides == (0,) and len(count):
+            return np.broadcast_to(np.int64(1 if int(count[0]) == NONE else int(count[0])), (len(rows),))
+        given = np.asarray(count[rows], dtype=np.int64)
         return np.where(given == NONE, 1, given)
 
     def _untimed(self, rows: np.ndarray) -> np.ndarray:
