@@ -236,18 +236,19 @@ class Assembly(EngineLanes):
         runtime_calls = self.runtime_calls(sliced)
         tables["comms"] = self.comms()
         placement = self.placements()
+        if big:  # the rules and placements are done: the findings, the lanes and the sliced tables read op and
+            # launcher by rows, from files (12 bytes an event less held while the big tables are made)
+            self.links.call_parent = None  # type: ignore[assignment]
+            for name in ("op", "launcher"):
+                if getattr(self.links, name).strides != (0,):
+                    setattr(self.links, name, _to_file(getattr(self.links, name)))
+            release_memory()
         tables["transfers"], tables["signals"], tables["compiles"] = self.findings(self.found, sliced)  # type: ignore[assignment]
         self.schedule = self._schedule(self.found)
         found = self.found.signal_columns()  # what the lanes read of the findings: the events that fell back
         self.fallbacks = found["event"][found["kind"] == SIGNAL_KINDS.index(SignalKind.CPU_FALLBACK)].astype(
             np.int32 if len(self.a["kind"]) < 2**31 else np.int64)  # fmt: skip
         self.found = None  # type: ignore[assignment]  # written: not held while the big tables are
-        if big:  # the rules are applied: the lanes and the sliced tables read op and launcher a slice at a time
-            self.links.call_parent = None  # type: ignore[assignment]
-            for name in ("op", "launcher"):
-                if getattr(self.links, name).strides != (0,):
-                    setattr(self.links, name, _to_file(getattr(self.links, name)))
-            release_memory()
         slices: dict[str, TableSlices] = {}
         if isinstance(runtime_calls, TableSlices):
             slices["runtime_calls"] = runtime_calls
