@@ -11,13 +11,12 @@ import numpy as np
 
 
 class Chains(NamedTuple):
-    """Per frame (in the order given): its chain id; per chain id: the chain of its caller (-1: none), its innermost
-    frame's name code, and the first frame (lowest position) that has it."""
+    """Per frame (in the order given): its chain id; per chain id: the chain of its caller (-1: none) and its innermost
+    frame's name code."""
 
     of_frame: np.ndarray
     parent: np.ndarray
     code: np.ndarray
-    first: np.ndarray
 
     def codes(self, chain: int) -> list[int]:
         """The name codes of a chain, innermost first."""
@@ -38,7 +37,6 @@ def frame_chains(caller: np.ndarray, code: np.ndarray) -> Chains:
     of_frame = np.full(n, -1, dtype=small)
     parents: list[np.ndarray] = []
     codes: list[np.ndarray] = []
-    firsts: list[np.ndarray] = []
     span = int(code.max()) + 1 if n else 1
     by_caller = np.argsort(caller, kind="stable").astype(small)  # frames by caller: each level's callees by search
     callers = caller[by_caller]
@@ -48,11 +46,10 @@ def frame_chains(caller: np.ndarray, code: np.ndarray) -> Chains:
         up = caller[level]
         parent_chain = np.where(up >= 0, of_frame[np.maximum(up, 0)], -1).astype(np.int64)
         key = (parent_chain + 1) * span + np.asarray(code[level], dtype=np.int64)
-        distinct, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        distinct, inverse = np.unique(key, return_inverse=True)
         of_frame[level] = next_id + inverse.reshape(-1)
         parents.append(distinct // span - 1)
         codes.append(distinct % span)
-        firsts.append(level[first].astype(np.int64))
         next_id += len(distinct)
         lo = np.searchsorted(callers, level, "left")
         count = np.searchsorted(callers, level, "right") - lo
@@ -62,8 +59,7 @@ def frame_chains(caller: np.ndarray, code: np.ndarray) -> Chains:
         start = np.repeat(lo - np.cumsum(count) + count, count)  # each callee's place among the sorted frames
         level = np.sort(by_caller[start + np.arange(total)]).astype(np.int64)
     empty = np.zeros(0, dtype=np.int64)
-    return Chains(of_frame, np.concatenate(parents or [empty]), np.concatenate(codes or [empty]),
-                  np.concatenate(firsts or [empty]))
+    return Chains(of_frame, np.concatenate(parents or [empty]), np.concatenate(codes or [empty]))
 
 
 __all__ = ["Chains", "frame_chains"]

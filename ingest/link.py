@@ -384,7 +384,7 @@ def bind_flows(a: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     # positions 0..m-1: the spans, m..m+k-1: the points; their values read where sorted
     chunks = _sorted(_SpansThenPoints(thread, spans, f_thread), _SpansThenPoints(start, spans, f_time),
                      _SpansThenPoints(dur, spans, np.zeros(k, dtype=np.int64), add=1),
-                     np.broadcast_to(np.int8(0), (m + k,)), _Below(m, m + k), _Below(m + k, m + k, above=m), _Range(m + k))
+                     np.broadcast_to(np.int8(0), (m + k,)), _Within(0, m), _Within(m, m + k), _Range(m + k))
     nexts = _NextSpans(m, k)
     seen = (nexts.feed(c) for c in chunks)
     if enclosed.any():
@@ -414,18 +414,15 @@ class _Range:
         return np.arange(lo, hi, dtype=np.int64)
 
 
-class _Below:
-    """Per position of n: whether it is below `cut` (or, `above` given, at or above it); read at given positions."""
+class _Within:
+    """Per position: whether it lies in lo..hi-1 (the spans, or the points), read at given positions."""
 
-    def __init__(self, cut: int, n: int, above: int | None = None) -> None:
-        self.cut, self.n, self.above = cut, n, above
-
-    def __len__(self) -> int:
-        return self.n
+    def __init__(self, lo: int, hi: int) -> None:
+        self.lo, self.hi = lo, hi
 
     def __getitem__(self, at: np.ndarray) -> np.ndarray:
         at = np.asarray(at)
-        return at >= self.above if self.above is not None else at < self.cut
+        return (at >= self.lo) & (at < self.hi)
 
 
 class _SpansThenPoints:
@@ -434,9 +431,6 @@ class _SpansThenPoints:
 
     def __init__(self, column: Any, spans: np.ndarray, points: np.ndarray, add: int = 0) -> None:
         self.column, self.spans, self.points, self.add = column, spans, points, add
-
-    def __len__(self) -> int:
-        return len(self.spans) + len(self.points)
 
     def __getitem__(self, at: np.ndarray) -> np.ndarray:
         at = np.asarray(at)

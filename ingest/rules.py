@@ -279,9 +279,15 @@ def _copy_directions(linked: Linked) -> tuple[np.ndarray, np.ndarray]:
     out = by_label[a["name"][rows]]
     launcher = linked.links.launcher[rows]
     for source in (np.where(launcher >= 0, a["copy_kind"][np.maximum(launcher, 0)], NONE), a["copy_kind"][rows]):
-        for code, direction in COPY_KINDS.items():
-            out = np.where(source == code, directions.index(direction), out)
+        out = _kind_says(source, out)
     return rows, out
+
+
+def _kind_says(kind: np.ndarray, otherwise: np.ndarray) -> np.ndarray:
+    """Direction indices (into `DIRECTIONS`): what a copy kind argument says (`COPY_KINDS`), else `otherwise`."""
+    for code, direction in COPY_KINDS.items():
+        otherwise = np.where(kind == code, DIRECTIONS.index(direction), otherwise)
+    return otherwise
 
 
 def _transfers(linked: Linked, out: Findings) -> None:
@@ -424,10 +430,7 @@ def _call_directions(linked: Linked, calls: np.ndarray) -> np.ndarray:
         launcher, where = launcher[order], where[order]
         pos = np.maximum(np.searchsorted(launcher, calls, side="right") - 1, 0)
         out = np.where(launcher[pos] == calls, where[pos], out)
-    kind = np.asarray(a["copy_kind"][calls])
-    for code, direction in COPY_KINDS.items():
-        out = np.where(kind == code, DIRECTIONS.index(direction), out)
-    return out.astype(np.int8)
+    return _kind_says(np.asarray(a["copy_kind"][calls]), out).astype(np.int8)
 
 
 def _online_compiles(linked: Linked, out: Findings) -> None:
