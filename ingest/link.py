@@ -23,6 +23,7 @@ Every reader's events (`events.EventColumns`) are linked here and nowhere else:
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import tempfile
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -596,13 +597,18 @@ def _ran_as_in_order(correlation: Any, op_rows: np.ndarray, work_rows: np.ndarra
 def _regions(start: np.ndarray, dur: np.ndarray, annotation: np.ndarray) -> tuple[np.ndarray, ...]:
     """(annotation rows in order, the annotation around each, change times, the innermost annotation from each
     change time). Annotations nest by time across threads in order of (start, longest first, file order), open
-    while end > time."""
+    while end > time; the innermost open one is the last opened of those still open, so where two overlap without
+    nesting (one thread's annotation outlives another's that began first), the first one's end changes nothing and
+    the second one's end leaves none of them open."""
     anns = np.flatnonzero(annotation)
     anns = anns[np.lexsort((anns, -dur[anns], start[anns]))]
     times: list[int] = [-(2**62)]
     ids: list[int] = [-1]
     parent = np.full(len(anns), -1, dtype=np.int64)
-    stack: list[tuple[int, int]] = []  # (end, row) of the annotations open
+    rows = anns.tolist()
+    stack: list[int] = []  # the annotations opened and not yet found ended, innermost last (the top is open)
+    ends: list[tuple[int, int]] = []  # a heap of (end, place in `anns`) of the open annotations
+    closed = [False] * len(rows)
 
     def mark(t: int, row: int) -> None:
         if times[-1] == t:
@@ -611,15 +617,20 @@ def _regions(start: np.ndarray, dur: np.ndarray, annotation: np.ndarray) -> tupl
             times.append(t)
             ids.append(row)
 
-    def close_until(t: int) -> None:
-        while stack and stack[-1][0] <= t:
-            end, _ = stack.pop()
-            mark(end, stack[-1][1] if stack else -1)
+    def close_until(t: int) -> None:  # the ends up to t, in order of time
+        while ends and ends[0][0] <= t:
+            end, i = heapq.heappop(ends)
+            closed[i] = True
+            if stack[-1] == i:  # the innermost ended: the innermost still open under it is innermost from then
+                while stack and closed[stack[-1]]:
+                    stack.pop()
+                mark(end, rows[stack[-1]] if stack else -1)
 
-    for i, (row, s, d) in enumerate(zip(anns.tolist(), start[anns].tolist(), dur[anns].tolist(), strict=True)):
+    for i, (row, s, d) in enumerate(zip(rows, start[anns].tolist(), dur[anns].tolist(), strict=True)):
         close_until(s)
-        parent[i] = stack[-1][1] if stack else -1
-        stack.append((s + d, row))
+        parent[i] = rows[stack[-1]] if stack else -1
+        stack.append(i)
+        heapq.heappush(ends, (s + d, i))
         mark(s, row)
     close_until(2**62)
     return anns, parent, np.asarray(times, dtype=np.int64), np.asarray(ids, dtype=np.int64)

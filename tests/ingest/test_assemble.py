@@ -12,7 +12,8 @@ from portscope.ingest.trace import read_trace, write_trace
 
 HERE = Path(__file__).resolve().parents[1]
 FILES = [HERE / "fixtures/kineto/rocm_mi250_small.json.gz", HERE / "fixtures/kineto/cuda_alexnet_small.json.gz",
-         HERE / "vendor/fixtures/npu_kineto_eager.json", HERE / "vendor/fixtures/ascend_trace_view.json"]  # fmt: skip
+         HERE / "vendor/fixtures/npu_kineto_eager.json", HERE / "vendor/fixtures/ascend_trace_view.json",
+         HERE / "fixtures/kineto/mtia_inference.json.gz"]  # annotations that overlap without nesting  # fmt: skip
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
