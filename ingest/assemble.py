@@ -26,9 +26,10 @@ import numpy as np
 import pyarrow as pa
 
 from . import progress, schema
+from .batches import batch_rows
 from .builder import StackInterner
 from .callsites import parse_frame, relative_frames, site_of_frames
-from .columns import Coder, coded_column, nullable, table_of
+from .columns import Coder, nullable, table_of
 from .engine_lanes import EngineLanes, LanePart, used_codes
 from .events import KIND_CODES, NONE, EventKind, Logged, RegionFacts, SparseColumn, Translated, rows_where
 from .frame_chains import frame_chains
@@ -76,10 +77,15 @@ class Assembly(EngineLanes):
         self.comm_values = ev.comms
         self.a = ev.arrays(release=True)
         progress.current().stage(progress.Stage.LINKING)
+        big = self.n_events > SLICE_ROWS  # the C heap trimmed after each big step: its freed blocks not kept resident
         self.links = link(self.a)
+        if big:
+            release_memory()
         self.linked = Linked(self.a, ev.texts, self.links, infer_fallback=t.infer_fallback, threads=ev.threads,
                              arguments=ev.arguments, logs=ev.logs)  # fmt: skip
         self.found = apply_rules(self.linked)
+        if big:
+            release_memory()
         self.copy_rows, self.copy_dir = copy_directions(self.linked)  # the lanes name copy engines by direction
         self.stacks = StackInterner()
         self.parked: dict[str, DiskColumn] = {}
@@ -192,16 +198,26 @@ class Assembly(EngineLanes):
             return
         python = rows_where(self.a["kind"] == KIND_CODES[EventKind.PYTHON])
         up = np.asarray(self.links.frame_parent[python])
-        up = np.where(up >= 0, np.searchsorted(python, up).astype(python.dtype), -1)  # the caller's place among them
-        chains = frame_chains(up, np.asarray(self.a["name"][python]))
+        for lo in range(0, len(up), SLICE_ROWS):  # the caller's place among them, in place (no 8-byte search whole)
+            part = up[lo : lo + SLICE_ROWS]
+            part[:] = np.where(part >= 0, np.searchsorted(python, part), -1)
+        chains = frame_chains(up, _Gathered(self.a["name"], python), len(self.texts))
         del up
         frames = np.asarray(self.links.frame[self.op_rows])  # each operator's innermost frame (-1: none)
-        chain = np.where(frames >= 0, chains.of_frame[np.minimum(np.searchsorted(python, frames), len(python) - 1)], -1)
-        used, index = np.unique(chain, return_inverse=True)
-        index = index.reshape(-1)
-        by_frame = np.argsort(frames, kind="stable")  # the chains in order of their first innermost frame (file order)
-        first = np.unique(index[by_frame], return_index=True)[1]
-        del by_frame, frames, chain
+        chain = np.empty(len(frames), dtype=chains.of_frame.dtype)
+        for lo in range(0, len(frames), SLICE_ROWS):  # each operator's chain (-1: none), a slice at a time
+            f = frames[lo : lo + SLICE_ROWS]
+            at = np.minimum(np.searchsorted(python, f), len(python) - 1)
+            chain[lo : lo + SLICE_ROWS] = np.where(f >= 0, chains.of_frame[at], -1)
+        del python
+        chains = chains._replace(of_frame=chains.of_frame[:0])  # what is left to read: the chains' codes
+        used = np.flatnonzero(np.bincount(chain + 1, minlength=len(chains.parent) + 1)) - 1  # -1 first: no frame
+        index = np.zeros(len(chains.parent) + 1, dtype=np.int32)
+        index[used + 1] = np.arange(len(used), dtype=np.int32)
+        index = index[chain + 1]  # each operator's place among the chains used
+        first = np.full(len(used), np.iinfo(frames.dtype).max, dtype=frames.dtype)
+        np.minimum.at(first, index, frames)  # the chains in order of their first innermost frame (file order)
+        del frames, chain
         order = np.argsort(first, kind="stable")
         place = np.empty(len(used), dtype=np.int64)
         place[order] = np.arange(len(used))
@@ -254,8 +270,9 @@ class Assembly(EngineLanes):
             slices["runtime_calls"] = runtime_calls
         else:
             tables["runtime_calls"] = runtime_calls
-        if isinstance(tables["signals"], TableSlices):  # in a temporary file until written
-            slices["signals"] = tables.pop("signals")  # type: ignore[arg-type]
+        for name in ("transfers", "signals"):
+            if isinstance(tables[name], TableSlices):  # in a temporary file until written
+                slices[name] = tables.pop(name)  # type: ignore[arg-type]
         tables["frames"] = self.stacks.frames_table()
         tables["stacks"] = self.stacks.stacks_table()
         slices["ops"] = self.ops(placement)
@@ -274,12 +291,6 @@ class Assembly(EngineLanes):
             release_memory()
         trace = Trace(run_info=self.t.run_info, tables=tables, slices=slices)
         return trace if sliced else trace.gather()
-
-    def _site(self, op_rows: np.ndarray) -> tuple[pa.Array, pa.Array]:
-        """(call_site, stack_id) columns by operator event rows (-1: null)."""
-        s = np.where(op_rows >= 0, self.op_site[np.maximum(op_rows, 0)], len(self.site_texts) - 1)
-        stack = self.site_stacks[s]
-        return coded_column(self.site_texts, s), nullable(stack, stack < 0)
 
     def placements(self) -> np.ndarray:
         """Per operator: 0 host, 1 device (it or an operator inside it launched device work), 2 inferred fallback."""
@@ -317,17 +328,19 @@ class Assembly(EngineLanes):
         tids = np.array([v if v is not None else 0 for v in tid] or [0], dtype=np.int64)
         tid_null = np.array([v is None for v in tid] or [True], dtype=bool)
 
+        step = batch_rows()  # a batch as written: passed on whole (four slices of a quarter each were copied into one)
+
         def batches() -> Iterator[pa.RecordBatch]:
-            for lo in range(0, len(rows), SLICE_ROWS):
-                part = rows[lo : lo + SLICE_ROWS]
+            for lo in range(0, len(rows), step):
+                part = rows[lo : lo + step]
                 args, thread, site = self.column("args", part), self.column("thread", part), self.op_site[part]
                 start = self.column("start_ns", part)
                 stack = self.site_stacks[site]
-                where = placement[lo : lo + SLICE_ROWS]
+                where = placement[lo : lo + step]
                 yield from table_of("ops", {
                     "op_id": np.arange(lo, lo + len(part), dtype=np.int64), "region_id": self.region_of(part, start),
                     "name": name(name_index[self.column("name", part)]), "start_ns": start, "dur_ns": self.column("dur_ns", part),
-                    "placement": place(where), "device": device(where_on[lo : lo + SLICE_ROWS]), "input_shapes": shapes(args),
+                    "placement": place(where), "device": device(where_on[lo : lo + step]), "input_shapes": shapes(args),
                     "input_strides": strides(args), "input_dtypes": dtypes(args), "bytes_in": bytes_in[args],
                     **{c: coder(index[self.column(c, part)]) for c, (coder, index) in outputs.items()},
                     "bytes_out": np.zeros(len(part), dtype=np.int64), "call_site": sites(site),
@@ -376,41 +389,69 @@ class Assembly(EngineLanes):
             "process_group_description": [c.description for c in comms], "seq": [c.seq for c in comms],
             "collective": [c.collective for c in comms], "group_size": [c.group_size for c in comms]})  # fmt: skip
 
-    def findings(self, f: Findings, sliced: bool = False) -> tuple[pa.Table, pa.Table | TableSlices, pa.Table]:
+    def transfers(self, t: dict[str, np.ndarray], count: np.ndarray, sliced: bool) -> pa.Table | TableSlices:
+        """The transfers table: a row per copy found (a counted copy as many rows, its bytes split evenly), made
+        `SLICE_ROWS` copies at a time, each column coded by one dictionary of the values some row uses; sliced: more
+        than a slice of them waits in a temporary file until written."""
+        a, rows, direction = self.a, t["event"], t["direction"]
+        devs = _distinct(a["device"], rows) if len(rows) else rows
+        places = ["cpu", *(self.device_name(int(d)) if d >= 0 else self.t.root_device for d in devs.tolist())]
+        ends = {"src_device": DIRECTIONS.index(Direction.H2D), "dst_device": DIRECTIONS.index(Direction.D2H)}
+        parts = [slice(lo, lo + SLICE_ROWS) for lo in range(0, len(rows), SLICE_ROWS)] or [slice(0, 0)]
+
+        def codes(part: slice) -> dict[str, np.ndarray]:  # a part's dictionary codes per copy (before counted rows)
+            d = direction[part]
+            device = np.searchsorted(devs, a["device"][rows[part]]) + 1
+            op_rows = self.links.op[rows[part]] if len(d) else rows[part]
+            site = np.where(op_rows >= 0, self.op_site[np.maximum(op_rows, 0)], len(self.site_texts) - 1)
+            return {"direction": d, "call_site": site, **{c: np.where(d == host, 0, device) for c, host in ends.items()}}
+
+        used = {"direction": np.zeros(len(DIRECTIONS), bool), "call_site": np.zeros(len(self.site_texts), bool),
+                "src_device": np.zeros(len(places), bool), "dst_device": np.zeros(len(places), bool)}  # fmt: skip
+        for part in parts:  # the values some row uses (a copy counted none times has no row: its site is kept)
+            written = count[part] > 0
+            for c, v in codes(part).items():
+                used[c][v if c == "call_site" else v[written]] = True
+        coders = {c: Coder([d.value for d in DIRECTIONS] if c == "direction" else self.site_texts if c == "call_site"
+                           else places, flags) for c, flags in used.items()}  # fmt: skip
+        cause = Coder(["explicit"], np.array([bool((count > 0).any())]))
+
+        def table(part: slice) -> pa.Table:
+            at = rows[part]
+            each, nbytes = _counted(count[part], t["bytes"][part])  # a counted copy: as many rows, its bytes split
+
+            def rows_of(v: np.ndarray) -> np.ndarray:
+                return v if each is None else v[each]
+
+            op = self._op_of(at) if len(at) else at
+            coded = codes(part)
+            stack = self.site_stacks[rows_of(coded["call_site"])]
+            untimed = rows_of(self._untimed(at))
+            return table_of("transfers", {
+                "region_id": rows_of(self._region(at, op)), "op_id": nullable(rows_of(op), rows_of(op) < 0),
+                "bytes": nbytes, **{c: coder(rows_of(coded[c])) for c, coder in coders.items()},
+                "start_ns": nullable(rows_of(a["start_ns"][at]), untimed), "dur_ns": nullable(rows_of(a["dur_ns"][at]), untimed),
+                "cause": cause(np.zeros(len(untimed), dtype=np.int32)), "stack_id": nullable(stack, stack < 0)})  # fmt: skip
+
+        if sliced and len(parts) > 1:  # made and moved to a temporary file a slice at a time
+            return _in_file(table(part) for part in parts)
+        return pa.concat_tables([table(part) for part in parts])
+
+    def findings(self, f: Findings, sliced: bool = False) -> tuple[pa.Table | TableSlices, pa.Table | TableSlices, pa.Table]:
         """The transfers, signals and compiles tables of the rules' findings (columns: nothing per row in Python).
         The signals in order of their events' start (ties in the order found), made `SLICE_ROWS` at a time; sliced:
         more than a slice of them waits in a temporary file until written."""
-        a = self.a
         t, s = f.transfer_columns(), f.signal_columns()
-        # transfers, and a signal per transfer
         rows, direction = t["event"], t["direction"]
         op_rows = self.links.op[rows] if len(rows) else rows
-        op = self._op_of(rows) if len(rows) else rows
-        site, stack = self._site(op_rows)
-        devs, dev_at = np.unique(a["device"][rows] if len(rows) else rows, return_inverse=True)
-        places = ["cpu", *(self.device_name(int(d)) if d >= 0 else self.t.root_device for d in devs.tolist())]
-        device = dev_at.reshape(-1) + 1
-        ends = {"src_device": DIRECTIONS.index(Direction.H2D), "dst_device": DIRECTIONS.index(Direction.D2H)}
-        count, untimed = self._counts(rows), self._untimed(rows)
-        each, nbytes = _counted(count, t["bytes"])  # a counted copy: as many rows, its bytes split evenly
-
-        def rows_of(v: np.ndarray) -> np.ndarray:
-            return v if each is None else v[each]
-
-        start, dur, region = rows_of(a["start_ns"][rows]), rows_of(a["dur_ns"][rows]), rows_of(self._region(rows, op))
-        transfers = table_of("transfers", {
-            "region_id": region, "op_id": nullable(rows_of(op), rows_of(op) < 0),
-            "direction": coded_column([d.value for d in DIRECTIONS], rows_of(direction)), "bytes": nbytes,
-            **{c: coded_column(places, rows_of(np.where(direction == host, 0, device))) for c, host in ends.items()},
-            "start_ns": nullable(start, rows_of(untimed)), "dur_ns": nullable(dur, rows_of(untimed)),
-            "cause": ["explicit"] * len(start), "call_site": site if each is None else site.take(each),
-            "stack_id": stack if each is None else stack.take(each)})  # fmt: skip
+        count = self._counts(rows)
+        transfers = self.transfers(t, count, sliced)
         # the signals: the transfers' then the rules' others, one source each (not joined: millions of AI CPU kernels)
         signal_of = np.array([SIGNAL_KINDS.index(d.signal) for d in DIRECTIONS], dtype=np.int8)
         none = np.full(len(rows), NO_WORD, dtype=np.int32)
         sources = [{"event": rows, "op": np.asarray(op_rows, dtype=np.int64), "kind": signal_of[direction],
                     "reason": t["reason"], "note": none, "word": none, "bytes": t["bytes"], "count": count,
-                    "text": a["name"][np.where(op_rows >= 0, op_rows, rows)] if len(rows) else rows.astype(np.int32)},
+                    "text": self.a["name"][np.where(op_rows >= 0, op_rows, rows)] if len(rows) else rows.astype(np.int32)},
                    {**s, "text": s["name_text"], "word": s["name_word"], "count": self._counts(s["event"])}]  # fmt: skip
         n = len(rows) + len(s["event"])
         order = self._in_time_order(sources)
@@ -601,6 +642,16 @@ class Assembly(EngineLanes):
         if other.any():
             by_op[other] = self.region_of(op_rows[other])
         return np.where(op >= 0, by_op, own).astype(np.int32)
+
+
+class _Gathered:
+    """A column's values at some rows, gathered where asked (`[at]`: at rows[at]) rather than whole."""
+
+    def __init__(self, values: np.ndarray | DiskColumn, rows: np.ndarray) -> None:
+        self.values, self.rows = values, rows
+
+    def __getitem__(self, at: np.ndarray) -> np.ndarray:
+        return np.asarray(self.values[self.rows[at]])
 
 
 def _in_file(tables: Iterator[pa.Table]) -> TableSlices:
