@@ -201,7 +201,7 @@ class Assembly(EngineLanes):
         for lo in range(0, len(up), SLICE_ROWS):  # the caller's place among them, in place (no 8-byte search whole)
             part = up[lo : lo + SLICE_ROWS]
             part[:] = np.where(part >= 0, np.searchsorted(python, part), -1)
-        chains = frame_chains(up, _Gathered(self.a["name"], python), len(self.texts))
+        chains = frame_chains(up, _ValuesAt(self.a["name"], python), len(self.texts))
         del up
         frames = np.asarray(self.links.frame[self.op_rows])  # each operator's innermost frame (-1: none)
         chain = np.empty(len(frames), dtype=chains.of_frame.dtype)
@@ -399,10 +399,12 @@ class Assembly(EngineLanes):
         ends = {"src_device": DIRECTIONS.index(Direction.H2D), "dst_device": DIRECTIONS.index(Direction.D2H)}
         parts = [slice(lo, lo + SLICE_ROWS) for lo in range(0, len(rows), SLICE_ROWS)] or [slice(0, 0)]
 
-        def codes(part: slice) -> dict[str, np.ndarray]:  # a part's dictionary codes per copy (before counted rows)
+        def op_rows_of(part: slice) -> np.ndarray:  # the operator row around each copy (-1: none)
+            return self.links.op[rows[part]] if len(rows[part]) else rows[part]
+
+        def codes(part: slice, op_rows: np.ndarray) -> dict[str, np.ndarray]:  # dictionary codes per copy
             d = direction[part]
             device = np.searchsorted(devs, a["device"][rows[part]]) + 1
-            op_rows = self.links.op[rows[part]] if len(d) else rows[part]
             site = np.where(op_rows >= 0, self.op_site[np.maximum(op_rows, 0)], len(self.site_texts) - 1)
             return {"direction": d, "call_site": site, **{c: np.where(d == host, 0, device) for c, host in ends.items()}}
 
@@ -410,7 +412,7 @@ class Assembly(EngineLanes):
                 "src_device": np.zeros(len(places), bool), "dst_device": np.zeros(len(places), bool)}  # fmt: skip
         for part in parts:  # the values some row uses (a copy counted none times has no row: its site is kept)
             written = count[part] > 0
-            for c, v in codes(part).items():
+            for c, v in codes(part, op_rows_of(part)).items():
                 used[c][v if c == "call_site" else v[written]] = True
         coders = {c: Coder([d.value for d in DIRECTIONS] if c == "direction" else self.site_texts if c == "call_site"
                            else places, flags) for c, flags in used.items()}  # fmt: skip
@@ -423,8 +425,9 @@ class Assembly(EngineLanes):
             def rows_of(v: np.ndarray) -> np.ndarray:
                 return v if each is None else v[each]
 
-            op = self._op_of(at) if len(at) else at
-            coded = codes(part)
+            op_rows = op_rows_of(part)
+            op = self.op_id(op_rows) if len(at) else at
+            coded = codes(part, op_rows)
             stack = self.site_stacks[rows_of(coded["call_site"])]
             untimed = rows_of(self._untimed(at))
             return table_of("transfers", {
@@ -644,7 +647,7 @@ class Assembly(EngineLanes):
         return np.where(op >= 0, by_op, own).astype(np.int32)
 
 
-class _Gathered:
+class _ValuesAt:
     """A column's values at some rows, gathered where asked (`[at]`: at rows[at]) rather than whole."""
 
     def __init__(self, values: np.ndarray | DiskColumn, rows: np.ndarray) -> None:
