@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import progress, schema
+from .arrow_values import array
 from .batches import batch_rows
 from .builder import StackInterner
 from .callsites import parse_frame, relative_frames, site_of_frames
@@ -182,10 +183,10 @@ class Assembly(EngineLanes):
         names = [self.t.root_name or "run"] * first + [self.texts[c] or "" for c in a["name"][anns].tolist()]
         n = len(names)
         return table_of("regions", {
-            "region_id": np.arange(n, dtype=np.int32), "parent_id": pa.array(parent, pa.int32()), "name": names,
+            "region_id": np.arange(n, dtype=np.int32), "parent_id": array(parent, pa.int32()), "name": names,
             "start_ns": starts, "dur_ns": [d if f.timed else 0 for d, f in zip(spans, facts, strict=True)],
             "mode": [f.mode.value for f in facts], "phase": [f.phase.value for f in facts],
-            "device": [self.t.root_device] * n, "peak_memory_bytes": pa.array(peaks, pa.int64()),
+            "device": [self.t.root_device] * n, "peak_memory_bytes": array(peaks, pa.int64()),
             "tags": [f.tags for f in facts]})  # fmt: skip
 
     # -- call sites -------------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import schema
+from .arrow_values import array, strings
 from .errors import ColumnValueError
 from .trace import RunInfo, Trace
 
@@ -105,7 +106,7 @@ class TableBuilder:
         """One column's values as an Arrow array of its type; a value the type cannot hold (an integer past int64, a
         string in a number column: a reader let through what a stranger's file held) raises ColumnValueError."""
         try:
-            return pa.array(values, self.schema.field(column).type)
+            return array(values, self.schema.field(column).type)
         except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
             raise ColumnValueError(self.name, column, str(exc)) from exc
 
@@ -198,7 +199,7 @@ class StackInterner:
         table = b.build()
         if self.sources:
             text = [self.sources.get(frame) or None for frame in self._frames]
-            table = table.append_column(pa.field(schema.FRAME_SOURCE, pa.string()), pa.array(text, pa.string()))
+            table = table.append_column(pa.field(schema.FRAME_SOURCE, pa.string()), strings(text))
         return table
 
     def stacks_table(self) -> pa.Table:

@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import schema
+from .arrow_values import array, numbers, strings
 
 
 def coded_column(values: list, codes: np.ndarray, *, dictionary: bool = True) -> pa.Array:
@@ -14,7 +15,7 @@ def coded_column(values: list, codes: np.ndarray, *, dictionary: bool = True) ->
     if not dictionary:
         present = np.array([v is not None for v in values], dtype=bool)
         filled = np.array([v if v is not None else 0 for v in values], dtype=np.int64)
-        return pa.array(filled[codes] if len(values) else np.zeros(0, dtype=np.int64), mask=~present[codes] if len(values) else None)
+        return numbers(filled[codes] if len(values) else np.zeros(0, dtype=np.int64), mask=~present[codes] if len(values) else None)
     return Coder(values, np.bincount(codes, minlength=len(values)) > 0 if len(values) else np.zeros(0, dtype=bool))(codes)
 
 
@@ -28,14 +29,14 @@ class Coder:
         kept = np.zeros(len(distinct) + 1, dtype=bool)
         kept[remap[used] if len(values) else []] = True  # values some row uses (-1: null)
         compact = (np.cumsum(kept[:-1]) - 1).astype(np.int32)
-        self.words = pa.array([v for v, i in distinct.items() if kept[i]], pa.string())
+        self.words = strings([v for v, i in distinct.items() if kept[i]])
         self.remap = np.where(remap >= 0, compact[np.maximum(remap, 0)] if len(distinct) else 0, -1).astype(np.int32)
 
     def __call__(self, codes: np.ndarray) -> pa.DictionaryArray:
         indices = self.remap[codes]  # one int32 per row, -1 for null
         nulls = indices < 0
         indices[nulls] = 0
-        return pa.DictionaryArray.from_arrays(pa.array(indices, mask=nulls if nulls.any() else None), self.words)
+        return pa.DictionaryArray.from_arrays(numbers(indices, mask=nulls), self.words)
 
 
 def table_of(name: str, columns: dict[str, object]) -> pa.Table:
@@ -50,9 +51,9 @@ def table_of(name: str, columns: dict[str, object]) -> pa.Table:
         elif isinstance(values, pa.Array):
             arrays.append(values.cast(field.type))
         elif pa.types.is_dictionary(field.type):
-            arrays.append(pa.array(values, pa.string()).dictionary_encode())
+            arrays.append(strings(values).dictionary_encode())
         else:
-            arrays.append(pa.array(values, field.type))
+            arrays.append(array(values, field.type))
     return pa.Table.from_arrays(arrays, schema=table_schema)
 
 
@@ -60,7 +61,7 @@ def table_of(name: str, columns: dict[str, object]) -> pa.Table:
 
 def nullable(values: np.ndarray, null: np.ndarray) -> pa.Array:
     """An Arrow array of `values`, null where `null` (no validity buffer when nothing is null)."""
-    return pa.array(np.ascontiguousarray(values), mask=null if null.any() else None)
+    return numbers(values, mask=null)
 
 
 __all__ = ["Coder", "coded_column", "nullable", "table_of"]

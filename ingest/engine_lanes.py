@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 
+from .arrow_values import numbers, strings
 from .columns import Coder, coded_column, nullable, table_of
 from .events import KIND_CODES, NONE, EventKind, rows_where
 from .kineto_vocabulary import ONLINE_COMPILE_CALLS, SYNC_RUNTIME_CALLS
@@ -66,7 +67,7 @@ class Words:
 
     def array(self) -> pa.Array:
         if self._array is None:
-            self._array = pa.array(list(self.at), pa.string())
+            self._array = strings(list(self.at))
         return self._array
 
 
@@ -149,11 +150,11 @@ class EngineLanes:
 
         def codes(column: str, per_row: np.ndarray) -> pa.DictionaryArray:
             values = p.remap[column][per_row[lo:hi] if len(per_row) > 1 or len(p.rows) == 1 else np.repeat(per_row, len(rows))]
-            return pa.DictionaryArray.from_arrays(pa.array(values.astype(np.int32)), dictionaries[column].array())
+            return pa.DictionaryArray.from_arrays(numbers(values.astype(np.int32)), dictionaries[column].array())
 
         engine = self.column(p.engine_of, rows) if p.engine_of is not None else None
         columns = {"engine": codes("engine", p.engine) if engine is None else pa.DictionaryArray.from_arrays(
-                       pa.array(p.remap["engine"][engine].astype(np.int32)), dictionaries["engine"].array()),
+                       numbers(p.remap["engine"][engine].astype(np.int32)), dictionaries["engine"].array()),
                    "engine_kind": codes("engine_kind", p.engine_kind), "kind": codes("kind", p.kind)}  # fmt: skip
         start = p.start[lo:hi] if p.start is not None else self.column("start_ns", rows)
         dur = p.dur[lo:hi] if p.dur is not None else self.column("dur_ns", rows)

@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import csv as pa_csv
 
+from ..arrow_values import numbers, strings, values_of
 from ..assemble import assemble
 from ..errors import TraceFormatError
 from ..events import NONE, EventColumns, EventKind, Logged, RegionFacts, Translated
@@ -58,6 +59,7 @@ MAX_PROBLEMS = 12
 LIMIT = 2**61  # ns and counts beyond this are not a profile (and would overflow int64 columns)
 BLOCK_BYTES = 4 << 20  # CSV read this much at a time (tests make it tiny)
 SLICE_ROWS = 1 << 20  # kernels made into events at a time
+_ZERO, _EMPTY = strings(["0", ""])  # Arrow scalars: a Python value given to a kernel would import pandas
 _CELLS = ("Type", "Device_id", "Step Id", "Stream ID", "Input Shapes", "Input Data Types", "Output Shapes",
           "Output Data Types")  # the columns read besides Name and the times, and the core's  # fmt: skip
 # Ascend (GE) data type names -> torch names
@@ -127,23 +129,23 @@ class _Cells:
         """The code of each cell of a block's column (int32)."""
         encoded = cells.dictionary_encode()
         at = np.array([self._code(self._form(clean_cell(v))) for v in encoded.dictionary.to_pylist()] or [0], dtype=np.int32)
-        return at[encoded.indices.to_numpy(zero_copy_only=False)]
+        return at[values_of(encoded.indices)]
 
 
 def _ns(cells: pa.Array) -> np.ndarray:
     """Integer ns of microsecond cells (quotes, tabs and spaces around them removed), exactly: digits past ns cut;
     NONE where a cell is no decimal or is not below `LIMIT`."""
     text = pc.utf8_trim_whitespace(pc.utf8_trim(pc.utf8_trim_whitespace(cells), '"'))
-    ok = pc.fill_null(pc.match_substring_regex(text, r"^[+-]?[0-9]+(\.[0-9]*)?$"), False)
-    text = pc.if_else(ok, text, "0")
+    ok = values_of(pc.match_substring_regex(text, r"^[+-]?[0-9]+(\.[0-9]*)?$"), null=False)
+    text = pc.if_else(numbers(ok), text, _ZERO)
     digits = pc.utf8_ltrim(text, "+-")
     whole = pc.utf8_ltrim(pc.replace_substring_regex(digits, r"\..*$", ""), "0")
-    long = pc.greater(pc.utf8_length(whole), 16)
-    whole = pc.if_else(pc.or_(long, pc.equal(whole, "")), "0", whole)
+    long = values_of(pc.utf8_length(whole)) > 16
+    whole = pc.if_else(numbers(long | values_of(pc.equal(whole, _EMPTY))), _ZERO, whole)
     frac = pc.utf8_slice_codeunits(pc.utf8_rpad(pc.replace_substring_regex(digits, r"^[0-9]*\.?", ""), 3, "0"), 0, 3)
-    ns = pc.cast(whole, pa.int64()).to_numpy() * 1000 + pc.cast(frac, pa.int64()).to_numpy()
-    ns = np.where(pc.starts_with(text, "-").to_numpy(zero_copy_only=False), -ns, ns)
-    bad = ~ok.to_numpy(zero_copy_only=False) | long.to_numpy(zero_copy_only=False) | (np.abs(ns) >= LIMIT)
+    ns = values_of(pc.cast(whole, pa.int64())) * 1000 + values_of(pc.cast(frac, pa.int64()))
+    ns = np.where(values_of(pc.starts_with(text, "-")), -ns, ns)
+    bad = ~ok | long | (np.abs(ns) >= LIMIT)
     return np.where(bad, NONE, ns)
 
 

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import csv as pa_csv
 
+from ..arrow_values import numbers, strings, values_of
 from ..errors import TraceFormatError
 from ..events import NONE
 from .source import SizeCaps, read_bytes
@@ -35,7 +36,8 @@ DEVICE_COLUMNS = ("device type", "device", "device id")  # the first a row fills
 LIMIT = 2**61  # bytes and ns from here on are not a profile (and would overflow int64 columns)
 MAX_PROBLEMS = 12
 BLOCK_BYTES = 4 << 20  # CSV read this much at a time (tests make it tiny)
-_EMPTY = ("", "N/A", "NA", "-")  # (a pa.array made at import would import pandas: pyarrow looks for its types)
+_EMPTY = ("", "N/A", "NA", "-")
+_BLANK, _ZERO, _MINUS, _NULL = strings(["", "0", "-", None])  # Arrow scalars: a Python value would import pandas
 _NAMED = re.compile(r"^(.*?)\s*\(\s*([^()]*?)\s*\)\s*$")
 _INDEX = re.compile(r"(\d{1,9})\s*$")
 _PLAIN = r"^(?P<sign>[+-]?)(?P<whole>[0-9]*)(?:\.(?P<frac>[0-9]*))?$"
@@ -78,7 +80,7 @@ class MemoryColumns:
 def _clean(cells: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """(the cells without quotes, tabs and spaces around them, a mask of the empty ones)."""
     text = pc.utf8_trim_whitespace(pc.utf8_trim(pc.utf8_trim_whitespace(cells), '"'))
-    return text, pc.is_in(text, value_set=pa.array(_EMPTY, pa.string())).to_numpy(zero_copy_only=False)
+    return text, values_of(pc.is_in(text, value_set=strings(_EMPTY)))
 
 
 def _one(cell: str, scale: int) -> int | None | bool:
@@ -99,21 +101,22 @@ def _scaled(text: pa.Array, empty: np.ndarray, scale: int) -> tuple[np.ndarray, 
     """(value x scale of each cleaned cell, rounded: NONE when empty or wrong; a mask of the cells that are no number,
     one of those out of range)."""
     parts = pc.extract_regex(text, _PLAIN)
-    plain = parts.is_valid().to_numpy(zero_copy_only=False) & ~empty
+    plain = values_of(parts.is_valid()) & ~empty
     whole = pc.utf8_ltrim(parts.field("whole"), "0")
-    frac = pc.fill_null(parts.field("frac"), "")
-    digits = (pc.utf8_length(pc.fill_null(parts.field("whole"), "")).to_numpy(zero_copy_only=False)
-              + pc.utf8_length(frac).to_numpy(zero_copy_only=False))  # fmt: skip
-    short = pc.utf8_length(pc.fill_null(whole, "")).to_numpy(zero_copy_only=False) <= 18
+    frac = pc.coalesce(parts.field("frac"), _BLANK)
+    digits = (values_of(pc.utf8_length(pc.coalesce(parts.field("whole"), _BLANK)))
+              + values_of(pc.utf8_length(frac)))  # fmt: skip
+    short = values_of(pc.utf8_length(pc.coalesce(whole, _BLANK))) <= 18
     plain &= digits > 0
-    use = pa.array(plain & short)
-    w = pc.cast(pc.if_else(use, pc.if_else(pc.equal(whole, ""), "0", whole), "0"), pa.int64()).to_numpy()
-    f = pc.cast(pc.if_else(use, pc.utf8_slice_codeunits(pc.utf8_rpad(frac, _FRAC, "0"), 0, _FRAC), "0"), pa.int64()).to_numpy()
+    use = numbers(plain & short)
+    w = values_of(pc.cast(pc.if_else(use, pc.if_else(pc.equal(whole, _BLANK), _ZERO, whole), _ZERO), pa.int64()))
+    f = values_of(pc.cast(pc.if_else(use, pc.utf8_slice_codeunits(pc.utf8_rpad(frac, _FRAC, "0"), 0, _FRAC), _ZERO),
+                          pa.int64()))  # fmt: skip
     q, r = np.divmod(f * scale, 10**_FRAC)
     q += (2 * r > 10**_FRAC) | ((2 * r == 10**_FRAC) & (q % 2 == 1))
     big = w >= LIMIT // scale
     value = np.where(big, 0, w) * scale + q
-    value = np.where(pc.equal(parts.field("sign"), "-").to_numpy(zero_copy_only=False), -value, value)
+    value = np.where(values_of(pc.equal(parts.field("sign"), _MINUS), null=False), -value, value)
     far = plain & (~short | big | (np.abs(value) >= LIMIT))
     wrong = np.zeros(len(value), dtype=bool)
     value[far | ~plain] = NONE
@@ -246,9 +249,9 @@ def read_memory_table(path: Path, caps: SizeCaps, *, needs: tuple[str, ...], siz
                         problems.add(first, empty, lambda i, lb=label: f"no {lb}")
                         bad |= empty
                     continue
-                encoded = pc.if_else(pa.array(empty), pa.scalar(None, pa.string()), text).dictionary_encode()
+                encoded = pc.if_else(numbers(empty), _NULL, text).dictionary_encode()
                 values = encoded.dictionary.to_pylist()
-                at = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+                at = values_of(encoded.indices, null=-1)
                 cells[c] = (text, values, at)
                 if c in texts:
                     code = np.array([coded[c].setdefault(v, len(coded[c])) for v in values] or [0], dtype=np.int64)
