@@ -224,14 +224,26 @@ def _array_batches(
         cut = _last_separator(buf)
         if cut is None:
             continue
-        batch = decode(b"[" + buf[:cut].rstrip(_WS).rstrip(b",") + b"]")
+        batch = decode(_bracketed(buf, cut))
         if batch is None:
             cut = _exact_separator(buf)
-            batch = None if cut is None else decode(b"[" + buf[:cut].rstrip(_WS).rstrip(b",") + b"]")
+            batch = None if cut is None else decode(_bracketed(buf, cut))
             if batch is None:
                 continue  # read on: the end of input parses whatever is left at once (and words the error)
         yield batch
         buf = buf[cut:]
+
+
+def _bracketed(buf: bytes, cut: int) -> bytes:
+    """``[`` + the events before `cut` (the separating comma and white space dropped) + ``]``, copied once."""
+    end = cut
+    while end > 0 and buf[end - 1] in _WS:
+        end -= 1
+    if end > 0 and buf[end - 1] == 0x2C:  # ','
+        end -= 1
+        while end > 0 and buf[end - 1] in _WS:
+            end -= 1
+    return b"".join((b"[", memoryview(buf)[:end], b"]"))
 
 
 def _split_tail(rest: bytes, decode: Decode) -> tuple[Any, dict[str, Any]] | None:
