@@ -301,14 +301,34 @@ def _transfers(linked: Linked, out: Findings) -> None:
     host_only = np.zeros(len(rows), dtype=bool)
     for code in (HOST_TO_HOST,):  # a host-to-host copy crosses no device boundary
         host_only |= np.where(launcher >= 0, a["copy_kind"][np.maximum(launcher, 0)], a["copy_kind"][rows]) == code
-    for row, d, b in zip(rows[~host_only].tolist(), where[~host_only].tolist(), nbytes[~host_only].tolist(), strict=True):
-        label = linked.name(row)
-        call = int(links.launcher[row])
-        kind = int(a["copy_kind"][call]) if call >= 0 else NONE
+    keep = ~host_only
+    rows, where, nbytes, call = rows[keep], where[keep], nbytes[keep], launcher[keep]
+    del launcher, host_only, keep
+    # the reason, once per distinct (label, call's name, the call's kind when it is a copy kind, direction): one int64
+    # key a copy (codes < len(texts) + 1, kinds < 4, directions < 8), its words made in row order
+    n_texts, kinds = len(linked.texts) + 1, sorted(COPY_KINDS)
+    kind = np.where(call >= 0, np.asarray(a["copy_kind"][np.maximum(call, 0)]), NONE)
+    key = np.where(call >= 0, np.asarray(a["name"][np.maximum(call, 0)]) + 1, 0).astype(np.int64)
+    del call
+    key += np.asarray(a["name"][rows]).astype(np.int64) * n_texts
+    key *= len(kinds) + 1
+    for i, k in enumerate(kinds):
+        key += np.where(kind == k, i + 1, 0)
+    del kind
+    key = key * len(directions) + where
+    keys, first, which = np.unique(key, return_index=True, return_inverse=True)
+    del key
+    reasons = np.zeros(len(keys), dtype=np.int32)
+    for k in np.argsort(first, kind="stable").tolist():
+        rest, d = divmod(int(keys[k]), len(directions))
+        rest, kind_at = divmod(rest, len(kinds) + 1)
+        label_code, call_code = divmod(rest, n_texts)
+        label = linked.texts[label_code] or ""
         said = copy_direction(label)
         # where the call's kind argument overrode what the label says, the reason says both
-        out.transfer(row, directions[d], b, f"{label}; {linked.name(call)} kind {kind}: {directions[d].value}"
-                     if kind in COPY_KINDS and said is not None and said is not directions[d] else label)
+        reasons[k] = out.word(f"{label}; {linked.texts[call_code - 1] or ''} kind {kinds[kind_at - 1]}: {directions[d].value}"
+                              if kind_at and said is not None and said is not directions[d] else label)
+    out.transfers.extend(len(rows), event=rows, direction=where, bytes=nbytes, reason=reasons[which.reshape(-1)])
     # runtime copy calls that launched nothing the trace shows (no device activity recorded, or Ascend's aclrtMemcpy)
     calls = linked.rows(EventKind.RUNTIME)
     copy_call = linked.names_where(is_copy_call)[a["name"][calls]]

@@ -58,11 +58,11 @@ class KinetoEvents:
     # (ts, dur, name, pid, tid), kept as columns
     python: RowColumns | list[tuple] = dataclasses.field(default_factory=lambda: RowColumns(PYTHON_FIELDS))
     # (ts, dur, name, pid, tid, correlation, ext_id, size, copy kind), kept as columns
-    runtime: RowColumns | list[tuple] = dataclasses.field(default_factory=lambda: RowColumns(RUNTIME_FIELDS))
+    runtime: RowColumns = dataclasses.field(default_factory=lambda: RowColumns(RUNTIME_FIELDS))
     # (ts, pid, tid, bytes, total allocated, total reserved, device type, device id): [memory] instants
     memory: list[tuple] = dataclasses.field(default_factory=list)
     # (ts, dur, cat, name, device, stream, correlation, bytes), kept as columns likewise
-    device: RowColumns | list[tuple] = dataclasses.field(default_factory=lambda: RowColumns(DEVICE_FIELDS))
+    device: RowColumns = dataclasses.field(default_factory=lambda: RowColumns(DEVICE_FIELDS))
     t_min: float = float("inf")
     t_max: float = float("-inf")
     events: int = 0

@@ -27,7 +27,7 @@ from ..spill import release_memory
 from ..trace import RunInfo, Trace
 from ._kineto_events import FORMAT, KinetoEvents
 from .chrome_json import ChromeDocument, SplitFailed, whole
-from .kineto_rows import ASIDE, Field, RowColumns
+from .kineto_rows import ASIDE, NONE_INT, Field, RowColumns
 from .source import DEFAULT_CAPS, SizeCaps
 
 __all__ = ["FORMAT", "KinetoEvents", "collect", "read_kineto", "translate"]
@@ -331,7 +331,9 @@ def _run_info(path: Path, ev: KinetoEvents, t0: float, devices: list, infer_fall
     else:
         missing.append("dispatch/cpu_fallback " + ("inferred from operators that launched no GPU work" if infer_fallback
                        else "(Kineto records no tensor devices; operators that launched no GPU work are placed on the host)"))
-        if any(d[2] == "gpu_memcpy" and d[7] is None for d in ev.device) and not any(r[7] for r in ev.runtime):
+        memcpy = [c for c, v in enumerate(ev.device.values) if type(v) is str and v == "gpu_memcpy"]
+        if (memcpy and ev.device.any_row(lambda c: np.isin(c[2], memcpy) & (c[7] == NONE_INT))
+                and not ev.runtime.any_row(lambda c: (c[7] != NONE_INT) & (c[7] != 0))):  # sizes are ints or None
             missing.append("transfer bytes (memcpy events carry no size)")
     if not ev.memory:
         missing.append("memory (recorded without profile_memory=True)")

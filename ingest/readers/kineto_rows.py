@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tempfile
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from enum import Enum
 from typing import Any, BinaryIO
 
@@ -150,6 +150,10 @@ class RowColumns:
         held = len(self._columns[0]) if self._columns else 0
         for lo in range(0, held, rows):
             yield first + lo, [np.frombuffer(column, dtype=self._dtype(k))[lo : lo + rows] for k, column in enumerate(self._columns)]
+
+    def any_row(self, test: Callable[[list[np.ndarray]], np.ndarray]) -> bool:
+        """Whether `test` flags some row, given the raw columns (as :meth:`numpy` gives them) a run of rows at a time."""
+        return any(bool(test(columns).any()) for _, columns in self.chunks(self.spill_rows))
 
     def _load(self) -> None:
         """Bring every spilled slice back into the in-memory columns (whole-column access, indexing)."""

@@ -315,3 +315,30 @@ def test_streamed_typed_path_reads_what_the_json_path_reads(kineto_cpu: dict[str
         streamed, _lanes = collect_file(path)
         assert _events_equal(streamed, collect(path, ChromeDocument(path, read_bytes(path))))
     assert read_kineto(ROCM)["ops"].num_rows == len(plain.complete(ROCM, "cpu_op"))
+
+
+def _copy_trace(path: Path, copy_bytes: int | None, call_bytes: int | None) -> Path:
+    """One operator launching one HtoD copy: its runtime call and its device row, each with bytes or none."""
+    call_args = {"correlation": 7, "kind": 1} | ({} if call_bytes is None else {"bytes": call_bytes})
+    copy_args = {"correlation": 7, "device": 0, "stream": 7} | ({} if copy_bytes is None else {"bytes": copy_bytes})
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 0, "dur": 20, "args": {}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": 2, "dur": 5,
+         "args": call_args},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7, "ts": 10,
+         "dur": 4, "args": copy_args},
+    ]
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+@pytest.mark.parametrize(("copy_bytes", "call_bytes", "says"), [(None, None, True), (64, None, False),
+                                                                 (None, 64, False), (None, 0, True)])
+@pytest.mark.parametrize("sliced", [False, True])
+def test_copies_without_a_size_are_named_among_what_the_trace_lacks(tmp_path: Path, copy_bytes: int | None,
+                                                                    call_bytes: int | None, says: bool,
+                                                                    sliced: bool) -> None:  # fmt: skip
+    """The run says it lacks transfer bytes only when a copy row has none and no runtime call gives a size (0 none)."""
+    trace = load_any(_copy_trace(tmp_path / "t.json", copy_bytes, call_bytes), sliced=sliced)
+    assert ("transfer bytes (memcpy events carry no size)" in trace.run_info.missing_signals) is says
+    assert _col(trace, "transfers", "bytes") == [copy_bytes or call_bytes or 0]
