@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-_PY_TYPES: dict[str, tuple[type, ...]] = {"i": (int,), "u": (int,), "f": (int, float), "b": (bool,)}
+_PY_TYPES: dict[str, tuple[type, ...]] = {"i": (int,), "u": (int,), "f": (float,), "b": (bool,)}
 
 
 def array(values: Any, type: pa.DataType, mask: np.ndarray | None = None) -> pa.Array:
@@ -101,8 +101,8 @@ def _from_numpy(values: np.ndarray, to: pa.DataType, mask: np.ndarray | None) ->
             low, high = (int(values.min()), int(values.max())) if len(values) else (0, 0)
             if low < info.min or high > info.max:
                 return None
-    elif dtype.kind == "b" and kind != "b":
-        return None
+    elif dtype.kind == "b" and kind != "b" or dtype.kind == "f" and (kind != "f" or values.dtype.itemsize > dtype.itemsize):
+        return None  # pa.array words what such a cast would change
     validity, nulls = _validity(mask)
     n = len(values)
     if dtype.kind == "b":

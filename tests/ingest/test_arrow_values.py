@@ -56,6 +56,10 @@ def test_values_out_of_range_or_of_another_type_are_worded_by_pyarrow() -> None:
         array(["7"], pa.int64())
     with pytest.raises(pa.ArrowInvalid):  # a float into an integer column is not truncated
         array(np.array([1.5]), pa.int64())
+    with pytest.raises(pa.ArrowInvalid):  # an int past 2^53 into a float column would lose digits
+        array([2**53 + 1], pa.float64())
+    with pytest.raises((OverflowError, pa.ArrowInvalid)):  # past int64
+        array(np.array([2**63], dtype=np.uint64), pa.int64())
     with pytest.raises(UnicodeEncodeError):  # a lone surrogate (msgspec lets one through) is no UTF-8
         strings(["a\ud800"])
 
