@@ -188,9 +188,10 @@ def convert_upload(runs_dir: Path, tmp: Path, name: str, status: Path) -> None:
 
 def main(argv: list[str]) -> None:
     """The job's process: `RUNS_DIR UPLOADED_FILE NAME STATUS_FILE`, at a lower priority than the server."""
+    from portscope.ingest.convert import big_npu_lanes
     from portscope.ingest.readers import map_large_blocks
 
-    map_large_blocks(argv[1])  # as `portscope convert`: this process, a big upload: freed batches go back (glibc)
+    map_large_blocks(argv[1], npu_lanes=big_npu_lanes(argv[1]))  # as `portscope convert`: freed batches go back (glibc)
     os.nice(NICENESS)  # the viewer's own requests come first: a multi-GB conversion takes idle CPU, not theirs
     convert_upload(Path(argv[0]), Path(argv[1]), argv[2], Path(argv[3]))
 

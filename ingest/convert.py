@@ -143,6 +143,15 @@ def load_any(path: str | Path, *, format: str | None = None, caps: SizeCaps = DE
     return trace
 
 
+def big_npu_lanes(path: str | Path) -> bool:
+    """Whether `path` is big enough for a converting process to map its blocks apart when it holds NPU lanes
+    (`spill.map_large_blocks`), and its start holds a word of one (a file's first chunk is read only then)."""
+    from .readers.npu_kineto import npu_lanes_at_start
+    from .spill import NPU_LANES_INPUT_BYTES, input_bytes
+
+    return Path(path).is_file() and input_bytes(path) >= NPU_LANES_INPUT_BYTES and npu_lanes_at_start(path)
+
+
 def _renamed_root(regions: pa.Table, old: str, new: str) -> pa.Table:
     """The regions with each top region named `old` (a reader names the run after the file it read) named `new`."""
     names = regions.column("name").to_pylist()
@@ -152,4 +161,4 @@ def _renamed_root(regions: pa.Table, old: str, new: str) -> pa.Table:
     return regions.set_column(at, regions.schema.field(at), pa.array(renamed, regions.schema.field(at).type))
 
 
-__all__ = ["FORMATS", "InputFormat", "SizeCaps", "detect", "load_any"]
+__all__ = ["FORMATS", "InputFormat", "SizeCaps", "big_npu_lanes", "detect", "load_any"]

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from . import progress
-from .convert import FORMATS, load_any
+from .convert import FORMATS, big_npu_lanes, load_any
 from .errors import UsageError
 from .export_chrome import write_chrome
 from .trace import write_run
@@ -57,7 +57,7 @@ def _convert(args: argparse.Namespace) -> int:
         raise UsageError("--infer-fallback applies to kineto traces only")
     from .spill import converting_process
 
-    converting_process(args.input)  # this process: freed batches go back to the system
+    converting_process(args.input, npu_lanes=big_npu_lanes(args.input))  # this process: freed batches go back
     shown = progress.for_terminal()  # bytes, events, rate and time left on stderr; nothing when not a terminal
     try:
         with progress.reporting(shown or progress.Progress()) as listener:

@@ -167,10 +167,10 @@ def convert_rank(path: str, out: str) -> dict[str, Any]:
     """Convert one rank's trace file into the portscope trace `out` (run in a worker process); what the rank's
     detection needs: the trace's ``distributedInfo`` (or None) and its start time; or, for a file that cannot be
     read, ``problems`` (a TraceFormatError does not cross a process boundary whole)."""
-    from .convert import load_any
+    from .convert import big_npu_lanes, load_any
     from .spill import converting_process
 
-    converting_process(path)
+    converting_process(path, npu_lanes=big_npu_lanes(path))
     try:
         trace = load_any(path, sliced=True)
         if trace.run_info.converted_from not in _RANK_FORMATS:

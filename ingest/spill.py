@@ -231,6 +231,9 @@ _M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 
 
 LARGE_INPUT_BYTES = 3 << 30  # inputs this big (JSON/CSV bytes; a .gz counts 8x) or bigger: blocks mapped apart
+# a Kineto file with NPU lanes this big or bigger: blocks from NPU_LANES_THRESHOLD mapped apart (see map_large_blocks)
+NPU_LANES_INPUT_BYTES = 1 << 30
+NPU_LANES_THRESHOLD = 4 << 20
 _GZ_FACTOR = 8
 
 
@@ -244,7 +247,7 @@ def input_bytes(path: str | Path) -> int:
         return 0
 
 
-def map_large_blocks(path: str | Path | None = None) -> bool:
+def map_large_blocks(path: str | Path | None = None, *, npu_lanes: bool = False) -> bool:
     """For a converting process (`portscope convert`): ask glibc to map every block of MMAP_THRESHOLD bytes or more on
     its own, so an array freed after a batch goes back to the system at once instead of leaving a hole in the heap
     that later, smaller blocks pin (glibc's default raises the threshold to the largest block freed, up to 32 MB:
@@ -252,21 +255,26 @@ def map_large_blocks(path: str | Path | None = None) -> bool:
     input `path`, only for one of `LARGE_INPUT_BYTES` or more: mapping each block costs a conversion 20-35 % of its
     time in page faults (87 MB Kineto 1.53 s against 1.14 s; 2 GB Kineto CPU 33.2 s against 25.7 s, GPU 45.4 against
     34.9 s), and below 3 GB the heap's peak stays low without it (2 GB Kineto CPU / GPU 0.49 / 0.57 GB, 1 GB
-    kernel_details.csv 0.45 GB, 2026-12-02). A no-op (False) where the C library is not glibc, or where the user set
-    MALLOC_MMAP_THRESHOLD_ (their setting stands)."""
+    kernel_details.csv 0.45 GB, 2026-12-02). A Kineto file with NPU lanes (`npu_lanes`, the caller's guess) of
+    `NPU_LANES_INPUT_BYTES` or more maps blocks from `NPU_LANES_THRESHOLD`: at 2 GB its freed per-event arrays kept
+    0.82-0.85 GB resident at the peak, 0.67-0.68 GB so, for 1.5-5.5 % of its time (2026-12-03). A no-op (False)
+    where the C library is not glibc, or where the user set MALLOC_MMAP_THRESHOLD_ (their setting stands)."""
     if _LIBC is None or "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return False
-    if path is not None and input_bytes(path) < LARGE_INPUT_BYTES:
-        return False
-    return bool(_LIBC.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+    size = input_bytes(path) if path is not None else LARGE_INPUT_BYTES
+    if size >= LARGE_INPUT_BYTES:
+        return bool(_LIBC.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+    if npu_lanes and size >= NPU_LANES_INPUT_BYTES:
+        return bool(_LIBC.mallopt(_M_MMAP_THRESHOLD, NPU_LANES_THRESHOLD))
+    return False
 
 
-def converting_process(path: str | Path) -> None:
+def converting_process(path: str | Path, *, npu_lanes: bool = False) -> None:
     """Set up a process that converts `path` and ends (`portscope convert`, a rank's worker): `map_large_blocks`,
     and Arrow allocating from the C heap (its system pool) rather than mimalloc, whose freed segments stay resident
     while the next batch is made: writing the lanes of a 0.5 GB Kineto file with NPU lanes peaked 570 MB with
     mimalloc, 472 MB with the system pool (2026-12-03, same run, no slower); `release_memory` trims both at once."""
-    map_large_blocks(path)
+    map_large_blocks(path, npu_lanes=npu_lanes)
     if _LIBC is not None:
         pa.set_memory_pool(pa.system_memory_pool())
 
@@ -279,5 +287,6 @@ except (AttributeError, OSError):
     _LIBC = None
 
 
-__all__ = ["HOLD_ROWS", "LARGE_INPUT_BYTES", "MMAP_THRESHOLD", "SCALAR_BLOCK", "SCALAR_BLOCKS", "WINDOW_ROWS", "DiskColumn",
-           "converting_process", "input_bytes", "map_large_blocks", "release_memory"]
+__all__ = ["HOLD_ROWS", "LARGE_INPUT_BYTES", "MMAP_THRESHOLD", "NPU_LANES_INPUT_BYTES", "NPU_LANES_THRESHOLD", "SCALAR_BLOCK",
+           "SCALAR_BLOCKS", "WINDOW_ROWS", "DiskColumn", "converting_process", "input_bytes", "map_large_blocks",
+           "release_memory"]

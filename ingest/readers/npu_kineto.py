@@ -38,17 +38,22 @@ says which figures the source lacked.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..errors import TraceFormatError
 from ..events import NONE, EventColumns, EventKind, FlowBinding, FlowPhase, flow_point
 from ..kineto_vocabulary import copy_direction
 from ..schema import Direction, EngineKind, SliceKind
 from ..trace import Trace
 from ._npu_flows import INT, START, NpuCollect
+from .chrome_stream import file_chunks
+from .source import DEFAULT_CAPS, SizeCaps
 
 LAUNCH_MARKERS = {"rbln_run"}
 SORT_INDEX_BASE = 5_000_000
@@ -120,6 +125,17 @@ def may_hold_device_rows(text: bytes) -> bool:
             return True
         at = text.find(b'"sort_index"', at + 12)
     return False
+
+
+def npu_lanes_at_start(path: str | Path, caps: SizeCaps = DEFAULT_CAPS) -> bool:
+    """Whether the first chunk of a file (gunzipped) holds a word of an NPU device row: a guess made before converting
+    (torch-rbln's launch ids recur from the first events on), for the process's memory settings; False when the file
+    cannot be read (the conversion words why)."""
+    try:
+        with contextlib.closing(file_chunks(Path(path), caps)) as chunks:
+            return may_hold_device_rows(next(chunks, b""))
+    except (TraceFormatError, OSError):
+        return False
 
 
 def npu_layout_of(collected: NpuCollect) -> NpuLayout | None:
@@ -288,4 +304,4 @@ def finish(trace: Trace, layout: NpuLayout) -> Trace:
 
 
 __all__ = ["Coded", "DeviceLane", "NpuLayout", "OperatorThreads", "device_ids", "finish", "flow_events", "may_hold_device_rows",
-           "npu_layout_of", "runtime_calls"]
+           "npu_lanes_at_start", "npu_layout_of", "runtime_calls"]

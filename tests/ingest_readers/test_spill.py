@@ -129,6 +129,54 @@ def test_only_a_big_input_maps_its_blocks_apart(tmp_path: Path) -> None:
     assert map_large_blocks(small) is False  # (mallopt not asked: this test process keeps glibc's default)
 
 
+_NPU_LANES = """
+import ctypes, sys
+from portscope.ingest import spill as _spill
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+class Info(ctypes.Structure):  # glibc's struct mallinfo2
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                                               "uordblks", "fordblks", "keepcost")]
+libc.mallinfo2.restype = Info
+_spill.NPU_LANES_INPUT_BYTES = 100  # the file below counts as big
+asked = _spill.map_large_blocks(sys.argv[1], npu_lanes=sys.argv[2] == "1")
+libc.free(libc.malloc(16 << 20))  # glibc's default then raises its threshold to 16 MB
+before = libc.mallinfo2().hblks
+five, one = libc.malloc(5 << 20), libc.malloc(1 << 20)
+print(asked, libc.mallinfo2().hblks - before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not hasattr(ctypes.CDLL(None), "mallinfo2"), reason="glibc only")
+@pytest.mark.parametrize(("npu_lanes", "expected"), [("1", "True 1"), ("0", "False 0")])
+def test_a_big_file_with_npu_lanes_maps_blocks_from_4_mb(tmp_path: Path, npu_lanes: str, expected: str) -> None:
+    """A big Kineto file with NPU lanes maps blocks of 4 MB or more apart (the 5 MB one; the 1 MB one stays in the
+    heap); without NPU lanes a file under 3 GB keeps glibc's default (both in the heap, below its raised threshold)."""
+    trace = tmp_path / "t.json"
+    trace.write_bytes(b"x" * 1000)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    done = subprocess.run([sys.executable, "-c", _NPU_LANES, str(trace), npu_lanes], capture_output=True, text=True,
+                          env=environ, check=True)  # fmt: skip
+    assert done.stdout.split() == expected.split()
+
+
+def test_npu_lanes_are_guessed_from_a_files_start(tmp_path: Path) -> None:
+    """torch-rbln's launch ids (or an NPU label) in the first chunk say NPU lanes; a CUDA trace's start does not."""
+    from portscope.ingest.readers.npu_kineto import npu_lanes_at_start
+
+    npu = tmp_path / "npu.json"
+    npu.write_text('{"traceEvents": [{"ph": "X", "cat": "privateuse1_runtime", "name": "rbln_run", "pid": 100, '
+                   '"tid": 100, "ts": 20.0, "dur": 0, "args": {"launch_id": 7}}]}')  # fmt: skip
+    cuda = tmp_path / "cuda.json"
+    cuda.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2, '
+                    '"args": {"correlation": 3, "device": 0, "stream": 7}}]}')  # fmt: skip
+    assert npu_lanes_at_start(npu) is True
+    assert npu_lanes_at_start(cuda) is False
+    assert npu_lanes_at_start(tmp_path / "absent.json") is False  # unreadable: the conversion words why
+    assert npu_lanes_at_start(tmp_path) is False  # a folder
+
+
 _POOL = """
 import sys
 import pyarrow as pa
