@@ -84,7 +84,7 @@ def test_put_overwrites_in_file_windows_and_in_memory() -> None:
         col.put(np.array([10]), 1)
 
 
-_MAPPED = """
+_MALLINFO = """
 import ctypes, os, sys
 from portscope.ingest import spill as _spill
 libc = ctypes.CDLL(None)
@@ -94,6 +94,8 @@ class Info(ctypes.Structure):  # glibc's struct mallinfo2
     _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
                                                "uordblks", "fordblks", "keepcost")]
 libc.mallinfo2.restype = Info
+"""
+_MAPPED = _MALLINFO + """
 asked = _spill.map_large_blocks() if sys.argv[1] == "1" else None
 libc.free(libc.malloc(8 << 20))  # glibc's default then raises its threshold to 8 MB: smaller blocks come from the heap
 before = libc.mallinfo2().hblks
@@ -129,16 +131,7 @@ def test_only_a_big_input_maps_its_blocks_apart(tmp_path: Path) -> None:
     assert map_large_blocks(small) is False  # (mallopt not asked: this test process keeps glibc's default)
 
 
-_NPU_LANES = """
-import ctypes, sys
-from portscope.ingest import spill as _spill
-libc = ctypes.CDLL(None)
-libc.malloc.restype = ctypes.c_void_p
-libc.free.argtypes = [ctypes.c_void_p]
-class Info(ctypes.Structure):  # glibc's struct mallinfo2
-    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
-                                               "uordblks", "fordblks", "keepcost")]
-libc.mallinfo2.restype = Info
+_NPU_LANES = _MALLINFO + """
 _spill.NPU_LANES_INPUT_BYTES = 100  # the file below counts as big
 asked = _spill.map_large_blocks(sys.argv[1], npu_lanes=sys.argv[2] == "1")
 libc.free(libc.malloc(16 << 20))  # glibc's default then raises its threshold to 16 MB
