@@ -29,8 +29,9 @@ import math
 import re
 import zlib
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -63,47 +64,61 @@ def micros_to_ns(value: Any) -> int | None:
 
 
 def file_chunks(path: Path, caps: SizeCaps = DEFAULT_CAPS, size: int = CHUNK_BYTES) -> Iterator[bytes]:
-    """The (gunzipped) bytes of a file in pieces of about `size`, within the caps."""
+    """The (gunzipped) bytes of a file in pieces of about `size`, within the caps. The next piece is read and
+    gunzipped by a thread while the caller works on this one (both release the GIL); the bytes read are reported
+    as each piece is handed out."""
     f, total = open_checked(path, caps)  # closed below, also when the consumer stops early
     report = progress.current().file_read
-    with f:
-        first = f.read(size)
-        report(f.tell(), total)
-        if first[:2] != GZIP_MAGIC:
-            while first:
-                yield first
-                first = f.read(size)
-                report(f.tell(), total)
-            return
-        limit = min(caps.max_decompressed_bytes, max(total * caps.max_gzip_ratio, 1 << 20))
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        out = 0
-        data = first
+    with f, ThreadPoolExecutor(1, thread_name_prefix="portscope-read") as pool:
+        pieces = _pieces(path, f, caps, total, size)
+        ahead = pool.submit(next, pieces, None)
         try:
-            while data:
-                piece = d.decompress(data, size)
-                while True:
-                    out += len(piece)
-                    if out > limit:
-                        raise TraceFormatError(path, f"gzip content exceeds the cap of {limit} bytes: refusing a possible gzip bomb")
-                    if piece:
-                        yield piece
-                    if not d.unconsumed_tail:
-                        break
-                    piece = d.decompress(d.unconsumed_tail, size)
-                if d.eof:
-                    rest = d.unused_data
-                    if rest[:2] != GZIP_MAGIC:
-                        return  # trailing garbage after the last member: ignored like gzip(1)
-                    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                    data = rest
-                    continue
-                data = f.read(size)
-                report(f.tell(), total)
-        except zlib.error as exc:
-            raise TraceFormatError(path, f"not a valid gzip stream ({exc})") from None
-        if not d.eof:
-            raise TraceFormatError(path, "the gzip stream is truncated")
+            while (got := ahead.result()) is not None:
+                ahead = pool.submit(next, pieces, None)
+                report(got[1], total)
+                yield got[0]
+        finally:  # the piece under way finished (or never begun) before the file closes
+            ahead.cancel()
+            wait([ahead])
+            pieces.close()
+
+
+def _pieces(path: Path, f: BinaryIO, caps: SizeCaps, total: int, size: int) -> Iterator[tuple[bytes, int]]:
+    """(piece, bytes of the file read so far) of a file, gunzipped when it starts with the gzip magic."""
+    first = f.read(size)
+    if first[:2] != GZIP_MAGIC:
+        while first:
+            yield first, f.tell()
+            first = f.read(size)
+        return
+    limit = min(caps.max_decompressed_bytes, max(total * caps.max_gzip_ratio, 1 << 20))
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    out = 0
+    data = first
+    try:
+        while data:
+            piece = d.decompress(data, size)
+            while True:
+                out += len(piece)
+                if out > limit:
+                    raise TraceFormatError(path, f"gzip content exceeds the cap of {limit} bytes: refusing a possible gzip bomb")
+                if piece:
+                    yield piece, f.tell()
+                if not d.unconsumed_tail:
+                    break
+                piece = d.decompress(d.unconsumed_tail, size)
+            if d.eof:
+                rest = d.unused_data
+                if rest[:2] != GZIP_MAGIC:
+                    return  # trailing garbage after the last member: ignored like gzip(1)
+                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                data = rest
+                continue
+            data = f.read(size)
+    except zlib.error as exc:
+        raise TraceFormatError(path, f"not a valid gzip stream ({exc})") from None
+    if not d.eof:
+        raise TraceFormatError(path, "the gzip stream is truncated")
 
 
 Decode = Callable[[bytes], Any]

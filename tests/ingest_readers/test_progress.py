@@ -77,3 +77,30 @@ def test_small_chunks_keep_every_event_and_the_keys_after_them(monkeypatch: pyte
     assert streamed.metadata["schemaVersion"] == 1 and streamed.metadata == whole.metadata
     assert streamed.events == 1_408 and len(streamed.ops) == len(whole.ops) > 100
     assert streamed.ops == whole.ops and streamed.device == whole.device and streamed.runtime == whole.runtime
+
+
+class _Heard(progress.Progress):
+    def __init__(self) -> None:
+        self.read: list[tuple[int, int]] = []
+
+    def file_read(self, done_bytes: int, total_bytes: int) -> None:
+        self.read.append((done_bytes, total_bytes))
+
+
+def test_pieces_read_ahead_are_reported_when_handed_out(tmp_path: Path) -> None:
+    """A file of 25 bytes read 10 at a time: the next piece is read by a thread ahead of the consumer, but the bytes
+    are said read as each piece is handed out, and a consumer that stops early leaves no reading thread behind."""
+    import threading
+
+    from portscope.ingest.readers.chrome_stream import file_chunks
+
+    path = tmp_path / "t.json"
+    path.write_bytes(b"0123456789abcdefghijKLMNO")
+    heard = _Heard()
+    with progress.reporting(heard):
+        assert list(file_chunks(path, size=10)) == [b"0123456789", b"abcdefghij", b"KLMNO"]
+        assert heard.read == [(10, 25), (20, 25), (25, 25)]
+        chunks = file_chunks(path, size=10)
+        assert next(chunks) == b"0123456789"
+        chunks.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("portscope-read")]
