@@ -63,12 +63,13 @@ def micros_to_ns(value: Any) -> int | None:
     return None
 
 
-def file_chunks(path: Path, caps: SizeCaps = DEFAULT_CAPS, size: int = CHUNK_BYTES) -> Iterator[bytes]:
-    """The (gunzipped) bytes of a file in pieces of about `size`, within the caps. The next piece is read and
-    gunzipped by a thread while the caller works on this one (both release the GIL); the bytes read are reported
-    as each piece is handed out."""
+def file_chunks(path: Path, caps: SizeCaps = DEFAULT_CAPS, size: int | None = None) -> Iterator[bytes]:
+    """The (gunzipped) bytes of a file in pieces of about `size` (`CHUNK_BYTES`), within the caps. The next piece is
+    read and gunzipped by a thread while the caller works on this one (both release the GIL); the bytes read are
+    reported as each piece is handed out."""
     f, total = open_checked(path, caps)  # closed below, also when the consumer stops early
     report = progress.current().file_read
+    size = size or CHUNK_BYTES
     with f, ThreadPoolExecutor(1, thread_name_prefix="portscope-read") as pool:
         pieces = _pieces(path, f, caps, total, size)
         ahead = pool.submit(next, pieces, None)

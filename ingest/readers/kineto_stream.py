@@ -36,7 +36,7 @@ from ..kineto_vocabulary import (
 from ._kineto_events import KinetoEvents, comm_args, tensor_args
 from ._npu_flows import NpuCollect, RowLaunches, launch_of
 from .chrome_stream import event_batches
-from .npu_kineto import NpuLayout, may_hold_device_rows, npu_layout_of
+from .npu_kineto import NpuLayout, may_hold_device_rows, names_npu_row, npu_layout_of
 from .source import DEFAULT_CAPS, SizeCaps
 
 _ALIAS = KINETO_CATEGORY_ALIASES.get
@@ -53,6 +53,7 @@ _WS = b" \t\r\n"
 # Fields Kineto numbers per call (no tensor field is among them): cut from a key, equal keys mean equal tensors.
 _NUMBERED = re.compile(rb'"(?:External id|Profiler Event Index|Ev Idx|Sequence number|Record function id|Fwd thread id)"'
                        rb"\s*:\s*-?\d+\s*,?")
+_LAUNCH_ID = b'"launch_id"'  # torch-rbln's launch ids: NPU lanes
 _KINETO_HEAD, _KINETO_TAIL, _KINETO_END = b'{\n      "External id": ', b', "Ev Idx": ', b"\n    }"
 
 
@@ -142,6 +143,8 @@ class Collector:
             ph = ev.get("ph")
             if ph != "X":
                 if ph == "M":
+                    if not self.npu_hint and names_npu_row(ev.get("name"), ev.get("args")):
+                        self.hint()
                     self.lanes.metadata(ev.get("name"), ev.get("pid"), ev.get("tid"), ev.get("args"))
                 elif ph in _FLOW_PHASES and ev.get("cat") == "ac2g":
                     self.lanes.flow(ph, ev.get("pid"), ev.get("tid"), ev.get("ts"), ev.get("id"), ev.get("bp"))
@@ -355,9 +358,15 @@ class Collector:
         read only while flows are kept); raises _Redo where only the general path can tell (a flow without a time,
         bad JSON)."""
         rest = []
-        for ev in [ev for ev in events if ev.ph != "X"]:
+        others = [ev for ev in events if ev.ph != "X"]
+        said = [_args(bytes(ev.args)) for ev in others if ev.ph == "M"]  # few: a process's or thread's name, its index
+        if not self.npu_hint and any(names_npu_row(ev.name, value) for ev, value in
+                                     zip([ev for ev in others if ev.ph == "M"], said, strict=True)):  # fmt: skip
+            self.hint()  # before this slice's flows: they are kept
+        said.reverse()
+        for ev in others:
             if ev.ph == "M":
-                rest.append(("M", ev, _args(bytes(ev.args))))
+                rest.append(("M", ev, said.pop()))
             elif ev.ph == "i" and ev.name == MEMORY_EVENT:
                 rest.append(("i", ev, _args(bytes(ev.args))))
             elif ev.ph in _FLOW_PHASES and ev.cat == "ac2g":
@@ -379,8 +388,9 @@ class Collector:
         self.npu_hint = self.lanes.collecting = True
 
     def decode(self, text: bytes) -> _Typed | list[Any] | None:
-        """A slice of the events array: typed events, orjson dicts where types differ, None if not JSON."""
-        if not self.npu_hint and may_hold_device_rows(text):
+        """A slice of the events array: typed events, orjson dicts where types differ, None if not JSON. A launch id
+        says NPU lanes here (the typed path finds the rest of their words in the metadata events it decodes)."""
+        if not self.npu_hint and _LAUNCH_ID in text:
             self.hint()
         try:
             return _Typed(_DECODER.decode(text), text)

@@ -127,6 +127,18 @@ def may_hold_device_rows(text: bytes) -> bool:
     return False
 
 
+def names_npu_row(name: Any, args: Any) -> bool:
+    """Whether a metadata (``ph: M``) event may name an NPU device row: a process, thread or label named ``NPU...``, or
+    a device row's sort index (5000000 + pid): what `may_hold_device_rows` finds in the text of such an event."""
+    if type(args) is not dict:
+        return False
+    if name == "process_sort_index":
+        index = args.get("sort_index")
+        return type(index) is int and SORT_INDEX_BASE <= index < SORT_INDEX_BASE + 1_000_000  # (5\d{6} in text)
+    value = args.get("labels") if name == "process_labels" else args.get("name")
+    return type(value) is str and value.startswith("NPU")
+
+
 def npu_lanes_at_start(path: str | Path, caps: SizeCaps = DEFAULT_CAPS) -> bool:
     """Whether the first chunk of a file (gunzipped) holds a word of an NPU device row: a guess made before converting
     (torch-rbln's launch ids recur from the first events on), for the process's memory settings; False when the file
@@ -304,4 +316,4 @@ def finish(trace: Trace, layout: NpuLayout) -> Trace:
 
 
 __all__ = ["Coded", "DeviceLane", "NpuLayout", "OperatorThreads", "device_ids", "finish", "flow_events", "may_hold_device_rows",
-           "npu_lanes_at_start", "npu_layout_of", "runtime_calls"]
+           "names_npu_row", "npu_lanes_at_start", "npu_layout_of", "runtime_calls"]

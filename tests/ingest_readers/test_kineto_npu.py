@@ -72,3 +72,37 @@ def test_launch_ids_flows_and_markers(tmp_path: Path, sliced: bool, slice_rows: 
     npu = trace.run_info.extra["npu"]
     assert (npu["launch_markers"], npu["device_slices_linked_by_launch_id"], npu["ac2g_flow_points"]) == (2, 2, 4)
     assert trace.run_info.devices == ["cpu", "npu:0"]
+
+
+@pytest.mark.parametrize("sliced", [False, True])
+def test_flows_read_before_the_metadata_that_names_the_npu_row(tmp_path: Path, sliced: bool,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """No launch id anywhere: only the device row's sort index, the file's last event (in the last slice read), says
+    NPU lanes, after the flow was met. The flow is read again: k_flow takes flow 900's id (the marker it starts at has
+    none of its own) and so the marker's operator, aten::mm."""
+    from portscope.ingest.readers import chrome_stream
+
+    monkeypatch.setattr(chrome_stream, "CHUNK_BYTES", 200)  # the events in two slices: all but the last, the last
+    events = [_x("cpu_op", "aten::mm", 100, 100, 1000, 100), _x("privateuse1_runtime", "rbln_run", 100, 100, 1010, 0),
+              _flow("s", 900, 100, 100, 1010), _x("kernel", "k_flow", 0, 1, 1020, 10), _flow("f", 900, 0, 1, 1020),
+              {"name": "thread_name", "ph": "M", "pid": 0, "tid": 1, "args": {"name": "compute"}},
+              {"name": "process_sort_index", "ph": "M", "pid": 0, "tid": 0, "args": {"sort_index": 5000000}}]
+    path = tmp_path / "npu.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    trace = read_kineto(path, sliced=sliced)
+    ops = trace["ops"].column("name").to_pylist()
+    device = [(s["engine"], s["name"], s["correlation"], ops[s["op_id"]]) for s in trace["engine_slices"].to_pylist()
+              if s["engine"].startswith("NPU")]  # fmt: skip
+    assert device == [("NPU 0 compute", "k_flow", 900, "aten::mm")]
+    assert trace.run_info.extra["npu"]["ac2g_flow_points"] == 2
+
+
+def test_metadata_that_may_name_an_npu_row() -> None:
+    from portscope.ingest.readers.npu_kineto import names_npu_row
+
+    assert names_npu_row("process_name", {"name": "NPU 0"}) and names_npu_row("thread_name", {"name": "NPU 0 dma"})
+    assert names_npu_row("process_labels", {"labels": "NPU 1"})
+    assert names_npu_row("process_sort_index", {"sort_index": 5000003})
+    assert not names_npu_row("process_sort_index", {"sort_index": 100}) and not names_npu_row("process_name", {"name": "python3"})
+    assert not names_npu_row("process_sort_index", {"sort_index": 50000000})  # 8 digits: not a device row's
+    assert not names_npu_row("process_name", ["NPU 0"])  # args that are no object
