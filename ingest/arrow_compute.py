@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyarrow import _compute
+
+from .arrow_values import numbers, values_of
 
 
 def call(name: str, *args: Any, options: Any = None) -> Any:
@@ -37,25 +40,10 @@ def total(values: pa.Array | pa.ChunkedArray) -> int:
 
 def int32_array(values: list[int]) -> pa.Array:
     """Python ints as an int32 Arrow array, built from a buffer (see the module docstring)."""
-    import numpy as np
-
-    array = np.asarray(values, dtype=np.int32)
-    return pa.Array.from_buffers(pa.int32(), len(array), [None, pa.py_buffer(array)])
+    return numbers(np.asarray(values, dtype=np.int32))
 
 
 def int_values(array: pa.Array, fill: int = -1) -> Any:
     """An integer Arrow array's values as an int64 numpy array, nulls as `fill`, read from its buffers
     (`Array.to_numpy` imports pyarrow.compute and pandas: see the module docstring)."""
-    import numpy as np
-
-    kind = "i" if pa.types.is_signed_integer(array.type) else "u"
-    dtype = np.dtype(f"{kind}{array.type.bit_width // 8}")
-    validity, data = array.buffers()[:2]
-    start, n = array.offset, len(array)
-    if data is None or not n:
-        return np.zeros(n, np.int64)
-    values = np.frombuffer(data, dtype=dtype, count=start + n)[start:].astype(np.int64)
-    if validity is not None and array.null_count:
-        valid = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[start:start + n].astype(bool)
-        values[~valid] = fill
-    return values
+    return values_of(array, null=fill).astype(np.int64)

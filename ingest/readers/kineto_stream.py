@@ -359,14 +359,12 @@ class Collector:
         bad JSON)."""
         rest = []
         others = [ev for ev in events if ev.ph != "X"]
-        said = [_args(bytes(ev.args)) for ev in others if ev.ph == "M"]  # few: a process's or thread's name, its index
-        if not self.npu_hint and any(names_npu_row(ev.name, value) for ev, value in
-                                     zip([ev for ev in others if ev.ph == "M"], said, strict=True)):  # fmt: skip
+        said = {id(ev): _args(bytes(ev.args)) for ev in others if ev.ph == "M"}  # few: a process's or thread's name
+        if not self.npu_hint and any(names_npu_row(ev.name, said[id(ev)]) for ev in others if ev.ph == "M"):
             self.hint()  # before this slice's flows: they are kept
-        said.reverse()
         for ev in others:
             if ev.ph == "M":
-                rest.append(("M", ev, said.pop()))
+                rest.append(("M", ev, said[id(ev)]))
             elif ev.ph == "i" and ev.name == MEMORY_EVENT:
                 rest.append(("i", ev, _args(bytes(ev.args))))
             elif ev.ph in _FLOW_PHASES and ev.cat == "ac2g":

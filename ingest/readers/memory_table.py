@@ -36,7 +36,7 @@ DEVICE_COLUMNS = ("device type", "device", "device id")  # the first a row fills
 LIMIT = 2**61  # bytes and ns from here on are not a profile (and would overflow int64 columns)
 MAX_PROBLEMS = 12
 BLOCK_BYTES = 4 << 20  # CSV read this much at a time (tests make it tiny)
-_EMPTY = ("", "N/A", "NA", "-")
+_EMPTY = strings(["", "N/A", "NA", "-"])  # what an empty cell says
 _BLANK, _ZERO, _MINUS, _NULL = strings(["", "0", "-", None])  # Arrow scalars: a Python value would import pandas
 _NAMED = re.compile(r"^(.*?)\s*\(\s*([^()]*?)\s*\)\s*$")
 _INDEX = re.compile(r"(\d{1,9})\s*$")
@@ -80,7 +80,7 @@ class MemoryColumns:
 def _clean(cells: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """(the cells without quotes, tabs and spaces around them, a mask of the empty ones)."""
     text = pc.utf8_trim_whitespace(pc.utf8_trim(pc.utf8_trim_whitespace(cells), '"'))
-    return text, values_of(pc.is_in(text, value_set=strings(_EMPTY)))
+    return text, values_of(pc.is_in(text, value_set=_EMPTY))
 
 
 def _one(cell: str, scale: int) -> int | None | bool:
