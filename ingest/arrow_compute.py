@@ -38,6 +38,17 @@ def total(values: pa.Array | pa.ChunkedArray) -> int:
     return call("sum", values).as_py() or 0
 
 
+def cast(values: pa.Array, to: pa.DataType) -> pa.Array:
+    """`values` as type `to` (itself when already of that type); a value the type cannot hold raises, as
+    `Array.cast` does (which imports `pyarrow.compute`)."""
+    return values if values.type == to else call("cast", values, options=_compute.CastOptions.safe(to))
+
+
+def dictionary_encode(values: pa.Array) -> pa.DictionaryArray:
+    """`values` dictionary-encoded, as `Array.dictionary_encode` (which imports `pyarrow.compute`) gives them."""
+    return call("dictionary_encode", values)
+
+
 def int32_array(values: list[int]) -> pa.Array:
     """Python ints as an int32 Arrow array, built from a buffer (see the module docstring)."""
     return numbers(np.asarray(values, dtype=np.int32))

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import progress, schema
+from .arrow_compute import dictionary_encode
 from .arrow_values import array
 from .batches import batch_rows
 from .builder import StackInterner
@@ -620,10 +621,10 @@ class Assembly(EngineLanes):
         if nbytes is None:  # a schedule's spans carry their bytes (a copy engine's instruction)
             nbytes = np.array([x[3] if x[3] is not None else NONE for x in said], dtype=np.int64)
         table = super()._slices(rows, engine, engine_kind, kind, op, nbytes, name, start, dur)
-        waited = pa.array([x[0] for x in said], pa.string()).dictionary_encode()
+        waited = dictionary_encode(pa.array([x[0] for x in said], pa.string()))
         table = table.set_column(table.schema.get_field_index("waited_on"), "waited_on", waited)
         table = table.append_column(DEPENDS_ON, pa.array([list(x[1]) if x[1] else None for x in said], DEPENDS_ON.type))
-        return table.append_column(SLICE_CALL_SITE, pa.array([x[2] for x in said], pa.string()).dictionary_encode())
+        return table.append_column(SLICE_CALL_SITE, dictionary_encode(pa.array([x[2] for x in said], pa.string())))
 
     def _logged(self, rows: np.ndarray) -> list[Logged | None]:
         """What a log line says of each event row (None: nothing)."""

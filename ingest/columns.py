@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import schema
+from .arrow_compute import cast, dictionary_encode
 from .arrow_values import array, numbers, strings
 
 
@@ -49,9 +50,9 @@ def table_of(name: str, columns: dict[str, object]) -> pa.Table:
         if values is None:
             arrays.append(pa.nulls(n, field.type))
         elif isinstance(values, pa.Array):
-            arrays.append(values.cast(field.type))
+            arrays.append(cast(values, field.type))
         elif pa.types.is_dictionary(field.type):
-            arrays.append(strings(values).dictionary_encode())
+            arrays.append(dictionary_encode(strings(values)))
         else:
             arrays.append(array(values, field.type))
     return pa.Table.from_arrays(arrays, schema=table_schema)

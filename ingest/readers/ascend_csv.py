@@ -37,8 +37,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-from pyarrow import csv as pa_csv
 
 from ..arrow_values import numbers, strings, values_of
 from ..assemble import assemble
@@ -135,6 +133,8 @@ class _Cells:
 def _ns(cells: pa.Array) -> np.ndarray:
     """Integer ns of microsecond cells (quotes, tabs and spaces around them removed), exactly: digits past ns cut;
     NONE where a cell is no decimal or is not below `LIMIT`."""
+    import pyarrow.compute as pc  # here: every conversion imports this module, few read a CSV
+
     text = pc.utf8_trim_whitespace(pc.utf8_trim(pc.utf8_trim_whitespace(cells), '"'))
     ok = values_of(pc.match_substring_regex(text, r"^[+-]?[0-9]+(\.[0-9]*)?$"), null=False)
     text = pc.if_else(numbers(ok), text, _ZERO)
@@ -212,6 +212,8 @@ def _read_kernels(path: Path, caps: SizeCaps, out: EventColumns) -> tuple[list[s
     got = {c: DiskColumn("q" if c in ("start", "dur") else "i", hold=1 << 16) for c in ("start", "dur", *cells)}
     problems: list[str] = []
     bad = rows = 0
+    from pyarrow import csv as pa_csv  # here: every conversion imports this module, few read a CSV
+
     try:
         reader = pa_csv.open_csv(
             _ChunkFile(path, itertools.chain([first], chunks)),

@@ -277,12 +277,16 @@ class Collector:
                         comms.append((i, comm))
                 sig_c[i] = code
         name_c = list(map(ops._name_codes.get, names))
-        if None in name_c:
-            name_c = list(map(ops.name_code, names))
+        if None in name_c:  # new names: coded once each, in order of first appearance
+            for name in dict.fromkeys(compress(names, [c is None for c in name_c])):
+                ops.name_code(name)
+            name_c = list(map(ops._name_codes.get, names))
         threads = list(map(_THREAD, xs))
         thread_c = list(map(ops._thread_codes.get, threads))
         if None in thread_c:
-            thread_c = [ops.thread_code(*t) for t in threads]
+            for thread in dict.fromkeys(compress(threads, [c is None for c in thread_c])):
+                ops.thread_code(*thread)
+            thread_c = list(map(ops._thread_codes.get, threads))
         # nothing below raises _Redo: a slice read again by the general path has added nothing
         for ph, ev, value in rest:
             if ph == "M":

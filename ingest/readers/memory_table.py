@@ -22,8 +22,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-from pyarrow import csv as pa_csv
 
 from ..arrow_values import numbers, strings, values_of
 from ..errors import TraceFormatError
@@ -79,6 +77,8 @@ class MemoryColumns:
 
 def _clean(cells: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """(the cells without quotes, tabs and spaces around them, a mask of the empty ones)."""
+    import pyarrow.compute as pc  # here, as in the other two: every conversion imports this module, few read a CSV
+
     text = pc.utf8_trim_whitespace(pc.utf8_trim(pc.utf8_trim_whitespace(cells), '"'))
     return text, values_of(pc.is_in(text, value_set=_EMPTY))
 
@@ -100,6 +100,8 @@ def _one(cell: str, scale: int) -> int | None | bool:
 def _scaled(text: pa.Array, empty: np.ndarray, scale: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(value x scale of each cleaned cell, rounded: NONE when empty or wrong; a mask of the cells that are no number,
     one of those out of range)."""
+    import pyarrow.compute as pc
+
     parts = pc.extract_regex(text, _PLAIN)
     plain = values_of(parts.is_valid()) & ~empty
     whole = pc.utf8_ltrim(parts.field("whole"), "0")
@@ -200,6 +202,9 @@ def read_memory_table(path: Path, caps: SizeCaps, *, needs: tuple[str, ...], siz
     """The columns of a memory CSV (names as `column_key` gives them): `needs` must be in the header; `sizes` and
     `times` are read as numbers in their header's unit, `texts` as text, `required` must be filled in every row.
     One TraceFormatError lists every problem (missing columns, unknown units, malformed rows)."""
+    import pyarrow.compute as pc
+    from pyarrow import csv as pa_csv
+
     raw, header = _open(path, caps)
     columns: dict[str, tuple[int, str | None]] = {}
     for i, cell in enumerate(header):
