@@ -3,10 +3,13 @@ trace views, the predicted timeline) use, and which of them the readers read.
 
 Public names: :data:`KINETO_RUNTIME_CATEGORIES`, :data:`KINETO_DEVICE_CATEGORIES`, :data:`KINETO_MTIA_DEVICE_CATEGORY`,
 :data:`KINETO_CATEGORY_ALIASES`, :data:`KINETO_READ_CATEGORIES`, :data:`SYNC_RUNTIME_CALLS`,
-:data:`ONLINE_COMPILE_CALLS`, :func:`copy_direction`. What the signals mean is the catalogue's (`catalog`).
+:data:`ONLINE_COMPILE_CALLS`, :func:`copy_direction`, :func:`is_host_copy`,
+:func:`copy_kind`. What the signals mean is the catalogue's (`catalog`).
 """
 
 from __future__ import annotations
+
+import re
 
 from .schema import Direction
 
@@ -30,6 +33,8 @@ KINETO_READ_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_functio
 SYNC_RUNTIME_CALLS = frozenset({
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "hipDeviceSynchronize",
     "hipStreamSynchronize", "hipEventSynchronize", "aclrtSynchronizeStream", "aclrtSynchronizeDevice",
+    "cudaStreamSynchronize_ptsz", "hipStreamSynchronize_spt",  # per-thread default stream builds
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuStreamSynchronize_ptsz", "cuEventSynchronize",  # the driver's (cuda_driver)
     "aclrtSynchronizeStreamWithTimeout", "aclrtSynchronizeEvent",
     "synchronizeStream",  # Meta MTIA's host call (mtia_runtime); its device-side twin "synchronize" is not the host
 })  # fmt: skip  (cudaStreamWaitEvent makes a stream wait, not the host)
@@ -37,18 +42,53 @@ SYNC_RUNTIME_CALLS = frozenset({
 # Runtime calls that compile an operator online, on the host, while the step waits (torch_npu's CANN lane).
 ONLINE_COMPILE_CALLS = frozenset({"opCompile", "aclopCompileAndExecute"})
 
+# cuda/hipMemcpyKind as numbers and as the enum's names (a runtime call's "kind" argument: roctracer writes the
+# number, sometimes as a string; other HIP tracers the name)
+_KIND_NAMES = {"hosttohost": 0, "hosttodevice": 1, "devicetohost": 2, "devicetodevice": 3, "default": 4}
+
+
+def copy_kind(value: object) -> int | None:
+    """A runtime copy call's kind argument as cuda/hipMemcpyKind's number (0 host->host .. 4 default): from an int,
+    an integral float, a digit string (spaces around it too) or the enum's name (``hipMemcpyDeviceToHost``); None
+    for anything else."""
+    if type(value) is float and value.is_integer():
+        value = int(value)
+    elif type(value) is str:
+        text = value.strip()
+        if text.isdigit():
+            value = int(text)
+        else:
+            low = text.lower()
+            for prefix in ("hipmemcpy", "cudamemcpy"):
+                low = low.removeprefix(prefix)
+            return _KIND_NAMES.get(low)
+    return value if type(value) is int and 0 <= value <= 4 else None
+
+
 _COPY_WORDS: tuple[tuple[tuple[str, ...], Direction], ...] = (
     (("htod", "h2d", "h2v", "host_to_device"), Direction.H2D),
     (("dtoh", "d2h", "v2h", "device_to_host"), Direction.D2H),
     (("dtod", "d2d", "v2v", "ptop"), Direction.D2D),
 )
+# CUPTI's other copy kinds as Kineto names them ("Memcpy AtoH (Array -> Pageable)"...): an array is device memory.
+# Whole words only (inside other words they mean nothing).
+_COPY_TOKENS: dict[str, Direction] = {"htoa": Direction.H2D, "atoh": Direction.D2H, "atoa": Direction.D2D,
+                                      "atod": Direction.D2D, "dtoa": Direction.D2D, "unknown": Direction.UNKNOWN}
+_HOST_COPY_TOKENS = frozenset({"htoh", "h2h"})  # a copy between two host buffers: no device boundary crossed
+_WORDS = re.compile(r"[a-z0-9]+")
 
 
 def copy_direction(name: str) -> Direction | None:
-    """Direction of a device copy from its event name (``Memcpy HtoD (Pageable -> Device)``,
-    ``rbln_copy_h2d``, ``v2h``...); None when the name does not say."""
+    """Direction of a device copy from its event name (``Memcpy HtoD (Pageable -> Device)``, ``Memcpy AtoH``,
+    ``rbln_copy_h2d``, ``v2h``...): UNKNOWN where it says so (``Memcpy Unknown``); None when the name does not say
+    (a host-to-host copy's name says no direction: see `is_host_copy`)."""
     low = name.lower()
     for words, direction in _COPY_WORDS:
         if any(w in low for w in words):
             return direction
-    return None
+    return next((_COPY_TOKENS[w] for w in _WORDS.findall(low) if w in _COPY_TOKENS), None)
+
+
+def is_host_copy(name: str) -> bool:
+    """Whether a copy's name says it copied from host to host (``Memcpy HtoH (Pinned -> Pageable)``)."""
+    return copy_direction(name) is None and not _HOST_COPY_TOKENS.isdisjoint(_WORDS.findall(name.lower()))

@@ -52,7 +52,7 @@ from .catalog import (
     sync_cause,
 )
 from .events import KIND_CODES, NO_ARGS, NONE, EventKind, Logged
-from .kineto_vocabulary import ONLINE_COMPILE_CALLS, SYNC_RUNTIME_CALLS, copy_direction
+from .kineto_vocabulary import ONLINE_COMPILE_CALLS, SYNC_RUNTIME_CALLS, copy_direction, is_host_copy
 from .link import Links
 from .schema import CompileKind, Direction, SignalKind
 
@@ -61,8 +61,9 @@ AI_CPU_NOTE = "the device ran this kernel on its AI CPU (no AI Core kernel for i
 COMPILE_NOTE = ("an operator compiled online (no pre-built binary for its shapes): try static shapes or binary kernels "
                 "(torch_npu.npu.set_compile_mode(jit_compile=False))")
 # cudaMemcpyKind, hipMemcpyKind and aclrtMemcpyKind share their numbering (4: default / unified: not a direction)
-COPY_KINDS = {1: Direction.H2D, 2: Direction.D2H, 3: Direction.D2D}
+COPY_KINDS = {1: Direction.H2D, 2: Direction.D2H, 3: Direction.D2D}  # cuda/hipMemcpyKind
 HOST_TO_HOST = 0
+DEFAULT_KIND = 4  # cuda/hipMemcpyDefault: the runtime tells the direction from the pointers (unified addressing)
 COPY_CALL_PREFIXES = ("cudaMemcpy", "hipMemcpy", "aclrtMemcpy", "cuMemcpy", "hipMemcpyDtoH", "hipMemcpyHtoD")
 # the records of a compile log (TORCH_TRACE) that the compile rules read, as `Logged.record` names them
 GRAPH_RECORD = "dynamo_output_graph"  # Dynamo compiled a graph
@@ -264,6 +265,8 @@ class EventRule:
 def copy_directions(linked: Linked) -> tuple[np.ndarray, np.ndarray]:
     """(COPY rows, their `Direction` index into list(Direction)): the launching call's kind argument, else the
     copy's own kind argument, else its label; a label that says nothing reads as d2d (what a device-side copy is).
+    A default kind (`DEFAULT_KIND`: the runtime chose the direction from the pointers) leaves a label that says
+    host->device or device->host as it is, and makes any other unknown (roctracer labels such copies "DtoD").
     Worked out once per run (the transfer and sync rules and the lanes all ask)."""
     if linked.copies is None:
         linked.copies = _copy_directions(linked)
@@ -271,16 +274,20 @@ def copy_directions(linked: Linked) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _copy_directions(linked: Linked) -> tuple[np.ndarray, np.ndarray]:
-    a = linked.a
     rows = linked.rows(EventKind.COPY)
     directions = list(Direction)
     by_label = np.array([directions.index(copy_direction(t) or Direction.D2D) if t else directions.index(Direction.D2D)
                          for t in linked.texts], dtype=np.int64)  # fmt: skip
-    out = by_label[a["name"][rows]]
-    launcher = linked.links.launcher[rows]
-    for source in (np.where(launcher >= 0, a["copy_kind"][np.maximum(launcher, 0)], NONE), a["copy_kind"][rows]):
-        out = _kind_says(source, out)
-    return rows, out
+    out = _kind_says(_copy_kinds(linked, rows), by_label[linked.a["name"][rows]])
+    return rows, np.where((_copy_kinds(linked, rows) == DEFAULT_KIND) & (out == directions.index(Direction.D2D)),
+                          directions.index(Direction.UNKNOWN), out)
+
+
+def _copy_kinds(linked: Linked, rows: np.ndarray) -> np.ndarray:
+    """The kind argument of each copy: its launching call's, else its own (NONE when neither has one)."""
+    a, launcher = linked.a, linked.links.launcher[rows]
+    kind = np.where(launcher >= 0, a["copy_kind"][np.maximum(launcher, 0)], NONE)
+    return np.where(kind == NONE, a["copy_kind"][rows], kind)
 
 
 def _kind_says(kind: np.ndarray, otherwise: np.ndarray) -> np.ndarray:
@@ -298,9 +305,9 @@ def _transfers(linked: Linked, out: Findings) -> None:
     nbytes = np.where(a["bytes"][rows] != NONE, a["bytes"][rows],
                       np.where(launcher >= 0, a["bytes"][np.maximum(launcher, 0)], NONE))  # fmt: skip
     nbytes = np.where(nbytes == NONE, 0, np.maximum(nbytes, 0))
-    host_only = np.zeros(len(rows), dtype=bool)
-    for code in (HOST_TO_HOST,):  # a host-to-host copy crosses no device boundary
-        host_only |= np.where(launcher >= 0, a["copy_kind"][np.maximum(launcher, 0)], a["copy_kind"][rows]) == code
+    # a host-to-host copy crosses no device boundary: its kind argument says so, or, without a copy kind, its label
+    kind = _copy_kinds(linked, rows)
+    host_only = (kind == HOST_TO_HOST) | (~np.isin(kind, list(COPY_KINDS)) & linked.names_where(is_host_copy)[a["name"][rows]])
     keep = ~host_only
     rows, where, nbytes, call = rows[keep], where[keep], nbytes[keep], launcher[keep]
     del launcher, host_only, keep

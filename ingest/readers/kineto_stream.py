@@ -32,6 +32,7 @@ from ..kineto_vocabulary import (
     KINETO_DEVICE_CATEGORIES,
     KINETO_MTIA_DEVICE_CATEGORY,
     KINETO_RUNTIME_CATEGORIES,
+    copy_kind,
 )
 from ._kineto_events import KinetoEvents, comm_args, tensor_args
 from ._npu_flows import NpuCollect, RowLaunches, launch_of
@@ -202,7 +203,7 @@ class Collector:
             size = args.get("bytes")
             size = args.get("size") if size is None else size  # (an explicit null reads as absent)
             out.runtime.append((ts, dur, name, pid, tid, args.get("correlation"), args.get("External id"), _int(size),
-                                _int(args.get("kind"))))
+                                copy_kind(args.get("kind"))))
             if "launch_id" in args or cat == "privateuse1_driver":  # NPU lanes (npu_kineto)
                 launch = launch_of(args)
                 if launch is not None:
@@ -331,7 +332,7 @@ class Collector:
                                 [ev.pid for ev in evs], [ev.tid for ev in evs],
                                 list(map(_CORRELATION, argss)), list(map(_EXTERNAL, argss)),
                                 [None if v is None else _int(v) for v in sizes],
-                                [None if v is None else _int(v) for v in map(_KIND, argss)]])
+                                list(map(copy_kind, map(_KIND, argss)))])
             self._launches(self.lanes.runtime_launch, first, argss)
             drivers = [first + i for i, cat in enumerate(cats) if cat == "privateuse1_driver"]
             self.lanes.runtime_driver.set_many(drivers, [1] * len(drivers))

@@ -252,3 +252,46 @@ def test_compile_log_records_make_graphs_graph_breaks_and_recompiles() -> None:
                          "compile/recompile"]  # in time order  # fmt: skip
     assert s["call_site"][0] == "s.py:3 (step)" and s["stack_id"] == [0, None, None, None, None]
     assert trace["stacks"].to_pydict()["frame_ids"] == [[0, 1]]
+
+
+def _copies(trace) -> list[tuple[str, int]]:  # noqa: ANN001
+    t = trace["transfers"].to_pydict()
+    return sorted(zip(t["direction"], t["bytes"], strict=True))
+
+
+def test_every_copy_label_kineto_writes_has_its_direction(tmp_path: Path) -> None:
+    # CUPTI's copy kinds as Kineto names them, none of the calls saying a kind: HtoH crosses no device boundary (no
+    # transfer), an array (A) is device memory, "Unknown" says no direction.
+    labels = ["Memcpy HtoH (Pinned -> Pinned)", "Memcpy AtoH (Array -> Pageable)", "Memcpy HtoA (Pageable -> Array)",
+              "Memcpy DtoA (Device -> Array)", "Memcpy AtoA (Array -> Array)", "Memcpy Unknown (Unknown -> Unknown)"]
+    events = [_op("aten::copy_", 0, 100)]
+    for i, label in enumerate(labels):
+        events += [_rt("cudaMemcpyAsync", 10 * i + 1, 2, corr=i + 1), _dev("gpu_memcpy", label, 10 * i + 3, 2, i + 1,
+                                                                           bytes=1 << (10 + i))]
+    trace = load_any(_kineto(tmp_path, events))
+    assert _copies(trace) == [("d2d", 8192), ("d2d", 16384), ("d2h", 2048), ("h2d", 4096), ("unknown", 32768)]
+
+
+def test_a_default_kind_copy_labelled_device_to_device_has_no_known_direction(tmp_path: Path) -> None:
+    # kind 4 (hipMemcpyDefault): the runtime chose from the pointers, roctracer's "DtoD" says nothing -> unknown;
+    # kind names and spaced digit strings read as the numbers they name: DeviceToHost (2) -> d2h, " 1 " -> h2d.
+    trace = load_any(_kineto(tmp_path, [
+        _op("aten::copy_", 0, 100),
+        _rt("hipMemcpyAsync", 1, 2, corr=1, kind=4), _dev("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 3, 1, 1, bytes=64),
+        _rt("hipMemcpyAsync", 11, 2, corr=2, kind="hipMemcpyDeviceToHost"),
+        _dev("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 13, 1, 2, bytes=128),
+        _rt("hipMemcpyAsync", 21, 2, corr=3, kind=" 1 "), _dev("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 23, 1, 3, bytes=256),
+        _rt("hipMemcpyAsync", 31, 2, corr=4, kind="4"), _dev("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 33, 1, 4, bytes=512),
+    ]))  # fmt: skip
+    assert _copies(trace) == [("d2h", 128), ("h2d", 256), ("h2d", 512), ("unknown", 64)]
+
+
+def test_driver_and_per_thread_stream_synchronize_calls_are_syncs(tmp_path: Path) -> None:
+    # Three aten::item, each waiting by another call: the per-thread-stream build's, and two driver calls.
+    trace = load_any(_kineto(tmp_path, [
+        _op("aten::item", 0, 10), _rt("cudaStreamSynchronize_ptsz", 2, 4),
+        _op("aten::item", 20, 10), _rt("cuStreamSynchronize", 22, 4),
+        _op("aten::item", 40, 10), _rt("cuCtxSynchronize", 42, 4),
+        _op("aten::mm", 60, 10), _rt("cudaLaunchKernel", 61, 2, corr=5), _dev("kernel", "gemm", 63, 5, 5),
+    ]))  # fmt: skip
+    assert _signals(trace) == [("sync", "item", "aten::item")] * 3
