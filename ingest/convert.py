@@ -106,7 +106,7 @@ def _refuse_torch_archive(path: Path) -> None:
 
 
 def _sniff_text(start: bytes) -> str | None:
-    text = start.decode("utf-8", errors="replace")
+    text = start.decode("utf-8", errors="replace").removeprefix("\ufeff")  # a UTF-8 byte order mark
     stripped = text.lstrip()
     vendor = sniff_vendor(text)  # before kineto: some vendor formats are Chrome JSON too
     if vendor:

@@ -67,6 +67,7 @@ class KinetoEvents:
     t_max: float = float("-inf")
     events: int = 0
     categories: dict[str, int] = dataclasses.field(default_factory=dict)
+    unpaired: int = 0  # "B" events never ended and "E" events that end nothing: not read
 
 
 def comm_args(args: dict) -> Comm | None:

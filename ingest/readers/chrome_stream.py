@@ -44,6 +44,7 @@ CHUNK_BYTES = 8 << 20
 HEAD_LIMIT = 64 << 20  # an object's keys before its events are read this far at most
 _DECIMAL = re.compile(r"\s*([+-]?)(\d+)(?:\.(\d*))?\s*")
 _WS = b" \t\r\n"
+UTF8_BOM = b"\xef\xbb\xbf"  # a byte order mark some tools write before UTF-8 JSON
 
 
 def micros_to_ns(value: Any) -> int | None:
@@ -139,8 +140,9 @@ def event_batches(
     first = b""
     for piece in chunks:
         first += piece
-        if first.strip(_WS):
+        if first.removeprefix(UTF8_BOM).strip(_WS):
             break
+    first = first.removeprefix(UTF8_BOM)  # some Windows tools write one; JSON has no use for it
     start = first.strip(_WS)[:1]
     if start == b"[":
         return {}, _array_batches(path, first[first.index(b"[") + 1 :], chunks, decode, None)
@@ -151,7 +153,7 @@ def event_batches(
         metadata, rest = streamed
         return metadata, _array_batches(path, rest, chunks, decode, metadata)
     chunks.close()
-    doc = ChromeDocument(path, read_bytes(path, caps))
+    doc = ChromeDocument(path, read_bytes(path, caps).removeprefix(UTF8_BOM))
     if doc.span is None and not isinstance(getattr(doc, "_whole", None), list):
         raise TraceFormatError(path, "no 'traceEvents' list: not a Chrome trace")
     return dict(doc.metadata), _document_batches(path, doc)

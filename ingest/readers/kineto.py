@@ -337,6 +337,10 @@ def _run_info(path: Path, ev: KinetoEvents, t0: float, devices: list, infer_fall
             missing.append("transfer bytes (memcpy events carry no size)")
     if not ev.memory:
         missing.append("memory (recorded without profile_memory=True)")
+    elif all(m[4] is None for m in ev.memory):  # an older PyTorch's events: each allocation's bytes, no running total
+        missing.append(f"memory peaks (its {len(ev.memory):,} [memory] events carry no 'Total Allocated')")
+    if ev.unpaired:
+        missing.append(f"spans of {ev.unpaired:,} begin/end (B/E) events without their pair (not read)")
     if unread:
         listed = sorted(unread.items(), key=lambda kv: (-kv[1], str(kv[0])))
         missing.append("events of categories this reader does not read: " + ", ".join(f"{k} ({n:,})" for k, n in listed))

@@ -45,6 +45,8 @@ _FLOW_PHASES = ("s", "f")  # a tuple: membership by ==, so an unhashable "ph" fr
 
 MAX_PROBLEMS = 10
 MEMORY_EVENT = "[memory]"  # Kineto's allocator instants (profile_memory=True)
+_INSTANT = ("i", "I")  # "I": the Chrome format's older instant phase
+_BEGIN_END = ("B", "E")  # a span written as two events (re-exported traces): read as the X event they stand for
 MEMORY_ARGS = ("Bytes", "Total Allocated", "Total Reserved", "Device Type", "Device Id")
 # Distinct raw args kept to skip decoding repeats. Older Kineto writes a per-call "Profiler Event Index" among
 # the tensor fields, so its keys never repeat: unbounded, the cache held ~200 bytes an operator.
@@ -127,6 +129,38 @@ class Collector:
         self.npu_hint = False  # some slice holds a word of an NPU device row: flows are kept from then on
         self.lanes = NpuCollect()  # metadata, launch ids and flows for NPU lanes (npu_kineto)
         self._signatures: dict[bytes, int] = {}
+        self._open: dict[tuple[Any, Any], list[dict[str, Any]]] = {}  # per thread, its "B" events not ended yet
+        self._ended: list[dict[str, Any]] = []  # B/E pairs as the "X" events they stand for, to add
+
+    def _begin_end(self, ev: dict[str, Any]) -> None:
+        """A "B" or "E" event (Chrome's other way to write a span): an "E" ends its thread's latest open "B", and the
+        pair is read as one "X" event (the args of both; the E's win)."""
+        key = (ev.get("pid"), ev.get("tid"))
+        if not (_hashable(key[0]) and _hashable(key[1])):
+            self.out.unpaired += 1
+            return
+        if ev.get("ph") == "B":
+            self._open.setdefault(key, []).append(ev)
+            return
+        stack = self._open.get(key)
+        begin = stack.pop() if stack else None
+        ts, start = ev.get("ts"), None if begin is None else begin.get("ts")
+        if begin is None or type(ts) not in (float, int) or type(start) not in (float, int) or ts < start:
+            self.out.unpaired += 1 + (begin is not None)
+            return
+        args = begin.get("args")
+        args = args if type(args) is dict else {}
+        if type(ev.get("args")) is dict and ev["args"]:
+            args = {**args, **ev["args"]}
+        self._ended.append({**begin, "ph": "X", "dur": ts - start, "args": args})
+
+    def _add_ended(self) -> None:
+        """Read the B/E pairs ended so far as X events (they were counted as events when read)."""
+        if self._ended:
+            ended, self._ended = self._ended, []
+            index = self.index
+            self.add(ended)
+            self.index = index
 
     # -- the general path: one dict per event -------------------------------------------------------
     def add(self, batch: list[Any]) -> None:
@@ -149,8 +183,10 @@ class Collector:
                     self.lanes.metadata(ev.get("name"), ev.get("pid"), ev.get("tid"), ev.get("args"))
                 elif ph in _FLOW_PHASES and ev.get("cat") == "ac2g":
                     self.lanes.flow(ph, ev.get("pid"), ev.get("tid"), ev.get("ts"), ev.get("id"), ev.get("bp"))
-                elif ph == "i" and ev.get("name") == MEMORY_EVENT:
+                elif ph in _INSTANT and ev.get("name") == MEMORY_EVENT:
                     self._memory(ev.get("ts"), ev.get("pid"), ev.get("tid"), ev.get("args"))
+                elif ph in _BEGIN_END:
+                    self._begin_end(ev)
                 continue
             cat = ev.get("cat")
             ts = ev.get("ts")
@@ -186,6 +222,7 @@ class Collector:
             else:
                 self._other(cat, ts, dur, name, pid, tid, args)
         out.t_min, out.t_max, self.index = t_min, t_max, index
+        self._add_ended()
 
     def _memory(self, ts: Any, pid: Any, tid: Any, args: Any) -> None:
         """A ``[memory]`` instant: (ts, pid, tid, bytes, total allocated, total reserved, device type, device id)."""
@@ -294,6 +331,9 @@ class Collector:
                 self.lanes.metadata(ev.name, ev.pid, ev.tid, value)
             elif ph == "i":
                 self._memory(ev.ts, ev.pid, ev.tid, value)
+            elif ph in _BEGIN_END:
+                self._begin_end({"ph": ph, "cat": ev.cat, "name": ev.name, "pid": ev.pid, "tid": ev.tid, "ts": ev.ts,
+                                 "args": value})
             else:
                 self.lanes.flow(ph, ev.pid, ev.tid, ev.ts, *value)
         if ts_live:
@@ -308,6 +348,7 @@ class Collector:
         for cat, n in categories.items():
             out.categories[cat] = out.categories.get(cat, 0) + n
         self.index += len(events)
+        self._add_ended()
 
     def _others(self, others: list[tuple[_Event, str, _OtherArgs]]) -> None:
         """A typed slice's events other than operators: runtime calls and device work added a column at a time
@@ -370,8 +411,10 @@ class Collector:
         for ev in others:
             if ev.ph == "M":
                 rest.append(("M", ev, said[id(ev)]))
-            elif ev.ph == "i" and ev.name == MEMORY_EVENT:
+            elif ev.ph in _INSTANT and ev.name == MEMORY_EVENT:
                 rest.append(("i", ev, _args(bytes(ev.args))))
+            elif ev.ph in _BEGIN_END:
+                rest.append((ev.ph, ev, _args(bytes(ev.args))))
             elif ev.ph in _FLOW_PHASES and ev.cat == "ac2g":
                 if not self.lanes.collecting:
                     self.lanes.skipped += 1  # (a flag: a slice read again may count its flows twice)
@@ -410,6 +453,7 @@ class Collector:
         """The events, or one TraceFormatError listing every problem."""
         out, index, bad, problems = self.out, self.index, self.bad, self.problems
         out.events = index
+        out.unpaired += sum(map(len, self._open.values()))  # begun, never ended
         if bad:
             more = f" (and {bad - len(problems)} more)" if bad > len(problems) else ""
             raise TraceFormatError(self.path, [f"{bad} of {index} events are malformed{more}", *problems])
@@ -528,8 +572,11 @@ def _why_bad(ts: Any, dur: Any, name: Any) -> str:
 
 
 def _signed(value: Any) -> int | None:
-    """An int64 from an int or a digit string (negative too: a free's bytes); None for anything else."""
+    """An int64 from an int, an integral float (a file rewritten by a tool that keeps every number a float) or a digit
+    string (negative too: a free's bytes); None for anything else."""
     if type(value) is str and value.lstrip("-").isdigit():
+        value = int(value)
+    elif type(value) is float and value.is_integer() and abs(value) < 2**63:
         value = int(value)
     return value if type(value) is int and -(2**63) < value < 2**63 else None
 

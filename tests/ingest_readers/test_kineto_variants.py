@@ -1,0 +1,109 @@
+"""Kineto traces as other tools rewrite them: spans as B/E pairs, numbers as floats, an older instant phase, a byte order
+mark. Each expected figure is counted by hand from the events written below."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from portscope.ingest.convert import load_any
+from portscope.ingest.readers import chrome_stream
+
+
+def _x(cat: str, name: str, ts: float, dur: float, tid: int = 1, pid: int = 1, **args: object) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def _mem(ts: float, total: object, device_type: object = 1, device_id: object = 0, ph: str = "i") -> dict:
+    return {"ph": ph, "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
+            "args": {"Bytes": 100, "Total Allocated": total, "Device Type": device_type, "Device Id": device_id}}
+
+
+# One step [0, 100): aten::to [10, 30) copies 4096 bytes host->device (cudaMemcpyAsync [12, 20), its copy on stream 7);
+# aten::item [40, 60) waits in cudaStreamSynchronize [45, 55) after a 4-byte device->host copy (cudaMemcpyAsync
+# [42, 44)); aten::mm [70, 80) launches a kernel. Expected: 1 h2d of 4096, 1 d2h of 4, 1 sync at aten::item, 3 ops.
+BASE = [
+    _x("user_annotation", "step", 0, 100),
+    _x("cpu_op", "aten::to", 10, 20), _x("cuda_runtime", "cudaMemcpyAsync", 12, 8, correlation=1),
+    _x("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 15, 4, tid=7, pid=0, device=0, stream=7, correlation=1,
+       bytes=4096),
+    _x("cpu_op", "aten::item", 40, 20), _x("cuda_runtime", "cudaMemcpyAsync", 42, 2, correlation=2),
+    _x("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 43, 1, tid=7, pid=0, device=0, stream=7, correlation=2, bytes=4),
+    _x("cuda_runtime", "cudaStreamSynchronize", 45, 10),
+    _x("cpu_op", "aten::mm", 70, 10), _x("cuda_runtime", "cudaLaunchKernel", 71, 2, correlation=3),
+    _x("kernel", "gemm", 74, 5, tid=7, pid=0, device=0, stream=7, correlation=3),
+]  # fmt: skip
+
+
+def _write(path: Path, events: list[dict], prefix: bytes = b"") -> Path:
+    path.write_bytes(prefix + json.dumps({"schemaVersion": 1, "traceEvents": events}, indent=1).encode())
+    return path
+
+
+def _figures(path: Path) -> tuple[int, list[tuple[str, int]], list[tuple[str, str]]]:
+    trace = load_any(path)
+    t, s = trace["transfers"].to_pydict(), trace["signals"].to_pydict()
+    syncs = sorted((o, r) for k, o, r in zip(s["kind"], s["op_name"], s["reason"], strict=True) if k == "sync")
+    return trace["ops"].num_rows, sorted(zip(t["direction"], t["bytes"], strict=True)), syncs
+
+
+EXPECTED = (3, [("d2h", 4), ("h2d", 4096)], [("aten::item", "item")])
+
+
+def _as_begin_end(events: list[dict]) -> list[dict]:
+    """Each X event as a B event (its args) and an E event at its end (no name, no args), in time order."""
+    out = []
+    for ev in events:
+        begin = {k: v for k, v in ev.items() if k != "dur"} | {"ph": "B"}
+        out += [(ev["ts"], 1, begin), (ev["ts"] + ev["dur"], 0, {"ph": "E", "pid": ev["pid"], "tid": ev["tid"],
+                                                                 "ts": ev["ts"] + ev["dur"]})]
+    return [ev for _, _, ev in sorted(out, key=lambda t: (t[0], t[1]))]  # an end before a begin at the same time
+
+
+def test_the_hand_written_trace_gives_the_figures_counted_by_hand(tmp_path: Path) -> None:
+    assert _figures(_write(tmp_path / "x.json", BASE)) == EXPECTED
+
+
+# a metadata event whose "dur" is text: its slice is read as dicts (the reader's general path), not as typed events
+AS_DICTS = {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "dur": "n/a", "args": {"name": "main"}}
+
+
+@pytest.mark.parametrize(("chunk", "general"), [(None, False), (300, False), (None, True)])
+def test_spans_written_as_begin_end_pairs_read_as_their_x_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 chunk: int | None, general: bool) -> None:
+    if chunk:  # pairs split across slices of the streamed file
+        monkeypatch.setattr(chrome_stream, "CHUNK_BYTES", chunk)
+    path = _write(tmp_path / "be.json", [AS_DICTS] * general + _as_begin_end(BASE))
+    assert _figures(path) == EXPECTED
+    assert not any("B/E" in m for m in load_any(path).run_info.missing_signals)
+
+
+def test_begin_end_events_without_their_pair_are_said_not_read(tmp_path: Path) -> None:
+    # an E on a thread with nothing open, and a B never ended: two events not read, said so; the rest as before
+    lone = [{"ph": "E", "pid": 1, "tid": 3, "ts": 5}, {"ph": "B", "cat": "cpu_op", "name": "aten::add", "pid": 1,
+                                                      "tid": 4, "ts": 90, "args": {}}]  # fmt: skip
+    path = _write(tmp_path / "lone.json", [*_as_begin_end(BASE), *lone])
+    assert _figures(path) == EXPECTED
+    said = [m for m in load_any(path).run_info.missing_signals if "B/E" in m]
+    assert said == ["spans of 2 begin/end (B/E) events without their pair (not read)"]
+
+
+def test_memory_numbers_written_as_floats_and_the_older_instant_phase(tmp_path: Path) -> None:
+    # totals 1000.0 then 1500.0 on cuda:0 (Device Type 1.0, Device Id 0.0) inside the step; the second in phase "I"
+    path = _write(tmp_path / "mem.json", [*BASE, _mem(20, 1000.0, 1.0, 0.0), _mem(50, 1500.0, 1.0, 0.0, ph="I")])
+    regions = load_any(path)["regions"].to_pydict()
+    assert dict(zip(regions["name"], regions["peak_memory_bytes"], strict=True)) == {"mem.json": 1500, "step": 1500}
+
+
+def test_memory_events_without_running_totals_are_said_to_lack_them(tmp_path: Path) -> None:
+    events = [*BASE, *({k: v for k, v in m.items()} | {"args": {"Bytes": 100, "Device Type": 1, "Device Id": 0}}
+                       for m in (_mem(20, 0), _mem(50, 0)))]  # fmt: skip
+    info = load_any(_write(tmp_path / "old_mem.json", events)).run_info
+    assert "memory peaks (its 2 [memory] events carry no 'Total Allocated')" in info.missing_signals
+    assert not any(m.startswith("memory (recorded without") for m in info.missing_signals)
+
+
+def test_a_trace_led_by_a_utf8_byte_order_mark_converts(tmp_path: Path) -> None:
+    assert _figures(_write(tmp_path / "bom.json", BASE, prefix=b"\xef\xbb\xbf")) == EXPECTED
