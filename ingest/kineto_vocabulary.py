@@ -3,7 +3,7 @@ trace views, the predicted timeline) use, and which of them the readers read.
 
 Public names: :data:`KINETO_RUNTIME_CATEGORIES`, :data:`KINETO_DEVICE_CATEGORIES`, :data:`KINETO_MTIA_DEVICE_CATEGORY`,
 :data:`KINETO_CATEGORY_ALIASES`, :data:`KINETO_READ_CATEGORIES`, :data:`SYNC_RUNTIME_CALLS`,
-:data:`ONLINE_COMPILE_CALLS`, :func:`copy_direction`, :func:`is_host_copy`,
+:data:`ONLINE_COMPILE_CALLS`, :data:`COMPILER_PHASE_SUFFIX`, :func:`is_compiler_span`, :func:`copy_direction`, :func:`is_host_copy`,
 :func:`copy_kind`. What the signals mean is the catalogue's (`catalog`).
 """
 
@@ -38,6 +38,17 @@ SYNC_RUNTIME_CALLS = frozenset({
     "aclrtSynchronizeStreamWithTimeout", "aclrtSynchronizeEvent",
     "synchronizeStream",  # Meta MTIA's host call (mtia_runtime); its device-side twin "synchronize" is not the host
 })  # fmt: skip  (cudaStreamWaitEvent makes a stream wait, not the host)
+
+# PyTorch's compiler (Dynamo, AOTAutograd, Inductor) records its phases as record_function ranges named
+# "<phase> (dynamo_timed)" (a cpu_op in torch 2.6 and later, a user_annotation before), and beside each a short
+# user_annotation "<phase>_data: [fn_name=..., ]compile_id=0/0": the compiler's work, not regions a user chose.
+COMPILER_PHASE_SUFFIX = " (dynamo_timed)"
+_COMPILER_DATA = re.compile(r"\S+_data: (?:fn_name=\S+, )?compile_id=\S+$")
+
+
+def is_compiler_span(name: str) -> bool:
+    """Whether a profiler range is the compiler's: one of its phases or the metadata it records beside one."""
+    return name.endswith(COMPILER_PHASE_SUFFIX) or _COMPILER_DATA.match(name) is not None
 
 # Runtime calls that compile an operator online, on the host, while the step waits (torch_npu's CANN lane).
 ONLINE_COMPILE_CALLS = frozenset({"opCompile", "aclopCompileAndExecute"})

@@ -7,7 +7,8 @@ here is fixed for every format. The rules:
 * **sync** needs device evidence: a runtime call that waits (`SYNC_RUNTIME_CALLS`), a synchronous device->host copy
   call, or a device-side wait event, inside the operator. The outermost operator of a sync kind around the evidence
   (``aten::item`` around ``aten::_local_scalar_dense``; ``aten::index`` around ``aten::nonzero`` is boolean
-  indexing) gives the reason; an operator's name alone never makes a sync.
+  indexing) gives the reason; an operator's name alone never makes a sync. A wait inside a compiler phase (the
+  autotuner's) is the compiler's: part of its compile, not a sync.
 * **transfer**: a copy's direction comes from its runtime call's kind argument when the trace has it, else from the
   copy's label; a runtime copy call that launched no device work the trace shows is a transfer of its own (its
   direction from its kind argument or name, else unknown).
@@ -22,6 +23,8 @@ here is fixed for every format. The rules:
 * **counted recompile**: operators a backend's dump counts as recompiled (``recompile_by_op``): dispatch recompiles.
 * **compiled graph**, **graph break**, **recompile**: a framework's compile log records (TORCH_TRACE); a frame whose
   log holds no graph-break or recompile record of its own (older torch) gets them from its compile metrics.
+* **compiler phase**: a profiler trace's compiler phase spans (PyTorch's ``(dynamo_timed)`` ranges, which the Kineto
+  reader keeps out of the regions): the outermost on its thread is one compiled graph, as long as the span.
 * **dataflow**: in a static schedule (events that read and write numbered buffers: `Logged.reads`, ``writes``), an
   instruction depends on the last one that wrote each buffer it reads before it began (else the last other one that
   wrote it), and its engine idled on its latest producer (``transfer`` for a copy engine's, else ``dependency``)
@@ -52,7 +55,13 @@ from .catalog import (
     sync_cause,
 )
 from .events import KIND_CODES, NO_ARGS, NONE, EventKind, Logged
-from .kineto_vocabulary import ONLINE_COMPILE_CALLS, SYNC_RUNTIME_CALLS, copy_direction, is_host_copy
+from .kineto_vocabulary import (
+    COMPILER_PHASE_SUFFIX,
+    ONLINE_COMPILE_CALLS,
+    SYNC_RUNTIME_CALLS,
+    copy_direction,
+    is_host_copy,
+)
 from .link import Links
 from .schema import CompileKind, Direction, SignalKind
 
@@ -63,6 +72,7 @@ COMPILE_NOTE = ("an operator compiled online (no pre-built binary for its shapes
 # cudaMemcpyKind, hipMemcpyKind and aclrtMemcpyKind share their numbering (4: default / unified: not a direction)
 COPY_KINDS = {1: Direction.H2D, 2: Direction.D2H, 3: Direction.D2D}  # cuda/hipMemcpyKind
 HOST_TO_HOST = 0
+_NO_TIME = np.iinfo(np.int64).min
 DEFAULT_KIND = 4  # cuda/hipMemcpyDefault: the runtime tells the direction from the pointers (unified addressing)
 COPY_CALL_PREFIXES = ("cudaMemcpy", "hipMemcpy", "aclrtMemcpy", "cuMemcpy", "hipMemcpyDtoH", "hipMemcpyHtoD")
 # the records of a compile log (TORCH_TRACE) that the compile rules read, as `Logged.record` names them
@@ -368,6 +378,7 @@ def _syncs(linked: Linked, out: Findings) -> None:
     sync_op = linked.names_where(lambda t: t in SYNC_OPS)
     rows = np.concatenate([waits, d2h, device_waits, _reads_back(linked, sync_op)]).astype(np.int64)
     del waits, d2h, device_waits
+    rows = rows[~_while_compiling(linked, rows)]  # the compiler's own waits (autotuning): part of its compile
     if not len(rows):
         return
     rows = rows[np.lexsort((rows, np.asarray(a["start_ns"][rows])))]  # by start, then row
@@ -478,6 +489,43 @@ def _online_compiles(linked: Linked, out: Findings) -> None:
         call = linked.name(row)
         out.signal(row, op, SignalKind.RECOMPILE, f"online-{call}", linked.name(op) if op >= 0 else call, COMPILE_NOTE)
         out.compiled(row, CompileKind.PROGRAM, call)
+
+
+def _compiler_phases(linked: Linked, out: Findings) -> None:
+    """Each outermost compiler phase span on its thread (`COMPILER_PHASE_SUFFIX`: Dynamo compiling a frame,
+    AOTAutograd a backward graph...) is one graph compiled, as long as the span; the phases inside it are its own."""
+    for row in _outer_phases(linked).tolist():
+        phase = linked.name(row).removesuffix(COMPILER_PHASE_SUFFIX)
+        out.signal(row, -1, SignalKind.COMPILE_GRAPH, phase, linked.name(row), None)
+        out.compiled(row, CompileKind.GRAPH, phase)
+
+
+def _outer_phases(linked: Linked) -> np.ndarray:
+    """The rows of the compiler phase spans no other phase on their thread encloses, by thread then start."""
+    a = linked.a
+    spans = np.concatenate([linked.rows(EventKind.SPAN), linked.rows(EventKind.OP)])  # (an operator in newer torch)
+    spans = spans[linked.names_where(lambda t: t.endswith(COMPILER_PHASE_SUFFIX))[a["name"][spans]]]
+    start, thread = np.asarray(a["start_ns"][spans]), np.asarray(a["thread"][spans])
+    end = start + np.asarray(a["dur_ns"][spans])
+    outer: list[int] = []
+    open_until: dict[int, int] = {}
+    for i in np.lexsort((-end, start, thread)).tolist():  # by thread, then start; the longer first at one start
+        if int(start[i]) >= open_until.get(int(thread[i]), _NO_TIME):
+            open_until[int(thread[i])] = int(end[i])
+            outer.append(int(spans[i]))
+    return np.asarray(outer, dtype=np.int64)
+
+
+def _while_compiling(linked: Linked, rows: np.ndarray) -> np.ndarray:
+    """A flag per row: it starts inside an outermost compiler phase on its own thread (the compiler's work)."""
+    a, inside = linked.a, np.zeros(len(rows), dtype=bool)
+    phases = _outer_phases(linked)
+    if len(phases) and len(rows):
+        start, thread = np.asarray(a["start_ns"][rows]), np.asarray(a["thread"][rows])
+        for p in phases.tolist():
+            begin = int(a["start_ns"][p])
+            inside |= (thread == a["thread"][p]) & (start >= begin) & (start < begin + int(a["dur_ns"][p]))
+    return inside
 
 
 def _ai_cpu(linked: Linked, out: Findings) -> None:
@@ -663,6 +711,9 @@ RULES: RuleSet[EventRule] = RuleSet([
               (SignalKind.RECOMPILE,), _counted_recompiles),
     EventRule("compiled-graph", "a graph a compile log records as compiled", (SignalKind.COMPILE_GRAPH,),
               _compiled_graphs),
+    EventRule("compiler-phase", "a compiler phase a profiler trace records (PyTorch's dynamo_timed ranges); the "
+              "outermost on its thread is one compile, nested phases count once", (SignalKind.COMPILE_GRAPH,),
+              _compiler_phases),
     EventRule("graph-break", "a compile log's graph break; else (older torch) its frame's metrics' restart reasons",
               (SignalKind.COMPILE_GRAPH_BREAK,), _graph_breaks),
     EventRule("recompile", "a compile log's recompile, the guards that failed; else (older torch) its metrics'",

@@ -20,7 +20,7 @@ import numpy as np
 from ..assemble import assemble
 from ..errors import TraceFormatError
 from ..events import KIND_CODES, NONE, EventColumns, EventKind, Translated
-from ..kineto_vocabulary import KINETO_READ_CATEGORIES
+from ..kineto_vocabulary import KINETO_READ_CATEGORIES, is_compiler_span
 from ..run_metadata import run_labels, scrub_secrets
 from ..schema import SliceKind, Source
 from ..spill import release_memory
@@ -217,9 +217,10 @@ def translate(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lan
                        correlation=calls["correlation"], bytes=calls["bytes"], copy_kind=calls["copy_kind"],
                        texts={"name": calls["name"]}, lanes={"pid": calls["pid"], "tid": calls["tid"]})  # fmt: skip
         del calls
-    for a in ev.annotations:
+    for a in ev.annotations:  # the compiler's phases are spans of their own, not regions (the rules count compiles)
         s = int(round((a[0] - t0) * 1000.0))
-        out.add(EventKind.ANNOTATION, a[2], a[3], a[4], s, int(round((a[0] + a[1] - t0) * 1000.0)) - s)
+        out.add(EventKind.SPAN if is_compiler_span(a[2]) else EventKind.ANNOTATION, a[2], a[3], a[4], s,
+                int(round((a[0] + a[1] - t0) * 1000.0)) - s)
     devices: set = set()
     for first, part in _parts(ev.device):
         work = _device_columns(part, t0, ids)

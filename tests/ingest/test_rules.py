@@ -40,8 +40,8 @@ def _signals(trace) -> list[tuple[str, str, str]]:  # noqa: ANN001
 
 def test_rules_are_registered_once_each() -> None:
     assert [r.name for r in RULES] == ["transfer", "sync", "online-compile", "ai-cpu", "inferred-fallback", "host-bounce",
-                                       "logged-fallback", "counted-recompile", "compiled-graph", "graph-break", "recompile",
-                                       "dataflow"]
+                                       "logged-fallback", "counted-recompile", "compiled-graph", "compiler-phase",
+                                       "graph-break", "recompile", "dataflow"]
 
 
 def test_an_item_on_a_host_tensor_is_no_sync(tmp_path: Path) -> None:
@@ -295,3 +295,48 @@ def test_driver_and_per_thread_stream_synchronize_calls_are_syncs(tmp_path: Path
         _op("aten::mm", 60, 10), _rt("cudaLaunchKernel", 61, 2, corr=5), _dev("kernel", "gemm", 63, 5, 5),
     ]))  # fmt: skip
     assert _signals(trace) == [("sync", "item", "aten::item")] * 3
+
+
+def _ann(name: str, ts: float, dur: float) -> dict:
+    return {"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {}}
+
+
+def _compiles(trace) -> list[tuple[str, int]]:  # noqa: ANN001
+    c = trace["compiles"].to_pydict()
+    return list(zip(c["reason"], c["compile_ns"], strict=True))
+
+
+def test_compiler_phases_of_an_older_torch_are_one_compile_not_regions(tmp_path: Path) -> None:
+    # torch before 2.6: dynamo_timed phases as user_annotation. ProfilerStep#0 [0, 10000) holds one frame compile
+    # _compile.compile_inner [10, 5010) with two phases nested in it, the autotuner's cudaDeviceSynchronize [400, 500)
+    # inside the innermost; then the compiled code runs (a kernel) and aten::item [6000, 6100) waits in
+    # cudaStreamSynchronize [6010, 6090). Expected: regions run.json and ProfilerStep#0 only; one compile, 5000 us;
+    # one sync (the item's), none for the autotuner's wait.
+    trace = load_any(_kineto(tmp_path, [
+        _ann("ProfilerStep#0", 0, 10000), _ann("_compile.compile_inner (dynamo_timed)", 10, 5000),
+        _ann("OutputGraph.call_user_compiler (dynamo_timed)", 100, 4800),
+        _ann("InductorBenchmarker.benchmark_gpu (dynamo_timed)", 300, 1000),
+        _op("aten::mm", 310, 50), _rt("cudaLaunchKernel", 320, 10, corr=1), _dev("kernel", "gemm", 330, 20, 1),
+        _rt("cudaDeviceSynchronize", 400, 100),
+        _op("aten::item", 6000, 100), _rt("cudaStreamSynchronize", 6010, 80),
+    ]))  # fmt: skip
+    assert trace["regions"].to_pydict()["name"] == ["run.json", "ProfilerStep#0"]
+    assert _compiles(trace) == [("_compile.compile_inner", 5_000_000)]
+    assert _signals(trace) == [("compile/graph", "_compile.compile_inner", "_compile.compile_inner (dynamo_timed)"),
+                               ("sync", "item", "aten::item")]
+
+
+def test_compiler_phases_as_operators_and_their_data_markers(tmp_path: Path) -> None:
+    # torch 2.6 and later (as torch 2.13 writes a cold torch.compile): phases are cpu_ops "<phase> (dynamo_timed)",
+    # each beside a short user_annotation "<phase>_data: [fn_name=..., ]compile_id=0/0". Two frames compiled, on
+    # [100, 2100) and [5000, 5500), each with a nested phase; a user region "cold" [0, 3000) around the first.
+    trace = load_any(_kineto(tmp_path, [
+        _ann("cold", 0, 3000),
+        _ann("entire_frame_compile_data: fn_name=_compile.compile_inner, compile_id=0/0", 90, 5),
+        _op("_compile.compile_inner (dynamo_timed)", 100, 2000), _ann("bytecode_tracing_data: compile_id=0/0", 150, 5),
+        _op("bytecode_tracing (dynamo_timed)", 160, 300), _op("aten::add", 200, 10),
+        _ann("entire_frame_compile_data: fn_name=_compile.compile_inner, compile_id=1/0", 4990, 5),
+        _op("_compile.compile_inner (dynamo_timed)", 5000, 500), _op("compile_fx_inner (dynamo_timed)", 5100, 300),
+    ]))  # fmt: skip
+    assert trace["regions"].to_pydict()["name"] == ["run.json", "cold"]
+    assert _compiles(trace) == [("_compile.compile_inner", 2_000_000), ("_compile.compile_inner", 500_000)]
