@@ -6,6 +6,8 @@ A memory lane's allocated slices hold the allocator's running total; an event's 
 slice before it (the lane starts with a slice of no length holding the total before its first event). An event
 belongs to a region when it happens inside the region's time (its start in [start, end]), as the region's peak in
 the regions table is computed; an allocation (bytes > 0) is attributed to the call site of the operator around it.
+In a multi-rank run a region's memory is its rank's only: each rank's lanes are its own devices (``memory rank 1 ·
+cuda:0``, `rank_merge.rank_lane`), the other ranks' run at the same time.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pandas as pd
 
 from . import arrow_compute as pc
 from .callsites import site_line
+from .rank_merge import lane_rank, rank_of_regions
 from .region_tree import descendants
 from .schema import MEMORY_ALLOCATED, MEMORY_ENGINE_PREFIX, MEMORY_RESERVED
 from .trace import Trace
@@ -110,6 +113,8 @@ class RunMemory:
         self.trace = trace
         self.lanes = allocator_lanes(trace)
         self.op_ids, self.op_lines = _op_sites(trace) if self.lanes else (np.zeros(0, np.int64), np.zeros(0, dtype=object))
+        self.lane_ranks = [lane_rank(lane.device) for lane in self.lanes]
+        self.region_ranks = rank_of_regions(trace) if any(r is not None for r in self.lane_ranks) else {}
 
     def region(self, region_id: int) -> RegionMemory:
         """Memory of one region, per device. A predicted run's lanes are on the predicted time axis, not the
@@ -117,8 +122,11 @@ class RunMemory:
         trace = self.trace
         start, end = _window(trace, region_id)
         subtree = np.asarray(descendants(trace, region_id), dtype=np.int64) if trace.predicted else None
+        rank = self.region_ranks.get(region_id)
         rows, sites = [], []
-        for lane in self.lanes:
+        for lane, lane_of in zip(self.lanes, self.lane_ranks, strict=True):
+            if rank is not None and lane_of is not None and lane_of != rank:
+                continue  # another rank's device
             if subtree is None:
                 inside = (lane.start >= start) & (lane.start <= end)
                 before = np.searchsorted(lane.start, end, "right")

@@ -39,13 +39,14 @@ def format_memory(data: dict[str, Any]) -> str:
         if not r["devices"]:
             lines.append("  no memory events (record with profile_memory=True, or a trace with [memory] events)")
             continue
-        lines.append(f"  {'device':<10} {'peak':>10} {'live at exit':>13} {'allocations':>12} {'allocated':>10} {'peak reserved':>14}")
+        w = max(10, *(len(d["device"]) for d in r["devices"]))  # a multi-rank run's devices: "rank 0 · cuda:0"
+        lines.append(f"  {'device':<{w}} {'peak':>10} {'live at exit':>13} {'allocations':>12} {'allocated':>10} {'peak reserved':>14}")
         for d in r["devices"]:
-            lines.append(f"  {d['device']:<10} {_b(d['peak_bytes']):>10} {_b(d['live_at_exit_bytes']):>13} {d['allocations']:>12,} "
+            lines.append(f"  {d['device']:<{w}} {_b(d['peak_bytes']):>10} {_b(d['live_at_exit_bytes']):>13} {d['allocations']:>12,} "
                          f"{_b(d['allocated_bytes']):>10} {_b(d['peak_reserved_bytes']):>14}")  # fmt: skip
         for s in r["sites"]:
             plural = "" if s["allocations"] == 1 else "s"
-            lines.append(f"    {s['device']:<8} {_b(s['allocated_bytes']):>10} in {s['allocations']:>6,} allocation{plural}  {s['call_site']}")
+            lines.append(f"    {s['device']:<{w - 2}} {_b(s['allocated_bytes']):>10} in {s['allocations']:>6,} allocation{plural}  {s['call_site']}")
         lines.append("")
     return "\n".join(lines) + ("\n" if lines and lines[-1] else "")
 

@@ -1,8 +1,8 @@
 """How a multi-rank run is laid out in one trace (`ingest/ranks.py` reads the ranks' files): each rank a top-level
 region ``rank N`` (`rank_region_name`, found again by `rank_of_regions`), its lanes prefixed ``rank N · ``
-(`lane_prefix`, `lane_rank`), its ids offset past the previous ranks', its times lined up on the reference rank's
-``ProfilerStep#N`` starts (`align_on_steps`); `merge_ranks` merges every table but regions and stacks as it is
-written, one written batch at a time (`_batches`)."""
+(`lane_prefix`, `lane_rank`; a memory lane after its ``memory ``: `rank_lane`), its ids offset past the previous
+ranks', its times lined up on the reference rank's ``ProfilerStep#N`` starts (`align_on_steps`); `merge_ranks` merges
+every table but regions and stacks as it is written, one written batch at a time (`_batches`)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from . import arrow_compute as pc
 from . import schema
+from .arrow_values import strings
 from .batches import batch_rows
 from .errors import TraceFormatError
 from .trace import RunInfo, TableSlices, Trace
@@ -26,11 +27,11 @@ if TYPE_CHECKING:
     from .ranks import RankFile
 
 __all__ = ["LANE_PREFIX", "LANE_RANK", "STEP_REGION", "Alignment", "Placement", "align_on_steps", "lane_prefix", "lane_rank",
-           "merge_ranks", "rank_of_regions", "rank_region_name", "step_starts"]
+           "merge_ranks", "rank_lane", "rank_of_regions", "rank_region_name", "step_starts"]
 
 LANE_PREFIX = "rank {rank} · "
 _RANK_REGION = re.compile(r"^rank (\d+)$")
-LANE_RANK = re.compile(r"^rank (\d+) · ")  # a merged run's lane name: its rank
+LANE_RANK = re.compile(rf"^(?:{re.escape(schema.MEMORY_ENGINE_PREFIX)})?rank (\d+) · ")  # a merged run's lane name: its rank
 STEP_REGION = re.compile(r"^ProfilerStep#(\d+)$")  # the profiler's step ranges (torch.profiler schedules, prof.step())
 
 
@@ -42,8 +43,18 @@ def lane_prefix(rank: int) -> str:
     return LANE_PREFIX.format(rank=rank)
 
 
+def rank_lane(rank: int, engine: str) -> str:
+    """A rank's lane in a merged run: ``rank 3 · stream 7``; a memory lane (``memory cuda:0``) keeps its prefix first,
+    ``memory rank 3 · cuda:0``, so it is still read as a memory lane (the SQL view, `memory.allocator_lanes`), of the
+    device ``rank 3 · cuda:0``: not another rank's ``cuda:0``."""
+    if engine.startswith(schema.MEMORY_ENGINE_PREFIX):
+        return f"{schema.MEMORY_ENGINE_PREFIX}{lane_prefix(rank)}{engine[len(schema.MEMORY_ENGINE_PREFIX) :]}"
+    return f"{lane_prefix(rank)}{engine}"
+
+
 def lane_rank(lane: str) -> int | None:
-    """The rank of a merged run's lane (``rank 3 · stream 7`` -> 3); None: not a rank's lane."""
+    """The rank of a merged run's lane (``rank 3 · stream 7``, ``memory rank 3 · cuda:0`` -> 3), or of a merged run's
+    memory device (``rank 3 · cuda:0``); None: not a rank's lane."""
     m = LANE_RANK.match(lane)
     return int(m.group(1)) if m else None
 
@@ -178,10 +189,20 @@ def _moved_column(name: str, column: str, col: Any, shift: _Shift) -> Any:
     elif shift.time_shift and (column in _TIMES.get(name, ()) or (name == "engine_slices" and column == "start" and shift.shift_times)):
         col = pc.call("add", col, pa.scalar(shift.time_shift, col.type))
     if name == "engine_slices" and column == "engine":
-        col = pc.call("binary_join_element_wise", pa.scalar(lane_prefix(shift.rank)), col.cast(pa.string()), "")
+        col = _rank_lanes(col, shift.rank)
     if name == "stacks" and column == "frame_ids" and shift.frame_shift:
         col = _shift_lists(col, shift.frame_shift)
     return col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col
+
+
+def _rank_lanes(col: Any, rank: int) -> Any:
+    """A rank's engine column (an array or a chunked array) named as the merged run's (`rank_lane`), name by distinct
+    name: a dictionary array."""
+    if isinstance(col, pa.ChunkedArray):
+        return pa.chunked_array([_rank_lanes(c, rank) for c in col.chunks], type=pa.dictionary(pa.int32(), pa.string()))
+    coded = col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(pc.cast(col, pa.string()))
+    names = strings([None if e is None else rank_lane(rank, e) for e in coded.dictionary.to_pylist()])
+    return pa.DictionaryArray.from_arrays(pc.cast(coded.indices, pa.int32()), names)
 
 
 def _moved(name: str, table: pa.Table, shift: _Shift, target: pa.Schema) -> pa.Table:
@@ -321,7 +342,8 @@ def _piece_column(name: str, field: pa.Field, piece: pa.RecordBatch, shift: _Shi
 
 def _with_rank_regions(parts: list[pa.Table], ranked: list[tuple[RankFile, Trace]], shifts: list[_Shift],
                        target: pa.Schema) -> list[pa.Table]:
-    """Each rank's own region (``rank N``: its regions' span, their device) before its regions."""
+    """Each rank's own region (``rank N``: its regions' span, their device, the greatest of their peaks: a region's
+    figures include its nested regions') before its regions."""
     out: list[pa.Table] = []
     moved = iter(parts)
     for (_, t), shift in zip(ranked, shifts, strict=True):
@@ -332,12 +354,13 @@ def _with_rank_regions(parts: list[pa.Table], ranked: list[tuple[RankFile, Trace
             tops = pc.call("filter", own, pc.call("equal", own.column("parent_id"), pa.scalar(shift.region_base, pa.int32())))
             devices = [d for d in tops.column("device").to_pylist() if d]
             modes = set(tops.column("mode").to_pylist())
+            peak = pc.min_max(own.column("peak_memory_bytes"))[1]
         else:
-            start, end, devices, modes = shift.time_shift, shift.time_shift, [], set()
+            start, end, devices, modes, peak = shift.time_shift, shift.time_shift, [], set(), None
         row = {"region_id": [shift.region_base], "parent_id": [None], "name": [rank_region_name(shift.rank)],
                "start_ns": [int(start)], "dur_ns": [int(end) - int(start)],
                "mode": [modes.pop() if len(modes) == 1 else schema.Mode.UNKNOWN.value], "phase": [schema.Phase.NONE.value],
-               "device": [devices[0] if devices else None], "peak_memory_bytes": [None], "error": [None], "tags": [None]}  # fmt: skip
+               "device": [devices[0] if devices else None], "peak_memory_bytes": [peak], "error": [None], "tags": [None]}  # fmt: skip
         out.append(pa.Table.from_pydict(row, schema=target))
         if own is not None:
             out.append(own.select(target.names).cast(target) if own.schema.names != target.names else own.cast(target))

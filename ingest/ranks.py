@@ -6,7 +6,8 @@ names this module re-exports) then lays the ranks side by side in one trace with
 
 * each rank is a top-level region named ``rank N``; the rank's own regions (its file's root region, its
   ``ProfilerStep#N`` ranges...) nest in it, so a row's rank is found by region nesting (`rank_of_regions`);
-* its engine lanes are prefixed ``rank N · `` (`LANE_PREFIX`);
+* its engine lanes are prefixed ``rank N · `` (`LANE_PREFIX`); a memory lane after its ``memory ``
+  (``memory rank N · cuda:0``, `rank_lane`): still a memory lane, of the rank's own device;
 * its operator, region, frame and stack ids and correlation ids are offset past the previous ranks' (rank-distinct);
 * its times are shifted so that its steps line up with the reference rank's (`align_on_steps`): placed first by
   its file's start relative to the earliest rank's (`run_info.start_time` of each file), then moved by its clock
@@ -53,6 +54,7 @@ from .rank_merge import (
     lane_prefix,
     lane_rank,
     merge_ranks,
+    rank_lane,
     rank_of_regions,
     rank_region_name,
     step_starts,
@@ -61,7 +63,7 @@ from .trace import TableSlices, Trace, read_trace, write_run, write_trace
 
 __all__ = ["ASCEND_OUTPUT", "LANE_PREFIX", "LANE_RANK", "STEP_REGION", "Alignment", "Placement", "RankFile", "RankFrom",
            "align_on_steps", "ascend_rank", "convert_rank",
-           "convert_ranks", "display_name", "is_rank_input", "lane_prefix", "lane_rank", "merge_ranks", "rank_files", "rank_of_regions",
+           "convert_ranks", "display_name", "is_rank_input", "lane_prefix", "lane_rank", "merge_ranks", "rank_files", "rank_lane", "rank_of_regions",
            "rank_region_name", "read_ranks", "step_starts"]
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
