@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from portscope.ingest.errors import PortscopeError
+from portscope.ingest.output_paths import check_outputs
 
 PROFILE_EXTRA_HINT = ("pip install torch==2.13.0 && pip install -e '.[profile]' in a portscope checkout "
                       "(or the torch your backend needs, 2.5 or newer)")
@@ -107,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"extra: {PROFILE_EXTRA_HINT}", file=sys.stderr)
         return 2
     try:
+        check_outputs(args)  # before the work: a folder that is not there is one line, nothing half-written
         return int(args.func(args) or 0)
     except PortscopeError as exc:
         print(f"portscope {args.subcommand}: {exc}", file=sys.stderr)

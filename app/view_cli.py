@@ -9,6 +9,7 @@ import webbrowser
 from pathlib import Path
 
 from portscope.ingest.errors import UsageError
+from portscope.ingest.output_paths import OutputFolder
 
 from .config import DEFAULT_MAX_UPLOAD_BYTES, ViewerConfig, bundled_traces_dir, default_store_dir
 
@@ -23,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, this machine only)")
     p.add_argument("--port", type=int, default=8050, help="port (default: 8050)")
     p.add_argument("--no-browser", action="store_true", help="print the URL but do not open a browser")
-    p.add_argument("--store", type=Path, default=None, help=f"folder for uploads and derived data (default: {default_store_dir()})")
+    p.add_argument("--store", type=OutputFolder, default=None, help=f"folder for uploads and derived data (default: {default_store_dir()})")
     p.add_argument("--cache-url", default=None, help="share the cache through Redis, e.g. redis://127.0.0.1:6379/0")
     p.add_argument("--max-upload-mb", type=float, default=DEFAULT_MAX_UPLOAD_BYTES / 1024**2, help="largest accepted upload in MiB (default: %(default).0f)")
     p.add_argument("--debug", action="store_true", help="Dash debug mode (never on a shared machine: the debugger runs code)")
@@ -45,7 +46,7 @@ def config_from_args(args: argparse.Namespace) -> ViewerConfig:
         "debug": bool(args.debug),
     }
     if args.store is not None:
-        kwargs["store_dir"] = args.store
+        kwargs["store_dir"] = Path(args.store)
     return ViewerConfig(**kwargs)  # type: ignore[arg-type]
 
 

@@ -9,6 +9,7 @@ from . import progress
 from .convert import FORMATS, big_npu_lanes, load_any
 from .errors import UsageError
 from .export_chrome import write_chrome
+from .output_paths import OutputFile, OutputFolder
 from .trace import write_run
 
 
@@ -20,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     c.add_argument("input", help="a file (.json, .json.gz, .log...), a TORCH_TRACE directory, or a folder or glob of "
                                  "per-rank PyTorch-profiler traces (one multi-rank run)")
-    c.add_argument("-o", "--output", required=True, help="the portscope trace to write (.arrow)")
+    c.add_argument("-o", "--output", required=True, type=OutputFile, help="the portscope trace to write (.arrow)")
     c.add_argument("--format", choices=sorted(FORMATS), help="skip detection and read as this format")
     c.add_argument("--infer-fallback", action="store_true",
                    help="kineto: count leaf operators of a GPU trace that launched no GPU work as cpu_fallback (a guess)")
@@ -38,10 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="--chrome: a portscope trace, or any input `convert` reads; --parquet: traces, folders of traces or globs")
     to = e.add_mutually_exclusive_group(required=True)
     to.add_argument("--chrome", action="store_true", help="Chrome trace JSON (Perfetto, chrome://tracing) of one trace")
-    to.add_argument("--parquet", metavar="DIR",
+    to.add_argument("--parquet", metavar="DIR", type=OutputFolder,
                     help="the SQL views (`portscope sql --schema`) as Parquet partitioned by run, DIR/VIEW/run=RUN/, for a "
                          "distributed engine (Dask, Spark, Trino...)")
-    e.add_argument("-o", "--output", help="--chrome: the .json file to write")
+    e.add_argument("-o", "--output", type=OutputFile, help="--chrome: the .json file to write")
     e.set_defaults(func=_export)
 
 

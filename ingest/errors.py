@@ -47,3 +47,11 @@ class TargetError(PortscopeError, ValueError):
 
 class UsageError(PortscopeError, ValueError):
     """A command-line argument or API argument is invalid."""
+
+
+class OutputPathError(UsageError):
+    """A file or folder a command is to write cannot be written there: names the path and why."""
+
+    def __init__(self, path: str | Path, problem: str) -> None:
+        self.path, self.problem = str(path), problem
+        super().__init__(f"{self.path}: {problem}")

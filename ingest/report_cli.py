@@ -10,6 +10,7 @@ from pathlib import Path
 from .budget import check, parse_budgets
 from .given import open_given
 from .numerics import check_numerics, tolerances_from
+from .output_paths import OutputFile
 from .report import format_trace, trace_report_data
 from .summary import region_ids, summarize
 
@@ -40,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     c.add_argument("--region", help="only regions with this name")
     c.add_argument("--numerics", metavar="TOLERANCES.json", help="also enforce numerics tolerances recorded earlier")
-    c.add_argument("--record-numerics", metavar="TOLERANCES.json",
+    c.add_argument("--record-numerics", metavar="TOLERANCES.json", type=OutputFile,
                    help="write this (trusted) trace's numerics as tolerances for later checks, and exit")
     c.set_defaults(func=_check)
 

@@ -11,6 +11,7 @@ from typing import Any, TextIO
 import pyarrow as pa
 
 from .errors import UsageError
+from .output_paths import OutputFile
 
 FORMATS = ("table", "csv", "json", "arrow", "parquet")
 _BINARY = ("arrow", "parquet")
@@ -29,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--schema", action="store_true", help="print the views and their columns, and exit")
     p.add_argument("--format", choices=FORMATS, default="table",
                    help="table (aligned, the default), csv, json (an array of objects), arrow (IPC file) or parquet")
-    p.add_argument("-o", "--output", help="write the result to this file (required for arrow and parquet)")
+    p.add_argument("-o", "--output", type=OutputFile, help="write the result to this file (required for arrow and parquet)")
     p.set_defaults(func=_sql)
 
 

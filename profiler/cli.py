@@ -6,6 +6,8 @@ import argparse
 import sys
 import traceback
 
+from portscope.ingest.output_paths import OutputFile, OutputFolder, check_output_file
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `record`, `demo`, `compare-modes`, `validate` and `targets` (the parser itself imports no torch)."""
@@ -13,7 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "record", description="portscope record [--target NAME|PATH] [-o run.arrow] -- python script.py ARGS...",
     )
     r.add_argument("--target", help="predict for a target (built-in name or TOML path) instead of measuring")
-    r.add_argument("-o", "--output", default="run.arrow", help="trace file to write (default run.arrow)")
+    r.add_argument("-o", "--output", default="run.arrow", type=OutputFile, help="trace file to write (default run.arrow)")
     r.add_argument("--no-stack", action="store_true", help="do not record call sites and stacks (faster)")
     r.add_argument("--library", action="append", metavar="PKG[,PKG]",
                    help="packages whose lines are never call sites, besides torch and portscope (repeatable): e.g. "
@@ -22,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.set_defaults(func=_record, needs_torch=True)
 
     d = sub.add_parser("demo")
-    d.add_argument("-o", "--output", default="sample_traces", help="folder to write into")
+    d.add_argument("-o", "--output", default="sample_traces", type=OutputFolder, help="folder to write into")
     d.add_argument("--only", action="append", help="only this file (repeatable)")
     d.set_defaults(func=_demo, needs_torch=True)
 
@@ -30,14 +32,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     _model_args(c)
     c.add_argument("--pad-to", type=int, default=64, help="pad the prompt to this length for the compiled run")
     c.add_argument("--backend", default="inductor", help="torch.compile backend (default inductor)")
-    c.add_argument("-o", "--output", default="modes.arrow")
+    c.add_argument("-o", "--output", default="modes.arrow", type=OutputFile)
     c.set_defaults(func=_compare_modes, needs_torch=True)
 
     v = sub.add_parser("validate")
     _model_args(v)
     v.add_argument("--steps", type=int, default=8, help="greedy decoding steps")
     v.add_argument("--compiled", action="store_true", help="also validate the compiled model")
-    v.add_argument("-o", "--output", default="validate.arrow")
+    v.add_argument("-o", "--output", default="validate.arrow", type=OutputFile)
     v.set_defaults(func=_validate, needs_torch=True)
 
     p = sub.add_parser("plan")
@@ -48,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-length", type=int, help="a fixed KV-cache length (default: each sequence length)")
     p.add_argument("--prompt-lengths", metavar="FILE", help="prompt lengths in tokens (one or more per line) for padding waste")
     p.add_argument("--new-tokens", type=int, default=0, help="tokens generated per prompt (prompts whose generation runs past the cache are counted)")
-    p.add_argument("-o", "--output", default="plan.arrow", help="trace file to write (default plan.arrow)")
+    p.add_argument("-o", "--output", default="plan.arrow", type=OutputFile, help="trace file to write (default plan.arrow)")
     p.set_defaults(func=_plan, needs_torch=True)
 
     t = sub.add_parser("targets", description="portscope targets [FILE.toml] | portscope targets calibrate TRACE... "
@@ -57,7 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                            "target's cost figures from measured traces of the device")
     t.add_argument("--base", default="fp16-npu", help="calibrate: the target whose rules and unmeasured figures the "
                                                       "new file keeps (built-in name or TOML path; default fp16-npu)")
-    t.add_argument("-o", "--output", help="calibrate: the target file to write (default calibrated.toml)")
+    t.add_argument("-o", "--output", type=OutputFile, help="calibrate: the target file to write (default calibrated.toml)")
     t.add_argument("--name", help="calibrate: the new target's name (default: the output file's stem)")
     t.add_argument("--engines-only", action="store_true", help="calibrate: fit each engine's figures only, not also "
                    "each operator kind's ([engines.NAME.kinds.KIND], written where they time the kind better)")
@@ -198,7 +200,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     if not traces:
         print("portscope targets calibrate: name at least one measured trace (TRACE...)", file=sys.stderr)
         return 2
-    output = args.output or "calibrated.toml"
+    output = args.output or str(check_output_file("calibrated.toml"))  # the default: not checked by the parser
     try:
         target, cal = write_calibrated(traces, args.base, output, name=args.name, per_kind=not args.engines_only)
     except CalibrationError as exc:
