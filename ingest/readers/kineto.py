@@ -86,7 +86,8 @@ def collect(path: Path, doc: ChromeDocument) -> KinetoEvents:
 
 
 class _Ids:
-    """Correlation ids as int64: an int64 as it is, any other hashable value a code of its own (both sides share it)."""
+    """Correlation ids as int64: an int64 as it is (an integral float or a digit string read as one), any other hashable
+    value a code of its own (both sides share it)."""
 
     def __init__(self) -> None:
         self.codes: dict[tuple[type, Any], int] = {}
@@ -98,6 +99,8 @@ class _Ids:
         out = np.full(len(rows), NONE, dtype=np.int64)
         for i, row in enumerate(rows):
             v = row[k]
+            if type(v) is float and v.is_integer() or type(v) is str and v.strip().lstrip("-").isdigit():
+                v = int(v)  # one side's 11.0 or "11" is the other side's 11
             if type(v) is int and -(2**62) <= v < 2**62:
                 out[i] = v
             elif type(v) in (str, float, bool, int):

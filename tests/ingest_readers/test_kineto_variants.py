@@ -107,3 +107,13 @@ def test_memory_events_without_running_totals_are_said_to_lack_them(tmp_path: Pa
 
 def test_a_trace_led_by_a_utf8_byte_order_mark_converts(tmp_path: Path) -> None:
     assert _figures(_write(tmp_path / "bom.json", BASE, prefix=b"\xef\xbb\xbf")) == EXPECTED
+
+
+def test_correlation_ids_written_as_text_or_floats_on_one_side_still_link(tmp_path: Path) -> None:
+    # the calls keep their int ids; the copies say "1" and 2.0: each copy still has its call (and no call is a copy
+    # of its own that launched nothing, which would count a third transfer of unknown direction)
+    events = [dict(ev, args=dict(ev["args"], correlation={1: "1", 2: 2.0}.get(ev["args"].get("correlation"),
+                                                                                   ev["args"].get("correlation"))))
+              if ev["cat"] == "gpu_memcpy" else ev for ev in BASE]  # fmt: skip
+    assert [ev["args"]["correlation"] for ev in events if ev["cat"] == "gpu_memcpy"] == ["1", 2.0]
+    assert _figures(_write(tmp_path / "ids.json", events)) == EXPECTED
