@@ -292,7 +292,7 @@ def slow_operators(trace: Trace, steps: pd.DataFrame, rank: int, step: int | Non
 
 
 def ranks_report_data(trace: Trace) -> dict[str, Any]:
-    """`portscope report --ranks` as JSON-ready data: `ranks` (per rank), `steps` (per rank and step), `stragglers`
+    """`portscope report --ranks` as JSON-ready data: `rank_count` (the run's ranks), `ranks` (per rank with steps), `steps` (per rank and step), `stragglers`
     (per step), `slow_operators` of the rank most often the straggler; the collectives matched across ranks
     (`ingest/collectives.py`): `collectives` (largest arrival skew first), `collective_arrivals` (per collective and
     rank), `collective_ranks` (per rank), `collective_problems`, `collective_rule` (how the calls were matched: a
@@ -308,7 +308,9 @@ def ranks_report_data(trace: Trace) -> dict[str, Any]:
     calls = collective_calls(trace)
     matched = match_collectives(calls)
     by_skew = matched.table.sort_values(["skew_ns", "collective"], ascending=[False, True], kind="stable")
-    return {"world_size": trace.run_info.extra.get("world_size") or max(len(summary), 1), "ranks": records(summary),
+    ranks = len(set(rank_of_regions(trace).values())) or len(summary)
+    return {"world_size": trace.run_info.extra.get("world_size") or max(ranks, 1), "rank_count": ranks,
+            "ranks": records(summary),
             "reference_rank": trace.run_info.extra.get("reference_rank"),
             "steps": records(steps), "stragglers": records(straggling), "slowest_rank": worst,
             "slow_operators": records(slow), "collectives": records(by_skew),
@@ -369,7 +371,7 @@ def _format_collectives(data: dict[str, Any]) -> str:
 
 
 def _format_steps(data: dict[str, Any]) -> str:
-    lines = [f"ranks: {len(data['ranks'])} (world size {data['world_size']})", ""]
+    lines = [f"ranks: {data.get('rank_count', len(data['ranks']))} (world size {data['world_size']})", ""]
     if not data["steps"]:
         return "\n".join([*lines, "no ProfilerStep#N ranges: record with a torch.profiler schedule and prof.step()", ""])
     head = (f"{'rank':>5} {'steps':>5} {'step ms':>10} {'compute':>10} {'comm':>10} {'exposed':>10} {'idle':>10} {'busy':>10} "

@@ -23,6 +23,7 @@ import pytest
 from portscope.app.cli import main
 from portscope.ingest import read_trace
 from portscope.ingest.memory import allocator_lanes, region_memory
+from portscope.ingest.rank_report import format_ranks, ranks_report_data
 from portscope.ingest.ranks import convert_ranks, lane_rank, rank_lane, rank_of_regions
 from portscope.ingest.viewport import build_lanes
 
@@ -125,3 +126,17 @@ def test_lane_names() -> None:
     assert rank_lane(3, "memory cuda:0") == "memory rank 3 · cuda:0"
     assert [lane_rank(n) for n in ("rank 3 · stream 7", "memory rank 3 · cuda:0", "rank 3 · cuda:0", "memory cuda:0",
                                    "stream 7")] == [3, 3, 3, None, None]  # fmt: skip
+
+
+def test_the_ranks_report_counts_ranks_without_profiler_steps(tmp_path: Path) -> None:
+    # the same two ranks without their ProfilerStep#1 ranges: two ranks still (there are no steps to summarise)
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for rank in (0, 1):
+        doc = kineto(rank)
+        doc["traceEvents"] = [e for e in doc["traceEvents"] if e["name"] != "ProfilerStep#1"]
+        (folder / f"r{rank}.json").write_text(json.dumps(doc))
+    convert_ranks(folder, tmp_path / "run.arrow", jobs=1)
+    data = ranks_report_data(read_trace(tmp_path / "run.arrow"))
+    assert (data["rank_count"], data["world_size"], data["steps"]) == (2, 2, [])
+    assert format_ranks(data).splitlines()[0] == "ranks: 2 (world size 2)"
