@@ -25,6 +25,7 @@ float. Numeric ``ts`` (Kineto, Perfetto) are converted as given.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import zlib
@@ -44,6 +45,7 @@ CHUNK_BYTES = 8 << 20
 HEAD_LIMIT = 64 << 20  # an object's keys before its events are read this far at most
 _DECIMAL = re.compile(r"\s*([+-]?)(\d+)(?:\.(\d*))?\s*")
 _WS = b" \t\r\n"
+_NON_FINITE = re.compile(rb"\b(?:NaN|Infinity)\b")
 UTF8_BOM = b"\xef\xbb\xbf"  # a byte order mark some tools write before UTF-8 JSON
 
 
@@ -332,9 +334,29 @@ def _exact_separator(buf: bytes) -> int | None:
     return last if last else None
 
 
+def may_hold_non_finite(text: bytes) -> bool:
+    """Whether JSON text may hold NaN or Infinity, which Python's json.dump writes and strict parsers refuse."""
+    return _NON_FINITE.search(text) is not None
+
+
+def json_loads(text: bytes) -> Any:
+    """orjson's loads; text it refuses for a NaN or an Infinity (a trace rewritten by Python's json) is read by
+    Python's json, which takes them (slower: only then). Raises orjson.JSONDecodeError for anything else."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        if not may_hold_non_finite(text):
+            raise
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
+        raise
+
+
 def _try(text: bytes) -> list[Any] | None:
     try:
-        value = orjson.loads(text)
+        value = json_loads(text)
     except orjson.JSONDecodeError:
         return None
     return value if isinstance(value, list) else None
@@ -342,7 +364,7 @@ def _try(text: bytes) -> list[Any] | None:
 
 def _parse(path: Path, text: bytes) -> list[Any]:
     try:
-        value = orjson.loads(text)
+        value = json_loads(text)
     except orjson.JSONDecodeError as exc:
         raise TraceFormatError(path, f"not valid JSON: {exc}") from None
     if not isinstance(value, list):
@@ -350,4 +372,4 @@ def _parse(path: Path, text: bytes) -> list[Any]:
     return value
 
 
-__all__ = ["CHUNK_BYTES", "event_batches", "file_chunks", "micros_to_ns"]
+__all__ = ["CHUNK_BYTES", "event_batches", "file_chunks", "json_loads", "may_hold_non_finite", "micros_to_ns"]

@@ -36,7 +36,7 @@ from ..kineto_vocabulary import (
 )
 from ._kineto_events import KinetoEvents, comm_args, tensor_args
 from ._npu_flows import NpuCollect, RowLaunches, launch_of
-from .chrome_stream import event_batches
+from .chrome_stream import event_batches, json_loads, may_hold_non_finite
 from .npu_kineto import NpuLayout, may_hold_device_rows, names_npu_row, npu_layout_of
 from .source import DEFAULT_CAPS, SizeCaps
 
@@ -443,9 +443,10 @@ class Collector:
         except msgspec.ValidationError:
             pass
         except msgspec.DecodeError:
-            return None
+            if not may_hold_non_finite(text):
+                return None
         try:
-            return orjson.loads(text)
+            return json_loads(text)
         except orjson.JSONDecodeError:
             return None
 

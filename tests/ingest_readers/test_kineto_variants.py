@@ -117,3 +117,12 @@ def test_correlation_ids_written_as_text_or_floats_on_one_side_still_link(tmp_pa
               if ev["cat"] == "gpu_memcpy" else ev for ev in BASE]  # fmt: skip
     assert [ev["args"]["correlation"] for ev in events if ev["cat"] == "gpu_memcpy"] == ["1", 2.0]
     assert _figures(_write(tmp_path / "ids.json", events)) == EXPECTED
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_trace_python_wrote_with_nan_or_infinity_converts(tmp_path: Path, value: float) -> None:
+    # Python's json.dump writes NaN / Infinity (not JSON); here in an args field no rule reads, in the step's range
+    events = [dict(ev, args=dict(ev["args"], score=value)) if ev["name"] == "step" else ev for ev in BASE]
+    path = _write(tmp_path / "nan.json", events)
+    assert b"NaN" in path.read_bytes() or b"Infinity" in path.read_bytes()
+    assert _figures(path) == EXPECTED
