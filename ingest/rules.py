@@ -656,7 +656,8 @@ def _dataflow(linked: Linked, out: Findings) -> None:
 
 def inferred_fallback_ops(linked: Linked) -> np.ndarray:
     """Leaf operators that launched no device work, on a thread whose operators launch some, that take tensors and
-    are not of a kind that never computes (a guess: Kineto records no tensor devices)."""
+    are not of a kind that never computes, outside the compiler's phases (its tracing runs operators on fake tensors):
+    a guess, as Kineto records no tensor devices."""
     a, links = linked.a, linked.links
     ops = linked.rows(EventKind.OP)
     if not len(ops):
@@ -671,7 +672,7 @@ def inferred_fallback_ops(linked: Linked) -> np.ndarray:
     on_thread = launching[a["thread"][ops]]
     computes = linked.names_where(lambda t: t not in NO_WORK_OPS)[a["name"][ops]]
     typed = np.array([bool(args[2]) and any(args[2].split(";")) for args in linked.arguments], dtype=bool)[a["args"][ops]]
-    return ops[~has_child[ops] & ~launched[ops] & on_thread & computes & typed]
+    return ops[~has_child[ops] & ~launched[ops] & on_thread & computes & typed & ~_while_compiling(linked, ops)]
 
 
 def launched_ops(linked: Linked) -> np.ndarray:

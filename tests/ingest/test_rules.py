@@ -340,3 +340,19 @@ def test_compiler_phases_as_operators_and_their_data_markers(tmp_path: Path) -> 
     ]))  # fmt: skip
     assert trace["regions"].to_pydict()["name"] == ["run.json", "cold"]
     assert _compiles(trace) == [("_compile.compile_inner", 2_000_000), ("_compile.compile_inner", 500_000)]
+
+
+def test_operators_the_compiler_runs_while_tracing_are_no_inferred_fallbacks(tmp_path: Path) -> None:
+    # infer_fallback asked for; the thread launches device work (aten::mm). aten::add [200, 210) runs inside the
+    # compiler's phase [100, 2100) (tracing on fake tensors): no fallback; aten::mul [3000, 3010) outside launched
+    # nothing: the one inferred fallback.
+    def typed_op(name: str, ts: float, dur: float) -> dict:
+        return dict(_op(name, ts, dur), args={"Input Dims": [[2, 2], [2, 2]], "Input type": ["float", "float"]})
+
+    trace = load_any(_kineto(tmp_path, [
+        _op("_compile.compile_inner (dynamo_timed)", 100, 2000), typed_op("aten::add", 200, 10),
+        typed_op("aten::mul", 3000, 10),
+        typed_op("aten::mm", 4000, 10), _rt("cudaLaunchKernel", 4001, 2, corr=1), _dev("kernel", "gemm", 4003, 5, 1),
+    ]), infer_fallback=True)  # fmt: skip
+    assert [(k, o) for k, _, o in _signals(trace)] == [("compile/graph", "_compile.compile_inner (dynamo_timed)"),
+                                                      ("dispatch/cpu_fallback", "aten::mul")]
