@@ -356,3 +356,17 @@ def test_operators_the_compiler_runs_while_tracing_are_no_inferred_fallbacks(tmp
     ]), infer_fallback=True)  # fmt: skip
     assert [(k, o) for k, _, o in _signals(trace)] == [("compile/graph", "_compile.compile_inner (dynamo_timed)"),
                                                       ("dispatch/cpu_fallback", "aten::mul")]
+
+
+def test_a_cold_torch_compile_recorded_by_the_profiler(tmp_path: Path) -> None:
+    # tests/fixtures/kineto/cpu_cold_compile.json.gz: torch 2.13 on the CPU, a 3-layer MLP under torch.compile called
+    # twice inside record_function ranges "cold" and "warm". The file holds 54 cpu_ops "<phase> (dynamo_timed)", the
+    # outermost _compile.compile_inner at ts 5491915878996.012 for 4789700.16 us, all inside "cold", and 55
+    # user_annotations "<phase>_data: ...compile_id=0/0" beside them; "cold" and "warm" are its only other annotations.
+    trace = load_any(Path(__file__).parents[1] / "fixtures" / "kineto" / "cpu_cold_compile.json.gz")
+    regions = trace["regions"].to_pydict()
+    assert regions["name"] == ["cpu_cold_compile.json.gz", "cold", "warm"]
+    c = trace["compiles"].to_pydict()
+    assert c["reason"] == ["_compile.compile_inner"] and c["kind"] == ["graph"]
+    assert abs(c["compile_ns"][0] - 4_789_700_160) <= 1
+    assert regions["name"][regions["region_id"].index(c["region_id"][0])] == "cold"
