@@ -348,10 +348,18 @@ def json_loads(text: bytes) -> Any:
         if not may_hold_non_finite(text):
             raise
         try:
-            return json.loads(text)
+            return json.loads(text, parse_int=_json_int)
         except ValueError:
             pass
         raise
+
+
+def _json_int(text: str) -> int:
+    """An integer as orjson reads one (it refuses those past 64 bits, and the readers rely on that)."""
+    value = int(text)
+    if not -(2**63) <= value < 2**64:
+        raise ValueError(f"integer {text[:30]} exceeds 64 bits")
+    return value
 
 
 def _try(text: bytes) -> list[Any] | None:

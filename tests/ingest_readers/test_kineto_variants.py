@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from portscope.ingest.convert import load_any
+from portscope.ingest.errors import TraceFormatError
 from portscope.ingest.readers import chrome_stream
 
 
@@ -126,3 +127,12 @@ def test_a_trace_python_wrote_with_nan_or_infinity_converts(tmp_path: Path, valu
     path = _write(tmp_path / "nan.json", events)
     assert b"NaN" in path.read_bytes() or b"Infinity" in path.read_bytes()
     assert _figures(path) == EXPECTED
+
+
+def test_an_integer_past_64_bits_beside_an_infinity_is_still_refused(tmp_path: Path) -> None:
+    # the slower reading of NaN / Infinity must not let through what the fast one refuses (found by fuzzing)
+    path = tmp_path / "big.json"
+    path.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 0, '
+                    '"tid": -9223372036854775809, "ts": Infinity, "dur": 0.0, "args": {}}]}')
+    with pytest.raises(TraceFormatError, match="big.json"):
+        load_any(path)
