@@ -32,10 +32,13 @@ from .source import DEFAULT_CAPS, SizeCaps, decode_text, read_bytes
 
 FORMAT = "fallback-log"
 
+# The fallback words after any prefix the line was logged with (the backend's "[time][I] ", glog's
+# "W0914 19:49:00.148000 1234 file.cc:12] ", Python logging's "2026-09-14 19:49:00,149 - WARNING - "...); a full stop
+# after the device is the sentence's, not the device's.
 FALLBACK = re.compile(
-    r"^\s*(?:\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\])?\s*(?:\[(?P<level>[A-Za-z]+)\])?\s*"
-    r"`(?P<op>[^`]+)`\s+op ran on (?:CPU|the CPU|host) instead of (?P<device>[\w:.\-]+)"
+    r"^(?P<prefix>[^`]*)`(?P<op>[^`]+)`\s+op ran on (?:CPU|the CPU|host) instead of (?P<device>[\w:\-]+(?:\.[\w:\-]+)*)"
 )
+_TIME = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?")  # in the prefix
 _SITE = re.compile(r"(?P<file>[^\s:`'\"()\[\]]+\.py)(?::|\", line )(?P<line>\d+)(?:,? in (?P<func>[\w<>.]+))?")
 _TRACE = re.compile(r"\bTRACE\b", re.IGNORECASE)
 _LOG_PREFIX = re.compile(r"^\s*\[\d{4}-\d\d-\d\d")
@@ -77,7 +80,8 @@ def read_fallback_log(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Tra
             if op_text.endswith(")") and " (" in op_text:
                 op, _, rest = op_text.partition(" (")
                 detail = rest[:-1].strip() or None
-            last = _Fallback(op.strip(), detail, m.group("device"), _parse_time(m.group("ts")))
+            stamp = _TIME.search(m.group("prefix"))
+            last = _Fallback(op.strip(), detail, m.group("device"), _parse_time(stamp.group() if stamp else None))
             fallbacks.append(last)
             expect_source = False
             continue
@@ -101,10 +105,11 @@ def read_fallback_log(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Tra
 
 
 def _parse_time(ts: str | None) -> datetime.datetime | None:
+    """A logged time as written (a zone it names is dropped: the times of one log are compared as logged)."""
     if not ts:
         return None
     try:
-        return datetime.datetime.fromisoformat(ts.replace(",", ".").replace("T", " "))
+        return datetime.datetime.fromisoformat(ts.replace(",", ".").replace("T", " ")).replace(tzinfo=None)
     except ValueError:
         return None
 

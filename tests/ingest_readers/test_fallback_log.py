@@ -88,3 +88,25 @@ def test_timestamps_centuries_apart_do_not_overflow(tmp_path: Path) -> None:
                     "[9999-12-31 23:59:59.999][I] `aten::neg` op ran on CPU instead of RBLN\n")
     trace = read_fallback_log(path)
     assert trace["signals"].column("time_ns").to_pylist() == [0, None]
+
+
+def test_fallback_lines_with_other_loggers_prefixes(tmp_path: Path) -> None:
+    # the same words after six other prefixes; a sentence's full stop after the device; a time zone; a glog line
+    # (no year: untimed). Eight fallbacks at 0, 1, 2, -, 4, 5, 6, 7 ms; devices rbln and rbln:0, never "rbln.".
+    path = tmp_path / "variants.log"
+    path.write_text(
+        "[2026-09-14T19:49:00,145][WARNING] `aten::neg` op ran on CPU instead of RBLN.\n"
+        "[2026-09-14 19:49:00.146+09:00][I] `aten::abs` op ran on CPU instead of RBLN\n"
+        "[2026-09-14 19:49:00.147Z][I] `aten::sin` op ran on CPU instead of RBLN\n"
+        "W0914 19:49:00.148000 1234 rbln/fallback.cc:12] `aten::cos` op ran on CPU instead of RBLN\n"
+        "2026-09-14 19:49:00,149 - WARNING - `aten::tan` op ran on CPU instead of RBLN\n"
+        "[2026-09-14 19:49:00.150][I] `aten::ünïcødé_op` op ran on CPU instead of RBLN\n"
+        "[2026-09-14 19:49:00.151][I] `aten::exp` op ran on CPU instead of rbln:0\n"
+        "[2026-09-14 19:49:00.152] [I] `aten::log` op ran on CPU instead of RBLN\n", encoding="utf-8")
+    trace = load_any(path)
+    s = trace["signals"].to_pydict()
+    assert s["op_name"] == ["aten::neg", "aten::abs", "aten::sin", "aten::cos", "aten::tan", "aten::ünïcødé_op",
+                            "aten::exp", "aten::log"]
+    assert s["time_ns"] == [0, 1_000_000, 2_000_000, None, 4_000_000, 5_000_000, 6_000_000, 7_000_000]
+    assert trace.run_info.devices == ["cpu", "rbln", "rbln:0"]
+    assert trace.run_info.extra["unknown_lines"] == 0
