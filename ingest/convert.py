@@ -138,9 +138,21 @@ def load_any(path: str | Path, *, format: str | None = None, caps: SizeCaps = DE
         raise TraceFormatError(path, f"{exc} (a number out of range or of the wrong type in the file)") from exc
     if trace.path is None:
         trace.path = str(path)
-    if name and name != path.name and "regions" in trace.tables:
-        trace.tables["regions"] = _renamed_root(trace.tables["regions"], path.name, name)
+    if name and name != path.name:
+        _renamed(trace, path.name, name)
     return trace
+
+
+def _renamed(trace: Trace, old: str, new: str) -> None:
+    """A run read from a copy named `old` (an upload's temporary file) named after the file the user gave, `new`: its
+    top regions (a reader names them after the file, some without its extensions) and the files its run info lists,
+    so that the same file gives the same run whatever its copy was called."""
+    if "regions" in trace.tables:
+        renames = {old: new, old.split(".")[0]: new.split(".")[0]}
+        trace.tables["regions"] = _renamed_root(trace.tables["regions"], renames)
+    files = trace.run_info.extra.get("files")
+    if isinstance(files, list):
+        trace.run_info.extra["files"] = [new if f == old else f for f in files]
 
 
 def big_npu_lanes(path: str | Path) -> bool:
@@ -152,11 +164,12 @@ def big_npu_lanes(path: str | Path) -> bool:
     return Path(path).is_file() and input_bytes(path) >= NPU_LANES_INPUT_BYTES and npu_lanes_at_start(path)
 
 
-def _renamed_root(regions: pa.Table, old: str, new: str) -> pa.Table:
-    """The regions with each top region named `old` (a reader names the run after the file it read) named `new`."""
+def _renamed_root(regions: pa.Table, renames: dict[str, str]) -> pa.Table:
+    """The regions with each top region named as a key of `renames` (a reader names the run after the file it read)
+    named as its value."""
     names = regions.column("name").to_pylist()
     parents = regions.column("parent_id").to_pylist()
-    renamed = [new if n == old and p is None else n for n, p in zip(names, parents, strict=True)]
+    renamed = [renames.get(n, n) if p is None else n for n, p in zip(names, parents, strict=True)]
     at = regions.schema.get_field_index("name")
     return regions.set_column(at, regions.schema.field(at), pa.array(renamed, regions.schema.field(at).type))
 
