@@ -7,7 +7,9 @@ Wait Time(us),Block Dim,...,Input Shapes,Input Data Types,...`` or the same led 
 kernel ran on the device's AI CPU), HCCL (communication) or DSA_SQE. Quirks kept by the reader: a TAB inside the
 quoted start time (``"1736413971558972.912<TAB>"``), shapes in tripled quotes (three double quotes around
 ``81920,4096;8192,512``), ``N/A`` for an unknown field (HCCL rows have no stream). Times are parsed as decimals,
-exactly.
+exactly. A header is read as CSV (`header_cells`: an Excel or pandas QUOTE_ALL export quotes every name). A row
+whose every cell is empty (``,,,,`` as a spreadsheet saves a blank row) is skipped and counted (``empty_rows`` in
+``run_info.extra``, and the "could not provide" line); any other row lacking a Name or a time is an error.
 
 Events (`events.EventColumns`), in order of start: each kernel is an OP named by its ``Type`` (its ``Name`` where
 it has none; shapes and dtypes of its inputs and outputs, its device) and the KERNEL it ran as (named by its
@@ -20,8 +22,11 @@ columns: nothing is held per kernel but a few numbers.
 ``op_statistic.csv``: ``[Device_id,]OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),
 Max Time(us),Ratio(%)`` -- totals per operator type, no timeline: each operator type that ran is a PLACEMENT on its
 device (its ``Core Type`` as its unit, its ``Count`` as its count, no time), inside one ANNOTATION, the file's
-region, as long as the device time summed over the types (the ``ai-cpu`` rule makes the AI_CPU rows counted
-fallbacks); the table is kept in ``run_info.extra["op_statistic"]``.
+region, as long as the busiest device's time summed over its types (devices run side by side, so a region of
+several devices is as long as the longest one, not their sum; one device's types are added, the file giving no
+overlap between them); per device totals in ``run_info.extra["device_time_ns"]``. The ``ai-cpu`` rule makes the
+AI_CPU rows counted fallbacks; the table is kept in ``run_info.extra["op_statistic"]``. Empty rows are skipped as
+in ``kernel_details.csv``.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from ..schema import EngineKind, Source
 from ..spill import DiskColumn, release_memory
 from ..trace import RunInfo, Trace
 from .chrome_stream import file_chunks, micros_to_ns
+from .memory_table import blank_line, blank_rows, empty_rows
 from .source import DEFAULT_CAPS, SizeCaps, decode_text, read_bytes
 
 KERNELS_FORMAT = "ascend-kernels"
@@ -68,8 +74,28 @@ _MISSING = ["host operators, syncs, transfers and compiles (kernel_details lists
             "dispatch/cpu_fallback on the host (AI CPU kernels are counted as device-side fallbacks, reason ai-cpu)"]
 
 
+def _name(cell: str) -> str:
+    return cell.strip().strip('"').strip()
+
+
+def header_cells(text: str) -> list[str]:
+    """The column names of the first line of `text`, read as CSV: quoted names (an Excel or pandas QUOTE_ALL export:
+    ``"Step Id","Model ID",...``), a byte order mark and spaces and quotes around a name removed. Raises csv.Error
+    where the line is no CSV."""
+    line = text.split("\n", 1)[0].lstrip("\ufeff").rstrip("\r")
+    return [_name(c) for c in next(csv.reader([line], skipinitialspace=True), [])]
+
+
 def _header(text: str) -> list[str]:
-    return [c.strip() for c in text.split("\n", 1)[0].lstrip("\ufeff").strip().split(",")]
+    try:
+        return header_cells(text)
+    except csv.Error:  # a sniff: nothing raised
+        return []
+
+
+def _blank(cells: list[str]) -> bool:
+    """Whether a row's every cell is empty (spaces and quotes aside): a spreadsheet's blank row ``,,,,``."""
+    return not any(_name(c) for c in cells)
 
 
 def sniff_kernels(text: str) -> bool:
@@ -178,20 +204,19 @@ class _ChunkFile(io.RawIOBase):
         return n
 
 
-def _read_kernels(path: Path, caps: SizeCaps, out: EventColumns) -> tuple[list[str], dict[str, DiskColumn], dict[str, _Cells]]:
+def _read_kernels(path: Path, caps: SizeCaps, out: EventColumns) -> tuple[list[str], dict[str, DiskColumn], dict[str, _Cells], int]:
     """(header, per kernel in file order its start and duration in ns and a code per cell of each column read, in
-    temporary files, the columns' cells): read in blocks by pyarrow's CSV reader; names and types coded as the events'
-    texts (`out`)."""
+    temporary files, the columns' cells, the empty rows skipped): read in blocks by pyarrow's CSV reader; names and
+    types coded as the events' texts (`out`)."""
     chunks = file_chunks(path, caps)
     first = next(chunks, b"")
     line = first.split(b"\n", 1)[0]
     try:
-        raw_header = next(csv.reader([line.decode("utf-8").lstrip("\ufeff").rstrip("\r")]), [])
+        header = header_cells(line.decode("utf-8"))
     except UnicodeDecodeError:
         raise TraceFormatError(path, "not UTF-8 text (in the header)") from None
     except csv.Error as exc:  # e.g. a bare carriage return inside the header line
         raise TraceFormatError(path, f"the header line is not CSV ({exc})") from None
-    header = [c.strip() for c in raw_header]
     missing = [c for c in KERNEL_NEEDS if c not in header]
     if missing:
         raise TraceFormatError(path, f"the header lacks the columns {missing} (has {header[:12]})")
@@ -202,16 +227,30 @@ def _read_kernels(path: Path, caps: SizeCaps, out: EventColumns) -> tuple[list[s
     cells = {"Name": text, "Type": text, "core": _Cells(), **{c: _Cells() for c in _CELLS[1:4]},
              **{c: _Cells(form=_dtypes if "Types" in c else _shapes) for c in _CELLS[4:]}}  # fmt: skip
     at = {c: f"c{header.index(c)}" for c in (*KERNEL_NEEDS, *_CELLS) if c in header} | {"core": f"c{header.index(core_col)}"}
-    names = [f"c{i}" for i in range(len(raw_header))]  # by position: header cells may repeat or differ in spaces
+    names = [f"c{i}" for i in range(len(header))]  # by position: header cells may repeat or differ in spaces
     ragged: list[str] = []
+    empty = [0]  # blank rows of another width than the header's, skipped by the CSV reader
+    skipped: list[int] = []  # lines of the rows the CSV reader skipped (of another width than the header)
 
     def bad_row(row: Any) -> str:
-        ragged.append(f"line {row.number or '?'}: {row.actual_columns} cells, the header has {row.expected_columns}")
+        if blank_line(row.text):  # a blank row of another width (``,,,`` one cell short): no kernel, skipped
+            empty[0] += 1
+        else:
+            ragged.append(f"line {row.number or '?'}: {row.actual_columns} cells, the header has {row.expected_columns}")
+        if row.number:
+            skipped.append(row.number)
         return "skip"
+
+    def line_of(n: int) -> int:
+        """The line of the row that the CSV reader gave n-th (the header's is 1)."""
+        line = n + 2
+        for s in sorted(skipped):
+            line += s <= line
+        return line
 
     got = {c: DiskColumn("q" if c in ("start", "dur") else "i", hold=1 << 16) for c in ("start", "dur", *cells)}
     problems: list[str] = []
-    bad = rows = 0
+    bad = rows = blank_rows_read = 0  # blank_rows_read: blank rows of the header's width, skipped here
     from pyarrow import csv as pa_csv  # here: every conversion imports this module, few read a CSV
 
     try:
@@ -220,18 +259,24 @@ def _read_kernels(path: Path, caps: SizeCaps, out: EventColumns) -> tuple[list[s
             read_options=pa_csv.ReadOptions(column_names=names, skip_rows=1, block_size=max(BLOCK_BYTES, 4 * len(line)),
                                             use_threads=False),
             parse_options=pa_csv.ParseOptions(newlines_in_values=True, invalid_row_handler=bad_row),
-            convert_options=pa_csv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()), include_columns=sorted(set(at.values())),
-                                                  strings_can_be_null=False, quoted_strings_can_be_null=False),
+            # every column, not only those read: a row is blank only where all its cells are (~3% slower than 11 columns)
+            convert_options=pa_csv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()), strings_can_be_null=False,
+                                                  quoted_strings_can_be_null=False),
         )  # fmt: skip
         for batch in reader:
+            blank = blank_rows(batch)
+            given = rows + np.flatnonzero(~blank)  # the kept rows, as the CSV reader gave them
+            rows += batch.num_rows
+            if blank.any():
+                blank_rows_read += int(blank.sum())
+                batch = batch.filter(numbers(~blank))
             start, dur = _ns(batch.column(at["Start Time(us)"])), _ns(batch.column(at["Duration(us)"]))
             name = text(batch.column(at["Name"]))
             wrong = np.flatnonzero((start == NONE) | (dur == NONE) | (dur < 0) | (name == 0))
             if len(wrong) and len(problems) < MAX_PROBLEMS:
-                problems += [f"line {rows + n + 2} ({out.texts[name[n]]!r:.40}): needs a Name, a Start Time(us) and a "
+                problems += [f"line {line_of(given[n])} ({out.texts[name[n]]!r:.40}): needs a Name, a Start Time(us) and a "
                              "non-negative Duration(us)" for n in wrong[: MAX_PROBLEMS - len(problems)].tolist()]  # fmt: skip
             bad += len(wrong)
-            rows += batch.num_rows
             if bad:
                 continue  # malformed: reported below
             got["start"].extend(start)
@@ -244,21 +289,23 @@ def _read_kernels(path: Path, caps: SizeCaps, out: EventColumns) -> tuple[list[s
         what = "not UTF-8 text" if "UTF8" in str(exc) else "not valid CSV"
         raise TraceFormatError(path, f"{what}: {exc}") from None
     if bad or ragged:
-        raise TraceFormatError(path, [f"{bad + len(ragged)} of {rows + len(ragged)} rows are malformed",
+        filled = rows - blank_rows_read + len(ragged)  # the rows with a cell filled
+        raise TraceFormatError(path, [f"{bad + len(ragged)} of {filled} rows are malformed",
                                       *[*ragged, *problems][:MAX_PROBLEMS]])  # fmt: skip
-    if not rows:
-        raise TraceFormatError(path, "the table has a header but no rows: nothing to convert")
+    if not len(got["start"]):
+        blanks = f" ({blank_rows_read + empty[0]} empty: every cell empty)" if blank_rows_read + empty[0] else ""
+        raise TraceFormatError(path, f"the table has a header but no rows{blanks}: nothing to convert")
     for column in got.values():
         column.flush()
     release_memory()
-    return header, got, cells
+    return header, got, cells, blank_rows_read + empty[0]
 
 
 def translate(path: Path, caps: SizeCaps = DEFAULT_CAPS) -> Translated:
     """The kernels of one kernel_details.csv in the one event model (module docstring): read into temporary files,
     then made into events `SLICE_ROWS` kernels at a time, in order of start (ties in file order)."""
     out = EventColumns(spill=True)  # a kernel is two events: on disk as they are made, not all held
-    header, k, cells = _read_kernels(path, caps, out)
+    header, k, cells, empty = _read_kernels(path, caps, out)
     n = len(k["start"])
     order = _start_order(k["start"])
 
@@ -289,7 +336,8 @@ def translate(path: Path, caps: SizeCaps = DEFAULT_CAPS) -> Translated:
             steps_first.setdefault(s_, (f, int(c["start"][f - lo])))
             steps_end[s_] = max(steps_end.get(s_, e), e)
     used = sorted({dev_of[d] for d in dev_codes}, key=lambda d: (len(d), d))
-    dev_index = np.array([used.index(d) for d in dev_of], dtype=np.int64)
+    position = {d: i for i, d in enumerate(used)}
+    dev_index = np.array([position.get(d, 0) for d in dev_of], dtype=np.int64)  # a device no kernel ran on: never read
     # lanes: one per distinct (core, device, stream)
     keys = np.unique([(r // width // width * width + dev_index[r // width % width]) * width + r % width for r in raw_lanes])
     lanes = [_lane(core[c // width // width] or "unknown", used[c // width % width] if len(used) > 1 else None,
@@ -335,9 +383,11 @@ def translate(path: Path, caps: SizeCaps = DEFAULT_CAPS) -> Translated:
     for column in k.values():
         column.close()
     release_memory()
+    missing = [*_MISSING, *([empty_rows(empty)] if empty else [])]
     info = RunInfo(source=Source.CONVERTED, producer="portscope convert", converted_from=KERNELS_FORMAT,
-                   devices=["cpu", *(f"npu:{d}" for d in used)], missing_signals=list(_MISSING),
-                   extra={"kernels": n, "columns": header, "accelerator_cores": dict(sorted(counts.items()))})  # fmt: skip
+                   devices=["cpu", *(f"npu:{d}" for d in used)], missing_signals=missing,
+                   extra={"kernels": n, "columns": header, "accelerator_cores": dict(sorted(counts.items())),
+                          "empty_rows": empty})  # fmt: skip
     return Translated(out, info, root_name=path.name.split(".")[0], root_device=f"npu:{used[0]}",
                       device_names={i: f"npu:{d}" for i, d in enumerate(used)})  # fmt: skip
 
@@ -368,49 +418,65 @@ def read_kernel_details(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, slic
     return assemble(translate(Path(path), caps), sliced=sliced)
 
 
-def _rows(path: Path, caps: SizeCaps, needs: tuple[str, ...]) -> tuple[list[str], list[dict[str, str]]]:
+def _rows(path: Path, caps: SizeCaps, needs: tuple[str, ...]) -> tuple[list[str], list[tuple[int, dict[str, str]]], int]:
+    """(header, (line, cells by column) of each row, the empty rows skipped) of a small CSV table."""
     text = decode_text(path, read_bytes(path, caps)).lstrip("\ufeff")
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    header = [c.strip() for c in reader.fieldnames or []]
-    missing = [c for c in needs if c not in header]
-    if missing:
-        raise TraceFormatError(path, f"the header lacks the columns {missing} (has {header[:12]})")
-    reader.fieldnames = header
+    reader = csv.reader(io.StringIO(text, newline=""), skipinitialspace=True)
+    rows, empty = [], 0
     try:
-        rows = list(reader)
+        header = [_name(c) for c in next(reader, [])]
+        missing = [c for c in needs if c not in header]
+        if missing:
+            raise TraceFormatError(path, f"the header lacks the columns {missing} (has {header[:12]})")
+        for cells in reader:
+            if not cells:
+                continue  # a blank line
+            if _blank(cells):
+                empty += 1
+                continue
+            rows.append((reader.line_num, dict(zip(header, cells, strict=False))))
     except csv.Error as exc:
         raise TraceFormatError(path, f"not valid CSV: {exc}") from None
     if not rows:
-        raise TraceFormatError(path, "the table has a header but no rows: nothing to convert")
-    return header, rows
+        blanks = f" ({empty} empty: every cell empty)" if empty else ""
+        raise TraceFormatError(path, f"the table has a header but no rows{blanks}: nothing to convert")
+    return header, rows, empty
 
 
 def read_op_statistic(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Trace:
     """Convert a torch_npu ``op_statistic.csv`` (totals per operator type) into counted AI CPU fallbacks."""
     path = Path(path)
-    header, rows = _rows(path, caps, _STAT_NEEDS)
+    header, rows, empty = _rows(path, caps, _STAT_NEEDS)
     table, problems = [], []
-    for n, row in enumerate(rows):
+    for line, row in rows:
         count, total = clean_cell(row.get("Count")), micros_to_ns(clean_cell(row.get("Total Time(us)")))
         op_type, core = clean_cell(row.get("OP Type")), clean_cell(row.get("Core Type")) or "unknown"
         if (op_type is None or count is None or not count.isdigit() or int(count) >= LIMIT or total is None
                 or not 0 <= total < LIMIT):  # fmt: skip
-            problems.append(f"line {n + 2} ({op_type!r:.40}): needs an OP Type, an integer Count and a Total Time(us)")
+            problems.append(f"line {line} ({op_type!r:.40}): needs an OP Type, an integer Count and a Total Time(us)")
             continue
         table.append({"device": clean_cell(row.get("Device_id")), "op_type": op_type, "core_type": core,
                       "count": int(count), "total_ns": total})  # fmt: skip
     if problems:
         raise TraceFormatError(path, [f"{len(problems)} of {len(rows)} rows are malformed", *problems[:MAX_PROBLEMS]])
     devices = sorted({t["device"] or "0" for t in table}, key=lambda d: (len(d), d))
+    device_ns = dict.fromkeys(devices, 0)  # each device's time summed over its operator types
+    for t in table:
+        device_ns[t["device"] or "0"] += t["total_ns"]
+    busiest = max(devices, key=lambda d: device_ns[d])  # the first of equals
+    missing = ["timeline (op_statistic holds totals per operator type, no times)",
+               "host operators, syncs, transfers and compiles (device totals only)", *([empty_rows(empty)] if empty else [])]
     info = RunInfo(source=Source.CONVERTED, producer="portscope convert", converted_from=STATISTIC_FORMAT,
-                   devices=["cpu", *(f"npu:{d}" for d in devices)],
-                   missing_signals=["timeline (op_statistic holds totals per operator type, no times)",
-                                    "host operators, syncs, transfers and compiles (device totals only)"],
-                   extra={"op_statistic": table, "columns": header})  # fmt: skip
+                   devices=["cpu", *(f"npu:{d}" for d in devices)], missing_signals=missing,
+                   extra={"op_statistic": table, "columns": header, "empty_rows": empty,
+                          "device_time_ns": {f"npu:{d}": ns for d, ns in device_ns.items()}})  # fmt: skip
     out = EventColumns()
-    total = min(sum(t["total_ns"] for t in table), LIMIT)
-    facts = RegionFacts(tags=json.dumps({"note": "dur_ns is the sum of device time over operator types"}))
-    out.add(EventKind.ANNOTATION, path.name.split(".")[0], "NPU", None, 0, total, region_facts=out.region_facts(facts))
+    note = "dur_ns is the sum of device time over operator types"
+    if len(devices) > 1:
+        note += f" of the busiest device, npu:{busiest} (devices run side by side: their times are not added)"
+    facts = RegionFacts(tags=json.dumps({"note": note}))
+    out.add(EventKind.ANNOTATION, path.name.split(".")[0], "NPU", None, 0, min(device_ns[busiest], LIMIT),
+            region_facts=out.region_facts(facts))  # fmt: skip
     untimed = out.log(Logged(timed=False))
     for t in table:
         if t["count"]:  # an operator type that ran, where and how often (no time)
@@ -420,5 +486,5 @@ def read_op_statistic(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Tra
                                device_names={i: f"npu:{d}" for i, d in enumerate(devices)}))  # fmt: skip
 
 
-__all__ = ["BLOCK_BYTES", "KERNELS_FORMAT", "STATISTIC_FORMAT", "read_kernel_details", "read_op_statistic",
+__all__ = ["BLOCK_BYTES", "KERNELS_FORMAT", "STATISTIC_FORMAT", "header_cells", "read_kernel_details", "read_op_statistic",
            "sniff_kernels", "sniff_statistic", "translate"]  # fmt: skip

@@ -8,7 +8,8 @@ KB = 1024 B as the Ascend documentation converts them; times in ns, us, ms), dec
 ns, sizes to the nearest byte); times count from the first event's. An empty or negative time or total is "not
 collected": the Ascend documentation says the allocation or release fell outside the collection. The device is
 the row's ``Device Type`` (``NPU:0``), else ``Device``, else ``Device_id``; ``CPU`` is the host (device -1); none:
-device 0. The file holds no steps: its one region is the run (the file).
+device 0. A row whose every cell is empty (a spreadsheet's blank row) is skipped and counted (``empty_rows`` in
+``run_info.extra`` and the "could not provide" line). The file holds no steps: its one region is the run (the file).
 
 ``memory_record.csv`` — the totals of each allocator component after each change: torch_npu ``Component,
 Timestamp(us),Total Allocated(MB),Total Reserved(MB),Total Active(MB),Stream Ptr,Device Type``, CANN's msprof
@@ -54,7 +55,7 @@ from ..events import NONE, EventColumns, EventKind, Translated
 from ..schema import Source
 from ..trace import RunInfo, Trace
 from .chrome_generic import epoch_iso
-from .memory_table import MemoryColumns, header_keys, read_memory_table
+from .memory_table import MemoryColumns, empty_rows, header_keys, read_memory_table
 from .source import DEFAULT_CAPS, SizeCaps
 
 RECORD_FORMAT = "ascend-memory-record"
@@ -145,7 +146,9 @@ def translate_record(path: Path, caps: SizeCaps = DEFAULT_CAPS) -> Translated:
                        "allocator; the others' peaks are in run_info extra 'memory_components')")  # fmt: skip
     if (~timed).any():
         missing.append(f"{int((~timed).sum())} records without a time (not collected)")
-    extra = {"memory_components": kept, "allocator_component": chosen, "rows": cols.rows, "columns": cols.header}
+    missing += [empty_rows(cols.empty_rows)] if cols.empty_rows else []
+    extra = {"memory_components": kept, "allocator_component": chosen, "rows": cols.rows, "columns": cols.header,
+             "empty_rows": cols.empty_rows}  # fmt: skip
     col = {"start": t[lane], "bytes": nbytes, "total_allocated": allocated[lane], "total_reserved": reserved[lane],
            "device": cols.device[lane]}  # fmt: skip
     names = [v if v is not None else "[memory]" for v in values]
@@ -188,8 +191,9 @@ def translate_operator(path: Path, caps: SizeCaps = DEFAULT_CAPS) -> Translated:
     for side, n in (("allocation", cols.rows - len(alloc)), ("release", cols.rows - len(free))):
         if n:
             missing.append(f"{side}s outside the collection: {n} ({side} cells empty or negative)")
+    missing += [empty_rows(cols.empty_rows)] if cols.empty_rows else []
     extra = {"operator_memory": per_op, "operators": int(np.count_nonzero(blocks + releases)), "rows": cols.rows,
-             "columns": cols.header}  # fmt: skip
+             "columns": cols.header, "empty_rows": cols.empty_rows}  # fmt: skip
     return _events(path, OPERATOR_FORMAT, {k: v[order] for k, v in col.items()}, (values, np.r_[name[alloc], name[free]][order]),
                    missing, extra)
 

@@ -6,8 +6,10 @@ GB = 1024 MB; KiB, MiB, GiB too); times in ns, us (µs) or ms. A cell is a decim
 ``1.5``; ``2e-3`` too) read without a float: a time exact to the ns, a size rounded to the nearest byte (half to
 even; decimals past the ninth are cut). Empty, ``N/A``, ``NA`` and ``-`` cells are "not given" (`NONE`); quotes,
 tabs and spaces around a cell are removed (torch_npu writes some times as ``"1704161511420306.491<TAB>"``). Column
-names match whatever their case, spacing and underscores (``Device_id`` is ``device id``). Read in blocks by
-pyarrow's CSV reader, decimals parsed by Arrow's string kernels (a cell of another form, one at a time).
+names match whatever their case, spacing and underscores (``Device_id`` is ``device id``). A row whose every cell is
+empty (``,,,,``: a spreadsheet's blank row) is skipped and counted; one with a cell filled is read as any other.
+Read in blocks by pyarrow's CSV reader, decimals parsed by Arrow's string kernels (a cell of another form, one at a
+time).
 """
 
 from __future__ import annotations
@@ -62,17 +64,41 @@ def header_keys(text: str) -> dict[str, str | None]:
     return dict(column_key(c) for c in reversed(cells))  # reversed: the first of two equal names wins
 
 
+def blank_rows(batch: pa.RecordBatch) -> np.ndarray:
+    """The rows of a block of text columns whose every cell is empty, spaces and quotes aside (``,,,,`` or
+    ``"",""``: a blank row as a spreadsheet saves it), a column at a time while any is."""
+    import pyarrow.compute as pc
+
+    blank = np.ones(batch.num_rows, dtype=bool)
+    for column in batch.columns:
+        if not blank.any():
+            break  # most blocks: after their first column
+        blank &= values_of(pc.equal(pc.utf8_trim(column, ' \t"'), _BLANK))
+    return blank
+
+
+def blank_line(text: str) -> bool:
+    """Whether a CSV line holds only empty cells (a blank row of another width than the header's)."""
+    return not text.strip(' \t\r\n",')
+
+
+def empty_rows(n: int) -> str:
+    """What a run says of the blank rows skipped (its "could not provide" line)."""
+    return f"{n} empty row{'s' if n != 1 else ''} (every cell empty, as a spreadsheet saves a blank row): skipped"
+
+
 @dataclasses.dataclass
 class MemoryColumns:
     """A memory table's rows as columns: `numbers` (bytes or ns; NONE: not given) of the size and time columns the
     header has, `texts` ((distinct cleaned cells, a code per row); code 0: None) of the text columns asked for and
-    the header has, and each row's `device` (-1: the host)."""
+    the header has, and each row's `device` (-1: the host); `empty_rows` were skipped (every cell empty: `blank_rows`)."""
 
     header: list[str]
     rows: int
     numbers: dict[str, np.ndarray]
     texts: dict[str, tuple[list[str | None], np.ndarray]]
     device: np.ndarray
+    empty_rows: int = 0
 
 
 def _clean(cells: pa.Array) -> tuple[pa.Array, np.ndarray]:
@@ -201,7 +227,8 @@ def read_memory_table(path: Path, caps: SizeCaps, *, needs: tuple[str, ...], siz
                       required: tuple[str, ...] = ()) -> MemoryColumns:  # fmt: skip
     """The columns of a memory CSV (names as `column_key` gives them): `needs` must be in the header; `sizes` and
     `times` are read as numbers in their header's unit, `texts` as text, `required` must be filled in every row.
-    One TraceFormatError lists every problem (missing columns, unknown units, malformed rows)."""
+    Rows whose every cell is empty are skipped (counted). One TraceFormatError lists every problem (missing columns,
+    unknown units, malformed rows)."""
     import pyarrow.compute as pc
     from pyarrow import csv as pa_csv
 
@@ -214,16 +241,21 @@ def read_memory_table(path: Path, caps: SizeCaps, *, needs: tuple[str, ...], siz
     wanted = sorted({*scale, *(c for c in (*texts, *DEVICE_COLUMNS) if c in columns)}, key=lambda c: columns[c][0])
     names = [f"c{i}" for i in range(len(header))]  # by position: header cells may repeat or differ in spaces
     ragged: list[str] = []
+    blank_lines: list[int | None] = []  # blank rows of another width than the header's
     problems = _Problems()
 
     def bad_row(row: Any) -> str:
-        ragged.append(f"line {row.number or '?'}: {row.actual_columns} cells, the header has {row.expected_columns}")
+        if blank_line(row.text):  # a blank row of another width: skipped as the others
+            blank_lines.append(row.number)
+        else:
+            ragged.append(f"line {row.number or '?'}: {row.actual_columns} cells, the header has {row.expected_columns}")
         if row.number:
             problems.skipped.append(row.number)
         return "skip"
 
     got: dict[str, list[np.ndarray]] = {c: [] for c in wanted if c in scale or c in texts}
     devices: list[np.ndarray] = []
+    kept: list[np.ndarray] = []  # per block, its rows with a cell filled
     coded: dict[str, dict[str | None, int]] = {c: {None: 0} for c in texts if c in columns}
     rows = 0
     try:
@@ -232,12 +264,14 @@ def read_memory_table(path: Path, caps: SizeCaps, *, needs: tuple[str, ...], siz
             read_options=pa_csv.ReadOptions(column_names=names, skip_rows=1, use_threads=False,
                                             block_size=max(BLOCK_BYTES, 4 * (raw.find(b"\n") + 1 or len(raw)))),
             parse_options=pa_csv.ParseOptions(newlines_in_values=True, invalid_row_handler=bad_row),
-            convert_options=pa_csv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()),
-                                                  include_columns=sorted({names[columns[c][0]] for c in wanted}),
-                                                  strings_can_be_null=False, quoted_strings_can_be_null=False),
+            # every column, not only those read: a row is blank only where all its cells are
+            convert_options=pa_csv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()), strings_can_be_null=False,
+                                                  quoted_strings_can_be_null=False),
         )  # fmt: skip
         for batch in reader:
             n, first = batch.num_rows, rows
+            blank = blank_rows(batch)  # kept in the block (its lines count) and dropped at the end
+            kept.append(~blank)
             bad = np.zeros(n, dtype=bool)
             device = np.full(n, NONE, dtype=np.int64)
             cells: dict[str, tuple[pa.Array, list[str | None], np.ndarray]] = {}
@@ -251,8 +285,8 @@ def read_memory_table(path: Path, caps: SizeCaps, *, needs: tuple[str, ...], siz
                     got[c].append(value)
                     bad |= wrong | far
                     if c in required:
-                        problems.add(first, empty, lambda i, lb=label: f"no {lb}")
-                        bad |= empty
+                        problems.add(first, empty & ~blank, lambda i, lb=label: f"no {lb}")
+                        bad |= empty & ~blank
                     continue
                 encoded = pc.if_else(numbers(empty), _NULL, text).dictionary_encode()
                 values = encoded.dictionary.to_pylist()
@@ -274,16 +308,21 @@ def read_memory_table(path: Path, caps: SizeCaps, *, needs: tuple[str, ...], siz
             rows += n
     except pa.ArrowInvalid as exc:
         raise TraceFormatError(path, f"not valid CSV: {exc}") from None
+    keep = np.concatenate(kept) if kept else np.zeros(0, dtype=bool)
     if problems.bad_rows or ragged:
         listed = sorted([*ragged, *problems.listed], key=lambda p: int(m.group(1)) if (m := _LINE.match(p)) else LIMIT)
-        raise TraceFormatError(path, [f"{problems.bad_rows + len(ragged)} of {rows + len(ragged)} rows are malformed",
+        filled = int(keep.sum()) + len(ragged)  # the rows with a cell filled
+        raise TraceFormatError(path, [f"{problems.bad_rows + len(ragged)} of {filled} rows are malformed",
                                       *listed[:MAX_PROBLEMS]])  # fmt: skip
-    if not rows:
-        raise TraceFormatError(path, "the table has a header but no rows: nothing to convert")
-    out = {c: np.concatenate(v) for c, v in got.items()}
-    return MemoryColumns(header=header, rows=rows, numbers={c: out[c] for c in scale}, device=np.concatenate(devices),
-                         texts={c: (list(coded[c]), out[c]) for c in texts if c in coded})  # fmt: skip
+    blanks = len(blank_lines) + int((~keep).sum())
+    if not keep.any():
+        say = f" ({blanks} empty: every cell empty)" if blanks else ""
+        raise TraceFormatError(path, f"the table has a header but no rows{say}: nothing to convert")
+    out = {c: np.concatenate(v)[keep] for c, v in got.items()}
+    return MemoryColumns(header=header, rows=int(keep.sum()), numbers={c: out[c] for c in scale},
+                         device=np.concatenate(devices)[keep], texts={c: (list(coded[c]), out[c]) for c in texts if c in coded},
+                         empty_rows=blanks)  # fmt: skip
 
 
 __all__ = ["BLOCK_BYTES", "DEVICE_COLUMNS", "LIMIT", "MAX_PROBLEMS", "SIZE_UNITS", "TIME_UNITS", "MemoryColumns",
-           "column_key", "header_keys", "read_memory_table"]
+           "blank_line", "blank_rows", "column_key", "empty_rows", "header_keys", "read_memory_table"]
