@@ -1,5 +1,6 @@
 """Arrow columns of the trace's tables made from numpy codes: dictionary columns sharing one dictionary across
-slices (`Coder`), coded values (`coded_column`) and whole tables of the schema (`table_of`)."""
+slices (`Coder`), coded values (`coded_column`) and whole tables of the schema (`table_of`); which engine slices are
+memory levels, not work (`memory_slices`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pyarrow as pa
 
 from . import schema
 from .arrow_compute import cast, dictionary_encode
-from .arrow_values import array, numbers, strings
+from .arrow_values import array, numbers, strings, values_of
 
 
 def coded_column(values: list, codes: np.ndarray, *, dictionary: bool = True) -> pa.Array:
@@ -60,9 +61,22 @@ def table_of(name: str, columns: dict[str, object]) -> pa.Table:
 
 
 
+def memory_slices(engine: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A flag per engine slice (its `engine` column): on a memory lane (`schema.MEMORY_ENGINE_PREFIX`), a level of
+    memory (the allocator's total), not work: no operator time, no busy engine, no flow."""
+    chunks = engine.chunks if isinstance(engine, pa.ChunkedArray) else [engine]
+    flags = []
+    for chunk in chunks:
+        coded = chunk if pa.types.is_dictionary(chunk.type) else dictionary_encode(chunk)
+        words = coded.dictionary.to_pylist()
+        memory = np.array([w is not None and w.startswith(schema.MEMORY_ENGINE_PREFIX) for w in words] + [False])
+        flags.append(memory[values_of(coded.indices, null=len(words)).astype(np.int64)])
+    return np.concatenate(flags) if flags else np.zeros(0, dtype=bool)
+
+
 def nullable(values: np.ndarray, null: np.ndarray) -> pa.Array:
     """An Arrow array of `values`, null where `null` (no validity buffer when nothing is null)."""
     return numbers(values, mask=null)
 
 
-__all__ = ["Coder", "coded_column", "nullable", "table_of"]
+__all__ = ["Coder", "coded_column", "memory_slices", "nullable", "table_of"]

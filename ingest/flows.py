@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .columns import memory_slices
 from .schedule_summary import RELEASED_BY
 from .viewport import dictionary_codes
 
@@ -36,8 +37,12 @@ def slice_flows(slices: pa.Table, row: int) -> list[Flow]:
     start = slices.column("start").to_numpy()
     end = start + slices.column("dur").to_numpy()
     op_id = slices.column("op_id")[row].as_py() if "op_id" in slices.column_names else None
+    memory = memory_slices(slices.column("engine"))  # levels of memory, not work: never in a flow
+    if memory[row]:
+        return out
     if op_id is not None:
-        same = np.flatnonzero(pc.fill_null(pc.equal(slices.column("op_id"), op_id), False).to_numpy(zero_copy_only=False))
+        same = np.flatnonzero(pc.fill_null(pc.equal(slices.column("op_id"), op_id), False).to_numpy(zero_copy_only=False)
+                              & ~memory)
         if len(same) > 1:
             same = same[np.lexsort((same, start[same]))]
             k = int(np.flatnonzero(same == row)[0])  # the chain around the slice: MAX_FLOWS edges at most

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from . import arrow_compute as pc
 from .callsites import CALLER_SEPARATOR, format_frame, module_summary, site_line
+from .columns import memory_slices
 from .region_tree import descendants
 from .schema import FRAME_SOURCE, TimeUnit
 from .trace import Trace
@@ -117,7 +118,8 @@ def _op_times(trace: Trace, op_ids: set[int]) -> dict[int, int]:
     slices = trace["engine_slices"]
     times: dict[int, int] = {}
     if trace.run_info.time_unit is TimeUnit.NS and slices.num_rows:
-        hit = pc.call("filter", slices, pc.is_in(slices.column("op_id"), wanted))
+        work = pa.array(~memory_slices(slices.column("engine")))  # an allocation's memory level is no time of its operator
+        hit = pc.call("filter", slices, pc.call("and", pc.is_in(slices.column("op_id"), wanted), work))
         for op_id, dur in zip(hit.column("op_id").to_pylist(), hit.column("dur").to_pylist(), strict=True):
             times[op_id] = times.get(op_id, 0) + int(dur or 0)
     if len(times) < len(op_ids):

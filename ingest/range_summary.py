@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .columns import memory_slices
 from .viewport import Lanes, dictionary_codes, group_window
 
 
@@ -64,6 +65,8 @@ def range_summary(slices: pa.Table, lanes: Lanes, signals: pa.Table, x0: float, 
     if x1 < x0:
         x0, x1 = x1, x0
     rows, lane, cs, ce = _clipped(lanes, x0, x1)
+    work = ~memory_slices(slices.column("engine"))[rows]  # a memory lane holds levels, not busy time or operators
+    rows, lane, cs, ce = rows[work], lane[work], cs[work], ce[work]
     span = max(x1 - x0, 1e-9)
     busy = [_union(cs[lane == k], ce[lane == k]) for k in range(len(lanes.lanes))]
     counts = np.bincount(lane, minlength=len(lanes.lanes))

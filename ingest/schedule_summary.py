@@ -24,9 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .catalog import SourceKind
-from .schema import MEMORY_ENGINE_PREFIX
+from .columns import memory_slices
 from .trace import Trace
-from .viewport import dictionary_codes
 
 UNKNOWN = "unknown"
 # what a slice waited on -> the engine kinds that release it
@@ -283,9 +282,7 @@ def region_slices(trace: Trace, region_id: int) -> pa.Table:
     levels of memory, not work an engine did."""
     slices = trace["engine_slices"]
     mask = pc.fill_null(pc.equal(slices.column("region_id"), pa.scalar(region_id, pa.int32())), False)
-    codes, engines = dictionary_codes(slices.column("engine"))  # one test per distinct lane name, not per slice
-    memory = pa.array(np.isin(codes, [k for k, e in enumerate(engines) if e is not None and e.startswith(MEMORY_ENGINE_PREFIX)]))
-    return slices.filter(pc.and_(mask, pc.invert(memory)))
+    return slices.filter(pc.and_(mask, pa.array(~memory_slices(slices.column("engine")))))
 
 
 def schedule_summary(trace: Trace, region_id: int, table: pa.Table | None = None) -> ScheduleSummary:

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .schema import MEMORY_ENGINE_PREFIX
+from .columns import memory_slices
 from .viewport import dictionary_codes
 
 DEPTH_MARK = " · "
@@ -73,9 +73,7 @@ def nest_slices(slices: pa.Table) -> pa.Table:
     start = slices.column("start").to_numpy().astype(np.float64)
     end = start + slices.column("dur").to_numpy().astype(np.float64)
     depth = slice_depths(codes, start, end)
-    memory = [k for k, name in enumerate(names) if name is not None and name.startswith(MEMORY_ENGINE_PREFIX)]
-    if memory:  # a memory lane's slices are levels (allocated, reserved), drawn on one row
-        depth[np.isin(codes, memory)] = 0
+    depth[memory_slices(slices.column("engine"))] = 0  # a memory lane's slices are levels, drawn on one row
     if not depth.any():
         return slices
     nested = np.flatnonzero(depth)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from linestrace import LAYER, NORM, ROPE, lines_trace
 
+from portscope.ingest.builder import TableBuilder
 from portscope.ingest.callsites import module_summary, package_relative, parse_frame, relative_site, site_line
 from portscope.ingest.lines import line_detail, line_table, source_index
 from portscope.ingest.report import format_region, region_report_data
@@ -52,3 +53,19 @@ def test_report_groups_an_operator_by_line() -> None:
     text = format_region(summary)
     assert f"3x at {NORM}  in model.layers.[0,1].input_layernorm 2, model.norm 1" in text
     assert "| q_embed = q * cos" in text
+
+
+def test_a_lines_time_leaves_out_its_operators_memory_levels(tmp_path: Path) -> None:
+    # the rope operators (3, 4) ran on the device for 70 and 80 ns; operator 3's allocation also holds an "allocated"
+    # level for 5,000 ns on a memory lane: the line's time is 150, not 5,150 (a level of memory is no time)
+    trace = lines_trace()
+    b = TableBuilder("engine_slices")
+    for op_id, dur in ((3, 70), (4, 80)):
+        b.append(engine="vector", engine_kind="vector", kind="compute", name="aten::mul.Tensor", start=op_id * 100,
+                 dur=dur, op_id=op_id, region_id=0)
+    b.append(engine="memory npu:0", engine_kind="other", kind="annotation", name="allocated", start=300, dur=5000,
+             op_id=3, region_id=0, bytes=64)
+    trace.tables["engine_slices"] = b.build()
+    trace = read_trace(write_trace(trace, tmp_path / "lines.arrow"))
+    rope = next(row for row in line_table(trace, 0) if row.line == ROPE)
+    assert rope.time_ns == 150

@@ -6,6 +6,7 @@ import pyarrow as pa
 import pytest
 
 from portscope.ingest.builder import TableBuilder
+from portscope.ingest.flows import slice_flows
 from portscope.ingest.range_summary import range_summary
 from portscope.ingest.viewport import build_lanes
 
@@ -57,3 +58,19 @@ def test_an_empty_range_has_empty_tables() -> None:
     table = slices()
     summary = range_summary(table, build_lanes(table), signals(), 600, 800)
     assert summary.slices == 0 and summary.engines.num_rows == 0 and summary.operators.num_rows == 0 and summary.signals.num_rows == 0
+
+
+def test_memory_levels_are_neither_busy_time_nor_operators_nor_flows() -> None:
+    # the table above plus aten::pow's (op 4) allocation: an "allocated" level on "memory npu:0" from 120 to 1000
+    b = TableBuilder("engine_slices")
+    for engine, engine_kind, name, start, dur, op in ROWS:
+        b.append(engine=engine, engine_kind=engine_kind, kind="compute", name=name, start=start, dur=dur, op_id=op)
+    b.append(engine="memory npu:0", engine_kind="other", kind="annotation", name="allocated", start=120, dur=880, op_id=4,
+             bytes=4096)
+    table = b.build()
+    summary = range_summary(table, build_lanes(table), signals(), 100, 450)
+    assert [e["engine"] for e in summary.engines.to_pylist()] == ["host", "matrix", "vector"]  # no memory lane
+    assert "allocated" not in summary.operators.column("name").to_pylist()
+    assert summary.slices == 5
+    pow_slice, memory_slice = 3, len(ROWS)  # aten::pow at 120 and its allocation, one operator
+    assert slice_flows(table, memory_slice) == [] and slice_flows(table, pow_slice) == []
