@@ -69,9 +69,16 @@ def operator_rows(report: dict[str, Any], signal: str | None = None) -> list[dic
 
 
 def counterparts(run_id: str, rows: list[dict[str, Any]], region_id: int) -> list[dict[str, Any]]:
-    """Regions to show side by side: same name, other phase or mode."""
+    """Regions to show side by side: same name, other phase or mode (eager against compiled, cold against warm), the
+    first of each; a name repeated in one phase and mode (a rank's steps, a collective per step) is no counterpart."""
     me = next(r for r in rows if r["region_id"] == region_id)
-    return [r for r in rows if r["name"] == me["name"] and r["region_id"] != region_id]
+    seen = {(me["phase"], me["mode"])}
+    out = []
+    for r in rows:
+        if r["name"] == me["name"] and (r["phase"], r["mode"]) not in seen:
+            seen.add((r["phase"], r["mode"]))
+            out.append(r)
+    return out
 
 
 def side_by_side(run_id: str, region_id: int, other: dict[str, Any], me_label: str) -> html.Div:
