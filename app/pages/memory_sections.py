@@ -22,7 +22,7 @@ SITE_COLUMNS = [
     {"field": "device", "headerName": "Device", "width": 110},
     {"field": "allocations", "headerName": "Allocations", "type": "numericColumn", "width": 130},
     {"field": "allocated_bytes", "headerName": "Bytes allocated", "width": 160, "type": "numericColumn",
-     "valueFormatter": {"function": "d3.format(',')(params.value)"}},
+     "valueFormatter": {"function": "formatBytes(params.value)"}},  # assets/grid_format.js
 ]
 COMPARE_COLUMNS = [("device", "Device", None), ("a_peak_bytes", "A peak", fmt_bytes), ("b_peak_bytes", "B peak", fmt_bytes),
                    ("delta_peak", "Δ peak", None), ("a_live_at_exit_bytes", "A live at exit", fmt_bytes),

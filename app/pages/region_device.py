@@ -14,6 +14,7 @@ from .. import ids
 from ..components import grid, grid_height
 from ..context import store
 from ..figures import category_figure
+from ..time_axis import fmt_duration
 
 COLUMNS = [
     {"field": "operator", "headerName": "Operator", "flex": 4, "minWidth": 220, "tooltipField": "operator"},
@@ -55,8 +56,8 @@ def section(run_id: str, region_id: int) -> list[Any]:
     if not len(ops):
         return []
     rows = grid_rows(ops)
-    note = (f"{device_ns / 1e3:,.1f} µs of device work in this region"
-            + (f", {unattributed / 1e3:,.1f} µs of it launched outside any operator" if unattributed else "")
+    note = (f"{fmt_duration(device_ns)} of device work in this region"
+            + (f", {fmt_duration(unattributed)} of it launched outside any operator" if unattributed else "")
             + ". Self: the device work an operator launched itself; total: with the operators nested in it. "
               "Click a header to sort.") if device_ns else "No device work in this region: calls and CPU time only."  # fmt: skip
     children: list[Any] = [html.H3("Device time per operator"), html.Div(note, className="muted")]

@@ -18,7 +18,8 @@ LINE_COLUMNS = [
     {"field": "where", "headerName": "Line", "flex": 4, "tooltipField": "line"},
     {"field": "source", "headerName": "Source", "flex": 5, "tooltipField": "source", "cellClass": "code"},
     {"field": "count", "headerName": "Signals", "type": "numericColumn", "flex": 1, "minWidth": 100},
-    {"field": "bytes", "headerName": "Bytes", "type": "numericColumn", "flex": 1, "minWidth": 100},
+    {"field": "bytes", "headerName": "Bytes", "type": "numericColumn", "flex": 1, "minWidth": 100,
+     "valueFormatter": {"function": "formatBytes(params.value)"}},  # assets/grid_format.js
     {"field": "time_us", "headerName": "Time µs", "type": "numericColumn", "flex": 1, "minWidth": 100},
     {"field": "what", "headerName": "What", "flex": 3, "tooltipField": "what"},
     {"field": "modules", "headerName": "Modules", "flex": 3, "tooltipField": "modules"},

@@ -65,7 +65,7 @@ def test_region_page_memory(dash_duo, make_app, run) -> None:
         "return Array.from(document.querySelectorAll('#region-memory-sites .ag-center-cols-container .ag-row'))"
         ".sort((a, b) => a.getAttribute('row-index') - b.getAttribute('row-index'))"
         ".map(r => [r.querySelector('[col-id=call_site]').innerText, r.querySelector('[col-id=allocated_bytes]').innerText]);")
-    assert sites == [["model.py:20 (forward)", "2,000"], ["model.py:10 (forward)", "500"]]
+    assert sites == [["model.py:20 (forward)", "2.0 KB"], ["model.py:10 (forward)", "500 B"]]  # as the table above says bytes
     assert dash_duo.get_logs() == []
 
 
