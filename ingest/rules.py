@@ -21,8 +21,10 @@ here is fixed for every format. The rules:
 * **host bounce**: data a backend's dump counts by site as moved through the host (``hidden_host_bounce``); the
   site names the kind (`HOST_BOUNCE_SITES`); its ``*_batch_to_per_entry`` sites are bookkeeping, not bounces.
 * **counted recompile**: operators a backend's dump counts as recompiled (``recompile_by_op``): dispatch recompiles.
-* **compiled graph**, **graph break**, **recompile**: a framework's compile log records (TORCH_TRACE); a frame whose
-  log holds no graph-break or recompile record of its own (older torch) gets them from its compile metrics.
+* **compiled graph**, **graph break**, **recompile**: a framework's compile log records (TORCH_TRACE), by frame of
+  each log file (every rank's log numbers its frames from 0/0); a frame's last graph record is its graph (an earlier
+  attempt's was discarded by a restart); a frame whose log holds no graph-break or recompile record of its own (older
+  torch) gets them from its compile metrics, a restart Dynamo names only by its class being no break.
 * **compiler phase**: a profiler trace's compiler phase spans (PyTorch's ``(dynamo_timed)`` ranges, which the Kineto
   reader keeps out of the regions): the outermost on its thread is one compiled graph, as long as the span.
 * **dataflow**: in a static schedule (events that read and write numbered buffers: `Logged.reads`, ``writes``), an
@@ -80,6 +82,9 @@ GRAPH_RECORD = "dynamo_output_graph"  # Dynamo compiled a graph
 BREAK_RECORD = "dynamo_graph_break_reason"  # a graph break, its reason and user stack
 RECOMPILE_RECORD = "recompile_reasons"  # a recompile, the guards that failed
 RESTART_RECORD = "restart_reasons"  # older torch: a restart reason in a frame's compile metrics (a graph break)
+# a restart reason Dynamo writes as the exception's class, str(type(e)), for a restart that names no reason: one of its
+# own (TensorifyScalarRestartAnalysis...), not a graph break (`_graph_breaks`)
+RESTART_WITHOUT_BREAK = re.compile(r"<class '[\w.]+'>")
 METRICS_RECOMPILE_RECORD = "recompile_reason"  # older torch: a recompile's reason in a frame's compile metrics
 UNREADABLE = "unknown (payload unreadable)"
 # the records of an explain dump (a backend's counts, no timeline) that rules read, as the dump's keys name them
@@ -587,27 +592,54 @@ def _fallback_note(cause: Cause | None, text: str | None) -> str | None:
 
 
 def _compiled_graphs(linked: Linked, out: Findings) -> None:
-    for row, logged in linked.logged(EventKind.COMPILE):
-        if logged.record == GRAPH_RECORD:
+    """A frame's last graph record is the graph it compiled. Dynamo logs a graph per attempt at a frame and restarts
+    the analysis (the next attempt) where one tells it to (torch 2.13: ``TensorifyScalarRestartAnalysis`` after
+    attempt 0's graph): the graph it logged before is discarded, and the frame's compile metrics (the op count and
+    compile time the events carry) are the last attempt's. A record of no frame is a graph of its own."""
+    events = [(row, x) for row, x in linked.logged(EventKind.COMPILE) if x.record == GRAPH_RECORD]
+    last = {_frame_of(linked, row, x): row for row, x in events}  # file order: the last attempt
+    for row, x in events:
+        if x.frame_key is None or last[_frame_of(linked, row, x)] == row:
             out.signal(row, -1, SignalKind.COMPILE_GRAPH, None, linked.name(row), None)
             out.compiled(row, CompileKind.GRAPH, None)
 
 
+def _frame_of(linked: Linked, row: int, logged: Logged) -> tuple[int, str | None]:
+    """A compile record's frame: its frame key in its process (its thread: every rank's log numbers its frames from
+    0/0)."""
+    return int(linked.a["thread"][row]), logged.frame_key
+
+
 def _compile_records(linked: Linked, out: Findings, record: str, metrics_record: str, kind: CompileKind,
-                     signal: SignalKind, unreadable: str | None) -> None:
-    """`record` events (their reason, else `unreadable`), and `metrics_record` events of the frames none is of."""
+                     signal: SignalKind, unreadable: str | None, not_one: re.Pattern[str] | None = None) -> None:
+    """`record` events (their reason, else `unreadable`), and `metrics_record` events of the frames none is of (a
+    frame of a process), but those whose reason `not_one` matches whole."""
     events = linked.logged(EventKind.COMPILE)
-    logged = {x.frame_key for _, x in events if x.record == record}
+    logged = {_frame_of(linked, row, x) for row, x in events if x.record == record}
     for row, x in events:
-        if x.record == record or (x.record == metrics_record and x.frame_key not in logged):
-            reason = (x.reason or unreadable) if x.record == record else x.reason
-            out.signal(row, -1, signal, reason, linked.name(row), None)
-            out.compiled(row, kind, reason)
+        if x.record == record:
+            reason = x.reason or unreadable
+        elif (x.record == metrics_record and _frame_of(linked, row, x) not in logged
+              and not (not_one is not None and not_one.fullmatch(x.reason or ""))):  # fmt: skip
+            reason = x.reason
+        else:
+            continue
+        out.signal(row, -1, signal, reason, linked.name(row), None)
+        out.compiled(row, kind, reason)
 
 
 def _graph_breaks(linked: Linked, out: Findings) -> None:
+    """A logged graph break; a frame with none (older torch logs no break record) has one per restart reason in its
+    compile metrics, but a restart that is no break. Dynamo restarts a frame's analysis on a ``RestartAnalysis`` and
+    records ``e.restart_reason or str(type(e))``: a graph break restarts with its reason in words (older torch:
+    ``'skip function graph_break in file …'``; a failed speculation: the break's reason), while a restart Dynamo
+    makes for reasons of its own names none (``TensorifyScalarRestartAnalysis``: a float it tensorifies;
+    ``UnspecializeRestartAnalysis``, ``CompileCollectiveRestartAnalysis``) and is recorded as its class,
+    ``<class 'torch._dynamo.exc.TensorifyScalarRestartAnalysis'>`` (`RESTART_WITHOUT_BREAK`): no break. Neither
+    the metrics' ``num_graph_breaks`` (torch 2.13 counts the run's breaks so far; older torch writes none) nor the
+    attempt (a break restarts as well) tells them apart."""
     _compile_records(linked, out, BREAK_RECORD, RESTART_RECORD, CompileKind.GRAPH_BREAK,
-                     SignalKind.COMPILE_GRAPH_BREAK, None)  # fmt: skip
+                     SignalKind.COMPILE_GRAPH_BREAK, None, RESTART_WITHOUT_BREAK)  # fmt: skip
 
 
 def _recompiles(linked: Linked, out: Findings) -> None:

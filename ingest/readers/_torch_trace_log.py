@@ -5,7 +5,11 @@ Each record is a glog prefix and a JSON envelope on one line, e.g.
 ``V0403 07:28:48.061000 1398 torch/_dynamo/output_graph.py:1139] {"dynamo_output_graph": {...},
 "frame_id": 0, "frame_compile_id": 0, "attempt": 1, "has_payload": "..."}``, followed by its
 payload lines, each starting with a tab. A bad envelope or payload is reported in
-run_info.extra["problems"], never fatal.
+run_info.extra["problems"], never fatal, and so is a file of a TORCH_TRACE folder that cannot be read as text (a
+stray binary file): it is skipped.
+
+glog writes a month and day but no year: the days between dates are counted on the real calendar (`_Calendar`),
+one calendar for every file of a folder (its ranks share one time axis).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ FORMAT = "torch-trace"
 GLOG = re.compile(r"^(?P<level>[VIWEF])(?P<month>\d\d)(?P<day>\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d(?:\.\d+)?) +\d+ [^\]]*\] (?P<json>\{.*)$")
 _JSON_PAYLOADS = {"chromium_event", "dynamo_guards"}
 _MAX_PROBLEMS = 20
+_DAYS_BEFORE_MONTH = (0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334)  # of a common year
+_DAYS_IN_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # Feb 29: the year is a leap year
 
 
 @dataclasses.dataclass
@@ -32,11 +38,12 @@ class Record:
     """One structured-log record: its kind (the envelope's main key), metadata and payload."""
 
     line: int
-    time_s: float  # seconds since the start of the log's first day
+    time_s: float  # seconds since the start of the log's first day (its first file's first record's)
     kind: str
     value: Any
     envelope: dict[str, Any]
     payload: str | None = None
+    file: str = ""  # the name of the log file it is in (a TORCH_TRACE folder: one a process, a rank's)
 
     @property
     def compile_id(self) -> str | None:
@@ -48,7 +55,7 @@ class Record:
 
     @property
     def frame_key(self) -> str | None:
-        """frame/frame_compile_id without the attempt."""
+        """frame/frame_compile_id without the attempt (a process's: every rank's log has a 0/0)."""
         env = self.envelope
         return f"{env.get('frame_id')}/{env.get('frame_compile_id')}" if "frame_id" in env else None
 
@@ -56,7 +63,7 @@ class Record:
 @dataclasses.dataclass
 class StructuredLog:
     records: list[Record]
-    strings: dict[int, str]  # interned file names ({"str": [name, id]})
+    strings: dict[tuple[str, int], str]  # interned file names ({"str": [name, id]}) by (log file, id): each numbers its own
     problems: list[str]
     files: list[str]
     lines: int = 0
@@ -85,13 +92,19 @@ def parse(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> StructuredLog:
     path = Path(path)
     log = StructuredLog(records=[], strings={}, problems=[], files=[])
     bad_lines = 0
+    calendar = _Calendar()
     for file in log_files(path):
-        text = decode_text(file, read_bytes(file, caps))
+        try:
+            text = decode_text(file, read_bytes(file, caps))
+        except TraceFormatError as exc:
+            if not path.is_dir():
+                raise
+            _problem(log, f"{file.name}: skipped, {'; '.join(exc.problems)}")  # a stray file in the folder
+            continue
         log.files.append(file.name)
         lines = text.split("\n")
         current: Record | None = None
         payload: list[str] = []
-        day0: float | None = None
         for number, line in enumerate(lines, 1):
             if line.startswith("\t"):
                 if current is not None:
@@ -116,16 +129,19 @@ def parse(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> StructuredLog:
             if not isinstance(env, dict) or not env:
                 _problem(log, f"{file.name}:{number}: envelope is not a JSON object")
                 continue
-            day = (int(m.group("month")) * 31 + int(m.group("day"))) * 86400.0
-            day0 = day if day0 is None else day0
-            t = day - day0 + int(m.group("h")) * 3600 + int(m.group("m")) * 60 + float(m.group("s"))
+            day = calendar.day(int(m.group("month")), int(m.group("day")))
+            if day is None:
+                bad_lines += 1
+                _problem(log, f"{file.name}:{number}: no such date {m.group('month')}{m.group('day')} (month, day)")
+                continue
+            t = day * 86400.0 + int(m.group("h")) * 3600 + int(m.group("m")) * 60 + float(m.group("s"))
             kind = next(iter(env))
             if kind == "str" and isinstance(env["str"], list) and len(env["str"]) == 2:
                 name, sid = env["str"]
                 if isinstance(sid, int) and isinstance(name, str):
-                    log.strings[sid] = name
+                    log.strings[file.name, sid] = name
                 continue
-            current = Record(number, t, kind, env[kind], env)
+            current = Record(number, t, kind, env[kind], env, file=file.name)
         if current is not None:
             _finish(current, payload, log, file)
         log.lines += len(lines)
@@ -135,6 +151,42 @@ def parse(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> StructuredLog:
     if bad_lines:
         log.problems.insert(0, f"{bad_lines} lines were not structured log records")
     return log
+
+
+class _Calendar:
+    """Days from a log's first date to each later one, from glog's month and day (no year): real calendar arithmetic,
+    a year is a leap year once it shows a Feb 29 (one that shows none has 365 days). A log goes forward in time, so
+    each date is the first day of its month and day no more than a day before the previous record's: a date that
+    goes back in the year (Dec 31 -> Jan 1) is the next year's, and a line written a moment out of order across
+    midnight (Jan 1, then Dec 31) stays on its day."""
+
+    def __init__(self) -> None:
+        self.year = 0  # the previous record's year, counted from the first record's
+        self.year_start = 0  # its Jan 1, in days from the first record's year's
+        self.leap: set[int] = set()  # the years that showed a Feb 29
+        self.last: int | None = None  # the previous record's day, from the first record's year's Jan 1
+        self.first = 0  # the first record's
+
+    def day(self, month: int, day: int) -> int | None:
+        """Days from the first record's date to this date (None: no such date)."""
+        if not (1 <= month <= 12 and 1 <= day <= _DAYS_IN_MONTH[month - 1]):
+            return None
+        years = [(self.year, self.year_start)]
+        if self.last is None:
+            self.first = _DAYS_BEFORE_MONTH[month - 1] + day - 1
+        else:
+            years += [(self.year + 1, self.year_start + self._length(self.year)),
+                      (self.year - 1, self.year_start - self._length(self.year - 1))]  # fmt: skip
+        ordinals = [start + _DAYS_BEFORE_MONTH[month - 1] + (month > 2 and y in self.leap) + day - 1 for y, start in years]
+        earliest = (self.first if self.last is None else self.last) - 1
+        at = min((i for i in range(len(years)) if ordinals[i] >= earliest), key=ordinals.__getitem__)
+        (self.year, self.year_start), self.last = years[at], ordinals[at]
+        if month == 2 and day == 29:
+            self.leap.add(self.year)
+        return self.last - self.first
+
+    def _length(self, year: int) -> int:
+        return 366 if year in self.leap else 365
 
 
 def _finish(record: Record, payload: list[str], log: StructuredLog, file: Path) -> None:

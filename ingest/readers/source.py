@@ -103,9 +103,10 @@ def _gunzip(path: Path, raw: bytes, caps: SizeCaps) -> bytes:
 
 
 def decode_text(path: Path, raw: bytes) -> str:
-    """UTF-8 text of a log file; invalid bytes raise a clear error naming the offset."""
+    """UTF-8 text of a log file, without a leading byte order mark (an editor's on Windows: "\ufeff" would be part of
+    the first line); invalid bytes raise a clear error naming the offset."""
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         raise TraceFormatError(path, f"not UTF-8 text (invalid byte at offset {exc.start})") from None
 

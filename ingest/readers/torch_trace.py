@@ -7,6 +7,9 @@ named after the code it compiles, with what the record says (`events.Logged`, it
 ``dynamo_graph_break_reason`` (reason, call site and user stack), ``recompile_reasons`` (the failed guards); a
 frame's ``compilation_metrics`` gives a ``restart_reasons`` event per restart reason and a ``recompile_reason``
 event. The rules (`rules`: compiled-graph, graph-break, recompile) decide what they are.
+
+A folder's files are its processes' logs (a rank's each), and every one numbers its frames from 0/0: an event's
+process (`pid`) is its file's name, and a frame's metrics and first record are looked up in its own file.
 """
 
 from __future__ import annotations
@@ -40,33 +43,33 @@ def translate(path: Path, log: StructuredLog) -> Translated:
     def ns(t: float) -> int:
         return int(round((t - t0) * 1e9))
 
-    metrics: dict[str, dict[str, Any]] = {}
-    starts: dict[str, Record] = {}
+    metrics: dict[tuple[str, str], dict[str, Any]] = {}  # (file, frame key) ->
+    starts: dict[tuple[str, str], Record] = {}
     for r in records:
         key = r.frame_key
         if key is None:
             continue
         if r.kind == "compilation_metrics" and isinstance(r.value, dict):
-            metrics[key] = r.value
-        elif r.kind == "dynamo_start" and key not in starts:
-            starts[key] = r
+            metrics[r.file, key] = r.value
+        elif r.kind == "dynamo_start" and (r.file, key) not in starts:
+            starts[r.file, key] = r
     out = EventColumns()
 
     def add(record: str, r: Record, *, reason: str | None = None, call_site: str | None = None,
             stack: tuple[tuple[str, int, str], ...] = (), op_count: int | None = None,
             compile_ns: int | None = None) -> None:  # fmt: skip
         key = r.frame_key
-        name, frame = _frame(metrics.get(key or ""), starts.get(key or ""), log.strings)
+        name, frame = _frame(metrics.get((r.file, key or "")), starts.get((r.file, key or "")), log.strings)
         frame = relative_site(frame) if frame else None  # library paths package-relative, as call sites everywhere
         site = relative_site(call_site) if call_site else frame
         code = out.log(Logged(record=record, reason=reason, call_site=site, stack=stack, compile_id=r.compile_id,
                               frame_key=key, frame=frame, op_count=op_count, compile_ns=compile_ns))  # fmt: skip
-        out.add(EventKind.COMPILE, name, "log", "log", ns(r.time_s), logged=code)
+        out.add(EventKind.COMPILE, name, r.file, "log", ns(r.time_s), logged=code)  # its process: its log file
 
     for r in records:
         value = r.value if isinstance(r.value, dict) else {}
         if r.kind == "dynamo_output_graph":
-            m = metrics.get(r.frame_key or "", {})
+            m = metrics.get((r.file, r.frame_key or ""), {})
             seconds = m.get("entire_frame_compile_time_s")
             seconds = seconds * 1e9 if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else None
             add(r.kind, r, op_count=_int(m.get("graph_op_count")), compile_ns=_int(seconds))
@@ -86,7 +89,7 @@ def translate(path: Path, log: StructuredLog) -> Translated:
                       end_ns=ns(t1))  # fmt: skip
 
 
-def _frame(metrics: dict | None, start: Record | None, strings: dict[int, str]) -> tuple[str | None, str | None]:
+def _frame(metrics: dict | None, start: Record | None, strings: dict[tuple[str, int], str]) -> tuple[str | None, str | None]:
     """(frame name, "file:line (name)") of a compile id."""
     if metrics and metrics.get("co_name"):
         name = str(metrics["co_name"])
@@ -97,7 +100,7 @@ def _frame(metrics: dict | None, start: Record | None, strings: dict[int, str]) 
         stack = start.value.get("stack")
         if isinstance(stack, list) and stack and isinstance(stack[-1], dict):
             top = stack[-1]
-            file = strings.get(top.get("filename"), str(top.get("filename")))
+            file = strings.get((start.file, top.get("filename")), str(top.get("filename")))
             return top.get("name"), f"{file}:{top.get('line')} ({top.get('name')})"
     return None, None
 

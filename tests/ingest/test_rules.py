@@ -254,6 +254,35 @@ def test_compile_log_records_make_graphs_graph_breaks_and_recompiles() -> None:
     assert trace["stacks"].to_pydict()["frame_ids"] == [[0, 1]]
 
 
+def test_compile_records_of_a_frame_in_its_process_its_last_graph_and_no_restart_of_dynamos_own() -> None:
+    # two processes' logs (pid: the log file), each numbering frames from 0/0. a.log: frame 0/0 logs a graph at
+    # attempt 0 and attempt 1 (700 ns, the frame's time) and a restart reason that is Dynamo's own (its class): one
+    # graph, no break; frame 1/0 a break record. b.log: frame 1/0 a restart reason in words and no break record of
+    # its own (a.log's 1/0 is another frame): a break. b.log's 0/1 a recompile reason in its metrics, a.log's 0/1 a
+    # recompile record: a recompile each. Expected: 1 graph, 2 breaks, 2 recompiles.
+    ev = EventColumns()
+
+    def add(log: str, record: str, compile_id: str, at: int, **logged: object) -> None:
+        code = ev.log(Logged(record=record, frame_key=compile_id.split("_")[0], compile_id=compile_id, **logged))  # type: ignore[arg-type]
+        ev.add(EventKind.COMPILE, "step", log, "log", at, logged=code)
+
+    add("a.log", "dynamo_output_graph", "0/0", 1, op_count=3, compile_ns=700)
+    add("a.log", "dynamo_output_graph", "0/0_1", 2, op_count=3, compile_ns=700)
+    add("a.log", "restart_reasons", "0/0_1", 3, reason="<class 'torch._dynamo.exc.TensorifyScalarRestartAnalysis'>")
+    add("a.log", "dynamo_graph_break_reason", "1/0", 4, reason="print")
+    add("b.log", "restart_reasons", "1/0_1", 5, reason="data-dependent")
+    add("a.log", "recompile_reasons", "0/1", 6, reason="x size mismatch")
+    add("b.log", "recompile_reason", "0/1", 7, reason="y rank mismatch")
+    trace = assemble(_translated(ev))
+    c = trace["compiles"].to_pydict()
+    assert list(zip(c["kind"], c["compile_id"], c["compile_ns"], c["reason"], strict=True)) == [
+        ("graph", "0/0_1", 700, None), ("graph_break", "1/0", None, "print"),
+        ("graph_break", "1/0_1", None, "data-dependent"), ("recompile", "0/1", None, "x size mismatch"),
+        ("recompile", "0/1", None, "y rank mismatch")]  # fmt: skip
+    assert sorted(trace["signals"].column("kind").cast("string").to_pylist()) == [
+        "compile/graph", "compile/graph_break", "compile/graph_break", "compile/recompile", "compile/recompile"]
+
+
 def _copies(trace) -> list[tuple[str, int]]:  # noqa: ANN001
     t = trace["transfers"].to_pydict()
     return sorted(zip(t["direction"], t["bytes"], strict=True))
