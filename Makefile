@@ -18,11 +18,12 @@ view: install
 
 # Debian packages the browser tests and the scale-out test need (installed when running as root).
 system-deps:
-	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null || ! command -v redis-server >/dev/null; then \
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null || ! command -v redis-server >/dev/null \
+		|| { ! command -v node >/dev/null && [ "$$(id -u)" = 0 ]; }; then \
 		if [ "$$(id -u)" = 0 ]; then \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver redis-server >/dev/null; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver redis-server nodejs >/dev/null; \
 		else echo "install chromium, chromium-driver and redis-server (sudo apt-get install ...)"; exit 1; fi; \
-	fi
+	fi  # nodejs: the tests of the viewer's URL-writing script run it (they skip without it)
 
 install-dev: $(BIN)/python system-deps
 	$(BIN)/pip install -q $(TORCH)

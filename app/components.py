@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -81,9 +83,46 @@ def not_recorded(why: str) -> html.Span:
     return html.Span(NOT_RECORDED, className="muted not-recorded", title=f"this source could not provide: {why}")
 
 
+def with_details(message: str, summary: str, lines: Sequence[str]) -> str:
+    """A message followed by details that are not problems of their own (the formats an upload was tried as): as text
+    (an API answer, a log) it reads as it is; `problem()` shows the message and folds the details under `summary`."""
+    return f"{message}\n\n{summary}:\n" + "\n".join(f"  - {line}" for line in lines)
+
+
+_DETAILS = re.compile(r"(?P<message>.*?)\n\n(?P<summary>[^\n]+):\n(?P<lines>(?:  - [^\n]*\n?)+)", re.DOTALL)
+
+
 def problem(message: str) -> html.Div:
-    """A clear error box (the text is shown as is, newlines kept)."""
-    return html.Div(html.Pre(message, className="problem-text"), className="problem")
+    """A clear error box (the text is shown as is, newlines kept); details written by `with_details` folded away."""
+    found = _DETAILS.fullmatch(message)
+    if found is None:
+        return html.Div(html.Pre(message, className="problem-text"), className="problem")
+    return html.Div([html.Pre(found["message"], className="problem-text"),
+                     html.Details([html.Summary(found["summary"]), html.Pre(found["lines"].rstrip("\n"), className="problem-text")],
+                                  className="problem-details")], className="problem")  # fmt: skip
+
+
+_URL_QUERY_JS = """function (...values) {
+    const names = NAMES;
+    const params = new URLSearchParams(window.location.search);
+    names.forEach((name, i) => {
+        if (name === null) { return; }
+        const value = Array.isArray(values[i]) ? values[i].join(",") : values[i];
+        if (value === null || value === undefined || value === "") { params.delete(name); } else { params.set(name, String(value)); }
+    });
+    const search = params.toString() ? "?" + params.toString() : "";
+    if (search !== window.location.search) {
+        window.history.replaceState(window.history.state, "", window.location.pathname + search + window.location.hash);
+    }
+}"""
+
+
+def url_query_writer(*names: str | None) -> str:
+    """The JavaScript of a clientside callback (no outputs) that writes its arguments into the page URL's query string,
+    one parameter per name (None: an argument not written, such as a button's clicks; a list is joined by commas, an
+    empty value drops its parameter). It replaces the history entry: the page is not rendered again, its other
+    parameters are kept, and Back leaves the page as a link's navigation would."""
+    return _URL_QUERY_JS.replace("NAMES", json.dumps(list(names)))
 
 
 def page(title: str, *children: Any, subtitle: Any = None) -> html.Div:

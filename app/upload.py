@@ -31,6 +31,7 @@ from portscope.ingest.errors import TraceFormatError
 from portscope.ingest.summary import format_bytes
 
 from .store import TraceStore
+from .upload_errors import upload_error
 from .upload_jobs import UploadJobs
 from .upload_ranks import (
     MAX_RANK_FILES,
@@ -113,7 +114,7 @@ def register_upload_route(server: Flask, store: TraceStore, max_bytes: int, *, b
             try:
                 run_id = store.add_upload(tmp, name)
             except TraceFormatError as exc:
-                return _answer(422, file=name, ok=False, error=str(exc))
+                return _answer(422, file=name, ok=False, error=upload_error(exc))
             except Exception as exc:  # a converter bug must not take the server down
                 log.exception("upload of %s failed", name)
                 return _answer(500, file=name, ok=False, error=f"{name}: could not be loaded ({type(exc).__name__}: {exc})")

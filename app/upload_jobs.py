@@ -176,8 +176,11 @@ def convert_upload(runs_dir: Path, tmp: Path, name: str, status: Path) -> None:
         listener.stage(progress.Stage.DONE)
         listener.save(force=True, ok=True, run_id=run_id, text=f"{name}: converted")
     except TraceFormatError as exc:
+        # the page's wording; imported only when a conversion fails (it imports dash)
+        from .upload_errors import upload_error
+
         listener.stage(progress.Stage.FAILED)
-        listener.save(force=True, ok=False, error=str(exc))
+        listener.save(force=True, ok=False, error=upload_error(exc))
     except Exception as exc:  # a converter bug: said on the page, not a traceback
         log.exception("background conversion of %s failed", name)
         listener.stage(progress.Stage.FAILED)

@@ -10,7 +10,16 @@ from dash import Input, Output, State, dcc, html
 from portscope.ingest.diff import diff_call_sites, diff_operators, diff_signals, pair_regions
 
 from .. import ids, urls
-from ..components import fmt_bytes, fmt_int, fmt_ratio, fmt_signed, page, problem, text_table
+from ..components import (
+    fmt_bytes,
+    fmt_int,
+    fmt_ratio,
+    fmt_signed,
+    page,
+    problem,
+    text_table,
+    url_query_writer,
+)
 from ..context import store
 from ..data.runs import regions_frame
 from ..data.tables import numerics_frame
@@ -167,6 +176,11 @@ def register(app: dash.Dash) -> None:
     )
     def zoom(relayout: dict[str, Any] | None, key: dict[str, Any], match: dict[str, Any] | None) -> tuple[Any, str]:
         return zoom_update(key, relayout, match)
+
+    # a region picked is written into the URL (?ra=, ?rb=; replacing its history entry): a reload or a shared link
+    # brings back the pair on screen
+    app.clientside_callback(url_query_writer("ra", "rb"), Input(ids.COMPARE_REGION_A, "value"), Input(ids.COMPARE_REGION_B, "value"),
+                            prevent_initial_call=True)
 
     timeline_tools.register(app, ids.COMPARE_TIMELINES, ids.COMPARE_TOOLS, slice_view)
     compare_schedules.register(app)

@@ -17,7 +17,7 @@ from portscope.ingest.errors import PortscopeError
 from portscope.ingest.sql import RUN, VIEWS, Limits, Run, connect, run_query, views_in
 
 from .. import ids
-from ..components import grid, page, problem
+from ..components import grid, page, problem, url_query_writer
 from ..context import store
 from ..shell import session_entries
 from .common import run_label
@@ -78,6 +78,17 @@ def _cell_values(column: pa.ChunkedArray) -> list[Any]:
     return [None if v is None else str(v) for v in column.to_pylist()]
 
 
+def column_def(field: str, name: str, kind: pa.DataType) -> dict[str, Any]:
+    """A grid column of a query's answer. Its data type is said, not inferred, and is part of its id: the grid keeps a
+    column's type while its id stays (even when the new definition says another), so a text column where the last
+    query had a number would read "Invalid Number". The header wraps, and names the column whole on hover."""
+    numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+    shown = "number" if numeric else "boolean" if pa.types.is_boolean(kind) else "text"  # as _cell_values sends them
+    return {"field": field, "colId": f"{field}-{shown}", "cellDataType": shown, "headerName": name, "headerTooltip": name,
+            "tooltipField": field, "flex": 1, "minWidth": 110, "wrapHeaderText": True, "autoHeaderHeight": True,
+            **({"type": "numericColumn"} if numeric else {})}
+
+
 def answer(run_ids: list[str], sql: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Any, str]:
     """(column defs, rows, the error under the box, the status line) of a query over the ticked runs."""
     if not run_ids:
@@ -95,9 +106,7 @@ def answer(run_ids: list[str], sql: str) -> tuple[list[dict[str, Any]], list[dic
         return [], [], problem(str(exc)), ""
     table = result.table
     fields = [f"c{i}" for i in range(table.num_columns)]  # names may repeat or hold dots: the grid keys by position
-    columns = [{"field": f, "headerName": name, "tooltipField": f, "flex": 1, "minWidth": 110,
-                **({"type": "numericColumn"} if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) else {})}
-               for f, name, t in zip(fields, table.column_names, table.schema.types, strict=True)]  # fmt: skip
+    columns = [column_def(f, name, t) for f, name, t in zip(fields, table.column_names, table.schema.types, strict=True)]
     values = [_cell_values(table.column(i)) for i in range(table.num_columns)]
     rows = [dict(zip(fields, cells, strict=True)) for cells in zip(*values, strict=True)] if values else []
     status = f"{table.num_rows:,} rows in {result.seconds * 1e3:,.0f} ms"
@@ -126,6 +135,11 @@ def register(app: dash.Dash) -> None:
         if not clicks and not run_ids:  # the page opened with no run ticked: nothing to say yet
             return [], [], None, ""
         return answer(list(run_ids or []), sql or "")
+
+    # Run writes the runs and the query into the URL (replacing its history entry), so a reload or a shared link
+    # brings back what is on screen
+    app.clientside_callback(url_query_writer(None, "runs", "sql"), Input(ids.QUERY_RUN, "n_clicks"), State(ids.QUERY_RUNS, "value"),
+                            State(ids.QUERY_SQL, "value"), prevent_initial_call=True)
 
     @app.callback(Output(ids.QUERY_GRID, "exportDataAsCsv"), Input(ids.QUERY_CSV, "n_clicks"), prevent_initial_call=True)
     def download(_clicks: int | None) -> bool:

@@ -37,6 +37,24 @@ def test_answer_gives_grid_columns_and_rows(viewer) -> None:
     assert rows == [{"c0": "bert_small_h100", "c1": 61, "c2": 309437, "c3": "a.b"}]  # report --ops: 309.4 µs of device work
 
 
+def test_a_column_says_its_type_so_the_next_query_never_keeps_an_earlier_ones(viewer) -> None:
+    """The grid keeps a column's data type while its id stays: a text column where the last query had a number
+    would read "Invalid Number". Each column says its type, and a column of another type is a new column."""
+    bert = [_id("bert_small_h100")]
+    first, rows, _, _ = answer(bert, "SELECT count(*) FROM fallbacks")
+    second, rows, _, _ = answer(bert, "SELECT run, count(*) n, true AS ok, DATE '2024-01-02' AS day FROM ops GROUP BY run")
+    assert [(c["field"], c["cellDataType"]) for c in first] == [("c0", "number")]
+    assert [(c["field"], c["cellDataType"]) for c in second] == [("c0", "text"), ("c1", "number"), ("c2", "boolean"), ("c3", "text")]
+    assert first[0]["colId"] != second[0]["colId"]  # a new column to the grid, not the number column renamed
+    assert rows == [{"c0": "bert_small_h100", "c1": 479, "c2": True, "c3": "2024-01-02"}]
+
+
+def test_headers_wrap_and_name_the_column_on_hover(viewer) -> None:
+    columns, _, _, _ = answer([_id("bert_small_h100")], 'SELECT 1 AS "Shared memory bytes"')
+    assert columns[0]["wrapHeaderText"] and columns[0]["autoHeaderHeight"]
+    assert columns[0]["headerTooltip"] == columns[0]["headerName"] == "Shared memory bytes"
+
+
 def test_every_listed_run_is_offered(viewer) -> None:
     assert len(run_options([])) == len(list(SAMPLES.glob("*.arrow")))
 
