@@ -1,7 +1,8 @@
 /* portscope timelines: Perfetto's keys. W/S zoom in/out around the mouse (the centre of the view when the
  * mouse is not over the lanes), A/D pan left/right.
  * The keys relayout the graph; the server answers the relayout (bars, ticks, labels) as for any zoom.
- * Keys typed into a text box are left alone. */
+ * Keys typed into a text box are left alone.
+ * The timeline page's zoom and the range dragged over are kept in its URL (below). */
 (function () {
   "use strict";
   var GRAPHS = ["timeline-graph", "compare-timelines"];
@@ -65,4 +66,79 @@
     event.preventDefault();
     window.Plotly.relayout(gd, { "xaxis.range": [x0, x1] });
   });
+
+  /* The timeline page's view in its URL, so a zoomed view (and a range dragged over) can be bookmarked and shared:
+   * ?view=x0,x1 (the zoom) and &range=x0,x1 (the selection), in the axis unit; app/pages/timeline.py opens the page
+   * on them. Written with history.replaceState: a zoom does not add a history entry (nor re-render the page). */
+  var URL_GRAPH = "timeline-graph";
+
+  function number(value) {
+    return String(Number(Number(value).toPrecision(12)));
+  }
+
+  function setParam(name, pair) {
+    var url = new URL(window.location.href);
+    if (pair) {
+      url.searchParams.set(name, number(Math.min(pair[0], pair[1])) + "," + number(Math.max(pair[0], pair[1])));
+    } else {
+      url.searchParams.delete(name);
+    }
+    var search = url.searchParams.toString().replace(/%2C/g, ",");
+    var next = url.pathname + (search ? "?" + search : "") + url.hash;
+    if (next !== window.location.pathname + window.location.search + window.location.hash) {
+      window.history.replaceState(window.history.state, "", next);
+    }
+  }
+
+  function selectedRange(range) {
+    // a selection's x range: its first x axis ("x", or "x2" ... on a panel below)
+    for (var key in range || {}) {
+      var value = range[key];
+      if (/^x\d*$/.test(key) && value && value.length === 2 && isFinite(value[0]) && isFinite(value[1])) {
+        return [Number(value[0]), Number(value[1])];
+      }
+    }
+    return null;
+  }
+
+  function watch(gd) {
+    var known = null; // the view last seen: the first is the one the page opened on (already in its URL)
+    function sync() {
+      var xa = gd._fullLayout && gd._fullLayout.xaxis;
+      if (!xa || !xa.range || !document.body.contains(gd)) {
+        return;
+      }
+      var view = xa.autorange ? "whole" : number(xa.range[0]) + "," + number(xa.range[1]);
+      if (known !== null && view !== known) {
+        setParam("view", xa.autorange ? null : xa.range); // autoscaled: the whole run, no view
+      }
+      known = view;
+    }
+    // a key, the wheel or a drag relayouts the graph; a step to a search match sets its range from the server
+    gd.on("plotly_relayout", sync);
+    gd.on("plotly_afterplot", sync);
+    gd.on("plotly_selected", function (selected) {
+      var range = selected && selectedRange(selected.range);
+      if (range && document.body.contains(gd)) {
+        setParam("range", range);
+      }
+    });
+    gd.on("plotly_deselect", function () {
+      if (document.body.contains(gd)) {
+        setParam("range", null);
+      }
+    });
+    sync();
+  }
+
+  var watched = null;
+  window.setInterval(function () {
+    // the page's graph is re-created when the page is opened again: watch the one shown
+    var el = document.getElementById(URL_GRAPH);
+    var gd = el && el.querySelector(".js-plotly-plot");
+    if (gd && gd.on && gd !== watched) {
+      watched = gd;
+      watch(gd);
+    }
+  }, 250);
 })();

@@ -84,6 +84,8 @@ def tables(diff: ScheduleDiff) -> list[Any]:
                 ("time_b", "B", duration), ("delta", "Δ", signed), ("count_a", "Slices A", fmt_int), ("count_b", "Slices B", fmt_int)]
     idle = [("cause", "Waiting on", None), ("idle_a", "A", duration), ("idle_b", "B", duration), ("delta", "Δ", signed)]
     path = [r for r in diff.critical_table().to_pylist() if r["change"] != "same"]
+    for r in path:  # a kernel's name can run to hundreds of characters: cut with an ellipsis, whole on hover
+        r["name"] = html.Span(r["name"], title=r["name"], className="long-name") if r["name"] else r["name"]
     rows = [{**r, "engine": f"{r['engine']} (B: {r['engine_b']})" if r["engine_b"] else r["engine"]}
             for r in diff.engines_table().to_pylist()]  # a paired engine: the only one of its kind each side lacks
     return [

@@ -19,6 +19,8 @@ from ..data.tables import numerics_frame
 from ..shell import session_entries
 from .common import load, region_rows
 
+LONG_NAME = "long-name"  # one line, cut with an ellipsis (assets/portscope.css); the element's title holds it whole
+
 REGION_COLUMNS = [
     ("link", "Region", None),
     ("wall_ms", "Wall (ms)", None),
@@ -33,9 +35,10 @@ REGION_COLUMNS = [
 
 def facts(trace: Any, file: str) -> html.Dl:
     info = trace.run_info
+    model = run_model(info, file)[0]
     pairs: list[tuple[str, Any]] = [
         ("source", info.source.value + (f" for target {info.target}" if info.target else "") + (f" from {info.converted_from}" if info.converted_from else "")),
-        ("model", html.Span(run_model(info, file)[0], id=ids.RUN_MODEL)),
+        ("model", html.Span(model, id=ids.RUN_MODEL, title=model, className=LONG_NAME)),
         ("devices", ", ".join(info.devices) or "?"),
         ("torch", torch_text(info) or NOT_RECORDED),
         ("command", info.command or "?"),
@@ -70,8 +73,8 @@ def layout(run_id: str = "", **_query: str) -> html.Div:
         columns = [REGION_COLUMNS[0], ("predicted", f"Predicted on {target}", None), ("wall", "CPU wall (recording)", None), *REGION_COLUMNS[2:]]
     for r in rows:
         # nested regions are indented under their parent (their figures are included in the parent's)
-        r["link"] = html.Span(dcc.Link(r["label"], href=urls.region(run_id, r["name"], r["nth"])),
-                              style={"paddingLeft": f"{1.2 * r['depth']}em"})
+        r["link"] = html.Span(dcc.Link(r["label"], href=urls.region(run_id, r["name"], r["nth"]), title=r["label"],
+                                       className=LONG_NAME), style={"paddingLeft": f"{1.2 * r['depth']}em"})
         r["badge"] = status_badge(r["status"], r["seen"])
         for column, why in unrecorded.items():
             if not r[column]:  # a count the source recorded anyway (a guess it made) is shown
@@ -93,7 +96,7 @@ def layout(run_id: str = "", **_query: str) -> html.Div:
         children += [html.H3("Numerics (validation)"), text_table(numerics, [("comparison", "Comparison", None), ("metric", "Metric", None), ("value", "Value", lambda v: "" if v is None or v != v else f"{v:.4g}"), ("text", "Text", None)])]
     model_from_file = run_model(trace.run_info, file)[1]
     children.append(dcc.Store(id=ids.RUN_PAGE_ID, data={"run_id": run_id, "file": file, "model_from_file": model_from_file}))
-    return page(f"Run {run_id}", *children, subtitle=html.Span(file, id=ids.RUN_FILE))
+    return page(f"Run {run_id}", *children, subtitle=html.Span(file, id=ids.RUN_FILE, title=file, className=LONG_NAME))
 
 
 def _uploaded_name(page_run: dict[str, Any], session_runs: Any) -> str | None:
@@ -115,10 +118,16 @@ def model_update(page_run: dict[str, Any] | None, session_runs: Any) -> Any:
     return file_model(uploaded) if uploaded else dash.no_update
 
 
+def names_update(page_run: dict[str, Any] | None, session_runs: Any) -> tuple[str, str, Any, Any]:
+    """The subtitle and the model, each with its title: the whole name where a long one is cut (LONG_NAME)."""
+    file, model = file_text(page_run, session_runs), model_update(page_run, session_runs)
+    return file, file, model, model
+
+
 def register(app: dash.Dash) -> None:
     dash.register_page(__name__, path_template="/run/<run_id>", order=5, name="Run", title="portscope: run", layout=layout)
 
-    @app.callback(Output(ids.RUN_FILE, "children"), Output(ids.RUN_MODEL, "children"), Input(ids.RUN_PAGE_ID, "data"),
-                  Input(ids.SESSION_RUNS, "data"))
-    def show_file(page_run: dict[str, Any] | None, session_runs: Any) -> tuple[str, Any]:
-        return file_text(page_run, session_runs), model_update(page_run, session_runs)
+    @app.callback(Output(ids.RUN_FILE, "children"), Output(ids.RUN_FILE, "title"), Output(ids.RUN_MODEL, "children"),
+                  Output(ids.RUN_MODEL, "title"), Input(ids.RUN_PAGE_ID, "data"), Input(ids.SESSION_RUNS, "data"))
+    def show_file(page_run: dict[str, Any] | None, session_runs: Any) -> tuple[str, str, Any, Any]:
+        return names_update(page_run, session_runs)

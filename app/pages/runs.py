@@ -15,6 +15,9 @@ from ..context import store
 from ..shell import session_entries
 from ..time_axis import fmt_duration
 
+LONG_NAME = "long-name"  # one line, cut with an ellipsis (assets/portscope.css); the element's title holds it whole
+LONG_TEXT = "long-text"  # wrapped (anywhere if it must), cut after four lines; the title holds it whole
+
 COLUMNS = [
     ("pick", "", None),
     ("open", "Run", None),
@@ -63,7 +66,10 @@ def _decorate(row: dict[str, Any]) -> dict[str, Any]:
         **row,
         **unrecorded,
         "pick": dcc.Checklist(id=ids.run_pick(row["run_id"]), options=[{"label": "", "value": row["run_id"]}], value=[], className="pick"),
-        "open": html.Div([dcc.Link(row["file"], href=urls.run(row["run_id"])), html.Div(row["run_id"], className="muted")]),
+        # a long file or upload name is cut with an ellipsis (whole on hover), not stretching the table off the screen
+        "open": html.Div([dcc.Link(row["file"], href=urls.run(row["run_id"]), title=row["file"], className=LONG_NAME),
+                          html.Div(row["run_id"], className="muted")]),
+        "model": html.Span(row["model"], title=row["model"], className=LONG_TEXT) if row.get("model") else row.get("model"),
         "source": source + (" · uploaded" if row.get("uploaded") else ""),
         "badge": status_badge(row["status"], row["seen"]),
         "time": html.Span(fmt_duration(row["time"], TimeUnit(row["time_unit"]))

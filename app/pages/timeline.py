@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import dash
@@ -35,7 +36,7 @@ from ..figures import (
     viewport_from_relayout,
 )
 from ..time_axis import fmt_duration, parse_clock
-from . import compare_port, memory_sections, timeline_tools
+from . import compare_port, memory_sections, timeline_hits, timeline_tools
 from .common import load, run_label
 from .timeline_runs import bands, extent, rank_lanes, run_unit
 
@@ -68,8 +69,9 @@ def status_text(viewports: list[Viewport], totals: list[int]) -> str:
 
 
 def relayout_update(run_ids: list[str], relayout: dict[str, Any] | None, clock_hz: float | None = None,
-                    titles: list[str] | None = None) -> tuple[Any, str]:
-    """The Patch (bars, axis ticks, band labels) and status line answering a zoom or pan, computed on the server."""
+                    titles: list[str] | None = None, hits: list[int] | None = None) -> tuple[Any, str]:
+    """The Patch (bars, axis ticks, band labels; with `hits`, the indices of the panels' hit-point traces, their
+    points) and status line answering a zoom or pan, computed on the server."""
     lanes = [store().lanes(r) for r in run_ids]
     window = viewport_from_relayout(relayout, extent(run_ids))
     if window is None:
@@ -80,20 +82,31 @@ def relayout_update(run_ids: list[str], relayout: dict[str, Any] | None, clock_h
     levels = [level_lanes(r, lane) for r, lane in zip(run_ids, lanes, strict=True)]
     patch = timeline_patch(viewports, ticks, labels, [[level.row for level in found] for found in levels])
     patch_levels(patch, levels, len(run_ids) * len(KINDS), window)
+    if hits:
+        timeline_hits.patch_hits(patch, viewports, [len(lane.lanes) for lane in lanes],
+                                 [[level.row for level in found] for found in levels], hits)
     return patch, status_text(viewports, [len(lane) for lane in lanes])
 
 
-def clicked_slice(run_ids: list[str], click: dict[str, Any] | None, relayout: dict[str, Any] | None) -> tuple[int, str, int | None]:
-    """(panel, run, slices-table row or None) under a click (resolved on the server: the nearest slice in that lane)."""
+def clicked_slice(run_ids: list[str], click: dict[str, Any] | None, relayout: dict[str, Any] | None, *,
+                  hits: list[int] | None = None, window: tuple[float, float] | None = None) -> tuple[int, str, int | None]:
+    """(panel, run, slices-table row or None) under a click (resolved on the server: the nearest slice in that lane).
+
+    The click lands on a point of a bar (its ends), or on a trace of one point per panel (`hits`: their indices, in
+    the panels' order: the hit points along the bars, the flow arrows' ends). `window`: the view when the relayout
+    does not say (the one the page opened on)."""
     if not click or not click.get("points"):
         raise PreventUpdate
     point = click["points"][0]
-    panel = int(point.get("curveNumber", 0)) // len(KINDS)
+    curve = int(point.get("curveNumber", 0))
+    panel = timeline_hits.hit_panel(hits or [], curve)
+    if panel is None:
+        panel = curve // len(KINDS)
     if panel >= len(run_ids):
         raise PreventUpdate  # a memory band (tensor rectangles): its hover says everything
     run_id = run_ids[min(panel, len(run_ids) - 1)]
     lanes = store().lanes(run_id)
-    window = viewport_from_relayout(relayout, lanes.extent) or lanes.extent
+    window = viewport_from_relayout(relayout, lanes.extent) or window or lanes.extent
     return panel, run_id, slice_at(lanes, int(round(float(point["y"]))), float(point["x"]), 3 * (window[1] - window[0]) / VIEW_PX)
 
 
@@ -147,12 +160,15 @@ def _bytes(n: int) -> str:
 def click_update(key: dict[str, Any], click: dict[str, Any] | None, relayout: dict[str, Any] | None) -> tuple[Any, Any]:
     """The clicked slice's facts, and its flows drawn (the other slices of its operator, what released it); on a
     memory lane, the memory there at that time."""
-    memory = clicked_memory(key["run_ids"], click)
+    hits, traces = key.get("hit_traces") or [], key.get("flow_traces") or []
+    curve = int(((click or {}).get("points") or [{}])[0].get("curveNumber", 0))
+    memory = None if curve in hits or curve in traces else clicked_memory(key["run_ids"], click)
     if memory is not None:
         return memory_view(*memory), dash.no_update
-    panel, run_id, row = clicked_slice(key["run_ids"], click, relayout)
+    # a click on a bar's hit point or on an arrow's end (a slice's start or end on its lane): the slice there
+    on = hits if curve in hits else traces
+    panel, run_id, row = clicked_slice(key["run_ids"], click, relayout, hits=on, window=key_window(key))
     patch = Patch()
-    traces = key.get("flow_traces") or []
     for index in traces:
         patch["data"][index]["x"], patch["data"][index]["y"] = [], []
     if row is None:
@@ -212,7 +228,7 @@ def slice_view(run_id: str, row: int) -> html.Dl:
 
 def zoom_update(key: dict[str, Any], relayout: dict[str, Any] | None, match: dict[str, Any] | None) -> tuple[Any, str]:
     """A zoom's answer with the search matches of the new view highlighted."""
-    patch, status = relayout_update(key["run_ids"], relayout, key.get("clock_hz"), key.get("titles"))
+    patch, status = relayout_update(key["run_ids"], relayout, key.get("clock_hz"), key.get("titles"), key.get("hit_traces"))
     text, operator = (match or {}).get("text"), (match or {}).get("operator")
     if (text or operator) and key.get("match_traces"):
         window = viewport_from_relayout(relayout, extent(key["run_ids"])) or extent(key["run_ids"])
@@ -231,21 +247,54 @@ def clock_box(units: list[str], clock: str | None) -> list[Any]:
                      className="compare-bar")]
 
 
-def clock_update(run_ids: list[str], text: str | None, relayout: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
-    """New ticks for a typed clock rate (over the current zoom), and the key that remembers it."""
+def clock_update(key: dict[str, Any], text: str | None, relayout: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
+    """New ticks for a typed clock rate (over the current zoom), and the key that remembers it (the rest of the key
+    kept: the traces a search, a click and a zoom fill)."""
+    run_ids = key["run_ids"]
     clock_hz = parse_clock(text)
-    window = viewport_from_relayout(relayout, extent(run_ids)) or extent(run_ids)
+    window = viewport_from_relayout(relayout, extent(run_ids)) or key_window(key) or extent(run_ids)
     ticks = axis_ticks([run_unit(r) for r in run_ids], [clock_hz] * len(run_ids), window[0], window[1])
-    return timeline_patch([], ticks), {"run_ids": run_ids, "clock_hz": clock_hz}
+    return timeline_patch([], ticks), {**key, "clock_hz": clock_hz}
 
 
-def layout(run_id: str = "", clock: str | None = None, **_query: str) -> html.Div:
+def window_from_query(value: str | None) -> tuple[float, float] | None:
+    """A time window written in the page's URL ("x0,x1", in the axis unit: `view` the zoom, `range` the range dragged
+    over), or None: absent, or not two finite numbers in order (a hand-edited URL still opens the page, whole)."""
+    parts = str(value or "").split(",")
+    if len(parts) != 2:
+        return None
+    try:
+        x0, x1 = float(parts[0]), float(parts[1])
+    except ValueError:
+        return None
+    return (x0, x1) if math.isfinite(x0) and math.isfinite(x1) and x0 < x1 else None
+
+
+def key_window(key: dict[str, Any]) -> tuple[float, float] | None:
+    """The view the page opened on (from its URL), when it was not the whole run."""
+    window = key.get("window")
+    return (float(window[0]), float(window[1])) if window else None
+
+
+def selection_box(window: tuple[float, float], lanes: int) -> dict[str, Any]:
+    """The range dragged over, drawn as Plotly draws a selection (full height: the timeline selects along x only)."""
+    return {"type": "rect", "xref": "x", "yref": "y", "x0": window[0], "x1": window[1], "y0": lanes - 0.5, "y1": -0.5}
+
+
+def layout(run_id: str = "", clock: str | None = None, view: str | None = None, **query: str) -> html.Div:
+    """The timeline of a run; `view` and `range` ("x0,x1" in the axis unit, written to the URL by
+    assets/timeline_keys.js as the view is zoomed and a range dragged over) open it on that zoom and range."""
     trace, error = load(run_id)
     if trace is None:
         return page("Timeline", error)
     clock_hz = parse_clock(clock)
-    built = panels([run_id], [run_id], clock_hz=clock_hz)
+    window, picked = window_from_query(view), window_from_query(query.get("range"))
+    built = panels([run_id], [run_id], window, clock_hz=clock_hz)
     figure = timeline_figure(built, drag="select")
+    hits = timeline_hits.add_hit_traces(figure, [p.viewport for p in built], [len(p.lanes.lanes) for p in built],
+                                        [[level.row for level in p.levels] for p in built])
+    if picked is not None:
+        figure["layout"]["selections"] = [selection_box(picked, len(built[0].lanes.lanes))]
     if not len(built[0].lanes):
         return page("Timeline", html.P("This run has nothing to draw: no engine slices, ops, timed transfers or compiles."), dcc.Link("back to the run", href=urls.run(run_id)))
     derived = not trace["engine_slices"].num_rows
@@ -253,13 +302,14 @@ def layout(run_id: str = "", clock: str | None = None, **_query: str) -> html.Di
         f"Timeline of {run_label(run_id, trace)}",
         html.Div([dcc.Link("run", href=urls.run(run_id)), dcc.Link("all runs", href=urls.runs())], className="links"),
         dcc.Store(id=ids.TIMELINE_KEY, data={"run_ids": [run_id], "clock_hz": clock_hz, "match_traces": match_indices(figure),
-                                                   "flow_traces": flow_indices(figure)}),
+                                             "flow_traces": flow_indices(figure), "hit_traces": hits,
+                                             "window": list(window) if window else None}),
         *clock_box([p.unit for p in built], clock),
         *timeline_tools.controls(ids.TIMELINE_TOOLS),
         html.Div(status_text([p.viewport for p in built], [len(p.lanes) for p in built]), id=ids.TIMELINE_STATUS, className="muted"),
         dcc.Graph(id=ids.TIMELINE_GRAPH, figure=figure, config=graph_config("timeline")),
         html.H3("Selected range"),
-        html.Div(timeline_tools.range_tables(run_id, None, ids.TIMELINE_TOOLS), id=ids.TIMELINE_TOOLS.range),
+        html.Div(timeline_tools.range_tables(run_id, picked, ids.TIMELINE_TOOLS), id=ids.TIMELINE_TOOLS.range),
         html.H3("Clicked"),
         html.Div(html.Div("Click a bar to see its operator, module, shapes, bytes and call site; a memory lane, the memory then.", className="muted"), id=ids.TIMELINE_DETAIL, className="detail"),
         subtitle=(
@@ -295,7 +345,7 @@ def register(app: dash.Dash) -> None:
         prevent_initial_call=True,
     )
     def clock(text: str | None, relayout: dict[str, Any] | None, key: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        return clock_update(key["run_ids"], text, relayout)
+        return clock_update(key, text, relayout)
 
     @app.callback(
         Output(ids.TIMELINE_DETAIL, "children"),

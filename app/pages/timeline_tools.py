@@ -1,4 +1,5 @@
-"""Timeline tools: a name search that highlights matching slices and steps through them (Enter, ◀ ▶);
+"""Timeline tools: a search by slice or operator name that highlights matching slices and steps through them
+(Enter, ◀ ▶);
 a time range dragged over, summarised under the timeline (engines' busy time, operators, signals).
 
 W/S zoom (around the mouse) and A/D pan are client-side (assets/timeline_keys.js): they relayout the
@@ -30,9 +31,12 @@ MIN_MATCH_SHARE = 1 / 50  # stepping to a match zooms in until it is at least th
 
 
 def matches(run_id: str, text: str) -> SliceMatches:
-    """The run's slices whose name contains `text`, computed once per (run, text)."""
-    return store().memo(f"search:{run_id}:{text.strip().lower()}",
-                          lambda: find_slices(timeline_slices(store().trace(run_id))[0], text, store().lanes(run_id)))
+    """The run's slices whose name, or whose operator's name, contains `text`, computed once per (run, text)."""
+    def find() -> SliceMatches:
+        trace = store().trace(run_id)
+        return find_slices(timeline_slices(trace)[0], text, store().lanes(run_id), ops=trace["ops"])
+
+    return store().memo(f"search:{run_id}:{text.strip().lower()}", find)
 
 
 def add_highlights(patch: Any, found: list[SliceMatches | None], window: tuple[float, float], indices: list[int]) -> int:
@@ -51,8 +55,28 @@ def add_highlights(patch: Any, found: list[SliceMatches | None], window: tuple[f
 
 
 def text_matches(run_ids: list[str], text: str | None) -> list[SliceMatches | None]:
-    """Each run's slices whose name contains `text` (None for every run when there is no text)."""
+    """Each run's slices whose name or operator's name contains `text` (None for every run when there is no text)."""
     return [matches(run_id, text) if text else None for run_id in run_ids]
+
+
+OPERATORS_NAMED = 3  # operators a search's status line names at most
+
+
+def search_status(found: list[SliceMatches | None]) -> str:
+    """How many slices the search matched in all runs, and what it matched: "26 slices match by their operator's
+    name (aten::addmm)", "30 slices match: 4 by name, 26 by their operator's name (aten::addmm)"."""
+    hits = [f for f in found if f is not None]
+    total, by_operator = sum(len(f) for f in hits), sum(f.by_operator for f in hits)
+    if not total:
+        return "0 slices match (slice and operator names are matched case-insensitively, any part)"
+    names = list(dict.fromkeys(name for f in hits for name in f.operators))
+    named = ", ".join(names[:OPERATORS_NAMED]) + (f" and {len(names) - OPERATORS_NAMED:,} more" if len(names) > OPERATORS_NAMED else "")
+    plural = "slice matches" if total == 1 else "slices match"
+    if not by_operator:
+        return f"{total:,} {plural} by name"
+    if by_operator == total:
+        return f"{total:,} {plural} by their operator's name ({named})"
+    return f"{total:,} {plural}: {total - by_operator:,} by name, {by_operator:,} by their operator's name ({named})"
 
 
 def step_window(start: float, end: float, window: tuple[float, float]) -> tuple[float, float]:
@@ -66,12 +90,15 @@ def step_window(start: float, end: float, window: tuple[float, float]) -> tuple[
 
 
 def match_text(run_id: str, found: SliceMatches, k: int) -> str:
-    """"match 3 of 120: NAME on LANE at T"."""
+    """"match 3 of 120: NAME on LANE at T for D"; "NAME (operator OP)" when the slice matched through its operator."""
     row = int(found.rows[k])
     lanes = store().lanes(run_id)
     lane = lanes.lanes[lane_of_row(found.lanes, row)]
     unit = TimeUnit(run_unit(run_id))
     name = timeline_slices(store().trace(run_id))[0].column("name")[row].as_py()
+    via = int(found.operator_of[k])
+    if via >= 0:  # matched through its operator's name: say which
+        name = f"{name} (operator {found.operators[via]})"
     return (f"match {k + 1:,} of {len(found):,}: {name} on {lane} at {fmt_duration(found.start[k], unit)}"
             f" for {fmt_duration(found.end[k] - found.start[k], unit)}")
 
@@ -81,7 +108,7 @@ def controls(tools: ids.TimelineTools) -> list[Any]:
     return [
         html.Div(
             [
-                dcc.Input(id=tools.search, type="search", placeholder="search slices by name (Enter: next)", debounce=True,
+                dcc.Input(id=tools.search, type="search", placeholder="search slices by name or operator (Enter: next)", debounce=True,
                           style={"minWidth": "320px"}),
                 html.Button("◀", id=tools.prev, title="previous match", n_clicks=0),
                 html.Button("▶", id=tools.next, title="next match", n_clicks=0),
@@ -191,13 +218,15 @@ def search_update(key: dict[str, Any], text: str, trigger: Any, relayout: dict[s
     from ..figures import viewport_from_relayout
 
     run_ids = key["run_ids"]
-    window = viewport_from_relayout(relayout, extent(run_ids)) or extent(run_ids)
+    opened = tuple(key["window"]) if key.get("window") else None  # the view the page opened on (its URL's)
+    window = viewport_from_relayout(relayout, extent(run_ids)) or opened or extent(run_ids)
     stepping = trigger in (tools.next, tools.prev) or (trigger == tools.search and state.get("text") == text)
     found = matches(run_ids[0], text) if text.strip() else None
     if found is None or not stepping or not len(found):
         patch = Patch()
-        total = add_highlights(patch, text_matches(run_ids, text if found is not None else None), window, key.get("match_traces") or [])
-        status = "" if found is None else f"{total:,} slices match" + ("" if total else " (names are matched case-insensitively, any part)")
+        every = text_matches(run_ids, text if found is not None else None)
+        add_highlights(patch, every, window, key.get("match_traces") or [])
+        status = "" if found is None else search_status(every)
         return patch, dash.no_update, status, {"text": text, "index": -1}, dash.no_update
     k = state.get("index", -1) if state.get("text") == text else -1
     k = (k - 1) % len(found) if trigger == tools.prev else (k + 1) % len(found)

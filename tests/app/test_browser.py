@@ -186,7 +186,7 @@ def test_search_highlights_matches_steps_through_them_and_keys_zoom_and_pan(dash
     box = dash_duo.find_element("#timeline-search")
     # demo slices are named "slice 0".."slice 39" (twice) and "slice 0".."slice 11": "slice 1" and "slice 1x" match
     box.send_keys("SLICE 1" + Keys.ENTER)
-    dash_duo.wait_for_text_to_equal("#timeline-search-status", "25 slices match", timeout=10)
+    dash_duo.wait_for_text_to_equal("#timeline-search-status", "25 slices match by name", timeout=10)
     def highlighted() -> int:
         """Points of the search-match layer (typed arrays arrive base64-encoded)."""
         return dash_duo.driver.execute_script(
@@ -410,7 +410,7 @@ def test_compare_searches_both_runs_and_sums_a_range_in_each(dash_duo, make_app,
     # A (eager): 25 slices named "slice 1" or "slice 1x" (see the timeline search test); B (compiled, two regions of 40): 22
     box = dash_duo.find_element("#compare-search")
     box.send_keys("slice 1" + Keys.ENTER)
-    dash_duo.wait_for_text_to_equal("#compare-search-status", "47 slices match", timeout=10)
+    dash_duo.wait_for_text_to_equal("#compare-search-status", "47 slices match by name", timeout=10)
     box.send_keys(Keys.ENTER)
     dash_duo.wait_for_text_to_equal("#compare-search-status", "match 1 of 25: slice 1 on dispatch at 1 µs for 900 ns", timeout=10)
     dash_duo.driver.execute_script(

@@ -99,9 +99,10 @@ def test_page_layouts_show_the_trace(make_app, demo_paths: dict[str, Path]) -> N
         assert "no run" in " ".join(texts(run.layout(run_id="0123456789abcdef")))
         timeline_page = timeline.layout(run_id=eager)
         graph = next(c for c in _walk(timeline_page) if getattr(c, "id", None) == "timeline-graph")
-        # one WebGL trace per slice kind, then the search highlights (WebGL) and the clicked slice's flows (SVG arrows)
-        assert [t["type"] for t in graph.figure["data"]] == ["scattergl"] * len(KINDS) + ["scattergl", "scatter"]
-        assert [t["name"] for t in graph.figure["data"][len(KINDS):]] == ["search matches", "flows"]
+        # one WebGL trace per slice kind, then the search highlights (WebGL), the clicked slice's flows (SVG arrows)
+        # and the points along the bars a click lands on (WebGL, invisible)
+        assert [t["type"] for t in graph.figure["data"]] == ["scattergl"] * len(KINDS) + ["scattergl", "scatter", "scattergl"]
+        assert [t["name"] for t in graph.figure["data"][len(KINDS):]] == ["search matches", "flows", "bar hits"]
         compare_page = compare.layout(a=eager, b=compiled)
         assert any(getattr(c, "id", None) == "compare-timelines" for c in _walk(compare_page))
         signals, operators, _ = compare.comparison_tables(eager, compiled, 0, 0)
