@@ -59,7 +59,8 @@ def runs_rows(session_runs: Any) -> tuple[list[dict[str, Any]], list[str]]:
     return rows, problems
 
 
-def _decorate(row: dict[str, Any]) -> dict[str, Any]:
+def run_cells(row: dict[str, Any]) -> dict[str, Any]:
+    """The cells of a run's row in the runs table (`runs_rows` gives the rows): its pick box, its link, its figures."""
     source = row["source"] + (f" ({row['target']})" if row.get("target") else "")
     unrecorded = {column: not_recorded(why) for column, why in row["not_recorded"].items() if not row[column]}
     return {
@@ -89,7 +90,7 @@ def register(app: dash.Dash) -> None:
         rows, problems = runs_rows(session_runs)
         out: list[Any] = []
         if rows:
-            out.append(text_table([_decorate(r) for r in rows], COLUMNS, table_id="runs-list"))
+            out.append(text_table([run_cells(r) for r in rows], COLUMNS, table_id="runs-list"))
         else:
             out.append(html.P("No traces yet: drop a .arrow trace on the upload zone above, or start `portscope view DIR`."))
         out += [problem(p) for p in problems]

@@ -50,7 +50,7 @@ def test_a_long_file_name_is_cut_on_the_runs_and_run_pages(make_app, tmp_path: P
     app = make_app(trace_paths=(folder,))
     with app.server.test_request_context("/"):
         rows, _ = runs.runs_rows(None)
-        cells = runs._decorate(rows[0])
+        cells = runs.run_cells(rows[0])
         link = cells["open"].children[0]
         assert isinstance(link, dcc.Link) and cut(link, LONG)
         assert cells["model"].title == "gaunernst/bert-small-uncased" and cells["model"].className == "long-text"
