@@ -131,6 +131,7 @@ class Linked:
     threads: list[tuple[object, object]] = dataclasses.field(default_factory=list)  # (pid, tid) per thread code
     arguments: list[tuple[str | None, str | None, str | None, int]] = dataclasses.field(default_factory=lambda: [NO_ARGS])
     copies: tuple[np.ndarray, np.ndarray] | None = None  # `copy_directions`, once worked out
+    phases: np.ndarray | None = None  # `_outer_phases`, once worked out (three rules ask)
     logs: list[Logged] = dataclasses.field(default_factory=list)  # the `logged` column's values
 
     def __post_init__(self) -> None:
@@ -293,8 +294,9 @@ def _copy_directions(linked: Linked) -> tuple[np.ndarray, np.ndarray]:
     directions = list(Direction)
     by_label = np.array([directions.index(copy_direction(t) or Direction.D2D) if t else directions.index(Direction.D2D)
                          for t in linked.texts], dtype=np.int64)  # fmt: skip
-    out = _kind_says(_copy_kinds(linked, rows), by_label[linked.a["name"][rows]])
-    return rows, np.where((_copy_kinds(linked, rows) == DEFAULT_KIND) & (out == directions.index(Direction.D2D)),
+    kinds = _copy_kinds(linked, rows)
+    out = _kind_says(kinds, by_label[linked.a["name"][rows]])
+    return rows, np.where((kinds == DEFAULT_KIND) & (out == directions.index(Direction.D2D)),
                           directions.index(Direction.UNKNOWN), out)
 
 
@@ -506,7 +508,14 @@ def _compiler_phases(linked: Linked, out: Findings) -> None:
 
 
 def _outer_phases(linked: Linked) -> np.ndarray:
-    """The rows of the compiler phase spans no other phase on their thread encloses, by thread then start."""
+    """The rows of the compiler phase spans no other phase on their thread encloses, by thread then start (worked out
+    once per run)."""
+    if linked.phases is None:
+        linked.phases = _find_outer_phases(linked)
+    return linked.phases
+
+
+def _find_outer_phases(linked: Linked) -> np.ndarray:
     a = linked.a
     spans = np.concatenate([linked.rows(EventKind.SPAN), linked.rows(EventKind.OP)])  # (an operator in newer torch)
     spans = spans[linked.names_where(lambda t: t.endswith(COMPILER_PHASE_SUFFIX))[a["name"][spans]]]
