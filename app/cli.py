@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 
@@ -115,6 +116,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `portscope sql ... | head`: the reader left; no traceback, no second error at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a command its pipe closed on
 
 
 if __name__ == "__main__":

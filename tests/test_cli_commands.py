@@ -71,3 +71,14 @@ def test_report_loads_no_heavy_module() -> None:
             "print(code, sorted(m for m in heavy if m in sys.modules), 'dispatch/cpu_fallback' in out.getvalue())")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "0 [] True"
+
+
+def test_output_cut_short_by_the_reader_is_no_traceback() -> None:
+    """`portscope sql ... | head -1`: the pipe closes while rows are written; one exit status, nothing on stderr."""
+    sample = Path(__file__).parents[1] / "sample_traces" / "bert_small_h100.arrow"
+    code = ("import sys; from portscope.app.cli import main; "
+            f"sys.exit(main(['sql', '--format', 'csv', 'select * from ops', {str(sample)!r}]))")
+    done = subprocess.run(f"{sys.executable} -c \"{code}\" | head -1", shell=True, capture_output=True, text=True,
+                          executable="/bin/bash")
+    assert done.stdout.startswith("run,op_id,region_id,name,")
+    assert done.stderr == ""
