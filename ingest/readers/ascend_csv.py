@@ -36,6 +36,7 @@ import csv
 import io
 import itertools
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,7 @@ CORE_COLUMNS = ("Accelerator Core", "Task Type")  # older exports name the core 
 KERNEL_NEEDS = ("Name", "Start Time(us)", "Duration(us)")
 _STAT_NEEDS = ("OP Type", "Core Type", "Count", "Total Time(us)")
 MAX_PROBLEMS = 12
+_GROUPED = r"^[+-]?[0-9]{1,3}(,[0-9]{3})+(\.[0-9]*)?$"  # 1,234.5: a figure a spreadsheet wrote with thousands marks
 LIMIT = 2**61  # ns and counts beyond this are not a profile (and would overflow int64 columns)
 BLOCK_BYTES = 4 << 20  # CSV read this much at a time (tests make it tiny)
 SLICE_ROWS = 1 << 20  # kernels made into events at a time
@@ -118,6 +120,13 @@ def clean_cell(value: str | None) -> str | None:
     return None if value in ("", "N/A", "NA", "-") else value
 
 
+def ungrouped(value: str | None) -> str | None:
+    """A figure without its thousands marks (``"1,200"`` -> ``"1200"``); other text as it is."""
+    if value is not None and re.fullmatch(_GROUPED, value):
+        return value.replace(",", "")
+    return value
+
+
 def _shapes(text: str | None) -> str | None:
     """``81920,4096;8192,512`` -> ``81920x4096;8192x512`` (the trace format's notation)."""
     if text is None:
@@ -162,6 +171,7 @@ def _ns(cells: pa.Array) -> np.ndarray:
     import pyarrow.compute as pc  # here: every conversion imports this module, few read a CSV
 
     text = pc.utf8_trim_whitespace(pc.utf8_trim(pc.utf8_trim_whitespace(cells), '"'))
+    text = pc.if_else(pc.match_substring_regex(text, _GROUPED), pc.replace_substring(text, ",", ""), text)
     ok = values_of(pc.match_substring_regex(text, r"^[+-]?[0-9]+(\.[0-9]*)?$"), null=False)
     text = pc.if_else(numbers(ok), text, _ZERO)
     digits = pc.utf8_ltrim(text, "+-")
@@ -449,7 +459,7 @@ def read_op_statistic(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS) -> Tra
     header, rows, empty = _rows(path, caps, _STAT_NEEDS)
     table, problems = [], []
     for line, row in rows:
-        count, total = clean_cell(row.get("Count")), micros_to_ns(clean_cell(row.get("Total Time(us)")))
+        count, total = ungrouped(clean_cell(row.get("Count"))), micros_to_ns(ungrouped(clean_cell(row.get("Total Time(us)"))))
         op_type, core = clean_cell(row.get("OP Type")), clean_cell(row.get("Core Type")) or "unknown"
         if (op_type is None or count is None or not count.isdigit() or int(count) >= LIMIT or total is None
                 or not 0 <= total < LIMIT):  # fmt: skip

@@ -188,3 +188,29 @@ def test_kernel_details_lines_past_a_short_blank_row(tmp_path: Path) -> None:
     with pytest.raises(TraceFormatError) as err:
         load_any(path)
     assert "1 of 2 rows are malformed" in str(err.value) and "line 5 ('X')" in str(err.value)
+
+
+# ---- figures with thousands marks (a spreadsheet's "1,200") -------------------------------------------------------
+
+# Cast 1,200 AI CPU runs in 1,234.5 us, Add 48 in 960 us: a region of 2_194_500 ns; MatMul starts at 1,000 us and
+# lasts 1,500.25 us, Cast starts 250 us later: slices at 0 and 250_000 ns
+def test_op_statistic_counts_with_thousands_marks(tmp_path: Path) -> None:
+    path = tmp_path / "op_statistic.csv"
+    path.write_text('OP Type,Core Type,Count,Total Time(us)\nCast,AI_CPU,"1,200","1,234.5"\nAdd,AI_VECTOR_CORE,48,960\n')
+    trace = load_any(path)
+    assert [(s["op_name"], s["count"]) for s in trace["signals"].to_pylist()] == [("Cast", 1200)]
+    assert trace["regions"].column("dur_ns").to_pylist() == [2_194_500]
+
+
+def test_kernel_details_times_with_thousands_marks(tmp_path: Path) -> None:
+    path = tmp_path / "kernel_details.csv"
+    path.write_text('Stream ID,Name,Type,Accelerator Core,Start Time(us),Duration(us)\n'
+                    '2,MatMul_1,MatMul,AI_CORE,"1,000","1,500.25"\n2,Cast_2,Cast,AI_CPU,"1,250",2\n')
+    assert _slices(load_any(path)) == [("NPU stream 2", 0, 1_500_250, "compute"), ("NPU stream 2", 250_000, 2_000, "fallback")]
+
+
+def test_a_comma_that_is_no_thousands_mark_stays_malformed(tmp_path: Path) -> None:
+    path = tmp_path / "op_statistic.csv"
+    path.write_text('OP Type,Core Type,Count,Total Time(us)\nCast,AI_CPU,"12,00",5\n')
+    with pytest.raises(TraceFormatError, match=r"line 2 \('Cast'\): needs an OP Type, an integer Count"):
+        load_any(path)
