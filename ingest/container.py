@@ -11,16 +11,20 @@ import os
 import struct
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
 import pyarrow as pa
 
+from .errors import TraceFormatError
+
 ALIGN = 64
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
 _LOCAL_MAGIC = b"PK\x03\x04"
 _CHUNK = 64 << 20
+INFLATE_LIMIT = 2 << 30  # bytes that compressed members (a trace zipped again by another tool) may take in memory
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 _PAD_ID = 0xD935  # the extra-field id zipalign uses for padding
@@ -84,35 +88,43 @@ def read_members(path: str | Path) -> tuple[dict[str, pa.Buffer], list[str]]:
     whole = source.read_buffer()
     members: dict[str, pa.Buffer] = {}
     try:
-        with zipfile.ZipFile(pa.BufferReader(whole)) as zf:
-            infos = zf.infolist()
+        zf = zipfile.ZipFile(pa.BufferReader(whole))
     except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:  # NotImplementedError: an unknown ZIP version
         raise NotAContainer(str(exc)) from None
-    size = whole.size
-    for info in infos:
-        if info.compress_type != zipfile.ZIP_STORED:
-            problems.append(f"member {info.filename!r} is compressed; members must be stored")
-            continue
-        start = info.header_offset
-        if start < 0:  # the central directory points before the file's start (bytes cut from its head)
-            problems.append(f"member {info.filename!r} starts before the beginning of the file (corrupt directory)")
-            continue
-        if start + _LOCAL_HEADER.size > size:
-            problems.append(f"member {info.filename!r} lies past the end of the file (truncated)")
-            continue
-        header = _LOCAL_HEADER.unpack(whole.slice(start, _LOCAL_HEADER.size).to_pybytes())
-        if header[0] != _LOCAL_MAGIC:
-            problems.append(f"member {info.filename!r} has a corrupt local header")
-            continue
-        data_start = start + _LOCAL_HEADER.size + header[9] + header[10]
-        if data_start + info.file_size > size:
-            problems.append(f"member {info.filename!r} is cut short (truncated file)")
-            continue
-        buf = whole.slice(data_start, info.file_size)
-        if data_start % 8:
-            buf = pa.py_buffer(buf.to_pybytes())  # unaligned (written by another tool): copy
-        members[info.filename] = buf
+    with zf:
+        inflated = sum(i.file_size for i in zf.infolist() if i.compress_type != zipfile.ZIP_STORED)
+        if inflated > INFLATE_LIMIT:  # a member inflates in memory: a ZIP bomb is refused before any is read
+            raise TraceFormatError(path, f"its compressed members would take {inflated / 1e9:.1f} GB of memory (at "
+                                         f"most {INFLATE_LIMIT / 1e9:.1f} GB); a trace's members are stored (zip -0)")
+        for info in zf.infolist():
+            if info.compress_type != zipfile.ZIP_STORED:  # unzipped and zipped again by another tool: inflated in memory
+                try:
+                    members[info.filename] = pa.py_buffer(zf.read(info))
+                except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError, NotImplementedError, RuntimeError) as exc:
+                    problems.append(f"member {info.filename!r} is compressed and cannot be read: {exc}")
+                continue
+            problem = _stored(whole, info, members)
+            if problem:
+                problems.append(f"member {info.filename!r} {problem}")
     return members, problems
+
+
+def _stored(whole: pa.Buffer, info: zipfile.ZipInfo, members: dict[str, pa.Buffer]) -> str | None:
+    """Add a stored member's bytes (no copy where aligned) to `members`; else say what is wrong with it."""
+    start, size = info.header_offset, whole.size
+    if start < 0:  # the central directory points before the file's start (bytes cut from its head)
+        return "starts before the beginning of the file (corrupt directory)"
+    if start + _LOCAL_HEADER.size > size:
+        return "lies past the end of the file (truncated)"
+    header = _LOCAL_HEADER.unpack(whole.slice(start, _LOCAL_HEADER.size).to_pybytes())
+    if header[0] != _LOCAL_MAGIC:
+        return "has a corrupt local header"
+    data_start = start + _LOCAL_HEADER.size + header[9] + header[10]
+    if data_start + info.file_size > size:
+        return "is cut short (truncated file)"
+    buf = whole.slice(data_start, info.file_size)
+    members[info.filename] = pa.py_buffer(buf.to_pybytes()) if data_start % 8 else buf  # unaligned (another tool's): copy
+    return None
 
 
 class NotAContainer(Exception):

@@ -43,6 +43,48 @@ def test_members_are_stored_and_aligned(tmp_path: Path) -> None:
     assert manifest["format"] == "portscope-trace" and manifest["version"] == 1
 
 
+def test_a_trace_zipped_again_with_deflate_reads_the_same(tmp_path: Path) -> None:
+    """`unzip run.arrow; zip -r again.arrow *`: members deflated, not stored: read, every table equal."""
+    trace = full_trace()
+    path = write_trace(trace, tmp_path / "run.arrow")
+    again = tmp_path / "again.arrow"
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(again, "w", compression=zipfile.ZIP_DEFLATED) as dst:
+        for name in src.namelist():
+            dst.writestr(name, src.read(name))
+    back = read_trace(again)
+    assert back.run_info == trace.run_info
+    assert all(back[n].equals(trace[n]) for n in TABLES)
+
+
+def test_a_deflated_member_that_is_corrupt_is_named(tmp_path: Path) -> None:
+    path = write_trace(full_trace(), tmp_path / "run.arrow")
+    again = tmp_path / "again.arrow"
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(again, "w", compression=zipfile.ZIP_DEFLATED) as dst:
+        for name in src.namelist():
+            dst.writestr(name, src.read(name))
+    raw = bytearray(again.read_bytes())
+    with zipfile.ZipFile(again) as zf:
+        info = zf.getinfo("ops.arrow")
+    at = info.header_offset + 30 + len("ops.arrow") + len(info.extra) + info.compress_size // 2
+    raw[at : at + 8] = bytes(8)  # zeros in the middle of the deflated stream
+    again.write_bytes(bytes(raw))
+    with pytest.raises(TraceFormatError, match=r"(?s)again\.arrow.*member 'ops\.arrow' is compressed and cannot be read"):
+        read_trace(again)
+
+
+def test_compressed_members_past_the_memory_limit_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import portscope.ingest.container as container
+
+    path = write_trace(full_trace(), tmp_path / "run.arrow")
+    again = tmp_path / "again.arrow"
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(again, "w", compression=zipfile.ZIP_DEFLATED) as dst:
+        for name in src.namelist():
+            dst.writestr(name, src.read(name))
+    monkeypatch.setattr(container, "INFLATE_LIMIT", 1000)
+    with pytest.raises(TraceFormatError, match=r"again\.arrow: its compressed members would take 0.0 GB of memory \(at most 0.0 GB\)"):
+        read_trace(again)
+
+
 def test_zstd_round_trip(tmp_path: Path) -> None:
     trace = full_trace()
     back = read_trace(write_trace(trace, tmp_path / "z.arrow", compression="zstd"))
