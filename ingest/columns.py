@@ -69,7 +69,7 @@ def memory_slices(engine: pa.ChunkedArray | pa.Array) -> np.ndarray:
     for chunk in chunks:
         coded = chunk if pa.types.is_dictionary(chunk.type) else dictionary_encode(chunk)
         words = coded.dictionary.to_pylist()
-        memory = np.array([w is not None and w.startswith(schema.MEMORY_ENGINE_PREFIX) for w in words] + [False])
+        memory = np.array([schema.memory_device(w) is not None for w in words] + [False])
         flags.append(memory[values_of(coded.indices, null=len(words)).astype(np.int64)])
     return np.concatenate(flags) if flags else np.zeros(0, dtype=bool)
 

@@ -17,11 +17,11 @@ from .kineto_vocabulary import ONLINE_COMPILE_CALLS, SYNC_RUNTIME_CALLS
 from .op_categories import is_communication
 from .schema import (
     MEMORY_ALLOCATED,
-    MEMORY_ENGINE_PREFIX,
     MEMORY_RESERVED,
     Direction,
     EngineKind,
     SliceKind,
+    memory_engine,
 )
 from .trace import TableSlices
 
@@ -290,7 +290,7 @@ class EngineLanes:
             on = on[np.argsort(self.column("start_ns", on), kind="stable")]
             starts = self.column("start_ns", on)
             ends = np.r_[starts[1:], max(self.links.end_ns, int(starts[-1]))]
-            lane = {"engine_values": [f"{MEMORY_ENGINE_PREFIX}{self.device_name(dev)}"],
+            lane = {"engine_values": [memory_engine(self.device_name(dev))],
                     "engine_kind_values": [EngineKind.OTHER.value], "kind_values": [SliceKind.ANNOTATION.value]}
             totals, first = a["total_allocated"][on], a["bytes"][on[0]]
             if first != NONE:  # a slice of no length before the first event: the total it started from

@@ -21,7 +21,7 @@ from . import arrow_compute as pc
 from .callsites import site_line
 from .rank_merge import lane_rank, rank_of_regions
 from .region_tree import descendants
-from .schema import MEMORY_ALLOCATED, MEMORY_ENGINE_PREFIX, MEMORY_RESERVED
+from .schema import MEMORY_ALLOCATED, MEMORY_RESERVED, memory_device
 from .trace import Trace
 from .viewport import dictionary_codes
 
@@ -54,7 +54,8 @@ def allocator_lanes(trace: Trace) -> list[MemoryLane]:
     if not slices.num_rows:
         return []
     engine, engines = dictionary_codes(slices.column("engine"))
-    lanes = [k for k, e in enumerate(engines) if e is not None and e.startswith(MEMORY_ENGINE_PREFIX)]
+    devices = [memory_device(e) for e in engines]
+    lanes = [k for k, d in enumerate(devices) if d is not None]
     if not lanes:
         return []
     rows = np.flatnonzero(np.isin(engine, lanes))
@@ -72,7 +73,7 @@ def allocator_lanes(trace: Trace) -> list[MemoryLane]:
         total = nbytes[order]
         delta = np.diff(total, prepend=total[:1])
         r_order = np.flatnonzero(res)[np.argsort(start[res], kind="stable")]
-        out.append(MemoryLane(device=engines[k][len(MEMORY_ENGINE_PREFIX) :], start=start[order], total=total, delta=delta,
+        out.append(MemoryLane(device=devices[k], start=start[order], total=total, delta=delta,
                               op_id=op[order], region_id=region[order], reserved_start=start[r_order],
                               reserved=nbytes[r_order]))  # fmt: skip
     return sorted(out, key=lambda lane: lane.device)

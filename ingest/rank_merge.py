@@ -47,8 +47,9 @@ def rank_lane(rank: int, engine: str) -> str:
     """A rank's lane in a merged run: ``rank 3 · stream 7``; a memory lane (``memory cuda:0``) keeps its prefix first,
     ``memory rank 3 · cuda:0``, so it is still read as a memory lane (the SQL view, `memory.allocator_lanes`), of the
     device ``rank 3 · cuda:0``: not another rank's ``cuda:0``."""
-    if engine.startswith(schema.MEMORY_ENGINE_PREFIX):
-        return f"{schema.MEMORY_ENGINE_PREFIX}{lane_prefix(rank)}{engine[len(schema.MEMORY_ENGINE_PREFIX) :]}"
+    device = schema.memory_device(engine)
+    if device is not None:
+        return schema.memory_engine(f"{lane_prefix(rank)}{device}")
     return f"{lane_prefix(rank)}{engine}"
 
 

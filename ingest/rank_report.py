@@ -43,12 +43,13 @@ from .collectives import (
     name_mask,
     region_rank_array,
 )
+from .columns import memory_slices
 from .kineto_vocabulary import SYNC_RUNTIME_CALLS
 from .op_categories import is_communication
 from .op_device import device_by_operator, op_calls
 from .op_report import records
 from .ranks import LANE_RANK, STEP_REGION, rank_of_regions
-from .schema import DEVICE_ENGINES, MEMORY_ENGINE_PREFIX
+from .schema import DEVICE_ENGINES
 from .trace import Trace
 
 __all__ = ["STEP_COLUMNS", "STRAGGLER_COLUMNS", "SUMMARY_COLUMNS", "format_ranks", "is_communication", "rank_skews",
@@ -98,9 +99,9 @@ class _Coverage:
 def _intervals(trace: Trace) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray]]]:
     """Per rank: 'compute' and 'communication' intervals (start, end) in ns."""
     ranks = rank_of_regions(trace)
-    slices = trace["engine_slices"].select(["engine", "engine_kind", "kind", "name", "start", "dur"]).to_pandas()
-    slices = slices[~slices["engine"].astype(str).str.contains(MEMORY_ENGINE_PREFIX, regex=False)
-                    & (slices["kind"].astype(str) != "annotation")]  # fmt: skip
+    table = trace["engine_slices"].select(["engine", "engine_kind", "kind", "name", "start", "dur"])
+    slices = table.to_pandas()
+    slices = slices[~memory_slices(table.column("engine")) & (slices["kind"].astype(str) != "annotation")]
     lane_rank = slices["engine"].astype(str).str.extract(LANE_RANK, expand=False)
     slices = slices.assign(rank=pd.to_numeric(lane_rank).fillna(0).astype(np.int64) if len(slices) else 0)
     names = slices["name"].astype(str)

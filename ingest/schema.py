@@ -311,6 +311,18 @@ MEMORY_ENGINE_PREFIX = "memory "
 MEMORY_ALLOCATED = "allocated"
 MEMORY_RESERVED = "reserved"
 
+
+def memory_engine(device: str) -> str:
+    """The memory lane of a device: ``cuda:0`` -> ``memory cuda:0``."""
+    return f"{MEMORY_ENGINE_PREFIX}{device}"
+
+
+def memory_device(engine: str | None) -> str | None:
+    """The device whose memory lane this is (``memory cuda:0`` -> ``cuda:0``); None for any other lane."""
+    if engine is None or not engine.startswith(MEMORY_ENGINE_PREFIX):
+        return None
+    return engine[len(MEMORY_ENGINE_PREFIX) :]
+
 STACKS = _schema(
     "stacks",
     [

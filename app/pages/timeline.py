@@ -11,7 +11,7 @@ from dash.exceptions import PreventUpdate
 
 from portscope.ingest.memory import MemoryAt, memory_at
 from portscope.ingest.memory_lanes import memory_lanes
-from portscope.ingest.schema import MEMORY_ENGINE_PREFIX, TimeUnit
+from portscope.ingest.schema import TimeUnit, memory_engine
 from portscope.ingest.viewport import KINDS, Lanes, Viewport, reduce_viewport, slice_at
 
 from .. import ids, urls
@@ -59,8 +59,7 @@ def level_lanes(run_id: str, lanes: Lanes) -> list[LevelLane]:
     """The run's memory lanes (allocator levels) with their rows on the timeline, read once per run."""
     found = memory_sections.run_memory(run_id).lanes
     rows = {name: k for k, name in enumerate(lanes.lanes)}
-    return [LevelLane.of(rows[f"{MEMORY_ENGINE_PREFIX}{lane.device}"], lane) for lane in found
-            if f"{MEMORY_ENGINE_PREFIX}{lane.device}" in rows]
+    return [LevelLane.of(rows[memory_engine(lane.device)], lane) for lane in found if memory_engine(lane.device) in rows]
 
 
 def status_text(viewports: list[Viewport], totals: list[int]) -> str:

@@ -15,6 +15,7 @@ from portscope.ingest import read_trace, write_trace
 from portscope.ingest.memory import MemoryAt, allocator_lanes, memory_at, memory_diff, region_memory
 from portscope.ingest.readers import read_kineto
 from portscope.ingest.region_tree import region_ids
+from portscope.ingest.schema import memory_device, memory_engine
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "kineto"
 
@@ -87,3 +88,10 @@ def test_real_bert_memory(tmp_path: Path) -> None:
     assert step.loc["cuda:0"].tolist() == [101_305_344, 91_360_768, 109, 47_460_864, 121_634_816]
     diff = memory_diff(trace, region_ids(trace, "ProfilerStep#6")[0], trace, region_ids(trace, "ProfilerStep#6")[0])
     assert diff.devices.loc[diff.devices["device"] == "cuda:0", "delta_peak_bytes"].tolist() == [0]
+
+
+def test_a_memory_lane_is_told_by_its_prefix_only() -> None:
+    assert memory_engine("cuda:0") == "memory cuda:0"
+    assert memory_device("memory cuda:0") == "cuda:0"
+    assert memory_device("memory rank 3 · cuda:0") == "rank 3 · cuda:0"  # a merged run's rank lane
+    assert [memory_device(e) for e in ("stream 7", "HBM memory copy", "rank 3 · stream 7", None)] == [None] * 4
