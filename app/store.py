@@ -279,7 +279,7 @@ class TraceStore:
         try:
             trace = self._read(tmp, name)
         except TraceFormatError as exc:
-            raise TraceFormatError(name, exc.problems) from None
+            raise exc.with_path(name) from None
         run_id = trace.content_hash()
         dest = self.runs_dir / f"{run_id}.arrow"
         if not dest.exists():

@@ -163,7 +163,7 @@ def convert_upload(runs_dir: Path, tmp: Path, name: str, status: Path) -> None:
             try:
                 trace = load_any(tmp, sliced=True, name=name)  # a Kineto CPU trace: its big tables made as written
             except TraceFormatError as exc:
-                raise TraceFormatError(name, exc.problems) from None  # the user's file name, not the temporary path
+                raise exc.with_path(name) from None  # the user's file name, not the temporary path
             listener.stage(progress.Stage.WRITING)
             written = runs_dir / f".{os.getpid()}-{uuid.uuid4().hex}.partial"  # named by its id once written
             try:  # hashed as it is written: a sliced table is made once, not once for the id and again to write

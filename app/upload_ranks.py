@@ -196,7 +196,7 @@ def convert_rank_folder(runs_dir: Path, folder: Path, name: str, *, jobs: int = 
         try:
             _, run_id = convert_ranks(folder, written, jobs=jobs)
         except TraceFormatError as exc:
-            raise TraceFormatError(name, exc.problems) from None
+            raise exc.with_path(name) from None
         dest = runs_dir / f"{run_id}.arrow"
         if not dest.exists():
             os.replace(written, dest)

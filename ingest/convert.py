@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from .errors import ColumnValueError, TraceFormatError
+from .errors import ColumnValueError, TraceFormatError, UnrecognisedFormatError
 from .kineto_vocabulary import KINETO_CATEGORY_ALIASES, KINETO_DEVICE_CATEGORIES, KINETO_RUNTIME_CATEGORIES
 from .readers import chrome_generic, fallback_log, torch_trace
 from .readers.kineto import read_kineto
@@ -86,9 +86,8 @@ def detect(path: str | Path) -> str:
         return found
     if magic[:2] == GZIP_MAGIC:
         read_bytes(path)  # a broken gzip stream (truncated, not deflate, a bomb) says so itself
-    what = "gzip-compressed content" if magic[:2] == GZIP_MAGIC else "content"
-    tried = [f"{f.name}: {f.looks_like}" for f in FORMATS.values()]
-    raise TraceFormatError(path, [f"unrecognised {what}; tried these formats:", *tried])
+    raise UnrecognisedFormatError(path, looks_like="gzip-compressed content" if magic[:2] == GZIP_MAGIC else "content",
+                                  formats_tried=[f"{f.name}: {f.looks_like}" for f in FORMATS.values()])
 
 
 def _refuse_torch_archive(path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Self
 
 
 class PortscopeError(Exception):
@@ -18,12 +19,32 @@ class TraceFormatError(PortscopeError, ValueError):
         self.problems = [problems] if isinstance(problems, str) else list(problems)
         if not self.problems:
             self.problems = ["unknown problem"]
-        if len(self.problems) == 1:
-            message = f"{self.path}: {self.problems[0]}"
-        else:
-            listed = "\n".join(f"  - {p}" for p in self.problems)
-            message = f"{self.path}: {len(self.problems)} problems:\n{listed}"
-        super().__init__(message)
+        super().__init__(_message(self.path, self.problems))
+
+    def with_path(self, path: str | Path) -> Self:
+        """This error about the same content under another name (an upload: the user's file name, not the server's
+        temporary copy): of the same class, every other attribute kept, the message naming `path`."""
+        renamed = type(self).__new__(type(self))  # not type(self)(...): a subclass's constructor takes other arguments
+        renamed.__dict__.update(self.__dict__, path=str(path), problems=list(self.problems))
+        super(TraceFormatError, renamed).__init__(_message(renamed.path, renamed.problems))
+        return renamed
+
+
+def _message(path: str, problems: list[str]) -> str:
+    if len(problems) == 1:
+        return f"{path}: {problems[0]}"
+    listed = "\n".join(f"  - {p}" for p in problems)
+    return f"{path}: {len(problems)} problems:\n{listed}"
+
+
+class UnrecognisedFormatError(TraceFormatError):
+    """A file of no format portscope reads (`convert.detect`): what its content looked like and every format tried,
+    each `"name: what it looks like"`. The message is a TraceFormatError's, the formats tried listed as problems."""
+
+    def __init__(self, path: str | Path, *, looks_like: str, formats_tried: Iterable[str]) -> None:
+        self.looks_like = looks_like  # "content", "gzip-compressed content"
+        self.formats_tried = tuple(formats_tried)
+        super().__init__(path, [f"unrecognised {looks_like}; tried these formats:", *self.formats_tried])
 
 
 class ColumnValueError(PortscopeError, ValueError):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import time
 from pathlib import Path
 
@@ -13,8 +14,9 @@ from dash import html
 from portscope.app.components import problem
 from portscope.app.shell import apply_upload_results, render_messages
 from portscope.app.upload_errors import upload_error
+from portscope.app.upload_jobs import convert_upload
 from portscope.ingest.convert import FORMATS, detect
-from portscope.ingest.errors import TraceFormatError
+from portscope.ingest.errors import TraceFormatError, UnrecognisedFormatError
 
 UPLOAD = {"X-Portscope-Upload": "1"}
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
@@ -23,11 +25,11 @@ TRIED = [f"{f.name}: {f.looks_like}" for f in FORMATS.values()]
 
 
 def refused(tmp_path: Path, name: str, content: bytes) -> TraceFormatError:
-    """What detect() raises for the file, named as the upload names it (store.add_upload does the same)."""
+    """What detect() raises for the file, named as the upload names it (the upload's conversion renames it so)."""
     (tmp_path / name).write_bytes(content)
     with pytest.raises(TraceFormatError) as caught:
         detect(tmp_path / name)
-    return TraceFormatError(name, caught.value.problems)
+    return caught.value.with_path(name)
 
 
 @pytest.mark.parametrize(("name", "content", "what"), [("picture.png", PNG, "content"),
@@ -42,9 +44,42 @@ def test_an_unrecognised_file_is_one_line_with_the_formats_tried_after_it(tmp_pa
     assert "problems" not in message
 
 
+def test_a_real_unrecognised_file_reads_as_written_here(tmp_path: Path) -> None:
+    exc = refused(tmp_path, "picture.png", PNG)
+    assert isinstance(exc, UnrecognisedFormatError) and exc.path == "picture.png"
+    lines = upload_error(exc).splitlines()
+    assert lines[:5] == ["picture.png: not a trace portscope reads (unrecognised content)",
+                         "",
+                         "formats tried:",
+                         "  - portscope: a ZIP of Arrow tables with manifest.json",
+                         "  - kineto: JSON with a 'traceEvents' list (torch.profiler export_chrome_trace, .json or .json.gz)"]
+    assert lines[-1] == ("  - chrome: any other Chrome/Perfetto trace JSON (object with 'traceEvents' or a bare array of events "
+                         "with 'ph'): generic lanes")  # fmt: skip
+    assert len(lines) == 3 + 14
+
+
 def test_other_errors_keep_their_own_message(tmp_path: Path) -> None:
     for exc in (TraceFormatError("a.json", ["events 3 and 4 overlap", "no region"]), refused(tmp_path, "empty.json", b"")):
         assert upload_error(exc) == str(exc)
+
+
+def test_a_plain_error_worded_like_detect_is_not_taken_for_it() -> None:
+    """The error's class says what it is, not its wording: a reader's own problem that happens to read alike stays
+    a list of problems."""
+    exc = TraceFormatError("a.json", ["unrecognised content; tried these formats:", "kineto: JSON"])
+    assert upload_error(exc) == "a.json: 2 problems:\n  - unrecognised content; tried these formats:\n  - kineto: JSON"
+
+
+def test_the_upload_job_keeps_the_error_and_names_the_users_file(tmp_path: Path) -> None:
+    """The job's process, run here: the temporary file's error, renamed to the user's file name, keeps its class."""
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "upload-1234.tmp").write_bytes(GZIP_TEXT)
+    convert_upload(tmp_path / "runs", tmp_path / "upload-1234.tmp", "notes.json.gz", tmp_path / "status.json")
+    status = json.loads((tmp_path / "status.json").read_text(encoding="utf-8"))
+    assert status["ok"] is False and status["stage"] == "failed"
+    assert status["error"].startswith("notes.json.gz: not a trace portscope reads (unrecognised gzip-compressed content)\n\n"
+                                      "formats tried:\n  - portscope: a ZIP of Arrow tables with manifest.json\n")
+    assert "upload-1234" not in status["error"] and not (tmp_path / "upload-1234.tmp").exists()
 
 
 def test_the_message_box_folds_the_formats_tried(tmp_path: Path) -> None:
