@@ -30,6 +30,7 @@ from . import (
     compare_prediction,
     compare_schedules,
     memory_sections,
+    timeline_hits,
     timeline_tools,
 )
 from .common import load, region_label, run_label
@@ -101,11 +102,13 @@ def layout(a: str = "", b: str = "", ra: str | None = None, rb: str | None = Non
         html.Div(numerics_side_by_side(trace_a, trace_b), id=ids.COMPARE_NUMERICS),
     ]
     if a != b:
-        figure = timeline_figure(panels([a, b], ["A", "B"]), drag="select")
+        built = panels([a, b], ["A", "B"])
+        figure = timeline_figure(built, drag="select")
+        hits = timeline_hits.add_panel_hits(figure, built)  # a click anywhere on a bar selects it
         children += [
             html.H3("Timelines (zoom one, both follow)"),
             dcc.Store(id=ids.TIMELINE_KEY, data={"run_ids": [a, b], "titles": ["A", "B"], "flow_traces": flow_indices(figure),
-                                                 "match_traces": match_indices(figure)}),
+                                                 "match_traces": match_indices(figure), "hit_traces": hits}),
             *timeline_tools.controls(ids.COMPARE_TOOLS),
             html.Div(id=ids.TIMELINE_STATUS, className="muted"),
             dcc.Graph(id=ids.COMPARE_TIMELINES, figure=figure, config=graph_config("compare")),

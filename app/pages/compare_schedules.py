@@ -51,6 +51,7 @@ from ..figures import (
     viewport_from_relayout,
 )
 from ..time_axis import fmt_duration
+from . import timeline_hits
 from .common import region_label
 from .timeline import NO_SLICE, slice_view
 
@@ -134,7 +135,8 @@ def _bands(key: dict[str, Any]) -> list[list[tuple[float, float, str]]]:
 
 
 def aligned_figure(key: dict[str, Any], window: tuple[float, float] | None = None) -> dict[str, Any]:
-    """A's and B's schedules one above the other, each from 0 on one axis, their critical paths marked."""
+    """A's and B's schedules one above the other, each from 0 on one axis, their critical paths marked; the bars'
+    hit points last (one trace per panel: a click anywhere on a bar selects it)."""
     x0, x1 = window or (0.0, float(max(key["spans"])))
     panels = []
     for side, run_id, rid, bands in zip("AB", (key["a"], key["b"]), (key["ra"], key["rb"]), _bands(key), strict=True):
@@ -146,7 +148,14 @@ def aligned_figure(key: dict[str, Any], window: tuple[float, float] | None = Non
     for index, panel, summary in zip(match_indices(figure), panels, (diff.a, diff.b), strict=True):
         figure["data"][index].update(critical_bars(panel.lanes, summary.critical_rows[:CRITICAL_ROWS_DRAWN]))
         figure["data"][index]["name"] = "critical path"
+    timeline_hits.add_panel_hits(figure, panels)
     return figure
+
+
+def _hit_traces(figure: dict[str, Any]) -> list[int]:
+    """The indices of the aligned figure's hit-point traces (its last two)."""
+    n = len(figure["data"])
+    return [n - 2, n - 1]
 
 
 def critical_bars(lanes: Lanes, rows: list[int]) -> dict[str, list[float | None]]:
@@ -182,13 +191,14 @@ def section(a: str, b: str, region_a: int | None, region_b: int | None) -> list[
         labels.append(f"{region_label(row)}: {fmt_duration(summary.total, TimeUnit(diff.unit))}")
     key = {"a": a, "b": b, "ra": region_a, "rb": region_b, "unit": diff.unit, "spans": [diff.a.total, diff.b.total],
            "labels": labels}
+    figure = aligned_figure(key)
     return [
         head,
         html.P(verdict(diff), id=ids.COMPARE_SCHEDULE_VERDICT, className="verdict"),
         *tables(diff),
         html.H4("The two schedules aligned: each region from 0, one scale (dark core: on the critical path)"),
-        dcc.Store(id=ids.COMPARE_SCHEDULE_KEY, data=key),
-        dcc.Graph(id=ids.COMPARE_SCHEDULE_TIMELINES, figure=aligned_figure(key), config=graph_config("compare-schedules")),
+        dcc.Store(id=ids.COMPARE_SCHEDULE_KEY, data={**key, "hit_traces": _hit_traces(figure)}),
+        dcc.Graph(id=ids.COMPARE_SCHEDULE_TIMELINES, figure=figure, config=graph_config("compare-schedules")),
         html.Div(html.Div("Click a bar for its facts.", className="muted"), id=ids.COMPARE_SCHEDULE_DETAIL, className="detail"),
     ]
 
@@ -198,7 +208,9 @@ def clicked(key: dict[str, Any], click: dict[str, Any] | None, relayout: dict[st
     if not click or not click.get("points"):
         raise PreventUpdate
     point = click["points"][0]
-    panel = int(point.get("curveNumber", 0)) // len(KINDS)
+    curve = int(point.get("curveNumber", 0))
+    panel = timeline_hits.hit_panel(key.get("hit_traces") or [], curve)
+    panel = curve // len(KINDS) if panel is None else panel
     if panel > 1:
         raise PreventUpdate  # a critical-path mark: the bar under it answers
     run_id, rid = (key["a"], key["ra"]) if panel == 0 else (key["b"], key["rb"])
@@ -222,7 +234,10 @@ def zoom_update(key: dict[str, Any], relayout: dict[str, Any] | None) -> Any:
     lanes = [aligned_lanes(key["a"], key["ra"]), aligned_lanes(key["b"], key["rb"])]
     viewports = [reduce_viewport(lane, window[0], window[1], VIEW_PX) for lane in lanes]
     ticks = axis_ticks([key["unit"]] * 2, [None, None], *window)
-    return timeline_patch(viewports, ticks, panel_annotations(_bands(key), ["A", "B"], [window, window]))
+    patch = timeline_patch(viewports, ticks, panel_annotations(_bands(key), ["A", "B"], [window, window]))
+    if key.get("hit_traces"):
+        timeline_hits.patch_hits(patch, viewports, [len(lane.lanes) for lane in lanes], [[], []], key["hit_traces"])
+    return patch
 
 
 def register(app: dash.Dash) -> None:

@@ -290,8 +290,7 @@ def layout(run_id: str = "", clock: str | None = None, view: str | None = None, 
     window, picked = window_from_query(view), window_from_query(query.get("range"))
     built = panels([run_id], [run_id], window, clock_hz=clock_hz)
     figure = timeline_figure(built, drag="select")
-    hits = timeline_hits.add_hit_traces(figure, [p.viewport for p in built], [len(p.lanes.lanes) for p in built],
-                                        [[level.row for level in p.levels] for p in built])
+    hits = timeline_hits.add_panel_hits(figure, built)
     if picked is not None:
         figure["layout"]["selections"] = [selection_box(picked, len(built[0].lanes.lanes))]
     if not len(built[0].lanes):

@@ -16,7 +16,7 @@ import numpy as np
 
 from portscope.ingest.viewport import KINDS, Viewport
 
-from ..figures import bars, typed
+from ..figures import Panel, bars, typed
 
 HITS = "bar hits"  # the name of the hit-point traces (one per panel, after every other trace of the figure)
 HIT_COLUMNS = 250  # columns across the view: 4-8 screen pixels apart on a 1-2k px plot (hoverdistance is 20 px)
@@ -68,6 +68,12 @@ def add_hit_traces(figure: dict[str, Any], viewports: list[Viewport], lanes: lis
     return list(range(first, first + len(viewports)))
 
 
+def add_panel_hits(figure: dict[str, Any], panels: Sequence[Panel]) -> list[int]:
+    """`add_hit_traces` for the panels a timeline figure was drawn from (their memory lanes answer clicks themselves)."""
+    return add_hit_traces(figure, [p.viewport for p in panels], [len(p.lanes.lanes) for p in panels],
+                          [[level.row for level in p.levels] for p in panels])
+
+
 def patch_hits(patch: Any, viewports: list[Viewport], lanes: list[int], hidden_rows: list[list[int]], indices: list[int]) -> None:
     """Put the hit points of each panel's new viewport into a zoom's patch."""
     for viewport, n, hidden, index in zip(viewports, lanes, hidden_rows, indices, strict=False):
@@ -80,4 +86,4 @@ def hit_panel(indices: list[int], curve: int) -> int | None:
     return indices.index(curve) if curve in indices else None
 
 
-__all__ = ["HITS", "add_hit_traces", "hit_panel", "hit_points", "patch_hits"]
+__all__ = ["HITS", "add_hit_traces", "add_panel_hits", "hit_panel", "hit_points", "patch_hits"]
