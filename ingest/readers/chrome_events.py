@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import operator
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -187,6 +188,7 @@ class ChromeEvents(_Columns):
     events: int = 0
     unmatched_begins: int = 0
     unmatched_async_ends: int = 0  # async ends whose begin the file does not hold (a window cut short)
+    cut_events: int = 0  # events cut mid-way at the end of a bare array that is not closed (dropped)
 
     def __len__(self) -> int:
         return len(self.start)
@@ -234,23 +236,32 @@ def convert(path: str | Path, translate: Callable[[Path, ChromeEvents], Translat
             sliced: bool = False, **options: Any) -> Trace:  # fmt: skip
     """A Chrome-JSON reader's whole conversion: collect the file's events (`options` go to `collect`), translate
     them into the one event model (the collector closed either way), assemble the trace. sliced: the big tables as
-    `Trace.slices`, made as they are written."""
+    `Trace.slices`, made as they are written. An event a bare array's end cut mid-way is dropped and said so
+    (a "could not provide" line)."""
     from ..assemble import (
         assemble,  # the assembler imports readers' helpers only lazily, and this module first
     )
 
     path = Path(path)
-    ev = collect(path, caps=caps, **options)
+    ev = collect(path, caps=caps, unclosed=True, **options)
     try:
         translated = translate(path, ev)
     finally:
         ev.close()
+    if ev.cut_events:
+        translated.run_info.missing_signals.append(_cut_note(ev.cut_events))
     return assemble(translated, sliced=sliced)
+
+
+def _cut_note(n: int) -> str:
+    """What a run says of the events a file cut short at its end (its "could not provide" line)."""
+    return (f"{n} event{'s' if n != 1 else ''} cut mid-way at the end of the file (the JSON array is not closed: "
+            "the recording stopped mid-write): dropped")
 
 
 def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Iterable[str] = (),
             arg_filter: Callable[[str, str], bool] | None = None, lean: bool = False,
-            number_args: Iterable[str] = ()) -> ChromeEvents:  # fmt: skip
+            number_args: Iterable[str] = (), unclosed: bool = False) -> ChromeEvents:  # fmt: skip
     """Read every event of a Chrome JSON file (object or bare array); one TraceFormatError lists the problems.
 
     keep_args: the ``args`` keys kept per span; arg_filter(cat, name) limits that to some spans.
@@ -258,17 +269,44 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
     number_args: keys of `keep_args` kept per span as a column (`ChromeEvents.numbers`, NO_NUMBER where a span
     has no int64 there) when their value is an int, so that values unique to each span (indices) are not
     interned; a value of another type is kept with the span's other args as before.
+
+    unclosed: a bare array that is not closed (the format lets its ']' out: a recording process killed) is read
+    to its last whole event, one cut mid-way dropped and counted (`ChromeEvents.cut_events`: the caller says
+    so); else such a file is refused.
+
+    'B' and 'E' events pair per thread in time order (equal times in file order), as the format pairs them: as
+    they come while each thread's are in order; the file is read again, holding them all until its end, where
+    some thread's are not.
     """
-    path = Path(path)
-    metadata, batches = event_batches(path, caps)
+    path, keep, numbers = Path(path), tuple(keep_args), tuple(number_args)
+    try:
+        return _collect(path, caps, keep, arg_filter, lean, numbers, unclosed, by_time=False)
+    except _Unordered:
+        pass  # (outside the handler: the first reading's file and columns are let go before the second)
+    return _collect(path, caps, keep, arg_filter, lean, numbers, unclosed, by_time=True)
+
+
+class _Unordered(Exception):
+    """Some thread's 'B'/'E' events are not in time order: pair them by time (read the file again)."""
+
+
+def _collect(path: Path, caps: SizeCaps, keep: tuple[str, ...], arg_filter: Callable[[str, str], bool] | None,
+             lean: bool, number_args: tuple[str, ...], unclosed: bool, *, by_time: bool) -> ChromeEvents:  # fmt: skip
+    """`collect`; by_time: every 'B'/'E' event held to its end and paired there in time order (else as they come,
+    raising _Unordered at the first that comes before its thread's last)."""
+    cut = [0]
+    metadata, batches = event_batches(path, caps, cut_short=cut.append if unclosed else None)
     out = ChromeEvents(path=path, metadata=metadata)
-    keep = tuple(keep_args)
     out.numbers = {} if lean else {k: DiskColumn("q", HOLD_ROWS) for k in number_args if k in keep}
     values = out.values
     code = values.code
     problems: list[str] = []
     bad = 0
     open_b: dict[tuple[Any, Any], list[tuple[int, int, int, dict | None]]] = {}
+    # 'B'/'E' events (time, event index, phase, name code, category code, args) by thread: the last one's time (in
+    # order) or all of them (by_time)
+    last_begin_end: dict[tuple[Any, Any], int] = {}
+    held: dict[tuple[Any, Any], list[tuple[int, int, str, int, int, Any]]] = {}
     # async spans ("b"/"e" nestable, "S"/"F" legacy) open by (kind, pid, cat, id[, name]); they close out of order
     open_async: dict[tuple[Any, ...], list[tuple[int, int, int, dict | None]]] = {}
     async_ends_unmatched = 0
@@ -301,6 +339,17 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
         except TypeError:  # orjson refuses what it did not parse itself (e.g. ints beyond 64 bits as floats: never)
             return -1
         return code(sub, ("args", key))
+
+    def begin_end(thread: tuple[Any, Any], mark: tuple[int, int, str, int, int, Any]) -> None:
+        """A 'B' opens a span on its thread; an 'E' closes the thread's latest open one."""
+        ts, at, ph, name_c, cat_c, args = mark
+        stack = open_b.setdefault(thread, [])
+        if ph == "B":
+            stack.append((ts, name_c, cat_c, args))
+        elif stack:
+            close(stack.pop(), ts, *thread)
+        else:
+            problem(f"event {at} ({values.values[name_c]!r:.60}): an 'E' without a matching 'B' on its thread")
 
     def close(opened: tuple[int, int, int, dict | None], end: int, pid: Any, tid: Any) -> None:
         """A 'B'-'E' or async span from its begin (time, name code, category code, args) to `end`, on lane (pid, tid)."""
@@ -358,20 +407,18 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
                 args_append(-1 if lean else kept(cat, name, ev.get("args")))
                 if "bind_id" in ev:
                     _bound_flow(out, ev, ts, code, pid, tid, cat, name)
-            elif ph == "B":
-                open_b.setdefault((pid, tid), []).append((ts, code(name), code(cat), ev.get("args")))
-                if "bind_id" in ev:
+            elif ph == "B" or ph == "E":
+                if ph == "B" and "bind_id" in ev:
                     _bound_flow(out, ev, ts, code, pid, tid, cat, name)
-            elif ph == "E":
-                stack = open_b.get((pid, tid))
-                if not stack:
-                    problem(f"event {index - 1} ({name!r:.60}): an 'E' without a matching 'B' on its thread")
+                mark = (ts, index - 1, ph, code(name), code(cat), ev.get("args") if ph == "B" and not lean else None)
+                if by_time:
+                    held.setdefault((pid, tid), []).append(mark)
                     continue
-                opened = stack.pop()
-                if ts < opened[0]:
-                    problem(f"event {index - 1} ({name!r:.60}): ends before its 'B' began")
-                    continue
-                close(opened, ts, pid, tid)
+                if ts < last_begin_end.get((pid, tid), ts):
+                    out.close()
+                    raise _Unordered()
+                last_begin_end[(pid, tid)] = ts
+                begin_end((pid, tid), mark)
             elif ph in _ASYNC_PHASES:
                 key = _async_key(ev, ph, pid, cat, name)
                 if key is None:
@@ -400,7 +447,15 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
                     continue
                 out.flows.append(ph, fid, ts, code(pid), code(tid), code(cat), code(name), ph != "f" or ev.get("bp") == "e")
     out.settle()
+    if held:
+        number_appends[:] = [(k, column.held.append) for k, column in out.numbers.items()]
+        for thread, marks in held.items():
+            marks.sort(key=_time)  # a stable sort: equal times keep file order
+            for mark in marks:
+                begin_end(thread, mark)
+        out.settle()
     out.events = index
+    out.cut_events = sum(cut)
     out.unmatched_begins = sum(len(s) for s in open_b.values()) + sum(len(s) for s in open_async.values())
     out.unmatched_async_ends = async_ends_unmatched
     if bad:
@@ -413,6 +468,7 @@ def collect(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, keep_args: Itera
 
 _SPAN_PHASES = ("X", "B", "E", "i", "I", "s", "t", "f", "b", "e", "S", "F")
 _ASYNC_PHASES = ("b", "e", "S", "F")
+_time = operator.itemgetter(0)
 
 
 def _async_key(ev: dict, ph: str, pid: Any, cat: str, name: str) -> tuple[Any, ...] | None:

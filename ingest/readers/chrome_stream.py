@@ -43,6 +43,7 @@ from .source import DEFAULT_CAPS, GZIP_MAGIC, SizeCaps, open_checked, read_bytes
 
 CHUNK_BYTES = 8 << 20
 HEAD_LIMIT = 64 << 20  # an object's keys before its events are read this far at most
+_CUT_TRIES = 8  # event starts tried, from the last, to find where an unclosed array's last whole event ends
 _DECIMAL = re.compile(r"\s*([+-]?)(\d+)(?:\.(\d*))?\s*")
 _WS = b" \t\r\n"
 _NON_FINITE = re.compile(rb"\b(?:NaN|Infinity)\b")
@@ -126,16 +127,20 @@ def _pieces(path: Path, f: BinaryIO, caps: SizeCaps, total: int, size: int) -> I
 
 
 Decode = Callable[[bytes], Any]
+CutShort = Callable[[int], None]  # told how many events a bare array's end cut mid-way (dropped)
 
 
 def event_batches(
-    path: str | Path, caps: SizeCaps = DEFAULT_CAPS, decode: Decode | None = None
+    path: str | Path, caps: SizeCaps = DEFAULT_CAPS, decode: Decode | None = None, *, cut_short: CutShort | None = None
 ) -> tuple[dict[str, Any], Iterator[Any]]:
     """(top-level keys other than the events, batches of raw events) of a Chrome JSON object or bare array.
 
     decode: text of a JSON array of whole events -> a batch, or None when it is not valid JSON;
     orjson's lists of dicts by default. The dict of keys gains the keys written after the events
-    once the batches are exhausted."""
+    once the batches are exhausted. cut_short: given, a bare array that is not closed (the format
+    lets its ']' out: a recording process killed mid-write) is read to its last whole event, and
+    cut_short(n) is told, before its last batch, the n events cut mid-way and dropped (0 or 1);
+    without it, such an array is refused. An object cut short is refused either way."""
     path = Path(path)
     decode = decode or _try
     chunks = file_chunks(path, caps)
@@ -147,7 +152,7 @@ def event_batches(
     first = first.removeprefix(UTF8_BOM)  # some Windows tools write one; JSON has no use for it
     start = first.strip(_WS)[:1]
     if start == b"[":
-        return {}, _array_batches(path, first[first.index(b"[") + 1 :], chunks, decode, None)
+        return {}, _array_batches(path, first[first.index(b"[") + 1 :], chunks, decode, None, cut_short)
     if start != b"{":
         raise TraceFormatError(path, "not a JSON document (does not start with '{' or '[')")
     streamed = _object_head(first, chunks)
@@ -209,10 +214,11 @@ def _document_batches(path: Path, doc: ChromeDocument) -> Iterator[list[Any]]:
 
 
 def _array_batches(
-    path: Path, buf: bytes, chunks: Iterator[bytes], decode: Decode, tail_keys: dict[str, Any] | None
+    path: Path, buf: bytes, chunks: Iterator[bytes], decode: Decode, tail_keys: dict[str, Any] | None,
+    cut_short: CutShort | None = None,
 ) -> Iterator[Any]:
     """Batches of the events in buf + chunks (the text after the array's '['); tail_keys: the dict that
-    gains the keys after the events of an object (None for a bare array)."""
+    gains the keys after the events of an object (None for a bare array); cut_short: as `event_batches`."""
     done = False
     while True:
         if not done:
@@ -232,14 +238,9 @@ def _array_batches(
                     tail_keys.update(split[1])
                     yield split[0]
                 return
-            tail = buf.rstrip(_WS)
-            if not tail.endswith(b"]"):
-                raise TraceFormatError(path, "the JSON array is not closed (file cut short?)")
-            body = tail[:-1].strip(_WS)
-            if body:
-                text = b"[" + body + b"]"
-                batch = decode(text)
-                yield batch if batch is not None else _parse(path, text)
+            batch = _array_end(path, buf, decode, cut_short)
+            if batch:
+                yield batch
             return
         cut = _last_separator(buf)
         if cut is None:
@@ -252,6 +253,59 @@ def _array_batches(
                 continue  # read on: the end of input parses whatever is left at once (and words the error)
         yield batch
         buf = buf[cut:]
+
+
+def _array_end(path: Path, buf: bytes, decode: Decode, cut_short: CutShort | None) -> Any:
+    """The last events of a bare array (buf: from an event start to the end of the file); cut_short: as
+    `event_batches`."""
+    tail = buf.rstrip(_WS)
+    closed = tail.endswith(b"]")
+    text = b"[" + tail[:-1].strip(_WS) + b"]"
+    if closed:
+        batch = decode(text) if len(text) > 2 else []
+        if batch is not None:
+            return batch
+    if cut_short is None:
+        if closed:
+            return _parse(path, text)  # raises, wording what is wrong
+        raise TraceFormatError(path, "the JSON array is not closed (file cut short?)")
+    found = _unclosed_end(tail, decode)  # (a ']' at the end may close a list inside a cut event)
+    if found is None:
+        if closed:
+            _parse(path, text)
+        raise TraceFormatError(path, "the JSON array is not closed (file cut short?) and its events do not parse")
+    cut_short(found[1])
+    return found[0]
+
+
+def _unclosed_end(text: bytes, decode: Decode) -> tuple[Any, int] | None:
+    """(the events, how many were cut mid-way and dropped: 0 or 1) of the end of a bare array that is not closed
+    (`text` starts at an event), or None when they do not parse. Where they do not parse whole, the last one is cut:
+    the text is cut before an event start, tried from the last (the token scan may see starts inside a cut string)."""
+    body = text.rstrip(_WS).removesuffix(b",")
+    batch = decode(b"[" + body + b"]")
+    if batch is not None:
+        return batch, 0
+    for start in _event_starts(body)[::-1][:_CUT_TRIES]:
+        batch = decode(_bracketed(body, start))
+        if batch is not None:
+            return batch, 1
+    return None
+
+
+def _event_starts(buf: bytes) -> list[int]:
+    """Where each top-level '{' of buf is, by a token scan (after a string cut short, its text scans as tokens)."""
+    depth = 0
+    starts = []
+    for m in JSON_TOKEN.finditer(buf):
+        tok = m.group()
+        if tok in (b"{", b"["):
+            if depth == 0 and tok == b"{":
+                starts.append(m.start())
+            depth += 1
+        elif tok in (b"}", b"]"):
+            depth = max(depth - 1, 0)
+    return starts
 
 
 def _bracketed(buf: bytes, cut: int) -> bytes:

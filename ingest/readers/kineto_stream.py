@@ -248,18 +248,17 @@ class Collector:
                 if cat == "privateuse1_driver":
                     self.lanes.runtime_driver.set(len(out.runtime) - 1, 1)
         elif cat in KINETO_DEVICE_CATEGORIES:
-            dev, stream = args.get("device"), args.get("stream")
-            dev = pid if dev is None or not _hashable(dev) else dev  # null or another JSON type: as absent
-            stream = tid if stream is None or not _hashable(stream) else stream
+            dev, stream = _lane_of(args.get("device"), pid), _lane_of(args.get("stream"), tid)
             out.device.append((ts, dur, cat, name, dev, stream, args.get("correlation"), _int(args.get("bytes"))))
             if "launch_id" in args and (launch := launch_of(args)) is not None:
                 self.lanes.device_launch.set(len(out.device) - 1, launch)
         elif cat == KINETO_MTIA_DEVICE_CATEGORY:  # lanes are the device row's threads; a DMA request is a copy
             direction = args.get("direction")
             if name == "dma_request" and type(direction) is str:
-                out.device.append((ts, dur, "gpu_memcpy", f"dma_request {direction}", pid, tid, None, _int(args.get("size"))))
+                out.device.append((ts, dur, "gpu_memcpy", f"dma_request {direction}", _whole(pid), _whole(tid), None,
+                                   _int(args.get("size"))))
             else:
-                out.device.append((ts, dur, "kernel", name, pid, tid, None, None))
+                out.device.append((ts, dur, "kernel", name, _whole(pid), _whole(tid), None, None))
 
     # -- the typed path ------------------------------------------------------------------------------
     def add_typed(self, batch: _Typed) -> None:
@@ -381,10 +380,8 @@ class Collector:
             evs, cats, argss = ([row[k] for row in device] for k in range(3))
             first = len(out.device)
             pids, tids = [ev.pid for ev in evs], [ev.tid for ev in evs]
-            devs = [p if a.device is None or not _hashable(a.device) else a.device  # another JSON type: as absent
-                    for a, p in zip(argss, pids, strict=True)]
-            streams = [t if a.stream is None or not _hashable(a.stream) else a.stream
-                       for a, t in zip(argss, tids, strict=True)]
+            devs = [a.device if type(a.device) is int else _lane_of(a.device, p) for a, p in zip(argss, pids, strict=True)]
+            streams = [a.stream if type(a.stream) is int else _lane_of(a.stream, t) for a, t in zip(argss, tids, strict=True)]
             out.device.extend([list(map(_TS, evs)), list(map(_DUR, evs)), cats, list(map(_NAME, evs)), devs, streams,
                                list(map(_CORRELATION, argss)),
                                [None if v is None else _int(v) for v in map(_BYTES, argss)]])
@@ -584,6 +581,21 @@ def _signed(value: Any) -> int | None:
 
 def _hashable(value: Any) -> bool:
     return value is None or type(value) in (int, str, float, bool)
+
+
+def _whole(value: Any) -> Any:
+    """A device or stream number as the int it is where written as a float (a tool that writes every number as
+    one), None where that float is not a whole number (unreadable: as absent); any other value as it is."""
+    if type(value) is float:
+        return int(value) if value.is_integer() and abs(value) < 2**62 else None
+    return value
+
+
+def _lane_of(value: Any, fallback: Any) -> Any:
+    """A device row's device (stream) from its args, else its pid (tid): null, a float not a whole number or another
+    JSON type reads as absent."""
+    value = _whole(value)
+    return _whole(fallback) if value is None or not _hashable(value) else value
 
 
 __all__ = ["Collector", "collect_file", "signature_key", "signature_keys"]

@@ -136,3 +136,17 @@ def test_an_integer_past_64_bits_beside_an_infinity_is_still_refused(tmp_path: P
                     '"tid": -9223372036854775809, "ts": Infinity, "dur": 0.0, "args": {}}]}')
     with pytest.raises(TraceFormatError, match="big.json"):
         load_any(path)
+
+
+@pytest.mark.parametrize("general", [False, True])  # the typed decoder's path, or the dicts' (AS_DICTS in the slice)
+def test_device_numbers_written_as_floats_name_the_device_by_its_integer(tmp_path: Path, general: bool) -> None:
+    # a tool that writes every number as a float: "device": 0.0 (and on the dicts' path, where a float pid is read,
+    # "pid": 0.0 too); a device 0.5 is no device number: read as absent, the row's pid (0) names it
+    rows = [dict(ev, args=dict(ev["args"], device=0.0), pid=0.0 if general else 0) if ev["cat"] == "gpu_memcpy"
+            else dict(ev, args=dict(ev["args"], device=0.5)) if ev["cat"] == "kernel" else ev for ev in BASE]  # fmt: skip
+    path = _write(tmp_path / "float_dev.json", [AS_DICTS] * general + rows)
+    trace = load_any(path)
+    assert trace.run_info.devices == ["cpu", "cuda:0"]
+    regions = trace["regions"].to_pydict()
+    assert dict(zip(regions["name"], regions["device"], strict=True))["float_dev.json"] == "cuda:0"
+    assert _figures(path) == EXPECTED
