@@ -225,18 +225,19 @@ def translate(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lan
         out.add(EventKind.SPAN if is_compiler_span(a[2]) else EventKind.ANNOTATION, a[2], a[3], a[4], s,
                 int(round((a[0] + a[1] - t0) * 1000.0)) - s)
     devices: set = set()
+    unnamed = [0]  # device rows naming no device number (read as device 0)
     for first, part in _parts(ev.device):
         work = _device_columns(part, t0, ids)
         if lanes is not None:
             work["correlation"] = npu_kineto.device_ids(work, lanes, first=first)
         has_device = has_device or len(work["start_ns"]) > 0
-        devices.update(_device_work(out, work, lanes))
+        devices.update(_device_work(out, work, lanes, unnamed))
         del work
     if lanes is not None:  # the runtime calls on NPU rows, read again
         for first, part in _parts(ev.runtime):
             _, moved = npu_kineto.runtime_calls(_runtime_columns(part, t0, ids), lanes, operators, first=first, count=False)
             has_device = has_device or len(moved["start_ns"]) > 0
-            devices.update(_device_work(out, moved, lanes))
+            devices.update(_device_work(out, moved, lanes, unnamed))
             del moved
     devices = sorted(devices, key=str)
     if lanes is not None:
@@ -249,6 +250,9 @@ def translate(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lan
     root_device = ((lanes.device_name(devices[0]) if lanes else f"cuda:{devices[0]}") if devices else "cpu")
     info = _run_info(path, ev, t0, gpus, infer_fallback, has_device=has_device, has_runtime=has_runtime)
     names = {d: lanes.device_name(d) for d in devices} if lanes else {}
+    if unnamed[0]:
+        info.missing_signals.append(f"device numbers of {unnamed[0]:,} device event{'s' if unnamed[0] > 1 else ''} "
+                                    "(no device, no process named: read as device 0)")
     return Translated(out, info, root_name=path.name, root_device=root_device, infer_fallback=infer_fallback,
                       device_names=names)  # fmt: skip
 
@@ -277,15 +281,20 @@ def _device_columns(rows: Rows, t0: float, ids: _Ids) -> dict[str, Any]:
             "cat": _coded(rows, 2), "name": _coded(rows, 3), "dev": _coded(rows, 4), "stream": _coded(rows, 5)}
 
 
-def _device_work(out: EventColumns, work: dict[str, Any], lanes: Any) -> list:
+def _device_work(out: EventColumns, work: dict[str, Any], lanes: Any, unnamed: list[int]) -> list:
     """Add the device work (kernels, copies, memsets, driver waits; on NPU rows, runtime work drawn on a device
-    lane as a dispatch span); the distinct devices."""
+    lane as a dispatch span); the distinct devices. A device given as a digit string is its number; one not given
+    (nor a process) is device 0, counted in unnamed[0]."""
     n = len(work["start_ns"])
     if not n:
         return []
     (cats, cat_codes), (names, name_codes) = work["cat"], work["name"]
     (dev_values, dev_codes), (stream_values, stream_codes) = work["dev"], work["stream"]
     kinds = np.array([KIND_CODES[_DEVICE_KIND.get(c, EventKind.KERNEL)] for c in cats] or [0], dtype=np.int8)[cat_codes]
+    if lanes is None:  # GPU rows: the device's number; NPU rows name their lanes by the values as written
+        numbers = [_device_number(v) for v in dev_values]
+        unnamed[0] += int(np.isin(dev_codes, [c for c, v in enumerate(numbers) if v is None]).sum())
+        dev_values = [0 if v is None else v for v in numbers]
     dev_int = np.array([v if type(v) is int and -(2**62) < v < 2**62 else -1 for v in dev_values] or [0], dtype=np.int64)
     stream_int = np.array([v if type(v) is int and -(2**62) < v < 2**62 else NONE for v in stream_values] or [0], dtype=np.int64)
     texts = {"name": work["name"]}
@@ -304,6 +313,13 @@ def _device_work(out: EventColumns, work: dict[str, Any], lanes: Any) -> list:
                bytes=work["bytes"], device=dev_int[dev_codes], stream=stream_int[stream_codes], texts=texts,
                lanes={"pid": work["dev"], "tid": work["stream"]})  # fmt: skip
     return sorted({dev_values[c] for c in np.unique(dev_codes).tolist()}, key=str)
+
+
+def _device_number(value: Any) -> int | None:
+    """A GPU row's device number: an int, or a digit string's ("0"); None where there is none."""
+    if type(value) is str and value.strip().isdigit():
+        return int(value)
+    return value if type(value) is int else None
 
 
 def _engine_kind(lane: Any) -> str | None:

@@ -150,3 +150,18 @@ def test_device_numbers_written_as_floats_name_the_device_by_its_integer(tmp_pat
     regions = trace["regions"].to_pydict()
     assert dict(zip(regions["name"], regions["device"], strict=True))["float_dev.json"] == "cuda:0"
     assert _figures(path) == EXPECTED
+
+
+@pytest.mark.parametrize("general", [False, True])
+def test_device_rows_naming_no_device_or_a_digit_string_are_device_work(tmp_path: Path, general: bool) -> None:
+    # the copies name no device and no process (pid, device removed); the kernel's device is the text "0": all three
+    # are cuda:0's work (not the host's), and the two unnamed rows are said
+    rows = [{k: v for k, v in dict(ev, args={k: v for k, v in ev["args"].items() if k != "device"}).items() if k != "pid"}
+            if ev["cat"] == "gpu_memcpy" else dict(ev, args=dict(ev["args"], device="0")) if ev["cat"] == "kernel"
+            else ev for ev in BASE]  # fmt: skip
+    path = _write(tmp_path / "no_dev.json", [AS_DICTS] * general + rows)
+    trace = load_any(path)
+    assert trace.run_info.devices == ["cpu", "cuda:0"]
+    assert trace["ops"].column("device").to_pylist() == ["cuda:0"] * 3  # each op launched work on cuda:0
+    assert "device numbers of 2 device events (no device, no process named: read as device 0)" in trace.run_info.missing_signals
+    assert _figures(path) == EXPECTED
