@@ -178,7 +178,11 @@ def click_update(key: dict[str, Any], click: dict[str, Any] | None, relayout: di
         patch["data"][traces[panel]]["x"], patch["data"][traces[panel]]["y"] = x, y
         patch["data"][traces[panel]]["text"] = text
         patch["data"][traces[panel]]["marker"]["size"] = [0, 11, 0] * (len(x) // 3)  # an arrowhead at each target
-    return slice_view(run_id, row), patch
+    facts = slice_view(run_id, row)
+    titles = key.get("titles")
+    if titles and len(key["run_ids"]) > 1:  # the compare page: which run the slice is of
+        facts = html.Div([html.H4(f"{titles[panel]}: a slice of {run_label(run_id, store().trace(run_id))}"), facts])
+    return facts, patch
 
 
 def _when(value: int | None, run_id: str) -> str | None:

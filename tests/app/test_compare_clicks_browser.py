@@ -57,6 +57,7 @@ def test_a_click_in_the_middle_of_a_long_bar_on_the_compare_timelines(dash_duo, 
     click_at(dash_duo, "compare-timelines", "", "compiler", start + 0.5 * (end - start))  # A's compile, in its middle
     until(lambda: facts(dash_duo, "slice-detail").get("name") == "compile aten::mul.Tensor", 10)
     assert facts(dash_duo, "slice-detail")["duration"] == "40 ms (40,000,000 ns)"
+    assert dash_duo.find_element("#timeline-detail h4").text == "A: a slice of llama_fp16-npu_rmsnorm_narrow"
     assert dash_duo.get_logs() == []
 
 
