@@ -125,6 +125,9 @@ def url_query_writer(*names: str | None) -> str:
     return _URL_QUERY_JS.replace("NAMES", json.dumps(list(names)))
 
 
+LONG_NAME = "long-name"  # one line, cut with an ellipsis (assets/portscope.css); the element's title holds it whole
+
+
 def page(title: str, *children: Any, subtitle: Any = None) -> html.Div:
     head = [html.H2(title)]
     if subtitle is not None:

@@ -11,6 +11,7 @@ from portscope.ingest.diff import diff_call_sites, diff_operators, diff_signals,
 
 from .. import ids, urls
 from ..components import (
+    LONG_NAME,
     fmt_bytes,
     fmt_int,
     fmt_ratio,
@@ -86,8 +87,9 @@ def layout(a: str = "", b: str = "", ra: str | None = None, rb: str | None = Non
             ],
             className="compare-bar",
         ),
-        html.Div([dcc.Link(f"A: {run_label(a, trace_a)} ({a})", href=urls.run(a)),
-                  dcc.Link(f"B: {run_label(b, trace_b)} ({b})", href=urls.run(b))], className="links"),
+        html.Div([dcc.Link(text, href=urls.run(r), title=text, className=LONG_NAME)  # a long file name cut, whole on hover
+                  for text, r in ((f"A: {run_label(a, trace_a)} ({a})", a), (f"B: {run_label(b, trace_b)} ({b})", b))],
+                 className="links"),
         compare_prediction.section(trace_a, trace_b),
         compare_port.section(),
         html.H3("Signals"),

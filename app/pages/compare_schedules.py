@@ -37,7 +37,7 @@ from portscope.ingest.trace import Trace
 from portscope.ingest.viewport import KINDS, Lanes, build_lanes, reduce_viewport, slice_at
 
 from .. import ids
-from ..components import fmt_int, problem, text_table
+from ..components import LONG_NAME, fmt_int, problem, text_table
 from ..context import store
 from ..figures import (
     VIEW_PX,
@@ -86,7 +86,7 @@ def tables(diff: ScheduleDiff) -> list[Any]:
     idle = [("cause", "Waiting on", None), ("idle_a", "A", duration), ("idle_b", "B", duration), ("delta", "Δ", signed)]
     path = [r for r in diff.critical_table().to_pylist() if r["change"] != "same"]
     for r in path:  # a kernel's name can run to hundreds of characters: cut with an ellipsis, whole on hover
-        r["name"] = html.Span(r["name"], title=r["name"], className="long-name") if r["name"] else r["name"]
+        r["name"] = html.Span(r["name"], title=r["name"], className=LONG_NAME) if r["name"] else r["name"]
     rows = [{**r, "engine": f"{r['engine']} (B: {r['engine_b']})" if r["engine_b"] else r["engine"]}
             for r in diff.engines_table().to_pylist()]  # a paired engine: the only one of its kind each side lacks
     return [

@@ -12,14 +12,12 @@ from portscope.ingest.plan_report import static_shapes_line
 from portscope.ingest.schedule_summary import cost_sources_text
 
 from .. import ids, urls
-from ..components import fmt_bytes, fmt_int, not_recorded, page, status_badge, text_table
+from ..components import LONG_NAME, fmt_bytes, fmt_int, not_recorded, page, status_badge, text_table
 from ..data.runs import file_model, regions_frame, run_model, torch_text
 from ..data.seen import NOT_RECORDED, unrecorded_columns
 from ..data.tables import numerics_frame
 from ..shell import session_entries
 from .common import load, region_rows
-
-LONG_NAME = "long-name"  # one line, cut with an ellipsis (assets/portscope.css); the element's title holds it whole
 
 REGION_COLUMNS = [
     ("link", "Region", None),

@@ -10,12 +10,11 @@ from dash import Input, Output, dcc, html
 from portscope.ingest.schema import TimeUnit
 
 from .. import ids, urls
-from ..components import fmt_bytes, fmt_int, not_recorded, page, problem, status_badge, text_table
+from ..components import LONG_NAME, fmt_bytes, fmt_int, not_recorded, page, problem, status_badge, text_table
 from ..context import store
 from ..shell import session_entries
 from ..time_axis import fmt_duration
 
-LONG_NAME = "long-name"  # one line, cut with an ellipsis (assets/portscope.css); the element's title holds it whole
 LONG_TEXT = "long-text"  # wrapped (anywhere if it must), cut after four lines; the title holds it whole
 
 COLUMNS = [

@@ -181,6 +181,9 @@ def test_long_names_do_not_widen_the_pages(dash_duo, make_app, tmp_path: Path) -
     cells = dash_duo.find_elements("#compare-schedule-critical td .long-name")
     longest = max(cells, key=lambda c: len(c.get_attribute("title")))
     assert len(longest.get_attribute("title")) > 150 and longest.size["width"] < 600
+    assert overflow() <= 0  # the title wraps; the link to A is cut, whole on hover
+    link = dash_duo.find_element(f".links a[href='/run/{ran[LONG]}']")
+    assert link.get_attribute("title") == f"A: {LONG.removesuffix('.arrow')} ({ran[LONG]})" and link.size["width"] < 600
     table = dash_duo.find_element("#compare-schedule-critical")
     assert table.location["x"] + table.size["width"] <= driver.execute_script("return window.innerWidth;")
     driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", table)
