@@ -19,7 +19,7 @@ import pandas as pd
 
 from . import arrow_compute as pc
 from .callsites import site_line
-from .rank_merge import lane_rank, rank_of_regions
+from .rank_merge import LANE_RANK, lane_rank, rank_of_regions
 from .region_tree import descendants
 from .schema import MEMORY_ALLOCATED, MEMORY_RESERVED, memory_device
 from .trace import Trace
@@ -128,10 +128,13 @@ class RunMemory:
         for lane, lane_of in zip(self.lanes, self.lane_ranks, strict=True):
             if rank is not None and lane_of is not None and lane_of != rank:
                 continue  # another rank's device
+            entering = None  # the total held when the region began (the last event before it): part of its peak
             if subtree is None:
                 inside = (lane.start >= start) & (lane.start <= end)
                 before = np.searchsorted(lane.start, end, "right")
                 reserved_in = (lane.reserved_start >= start) & (lane.reserved_start <= end)
+                k = int(np.searchsorted(lane.start, start, "left"))
+                entering = int(lane.total[k - 1]) if k else None
             else:
                 inside = np.isin(lane.region_id, subtree)
                 before = int(np.flatnonzero(inside)[-1]) + 1 if inside.any() else 0
@@ -139,7 +142,9 @@ class RunMemory:
             if not inside.any() and not before:
                 continue
             alloc = inside & (lane.delta > 0)
-            rows.append({"device": lane.device, "peak_bytes": int(lane.total[inside].max()) if inside.any() else None,
+            peaks = [int(lane.total[inside].max())] if inside.any() else []
+            peaks += [entering] if entering is not None else []
+            rows.append({"device": lane.device, "peak_bytes": max(peaks) if peaks else None,
                          "live_at_exit_bytes": int(lane.total[before - 1]) if before else None,
                          "allocations": int(alloc.sum()), "allocated_bytes": int(lane.delta[alloc].sum()),
                          "peak_reserved_bytes": int(lane.reserved[reserved_in].max()) if reserved_in.any() else None})  # fmt: skip
@@ -176,10 +181,28 @@ class MemoryDiff:
     sites: pd.DataFrame
 
 
+def _one_rank(memory: RegionMemory) -> RegionMemory:
+    """A region of one rank of a merged run with its devices named as the rank named them (``rank 1 · cuda:0`` ->
+    ``cuda:0``), so that two ranks' regions compare device by device; any other region as it is."""
+    ranks = {lane_rank(d) for d in memory.devices["device"]}
+    if len(ranks) != 1 or None in ranks:
+        return memory
+
+    def plain(device: str) -> str:
+        return device[LANE_RANK.match(device).end() :]  # type: ignore[union-attr]
+
+    devices, sites = memory.devices.copy(), memory.sites.copy()
+    devices["device"] = devices["device"].map(plain)
+    if len(sites):
+        sites["device"] = sites["device"].map(plain)
+    return RegionMemory(devices=devices, sites=sites)
+
+
 def memory_diff(trace_a: Trace, region_a: int, trace_b: Trace, region_b: int) -> MemoryDiff:
     """Two regions' memory side by side, device by device (by name)."""
     run_a = RunMemory(trace_a)
     a, b = run_a.region(region_a), (run_a if trace_b is trace_a else RunMemory(trace_b)).region(region_b)
+    a, b = _one_rank(a), _one_rank(b)
     keep = ["device", "peak_bytes", "live_at_exit_bytes", "allocations", "allocated_bytes"]
     devices = a.devices[keep].merge(b.devices[keep], on="device", how="outer", suffixes=("_a", "_b"))
     devices = devices.rename(columns=lambda c: f"{c[-1]}_{c[:-2]}" if c.endswith(("_a", "_b")) else c)

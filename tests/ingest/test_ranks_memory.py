@@ -22,7 +22,7 @@ import pytest
 
 from portscope.app.cli import main
 from portscope.ingest import read_trace
-from portscope.ingest.memory import allocator_lanes, region_memory
+from portscope.ingest.memory import allocator_lanes, memory_diff, region_memory
 from portscope.ingest.rank_report import format_ranks, ranks_report_data
 from portscope.ingest.ranks import convert_ranks, lane_rank, rank_lane, rank_of_regions
 from portscope.ingest.viewport import build_lanes
@@ -97,6 +97,18 @@ def test_region_memory_reads_its_own_rank_only(merged: Path) -> None:
     # rank 1's own region (3): its file's four events, 2500 live at its end
     assert region_memory(got, 3).devices[keep].to_dict("records") == [
         {"device": "rank 1 · cuda:0", "peak_bytes": 8000, "live_at_exit_bytes": 2500, "allocations": 3, "allocated_bytes": 7500}]
+
+
+def test_two_ranks_steps_compare_device_by_device(merged: Path) -> None:
+    # rank 0's step (region 2): peak 3500, 3000 live at its end, +2500 in 2 allocations; rank 1's (region 5): peak
+    # 8000, 2000 live, +7000 in 2: one row for the device each rank calls cuda:0, not one per rank
+    got = read_trace(merged)
+    diff = memory_diff(got, 2, got, 5)
+    assert diff.devices[["device", "a_peak_bytes", "b_peak_bytes", "delta_peak_bytes", "a_live_at_exit_bytes",
+                         "b_live_at_exit_bytes"]].to_dict("records") == [
+        {"device": "cuda:0", "a_peak_bytes": 3500, "b_peak_bytes": 8000, "delta_peak_bytes": 4500,
+         "a_live_at_exit_bytes": 3000, "b_live_at_exit_bytes": 2000}]  # fmt: skip
+    assert set(diff.sites["device"]) == {"cuda:0"}
 
 
 def test_the_memory_view_and_report(merged: Path, capsys: pytest.CaptureFixture[str]) -> None:
