@@ -352,9 +352,12 @@ def _run_info(path: Path, ev: KinetoEvents, t0: float, devices: list, infer_fall
         missing.append("dispatch/cpu_fallback " + ("inferred from operators that launched no GPU work" if infer_fallback
                        else "(Kineto records no tensor devices; operators that launched no GPU work are placed on the host)"))
         memcpy = [c for c, v in enumerate(ev.device.values) if type(v) is str and v == "gpu_memcpy"]
-        if (memcpy and ev.device.any_row(lambda c: np.isin(c[2], memcpy) & (c[7] == NONE_INT))
-                and not ev.runtime.any_row(lambda c: (c[7] != NONE_INT) & (c[7] != 0))):  # sizes are ints or None
-            missing.append("transfer bytes (memcpy events carry no size)")
+        unsized = ev.device.count_rows(lambda c: np.isin(c[2], memcpy) & (c[7] == NONE_INT)) if memcpy else 0
+        if unsized and not ev.runtime.any_row(lambda c: (c[7] != NONE_INT) & (c[7] != 0)):  # sizes are ints or None
+            copies = ev.device.count_rows(lambda c: np.isin(c[2], memcpy))
+            missing.append("transfer bytes (memcpy events carry no size)" if unsized == copies else
+                           f"transfer bytes of {unsized:,} of {copies:,} copies (their memcpy events carry no size, or "
+                           "one past 2^63)")
     if not ev.memory:
         missing.append("memory (recorded without profile_memory=True)")
     elif all(m[4] is None for m in ev.memory):  # an older PyTorch's events: each allocation's bytes, no running total

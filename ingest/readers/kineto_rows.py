@@ -155,6 +155,10 @@ class RowColumns:
         """Whether `test` flags some row, given the raw columns (as :meth:`numpy` gives them) a run of rows at a time."""
         return any(bool(test(columns).any()) for _, columns in self.chunks(self.spill_rows))
 
+    def count_rows(self, test: Callable[[list[np.ndarray]], np.ndarray]) -> int:
+        """How many rows `test` flags (as `any_row`)."""
+        return sum(int(test(columns).sum()) for _, columns in self.chunks(self.spill_rows))
+
     def _load(self) -> None:
         """Bring every spilled slice back into the in-memory columns (whole-column access, indexing)."""
         if not self._spilled:

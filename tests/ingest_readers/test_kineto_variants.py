@@ -165,3 +165,12 @@ def test_device_rows_naming_no_device_or_a_digit_string_are_device_work(tmp_path
     assert trace["ops"].column("device").to_pylist() == ["cuda:0"] * 3  # each op launched work on cuda:0
     assert "device numbers of 2 device events (no device, no process named: read as device 0)" in trace.run_info.missing_signals
     assert _figures(path) == EXPECTED
+
+
+def test_copies_some_of_which_carry_no_readable_size_are_counted(tmp_path: Path) -> None:
+    # the d2h copy's bytes are 1e30 (past int64: no size); the h2d copy keeps its 4096
+    rows = [dict(ev, args=dict(ev["args"], bytes=1e30)) if ev["name"].startswith("Memcpy DtoH") else ev for ev in BASE]
+    trace = load_any(_write(tmp_path / "sizes.json", rows))
+    assert "transfer bytes of 1 of 2 copies (their memcpy events carry no size, or one past 2^63)" in trace.run_info.missing_signals
+    t = trace["transfers"].to_pydict()
+    assert sorted(zip(t["direction"], t["bytes"], strict=True)) == [("d2h", 0), ("h2d", 4096)]  # 0: no size (FORMAT.md)
