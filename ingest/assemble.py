@@ -43,6 +43,8 @@ from .rules import (
     Findings,
     Linked,
     apply_rules,
+    compiled_regions,
+    compiler_ops,
     copy_directions,
     inferred_fallback_ops,
     launched_ops,
@@ -50,6 +52,7 @@ from .rules import (
 )
 from .schema import (
     Direction,
+    Mode,
     Placement,
     SignalKind,
 )
@@ -62,7 +65,7 @@ DEPENDS_ON = pa.field("depends_on", pa.list_(pa.int64()))  # engine_slices extra
 SLICE_CALL_SITE = pa.field("call_site", pa.dictionary(pa.int32(), pa.string()))  # engine_slices extra: "path:line"
 _MIN = np.iinfo(np.int64).min
 _FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")
-_PLACES = [Placement.HOST.value, Placement.DEVICE.value, Placement.FALLBACK.value]
+_PLACES = [Placement.HOST.value, Placement.DEVICE.value, Placement.FALLBACK.value, Placement.COMPILER.value]  # by code
 
 
 class Assembly(EngineLanes):
@@ -177,6 +180,9 @@ class Assembly(EngineLanes):
         peaks = memory_peaks(self.linked, [(s, s + d) for s, d in zip(starts, spans, strict=True)],
                              device_only=self.t.root_device != "cpu")  # fmt: skip
         facts = [RegionFacts(mode=self.t.root_mode)] * first + facts
+        ran, compiled = compiled_regions(self.linked)  # a region the file gives no mode: compiled where it ran compiled code
+        modes = [f.mode if f.mode is not Mode.UNKNOWN or not c else Mode.COMPILED
+                 for f, c in zip(facts, [ran] * first + compiled.tolist(), strict=True)]  # fmt: skip
         peaks = [f.peak_memory_bytes if f.peak_memory_bytes is not None else p for f, p in zip(facts, peaks, strict=True)]
         around = links.annotation_parent
         parent = [None] * first + [p if r >= 0 or rooted else None
@@ -186,7 +192,7 @@ class Assembly(EngineLanes):
         return table_of("regions", {
             "region_id": np.arange(n, dtype=np.int32), "parent_id": array(parent, pa.int32()), "name": names,
             "start_ns": starts, "dur_ns": [d if f.timed else 0 for d, f in zip(spans, facts, strict=True)],
-            "mode": [f.mode.value for f in facts], "phase": [f.phase.value for f in facts],
+            "mode": [m.value for m in modes], "phase": [f.phase.value for f in facts],
             "device": [self.t.root_device] * n, "peak_memory_bytes": array(peaks, pa.int64()),
             "tags": [f.tags for f in facts]})  # fmt: skip
 
@@ -295,12 +301,14 @@ class Assembly(EngineLanes):
         return trace if sliced else trace.gather()
 
     def placements(self) -> np.ndarray:
-        """Per operator: 0 host, 1 device (it or an operator inside it launched device work), 2 inferred fallback."""
+        """Per operator, a code into `_PLACES`: 0 host, 1 device (it or an operator inside it launched device work),
+        2 inferred fallback, 3 compiler (it ran in the compiler's time: whatever it launched is the compiler's)."""
         placement = np.zeros(len(self.op_rows), dtype=np.int8)
         if self.devices:
             placement[launched_ops(self.linked)[self.op_rows]] = 1
             if self.t.infer_fallback:
                 placement[self.op_id(inferred_fallback_ops(self.linked))] = 2
+        placement[self.op_id(compiler_ops(self.linked))] = 3
         return placement
 
     def ops(self, placement: np.ndarray) -> TableSlices:
@@ -309,8 +317,8 @@ class Assembly(EngineLanes):
         args_used = used_codes(a["args"].__getitem__, rows, len(self.arguments))
         shapes, strides, dtypes = (Coder([args[k] for args in self.arguments], args_used) for k in range(3))
         bytes_in = np.array([args[3] for args in self.arguments], dtype=np.int64)
-        place = Coder(_PLACES, np.bincount(placement, minlength=3) > 0)
-        devices = ["cpu", self.t.root_device, "cpu"]
+        place = Coder(_PLACES, np.bincount(placement, minlength=len(_PLACES)) > 0)
+        devices = ["cpu", self.t.root_device, "cpu", "cpu"]  # by placement code (the compiler's operators: the host's)
         used = _distinct(a["device"], rows)
         used = used[used >= 0]
         # a code into `devices`: by placement, or the operator's own device
@@ -320,7 +328,7 @@ class Assembly(EngineLanes):
             for lo in range(0, len(rows), SLICE_ROWS):
                 own = np.asarray(a["device"][rows[lo : lo + SLICE_ROWS]])
                 mine = np.flatnonzero(own >= 0)
-                where_on[lo + mine] = 3 + np.searchsorted(used, own[mine])
+                where_on[lo + mine] = len(_PLACES) + np.searchsorted(used, own[mine])
         device = Coder(devices, np.bincount(where_on, minlength=len(devices)) > 0)
         outputs = {}  # outputs' texts: a few among many names, coded by the used ones only
         for c in ("output_shapes", "output_dtypes"):

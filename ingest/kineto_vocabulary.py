@@ -3,8 +3,8 @@ trace views, the predicted timeline) use, and which of them the readers read.
 
 Public names: :data:`KINETO_RUNTIME_CATEGORIES`, :data:`KINETO_DEVICE_CATEGORIES`, :data:`KINETO_MTIA_DEVICE_CATEGORY`,
 :data:`KINETO_CATEGORY_ALIASES`, :data:`KINETO_READ_CATEGORIES`, :data:`SYNC_RUNTIME_CALLS`,
-:data:`ONLINE_COMPILE_CALLS`, :data:`COMPILER_PHASE_SUFFIX`, :func:`is_compiler_span`, :func:`copy_direction`, :func:`is_host_copy`,
-:func:`copy_kind`. What the signals mean is the catalogue's (`catalog`).
+:data:`ONLINE_COMPILE_CALLS`, :data:`COMPILER_PHASE_SUFFIX`, :func:`is_compiler_span`, :func:`compiler_event_of`,
+:func:`is_compiled_call`, :func:`copy_direction`, :func:`is_host_copy`, :func:`copy_kind`. What the signals mean is the catalogue's (`catalog`).
 """
 
 from __future__ import annotations
@@ -42,13 +42,33 @@ SYNC_RUNTIME_CALLS = frozenset({
 # PyTorch's compiler (Dynamo, AOTAutograd, Inductor) records its phases as record_function ranges named
 # "<phase> (dynamo_timed)" (a cpu_op in torch 2.6 and later, a user_annotation before), and beside each a short
 # user_annotation "<phase>_data: [fn_name=..., ]compile_id=0/0": the compiler's work, not regions a user chose.
+# Its compile events (torch/_dynamo/utils.py ChromiumEventLogger.log_event_start: "dynamo" around a frame's whole
+# compile, "entire_frame_compile", "backend_compile"...) are ranges named as the event, each with its marker
+# "<event>_data: compile_id=..." starting inside it.
 COMPILER_PHASE_SUFFIX = " (dynamo_timed)"
-_COMPILER_DATA = re.compile(r"\S+_data: (?:fn_name=\S+, )?compile_id=\S+$")
+_COMPILER_DATA = re.compile(r"(\S+)_data: (?:fn_name=\S+, )?compile_id=\S+$")
+# What the program runs of compiled code, as the profiler records each call: Dynamo's compiled frame ("Torch-Compiled
+# Region: 0/0", torch 2.3 and later), AOTAutograd's autograd function and its backward, Inductor's compiled graph
+# ("## Call CompiledFxGraph <key> ##").
+COMPILED_CALL_NAMES = frozenset({"CompiledFunction", "CompiledFunctionBackward"})
+COMPILED_CALL_PREFIXES = ("Torch-Compiled Region", "## Call CompiledFxGraph ")
 
 
 def is_compiler_span(name: str) -> bool:
     """Whether a profiler range is the compiler's: one of its phases or the metadata it records beside one."""
     return name.endswith(COMPILER_PHASE_SUFFIX) or _COMPILER_DATA.match(name) is not None
+
+
+def compiler_event_of(name: str) -> str | None:
+    """The compile event a metadata marker is recorded beside (``dynamo`` for ``dynamo_data: compile_id=0/0``); None:
+    not a marker."""
+    m = _COMPILER_DATA.match(name)
+    return m.group(1) if m else None
+
+
+def is_compiled_call(name: str) -> bool:
+    """Whether a profiler range is a call of compiled code (`COMPILED_CALL_NAMES`, `COMPILED_CALL_PREFIXES`)."""
+    return name in COMPILED_CALL_NAMES or name.startswith(COMPILED_CALL_PREFIXES)
 
 # Runtime calls that compile an operator online, on the host, while the step waits (torch_npu's CANN lane).
 ONLINE_COMPILE_CALLS = frozenset({"opCompile", "aclopCompileAndExecute"})

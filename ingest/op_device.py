@@ -19,11 +19,12 @@ import pandas as pd
 import pyarrow as pa
 
 from . import arrow_compute as pc
+from .arrow_values import strings
 from .callsites import site_line
 from .link import enclosing
 from .op_categories import OpCategory, kernel_category, operator_category
 from .region_tree import descendants
-from .schema import DEVICE_ENGINES, SliceKind, TimeUnit
+from .schema import DEVICE_ENGINES, Placement, SliceKind, TimeUnit
 from .trace import Trace
 from .viewport import dictionary_codes
 
@@ -91,12 +92,15 @@ def categories_by_spend(names: list[str], item_group: np.ndarray, item_ns: np.nd
 
 
 def op_calls(trace: Trace, region_ids: list[int] | None = None) -> OpCalls:
-    """The operator calls of the regions `region_ids` and of every region nested in them (None: the whole run),
-    with their device work."""
+    """The program's operator calls of the regions `region_ids` and of every region nested in them (None: the whole
+    run), with their device work; those the compiler ran while it traced or compiled (placement compiler) are not
+    the program's calls and are left out."""
     ops = trace["ops"]
     wanted = sorted({r for rid in region_ids for r in descendants(trace, rid)}) if region_ids is not None else None
+    keep = pc.call("invert", pc.is_in(ops.column("placement"), strings([Placement.COMPILER.value])))
     if wanted is not None:
-        ops = pc.call("filter", ops, pc.is_in(ops.column("region_id"), pc.int32_array(wanted)))
+        keep = pc.call("and", keep, pc.is_in(ops.column("region_id"), pc.int32_array(wanted)))
+    ops = pc.call("filter", ops, keep)
     n = ops.num_rows
     op_ids = _ints(ops.column("op_id"))
     if n:

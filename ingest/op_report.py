@@ -10,7 +10,7 @@ import pandas as pd
 
 from .op_device import category_totals, device_by_operator, op_calls
 from .port_diff import PortDiff
-from .summary import region_ids
+from .summary import compiler_op_count, region_ids
 from .trace import Trace
 
 __all__ = ["format_ops", "format_port_diff", "ops_report_data", "port_diff_data", "records"]
@@ -29,10 +29,14 @@ def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 def ops_report_data(trace: Trace, region: str | None = None) -> dict[str, Any]:
     """Device time per operator of the regions named `region` (None: the whole run): `ops` (OPS_COLUMNS, by
-    self device time), `categories`, the device time in all and the part no operator launched."""
-    calls = op_calls(trace, region_ids(trace, region) if region else None)
+    self device time), `categories`, the device time in all and the part no operator launched; the program's
+    operators only, `compiler_ops` counting those the compiler ran while it traced or compiled (left out, with the
+    device work they launched)."""
+    ids = region_ids(trace, region) if region else None
+    calls = op_calls(trace, ids)
     return {"region": region, "device_ns": calls.device_ns, "unattributed_device_ns": calls.unattributed_ns,
-            "ops": records(device_by_operator(calls)), "categories": records(category_totals(calls))}  # fmt: skip
+            "ops": records(device_by_operator(calls)), "categories": records(category_totals(calls)),
+            "compiler_ops": compiler_op_count(trace, ids)}  # fmt: skip
 
 
 def _us(ns: float) -> str:
@@ -48,8 +52,10 @@ def format_ops(data: dict[str, Any]) -> str:
     where = f"regions named {data['region']!r}" if data["region"] else "the whole run"
     lines = [f"device time per operator, {where}: {_us(data['device_ns'])} us of device work"
              + (f" ({_us(data['unattributed_device_ns'])} us launched outside any operator)" if data["unattributed_device_ns"] else "")]  # fmt: skip
+    if data.get("compiler_ops"):
+        lines.append(f"  ({data['compiler_ops']:,} operator calls the compiler ran while compiling are not counted)")
     if not data["ops"]:
-        return lines[0] + "\n  no operators\n"
+        return "\n".join(lines) + "\n  no operators\n"
     if not data["device_ns"]:
         lines.append("  (no device work in the trace: only calls and CPU time)")
     lines.append(f"  {'calls':>7} {'dev calls':>9} {'self us':>11} {'total us':>11} {'cpu us':>11} {'share':>6}  {'category':<13} operator")

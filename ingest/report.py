@@ -29,7 +29,8 @@ def region_report_data(summary: RegionSummary) -> dict[str, Any]:
         "device": summary.device,
         "error": summary.error,
         "tags": summary.tags,
-        "ops": summary.op_count,
+        "ops": summary.op_count,  # the program's operators
+        "compiler_ops": summary.compiler_op_count,  # operators the compiler ran while it traced or compiled
         "signals": [
             {"signal": r.signal, "count": int(r.count), "bytes": int(r.bytes), "note": r.note}
             for r in summary.signals
@@ -97,7 +98,8 @@ def format_region(summary: RegionSummary, *, source: Source = Source.MEASURED, t
     header = f"Region {summary.name!r}  [{where}]  wall {summary.wall_ns / 1e6:.3f} ms"
     if summary.peak_memory_bytes is not None:
         header += f"  peak memory {format_bytes(summary.peak_memory_bytes)}"
-    details = [f"{summary.op_count} ops"]
+    details = [f"{summary.op_count} ops" + (f" (and {summary.compiler_op_count} the compiler ran while compiling, not counted)"
+                                            if summary.compiler_op_count else "")]
     if summary.mode != "unknown":
         details.append(f"mode {summary.mode}")
     if summary.phase != "none":

@@ -26,14 +26,21 @@ here is fixed for every format. The rules:
   attempt's was discarded by a restart); a frame whose log holds no graph-break or recompile record of its own (older
   torch) gets them from its compile metrics, a restart Dynamo names only by its class being no break.
 * **compiler phase**: a profiler trace's compiler phase spans (PyTorch's ``(dynamo_timed)`` ranges, which the Kineto
-  reader keeps out of the regions): the outermost on its thread is one compiled graph, as long as the span.
+  reader keeps out of the regions): the outermost on its thread is one compiled graph, as long as the span. The
+  compiler's time on a thread is its outermost compiler spans there (those phases and the compile events that carry
+  a ``<event>_data: compile_id=`` marker, such as ``dynamo`` around a frame's whole compile): an operator that starts
+  in it is the compiler's (`compiler_ops`: it traced or compiled, on fake tensors; not the program's work), and a
+  wait in it is no sync.
 * **dataflow**: in a static schedule (events that read and write numbered buffers: `Logged.reads`, ``writes``), an
   instruction depends on the last one that wrote each buffer it reads before it began (else the last other one that
   wrote it), and its engine idled on its latest producer (``transfer`` for a copy engine's, else ``dependency``)
   where that one ended after the engine's previous slice and no later than it began.
 The signal a file's own count stands for counts as many (`events` column ``count``); a file's own remedy
 (`Logged.fix`) is the signal's note.
-Memory (`memory_peaks`) gives each region the maximum of the allocator's total within it.
+Memory (`memory_peaks`) gives each region the greatest allocator total held during it (the total it began with included). Mode (`compiled_regions`): a
+region in which the program called compiled code (a `kineto_vocabulary.is_compiled_call` range starting in it or in a
+region nested in it, outside the compiler's time) ran compiled; one without such a call is left as its file says (a
+profiler trace cannot tell eager from a region nested in a compiled call, or from one holding no program work).
 """
 
 from __future__ import annotations
@@ -61,7 +68,9 @@ from .kineto_vocabulary import (
     COMPILER_PHASE_SUFFIX,
     ONLINE_COMPILE_CALLS,
     SYNC_RUNTIME_CALLS,
+    compiler_event_of,
     copy_direction,
+    is_compiled_call,
     is_host_copy,
 )
 from .link import Links
@@ -131,7 +140,8 @@ class Linked:
     threads: list[tuple[object, object]] = dataclasses.field(default_factory=list)  # (pid, tid) per thread code
     arguments: list[tuple[str | None, str | None, str | None, int]] = dataclasses.field(default_factory=lambda: [NO_ARGS])
     copies: tuple[np.ndarray, np.ndarray] | None = None  # `copy_directions`, once worked out
-    phases: np.ndarray | None = None  # `_outer_phases`, once worked out (three rules ask)
+    phases: np.ndarray | None = None  # `_outer_phases`, once worked out
+    compiling: np.ndarray | None = None  # `_compiler_spans`, once worked out (rules and the placements ask)
     logs: list[Logged] = dataclasses.field(default_factory=list)  # the `logged` column's values
 
     def __post_init__(self) -> None:
@@ -511,14 +521,47 @@ def _outer_phases(linked: Linked) -> np.ndarray:
     """The rows of the compiler phase spans no other phase on their thread encloses, by thread then start (worked out
     once per run)."""
     if linked.phases is None:
-        linked.phases = _find_outer_phases(linked)
+        spans = _spans(linked)
+        phase = linked.names_where(lambda t: t.endswith(COMPILER_PHASE_SUFFIX))
+        linked.phases = _outermost_spans(linked, spans[phase[linked.a["name"][spans]]])
     return linked.phases
 
 
-def _find_outer_phases(linked: Linked) -> np.ndarray:
+def _spans(linked: Linked) -> np.ndarray:
+    """The rows a compiler range can be: spans and operators (a record_function range is an operator in newer torch)."""
+    return np.concatenate([linked.rows(EventKind.SPAN), linked.rows(EventKind.OP)])
+
+
+def _compiler_spans(linked: Linked) -> np.ndarray:
+    """The rows of the compiler's outermost spans on their thread, by thread then start: its phases and its compile
+    events, a range named as the event with the event's marker (``dynamo_data: compile_id=0/0``) starting inside it on
+    its thread (``dynamo`` opens before the phase ``_compile.compile_inner (dynamo_timed)`` and closes after it).
+    Worked out once per run."""
+    if linked.compiling is None:
+        phase_text = linked.names_where(lambda t: t.endswith(COMPILER_PHASE_SUFFIX))
+        event_of = {code: e for code, t in enumerate(linked.texts)
+                    if t and "_data: " in t and (e := compiler_event_of(t)) is not None}  # fmt: skip
+        if not phase_text.any() and not event_of:  # no compiler in the run (most traces): nothing more to read
+            linked.compiling = np.zeros(0, dtype=np.int64)
+            return linked.compiling
+        a, spans = linked.a, _spans(linked)
+        names = np.asarray(a["name"][spans])
+        phase = phase_text[names]
+        marks: dict[str, list[tuple[int, int]]] = {}  # a compile event's name -> its markers' (thread, start)
+        for row in spans[np.isin(names, list(event_of))].tolist():
+            marks.setdefault(event_of[int(a["name"][row])], []).append((int(a["thread"][row]), int(a["start_ns"][row])))
+        for i in np.flatnonzero(linked.names_where(lambda t: t in marks)[names]).tolist():  # a few: one an event
+            row = int(spans[i])
+            begin, thread = int(a["start_ns"][row]), int(a["thread"][row])
+            end = begin + int(a["dur_ns"][row])
+            phase[i] |= any(t == thread and begin <= m < end for t, m in marks[linked.name(row)])
+        linked.compiling = _outermost_spans(linked, spans[phase])
+    return linked.compiling
+
+
+def _outermost_spans(linked: Linked, spans: np.ndarray) -> np.ndarray:
+    """Those of `spans` no other of them on their thread encloses, by thread then start (at one start the longer)."""
     a = linked.a
-    spans = np.concatenate([linked.rows(EventKind.SPAN), linked.rows(EventKind.OP)])  # (an operator in newer torch)
-    spans = spans[linked.names_where(lambda t: t.endswith(COMPILER_PHASE_SUFFIX))[a["name"][spans]]]
     start, thread = np.asarray(a["start_ns"][spans]), np.asarray(a["thread"][spans])
     end = start + np.asarray(a["dur_ns"][spans])
     outer: list[int] = []
@@ -531,15 +574,56 @@ def _find_outer_phases(linked: Linked) -> np.ndarray:
 
 
 def _while_compiling(linked: Linked, rows: np.ndarray) -> np.ndarray:
-    """A flag per row: it starts inside an outermost compiler phase on its own thread (the compiler's work)."""
+    """A flag per row: it starts in the compiler's time on its own thread (inside one of its outermost spans there)."""
     a, inside = linked.a, np.zeros(len(rows), dtype=bool)
-    phases = _outer_phases(linked)
-    if len(phases) and len(rows):
-        start, thread = np.asarray(a["start_ns"][rows]), np.asarray(a["thread"][rows])
-        for p in phases.tolist():
-            begin = int(a["start_ns"][p])
-            inside |= (thread == a["thread"][p]) & (start >= begin) & (start < begin + int(a["dur_ns"][p]))
+    spans = _compiler_spans(linked)
+    if not len(spans) or not len(rows):
+        return inside
+    start, thread = np.asarray(a["start_ns"][rows]), np.asarray(a["thread"][rows])
+    span_thread, begin = np.asarray(a["thread"][spans]), np.asarray(a["start_ns"][spans])
+    end = begin + np.asarray(a["dur_ns"][spans])
+    for t in np.unique(span_thread).tolist():  # a thread's outermost spans do not overlap: the last begun before
+        mine, on = np.flatnonzero(span_thread == t), np.flatnonzero(thread == t)
+        at = np.searchsorted(begin[mine], start[on], side="right") - 1
+        inside[on] = (at >= 0) & (start[on] < end[mine][np.maximum(at, 0)])
     return inside
+
+
+def compiler_ops(linked: Linked) -> np.ndarray:
+    """The operators the compiler ran (placement `compiler`): those that start in its time on their thread, its own
+    ranges recorded as operators included. Its tracing runs operators on fake tensors, Inductor's passes run
+    operators of their own: the compiler's work, not the program's."""
+    ops = linked.rows(EventKind.OP)
+    return ops[_while_compiling(linked, ops)]
+
+
+def compiled_regions(linked: Linked) -> tuple[bool, np.ndarray]:
+    """(whether the program called compiled code anywhere in the run, a flag per annotation in `Links.annotations`
+    order: it called some inside that region or a region nested in it). A call of compiled code is a range
+    `is_compiled_call` names (``Torch-Compiled Region: 0/0``, ``CompiledFunction``, ``## Call CompiledFxGraph ...
+    ##``) that starts outside the compiler's time; its region is the innermost one open at its start (an annotation
+    so named: itself)."""
+    links = linked.links
+    flags = np.zeros(len(links.annotations), dtype=bool)
+    named = linked.names_where(is_compiled_call)
+    if not named.any():  # no compiled code in the run (most traces): no row to read
+        return False, flags
+    rows = np.concatenate([_spans(linked), linked.rows(EventKind.ANNOTATION)])
+    rows = rows[named[linked.a["name"][rows]]]
+    rows = rows[~_while_compiling(linked, rows)]
+    if not len(rows) or not len(flags):
+        return bool(len(rows)), flags
+    order = np.argsort(links.annotations, kind="stable")
+    inner = np.asarray(links.region_rows[links.region_change(np.asarray(linked.a["start_ns"][rows]))])
+    inner = np.unique(inner[inner >= 0])
+    at = order[np.searchsorted(links.annotations[order], inner)]  # each innermost annotation's place
+    while len(at):  # marked, then the annotations around them, a level at a time
+        at = at[~flags[at]]
+        flags[at] = True
+        up = links.annotation_parent[at]
+        up = up[up >= 0]
+        at = order[np.searchsorted(links.annotations[order], up)]
+    return True, flags
 
 
 def _ai_cpu(linked: Linked, out: Findings) -> None:
@@ -774,8 +858,10 @@ def apply_rules(linked: Linked) -> Findings:
 
 
 def memory_peaks(linked: Linked, spans: list[tuple[int, int]], device_only: bool) -> list[int | None]:
-    """Per (start_ns, end_ns) span: the maximum allocator total of the memory events inside it (None: none);
-    `device_only`: events of devices only (a device run's peak is its device's), else every event."""
+    """Per (start_ns, end_ns) span: the greatest allocator total held during it on a device (None: no memory event
+    before its end): the totals of the events inside it and, per device, the total held when it began (its last
+    event before the span's start). `device_only`: events of devices only (a device run's peak is its device's),
+    else every event."""
     a = linked.a
     rows = linked.rows(EventKind.MEMORY)
     rows = rows[a["total_allocated"][rows] != NONE]
@@ -783,12 +869,21 @@ def memory_peaks(linked: Linked, spans: list[tuple[int, int]], device_only: bool
         rows = rows[a["device"][rows] >= 0]
     if not len(rows):
         return [None] * len(spans)
-    order = np.argsort(a["start_ns"][rows], kind="stable")
-    times, totals = a["start_ns"][rows][order], a["total_allocated"][rows][order]
+    lanes = []  # per device: its events' times and totals in time order
+    device = np.asarray(a["device"][rows])
+    for d in np.unique(device).tolist():
+        on = rows[device == d]
+        order = np.argsort(a["start_ns"][on], kind="stable")
+        lanes.append((np.asarray(a["start_ns"][on])[order], np.asarray(a["total_allocated"][on])[order]))
     out: list[int | None] = []
     for start, end in spans:
-        lo, hi = np.searchsorted(times, start, "left"), np.searchsorted(times, end, "right")
-        out.append(int(totals[lo:hi].max()) if hi > lo else None)
+        peak = None
+        for times, totals in lanes:
+            lo, hi = np.searchsorted(times, start, "left"), np.searchsorted(times, end, "right")
+            held = totals[max(lo - 1, 0) : hi]  # from the total held at the start (if any event came before)
+            if len(held):
+                peak = max(peak or 0, int(held.max()))
+        out.append(peak)
     return out
 
 
@@ -796,5 +891,5 @@ __all__ = ["AI_CPU", "AI_CPU_NOTE", "BOUNCE_RECORD", "BREAK_RECORD", "COMPILE_NO
            "COUNTED_RECOMPILE_RECORD", "DEPENDENCY_WAIT", "DIRECTIONS", "EXCLUDED_SITE_SUFFIX", "GRAPH_RECORD",
            "HOST_BOUNCE_SITES", "METRICS_RECOMPILE_RECORD", "NO_WORD", "RECOMPILE_RECORD", "RESTART_RECORD", "RULES",
            "SIGNAL_KINDS", "TRANSFER_WAIT", "UNREADABLE", "Columns", "EventRule", "Findings", "Linked", "apply_rules",
-           "bounce_kind", "copy_directions", "inferred_fallback_ops", "is_copy_call", "is_sync_copy_call", "launched_ops",
-           "memory_peaks"]
+           "bounce_kind", "compiled_regions", "compiler_ops", "copy_directions", "inferred_fallback_ops", "is_copy_call",
+           "is_sync_copy_call", "launched_ops", "memory_peaks"]

@@ -97,6 +97,7 @@ class Placement(enum.Enum):
     HOST = "host"  # on the host, and that is where the work is (CPU-only run)
     FALLBACK = "fallback"  # on the host although the region works on an accelerator
     GRAPH = "graph"  # one call of a compiled graph (its inside is one program)
+    COMPILER = "compiler"  # run by the compiler while it traced or compiled (fake tensors, its passes): not the program's work
 
 
 class Source(enum.Enum):

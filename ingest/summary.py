@@ -1,7 +1,9 @@
 """Region summaries: the tables behind the report, the CLI gate and the viewer.
 
 Every function here takes a Trace and returns small dataclasses (rows of plain values); nothing here
-prints or draws. No pandas: `portscope report` answers in a fraction of a second, and pandas alone takes
+prints or draws. A region's operators are the program's: those the compiler ran while it traced or compiled
+(placement ``compiler``) are counted apart (`RegionSummary.compiler_op_count`), and the operator tables leave them
+out (`op_device.op_calls`). No pandas: `portscope report` answers in a fraction of a second, and pandas alone takes
 longer than that to import (only `regions_frame`, for the viewer and `diff`, builds a DataFrame).
 """
 
@@ -15,17 +17,18 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from . import arrow_compute as pc
+from .arrow_values import strings
 from .catalog import SIGNALS, RegionFigures, Status, Verdict, format_bytes, verdict, worst_status
 from .lines import LineTotal, operator_lines, source_index
 from .region_tree import descendants, region_depths, region_ids, top_level_ids
-from .schema import Direction, Phase, SignalKind
+from .schema import Direction, Phase, Placement, SignalKind
 from .trace import Trace
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DEFAULT_NOTES", "RegionSummary", "descendants", "format_bytes", "region_depths", "region_ids", "top_level_ids",
-           "regions_frame", "run_totals", "RunTotals", "summarize"]
+__all__ = ["DEFAULT_NOTES", "RegionSummary", "compiler_op_count", "descendants", "format_bytes", "region_depths", "region_ids",
+           "top_level_ids", "regions_frame", "run_totals", "RunTotals", "summarize"]
 
 DEFAULT_NOTES: dict[SignalKind, str] = {kind: spec.hint for kind, spec in SIGNALS.items()}
 
@@ -68,11 +71,12 @@ class RegionSummary:
     device: str | None
     error: str | None
     tags: dict[str, str]
-    op_count: int
+    op_count: int  # the program's operators (not those the compiler ran)
     signals: list[SignalTotal]  # one row per kind present, in SignalKind order
     operators: list[OperatorTotal]  # in SignalKind order, then by count (largest first)
     transfer_bytes: dict[Direction, int]
     transfer_counts: dict[Direction, int]
+    compiler_op_count: int = 0  # operators the compiler ran while it traced or compiled (placement compiler)
 
     def count(self, kind: SignalKind) -> int:
         return sum(r.count for r in self.signals if r.signal == kind.value)
@@ -191,8 +195,7 @@ def summarize(trace: Trace, region_id: int, *, lines: bool = True) -> RegionSumm
     for direction, b in zip(*_columns(transfers, ["direction", "bytes"]), strict=True):
         tbytes[Direction(direction)] += int(b or 0)
         tcounts[Direction(direction)] += 1
-    ops = trace["ops"]
-    op_count = pc.total(pc.is_in(ops.column("region_id"), pc.int32_array(ids))) if ops.num_rows else 0
+    op_count, compiler_ops = _op_counts(trace["ops"], ids)
     tags = json.loads(row["tags"]) if row.get("tags") else {}
     return RegionSummary(
         region_id=region_id,
@@ -211,7 +214,31 @@ def summarize(trace: Trace, region_id: int, *, lines: bool = True) -> RegionSumm
         operators=operators,
         transfer_bytes=tbytes,
         transfer_counts=tcounts,
+        compiler_op_count=compiler_ops,
     )
+
+
+def _op_counts(ops: pa.Table, ids: list[int] | None) -> tuple[int, int]:
+    """(the program's operators, the compiler's) in the regions `ids` (None: every operator)."""
+    if not ops.num_rows:
+        return 0, 0
+    compiler = _by_compiler(ops)
+    if ids is None:
+        return ops.num_rows - pc.total(compiler), pc.total(compiler)
+    inside = pc.is_in(ops.column("region_id"), pc.int32_array(ids))
+    return pc.total(pc.call("and", inside, pc.call("invert", compiler))), pc.total(pc.call("and", inside, compiler))
+
+
+def _by_compiler(ops: pa.Table) -> pa.ChunkedArray:
+    """A flag per operator: the compiler ran it (placement compiler)."""
+    return pc.is_in(ops.column("placement"), strings([Placement.COMPILER.value]))
+
+
+def compiler_op_count(trace: Trace, ids: list[int] | None = None) -> int:
+    """Operators the compiler ran while it traced or compiled (placement compiler) in the regions `ids` and the regions
+    nested in them (None: the whole run)."""
+    wanted = sorted({r for rid in ids for r in descendants(trace, rid)}) if ids is not None else None
+    return _op_counts(trace["ops"], wanted)[1]
 
 
 @dataclasses.dataclass(frozen=True)

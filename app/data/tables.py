@@ -417,6 +417,7 @@ _PLACEMENT_LANES = {  # placement -> (lane, engine kind, slice kind)
     "host": ("host", "host", "compute"),
     "device": ("dispatch", "dispatch", "dispatch"),
     "graph": ("graph calls", "dispatch", "compute"),
+    "compiler": ("compiler", "compiler", "compile"),  # run by the compiler while it compiled: its lane, not the host's
 }
 
 

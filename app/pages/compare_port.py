@@ -47,8 +47,10 @@ def section() -> html.Div:
 
 
 def calls_of(run_id: str, region_id: int) -> OpCalls:
-    """A region's operator calls and device work, read once for its diffs and its highlights."""
-    return store().memo(f"op-calls:{run_id}:{int(region_id)}", lambda: op_calls(store().trace(run_id), [int(region_id)]))
+    """A region's operator calls and device work (the program's: not those the compiler ran while compiling), read once
+    for its diffs and its highlights."""
+    return store().memo(f"op-calls:{run_id}:{int(region_id)}",
+                        lambda: op_calls(store().trace(run_id), [int(region_id)]))
 
 
 def diff_of(a: str, region_a: int, b: str, region_b: int) -> PortDiff:

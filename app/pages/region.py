@@ -68,6 +68,11 @@ def operator_rows(report: dict[str, Any], signal: str | None = None) -> list[dic
     return rows
 
 
+def ops_text(report: dict[str, Any]) -> str:
+    """A region's operator count: the program's, and apart those the compiler ran while compiling."""
+    return f"{report['ops']:,} ops" + (f" (+{report['compiler_ops']:,} run by the compiler)" if report["compiler_ops"] else "")
+
+
 def counterparts(run_id: str, rows: list[dict[str, Any]], region_id: int) -> list[dict[str, Any]]:
     """Regions to show side by side: same name, other phase or mode (eager against compiled, cold against warm), the
     first of each; a name repeated in one phase and mode (a rank's steps, a collective per step) is no counterpart."""
@@ -110,7 +115,7 @@ def layout(run_id: str = "", region: str = "", n: str = "0", **_query: str) -> h
     subtitle = html.Div(
         [
             status_badge(verdict["status"], me["seen"]),
-            html.Span(f"  {time_text(me, trace)} · {report['ops']:,} ops · mode {report['mode']} · phase {report['phase']} · device {report['device'] or '?'} · d2h {fmt_bytes(report['d2h_bytes'])}"),
+            html.Span(f"  {time_text(me, trace)} · {ops_text(report)} · mode {report['mode']} · phase {report['phase']} · device {report['device'] or '?'} · d2h {fmt_bytes(report['d2h_bytes'])}"),
             html.Ul([html.Li(reason) for reason in verdict["reasons"]], className="verdict-reasons"),
         ]
     )
@@ -145,7 +150,8 @@ def layout(run_id: str = "", region: str = "", n: str = "0", **_query: str) -> h
     for other in counterparts(run_id, rows, region_id):
         children.append(side_by_side(run_id, region_id, other, me["label"]))
     children += [
-        html.H3(f"All {report['ops']:,} ops (paged from the server)"),
+        html.H3(f"All {report['ops'] + report['compiler_ops']:,} ops (paged from the server"
+                + (f"; {report['compiler_ops']:,} of them placed compiler: the compiler ran them while compiling)" if report["compiler_ops"] else ")")),
         grid(
             ids.OPS_GRID,
             [],

@@ -1,5 +1,6 @@
-"""Region page, device time per operator: the table `portscope report --ops` prints (ingest/op_device.py),
-sortable, and device time per category as bars."""
+"""Region page, device time per operator: the table `portscope report --ops` prints (ingest/op_device.py), the
+program's operators only (those the compiler ran while compiling left out, as there), sortable, and device time per
+category as bars."""
 
 from __future__ import annotations
 

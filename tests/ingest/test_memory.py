@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from memory_trace import EVENTS
+from kineto_pair import event as ev
+from memory_trace import EVENTS, mem
 
 from portscope.app.cli import main
 from portscope.ingest import read_trace, write_trace
@@ -95,3 +96,23 @@ def test_a_memory_lane_is_told_by_its_prefix_only() -> None:
     assert memory_device("memory cuda:0") == "cuda:0"
     assert memory_device("memory rank 3 · cuda:0") == "rank 3 · cuda:0"  # a merged run's rank lane
     assert [memory_device(e) for e in ("stream 7", "HBM memory copy", "rank 3 · stream 7", None)] == [None] * 4
+
+
+# Three steps on one device: step 1 [0, 100) allocates 3000 B at 10 µs; step 2 [200, 300) frees 2000 B at 250 µs,
+# holding 3000 B from its start until then: its peak is 3000 (not the 1000 it ends with); step 3 [400, 500) has no
+# memory event and holds 1000 B throughout: its peak is 1000 (not none).
+CARRIED = [
+    ev("user_annotation", "step 1", 0, 100), ev("cpu_op", "aten::empty", 10, 5), mem(10, 3000, 3000, 4096),
+    ev("user_annotation", "step 2", 200, 100), ev("cpu_op", "aten::resize_", 250, 5), mem(250, -2000, 1000, 4096),
+    ev("user_annotation", "step 3", 400, 100), ev("cpu_op", "aten::add", 450, 5),
+]
+
+
+def test_a_region_peak_counts_what_it_held_when_it_began(tmp_path: Path) -> None:
+    source = tmp_path / "carried.json"
+    source.write_text(json.dumps({"schemaVersion": 1, "traceEvents": CARRIED}))
+    trace = read_trace(write_trace(read_kineto(source), tmp_path / "carried.arrow"))
+    peaks = {n: region_memory(trace, region_ids(trace, n)[0]).devices["peak_bytes"].tolist() for n in ("step 1", "step 2", "step 3")}
+    assert peaks == {"step 1": [3000], "step 2": [3000], "step 3": [1000]}
+    regions = {r["name"]: r["peak_memory_bytes"] for r in trace["regions"].to_pylist()}
+    assert regions == {"carried.json": 3000, "step 1": 3000, "step 2": 3000, "step 3": 1000}
