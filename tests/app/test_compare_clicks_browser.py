@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from dash.testing.wait import until
-from selenium.webdriver.common.action_chains import ActionChains
+from plot_clicks import click_on_lane
 
 from portscope.app.dev_samples import write_schedule_pair
 from portscope.ingest import read_trace
@@ -23,18 +23,6 @@ pytestmark = pytest.mark.browser
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 RMSNORM = "llama_fp16-npu_rmsnorm_narrow.arrow"  # its compiler lane: one 40 ms compile, 205,288 .. 40,205,288 ns
 FORWARD = "llama_fp16-npu_forward.arrow"
-
-
-def click_at(dash_duo, graph: str, axis: str, lane: str, x: float) -> None:
-    """A real mouse click at time `x` on the lane named `lane` of the panel drawn on `axis` ('' or '2')."""
-    plot = dash_duo.find_element(f"#{graph} .js-plotly-plot")
-    dash_duo.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", plot)
-    px, py = dash_duo.driver.execute_script(
-        "const l = arguments[0]._fullLayout, xa = l['xaxis' + arguments[1]], ya = l['yaxis' + arguments[1]];"
-        "return [xa._offset + xa.l2p(arguments[3]), ya._offset + ya.l2p(ya.ticktext.indexOf(arguments[2]))];",
-        plot, axis, lane, x)  # fmt: skip
-    size = plot.size
-    ActionChains(dash_duo.driver).move_to_element_with_offset(plot, int(px - size["width"] / 2), int(py - size["height"] / 2)).click().perform()
 
 
 def facts(dash_duo, detail: str) -> dict[str, str]:
@@ -54,7 +42,7 @@ def test_a_click_in_the_middle_of_a_long_bar_on_the_compare_timelines(dash_duo, 
     dash_duo.wait_for_element("#compare-timelines .gl-container canvas", timeout=30)
     time.sleep(1)
     start, end = 205_288, 40_205_288
-    click_at(dash_duo, "compare-timelines", "", "compiler", start + 0.5 * (end - start))  # A's compile, in its middle
+    click_on_lane(dash_duo, "compare-timelines", "compiler", start + 0.5 * (end - start))  # A's compile, in its middle
     until(lambda: facts(dash_duo, "slice-detail").get("name") == "compile aten::mul.Tensor", 10)
     assert facts(dash_duo, "slice-detail")["duration"] == "40 ms (40,000,000 ns)"
     assert dash_duo.find_element("#timeline-detail h4").text == "A: a slice of llama_fp16-npu_rmsnorm_narrow"
@@ -68,7 +56,7 @@ def test_a_click_in_the_middle_of_a_bar_on_the_aligned_schedules(dash_duo, make_
     dash_duo.wait_for_element("#compare-schedule-timelines .gl-container canvas", timeout=30)
     time.sleep(1)
     # A's matrix lane: mm from 10 to 40 ns (tests/app/test_compare_schedules_browser.py), clicked at 25 ns, its middle
-    click_at(dash_duo, "compare-schedule-timelines", "", "matrix", 25)
+    click_on_lane(dash_duo, "compare-schedule-timelines", "matrix", 25)
     until(lambda: facts(dash_duo, "compare-schedule-slice").get("name") == "mm", 10)
     assert dash_duo.find_element("#compare-schedule-detail h4").text == "A: a slice 10 ns after the region's start"
     assert dash_duo.get_logs() == []

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from dash.testing.wait import until
+from plot_clicks import click_on_lane
 
 from portscope.app import urls
 from portscope.ingest import read_trace, write_trace
@@ -108,18 +109,9 @@ def test_timeline_legend_names_the_memory_levels(dash_duo, make_app, run) -> Non
 def memory_click(dash_duo, graph: str, panel: str, lane: str, x: float) -> dict[str, str]:
     """A real mouse click on a timeline at time `x` on the lane named `lane` of a panel ("" the first, "2" the
     second: its axes' suffix); the memory detail's facts it brings."""
-    from selenium.webdriver.common.action_chains import ActionChains
-
     dash_duo.wait_for_element(f"#{graph} .gl-container canvas", timeout=20)
     time.sleep(1)
-    plot = dash_duo.find_element(f"#{graph} .js-plotly-plot")
-    dash_duo.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", plot)
-    px, py = dash_duo.driver.execute_script(
-        "const l = arguments[0]._fullLayout, xa = l['xaxis' + arguments[1]], ya = l['yaxis' + arguments[1]];"
-        "return [xa._offset + xa.l2p(arguments[3]), ya._offset + ya.l2p(ya.ticktext.indexOf(arguments[2]))];",
-        plot, panel, lane, x)  # fmt: skip
-    size = plot.size
-    ActionChains(dash_duo.driver).move_to_element_with_offset(plot, int(px - size["width"] / 2), int(py - size["height"] / 2)).click().perform()
+    click_on_lane(dash_duo, graph, lane, x, panel)
     dash_duo.wait_for_element("#memory-detail dd", timeout=10)
     return dict(zip([e.text for e in dash_duo.find_elements("#memory-detail dt")],
                     [e.text for e in dash_duo.find_elements("#memory-detail dd")], strict=True))  # fmt: skip

@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from dash.testing.wait import until
+from plot_clicks import click_on_lane
 from selenium.webdriver.common.action_chains import ActionChains
 
 from portscope.ingest import read_trace
@@ -52,14 +53,7 @@ def screenshot(dash_duo, name: str) -> None:
 
 def click_at(dash_duo, lane: str, x: float) -> None:
     """A real mouse click on the timeline at time `x` on the lane named `lane`."""
-    plot = dash_duo.find_element("#timeline-graph .js-plotly-plot")
-    dash_duo.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", plot)
-    px, py = dash_duo.driver.execute_script(
-        "const l = arguments[0]._fullLayout;"
-        "return [l.xaxis._offset + l.xaxis.l2p(arguments[2]), l.yaxis._offset + l.yaxis.l2p(l.yaxis.ticktext.indexOf(arguments[1]))];",
-        plot, lane, x)  # fmt: skip
-    size = plot.size
-    ActionChains(dash_duo.driver).move_to_element_with_offset(plot, int(px - size["width"] / 2), int(py - size["height"] / 2)).click().perform()
+    click_on_lane(dash_duo, "timeline-graph", lane, x)
 
 
 def facts(dash_duo) -> dict[str, str]:
