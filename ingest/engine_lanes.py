@@ -25,6 +25,8 @@ from .schema import (
 )
 from .trace import TableSlices
 
+_HOST_KINDS = np.array([0, 0, 1, 2], dtype=np.int8)  # a host slice's kind by its operator's placement code (assemble's
+# order: host, device compute; fallback; the compiler's work a compile)
 _DMA = {Direction.H2D: EngineKind.DMA_H2D, Direction.D2H: EngineKind.DMA_D2H, Direction.D2D: EngineKind.DMA_D2D,
         Direction.UNKNOWN: EngineKind.OTHER}  # fmt: skip
 
@@ -118,8 +120,9 @@ class EngineLanes:
         main = int(np.argmax(counts)) if len(counts) else -1
         host = LanePart(rows=self.op_rows[top], engine_of="thread",
                       engine_values=["host" if t == main else f"host thread {tid}" for t, (_, tid) in enumerate(self.threads)],
-                      engine_kind_values=[EngineKind.HOST.value], kind_values=[SliceKind.COMPUTE.value, SliceKind.FALLBACK.value],
-                      kind=(placement[top] == 2).astype(np.int8))  # fmt: skip
+                      engine_kind_values=[EngineKind.HOST.value],
+                      kind_values=[SliceKind.COMPUTE.value, SliceKind.FALLBACK.value, SliceKind.COMPILE.value],
+                      kind=_HOST_KINDS[placement[top]])  # fmt: skip
         del top
         parts = [p for p in (host, self._device_lanes(), *self._memory_lanes(), self._span_lanes()) if p is not None and len(p.rows)]
         names_used = np.zeros(len(self.texts) + 2, dtype=bool)  # the last two: memory lanes' allocated and reserved

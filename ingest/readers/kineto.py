@@ -22,7 +22,7 @@ from ..errors import TraceFormatError
 from ..events import KIND_CODES, NONE, EventColumns, EventKind, Translated
 from ..kineto_vocabulary import KINETO_READ_CATEGORIES, is_compiler_span
 from ..run_metadata import run_labels, scrub_secrets
-from ..schema import SliceKind, Source
+from ..schema import EngineKind, SliceKind, Source
 from ..spill import release_memory
 from ..trace import RunInfo, Trace
 from ._kineto_events import FORMAT, KinetoEvents
@@ -221,9 +221,11 @@ def translate(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lan
                        texts={"name": calls["name"]}, lanes={"pid": calls["pid"], "tid": calls["tid"]})  # fmt: skip
         del calls
     for a in ev.annotations:  # the compiler's phases are spans of their own, not regions (the rules count compiles)
-        s = int(round((a[0] - t0) * 1000.0))
-        out.add(EventKind.SPAN if is_compiler_span(a[2]) else EventKind.ANNOTATION, a[2], a[3], a[4], s,
-                int(round((a[0] + a[1] - t0) * 1000.0)) - s)
+        s, d = int(round((a[0] - t0) * 1000.0)), int(round((a[0] + a[1] - t0) * 1000.0))
+        if is_compiler_span(a[2]):  # drawn on a lane of the compiler's
+            out.add(EventKind.SPAN, a[2], a[3], a[4], s, d - s, lane=COMPILER_LANE, engine_kind=EngineKind.COMPILER.value)
+        else:
+            out.add(EventKind.ANNOTATION, a[2], a[3], a[4], s, d - s)
     devices: set = set()
     unnamed = [0]  # device rows naming no device number (read as device 0)
     for first, part in _parts(ev.device):
@@ -255,6 +257,9 @@ def translate(path: Path, ev: KinetoEvents, *, infer_fallback: bool = False, lan
                                     "(no device, no process named: read as device 0)")
     return Translated(out, info, root_name=path.name, root_device=root_device, infer_fallback=infer_fallback,
                       device_names=names)  # fmt: skip
+
+
+COMPILER_LANE = "compiler"  # the lane of the compiler's phases and markers a trace records as annotations
 
 
 def _runtime_columns(rows: Rows, t0: float, ids: _Ids) -> dict[str, Any]:

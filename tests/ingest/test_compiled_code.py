@@ -94,6 +94,14 @@ def test_operators_the_compiler_ran_while_compiling_are_its_own(tmp_path: Path) 
     assert data["compiler_ops"] == 4
     assert "(4 operator calls the compiler ran while compiling are not counted)" in format_ops(data)
     assert len(op_calls(trace).op_id) == 6 and trace["ops"].num_rows == 10  # the program's calls, of 10 operators
+    # the timeline's host lanes draw the operators no other encloses (the compiler's "dynamo" as a compile); the
+    # compiler's markers, recorded as annotations, are on a lane of the compiler's
+    lanes = trace["engine_slices"].to_pydict()
+    assert list(zip(lanes["engine"], lanes["name"], lanes["kind"], strict=True)) == [
+        ("host", "dynamo", "compile"), ("host thread 2", "aten::mul", "compute"),
+        ("host", "Torch-Compiled Region: 0/0", "compute"), ("host", "dynamo", "compute"),
+        ("host", "Torch-Compiled Region: 0/0", "compute"), ("compiler", "dynamo_data: compile_id=0/0", "compile"),
+        ("compiler", "entire_frame_compile_data: fn_name=_compile.compile_inner, compile_id=0/0", "compile")]  # fmt: skip
 
 
 def test_device_work_the_compiler_launched_is_not_the_programs(tmp_path: Path) -> None:

@@ -139,13 +139,13 @@ def test_inferred_fallback_and_a_device_index_other_than_0(tmp_path: Path) -> No
 
 def test_cpu_trace_gains_no_device(tmp_path: Path) -> None:
     # cpu_cold_compile: no device event; 57 user_annotations: "cold", "warm" and 55 compiler metadata spans
-    # ("<phase>_data: compile_id=0/0"), read as the compiler's spans (not regions) on their thread's lane.
+    # ("<phase>_data: compile_id=0/0"), read as the compiler's spans (not regions) on the compiler's lane.
     source, back, events = _round_trip(KINETO / "cpu_cold_compile.json.gz", tmp_path)
     assert source.run_info.devices == back.run_info.devices == ["cpu"]
     assert not [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "cuda_runtime")]
     for trace in (source, back):
         assert [name for name, _ in _regions(trace)][-2:] == ["cold", "warm"]
-        assert collections.Counter(trace["engine_slices"].column("engine_kind").to_pylist()) == {"other": 55, "host": 4}
+        assert collections.Counter(trace["engine_slices"].column("engine_kind").to_pylist()) == {"compiler": 55, "host": 4}
 
 
 def test_copy_direction_from_its_call_and_memory_lanes(tmp_path: Path) -> None:
