@@ -113,7 +113,7 @@ VIEWS: dict[str, View] = {v.name: v for v in (
         ("name", "VARCHAR", "aten::add.Tensor..."),
         ("start_ns", "BIGINT", "start, ns from the run's start"),
         ("dur_ns", "BIGINT", "host wall time"),
-        ("placement", "VARCHAR", "device, host, fallback or graph"),
+        ("placement", "VARCHAR", "device, host, fallback, graph or compiler"),
         ("device", "VARCHAR", "where it ran"),
         ("input_shapes", "VARCHAR", "`1x7x64;;64`: one entry per argument"),
         ("input_strides", "VARCHAR", "as input_shapes"),
