@@ -98,7 +98,7 @@ def format_region(summary: RegionSummary, *, source: Source = Source.MEASURED, t
     header = f"Region {summary.name!r}  [{where}]  wall {summary.wall_ns / 1e6:.3f} ms"
     if summary.peak_memory_bytes is not None:
         header += f"  peak memory {format_bytes(summary.peak_memory_bytes)}"
-    details = [f"{summary.op_count} ops" + (f" (and {summary.compiler_op_count} the compiler ran while compiling, not counted)"
+    details = [f"{summary.op_count} ops" + (f" (and {summary.compiler_op_count:,} the compiler ran while compiling, not counted)"
                                             if summary.compiler_op_count else "")]
     if summary.mode != "unknown":
         details.append(f"mode {summary.mode}")
