@@ -25,9 +25,10 @@ import pandas as pd
 import pyarrow as pa
 
 from . import arrow_compute as pc
+from .arrow_values import strings
 from .callsites import site_line
 from .region_tree import descendants, top_level_ids
-from .schema import EngineKind, SliceKind, TimeUnit
+from .schema import EngineKind, Placement, SliceKind, TimeUnit
 from .trace import Trace
 
 __all__ = ["OP_COLUMNS", "SITE_COLUMNS", "OpChange", "OpDiff", "OpKind", "change_sets", "op_diff", "op_totals", "set_sizes"]
@@ -37,6 +38,7 @@ class OpKind(enum.Enum):
     """What a row of the operator diff counts."""
 
     OPERATOR = "operator"  # a framework operator (aten::mm, CompiledFunction...)
+    COMPILER = "compiler"  # an operator the compiler ran while it traced or compiled (placement compiler)
     RUNTIME = "runtime"  # a host call into the device runtime or driver (cudaLaunchKernel...)
     KERNEL = "kernel"  # device work: a kernel, a copy, a memset, a predicted engine slice
     ANNOTATION = "annotation"  # a region inside the compared one (ProfilerStep#N, record_function)
@@ -81,7 +83,9 @@ def op_totals(trace: Trace, region_id: int) -> tuple[pd.DataFrame, int]:
     ids = pc.int32_array(subtree)
     ops = trace["ops"]
     sites = _site_lines(ops)
-    parts = [_rows(OpKind.OPERATOR, *_in_regions(ops, ids, ["name", "dur_ns", "op_id"]), sites)]
+    compiler = pc.is_in(ops.column("placement"), strings([Placement.COMPILER.value]))
+    parts = [_rows(kind, *_in_regions(pc.call("filter", ops, flags), ids, ["name", "dur_ns", "op_id"]), sites)
+             for kind, flags in ((OpKind.OPERATOR, pc.call("invert", compiler)), (OpKind.COMPILER, compiler))]
     calls = _in_regions(trace["runtime_calls"], ids, ["name", "dur_ns", "op_id"])
     parts.append(_rows(OpKind.RUNTIME, *calls, sites))
     device, unlaunched = _device_work(trace, ids)

@@ -15,6 +15,7 @@ from portscope.ingest.assemble import assemble
 from portscope.ingest.convert import load_any
 from portscope.ingest.events import EventColumns, EventKind, RegionFacts, Translated
 from portscope.ingest.op_device import op_calls
+from portscope.ingest.op_diff import op_diff
 from portscope.ingest.op_report import format_ops, ops_report_data
 from portscope.ingest.report import format_trace, region_report_data
 from portscope.ingest.schema import Mode, Placement
@@ -198,3 +199,22 @@ def test_a_compiled_training_run_without_compiler_phases() -> None:
     assert compiled == {"cuda_diff_test.json.gz": 1, "## forward ##": 6, "## forward:over_arch ##": 6, "## backward ##": 6,
                         **{f"ProfilerStep#{n}": 1 for n in range(1009, 1015)}}  # fmt: skip
     assert Placement.COMPILER.value not in set(trace["ops"].column("placement").to_pylist())
+
+
+def test_the_operator_diff_keeps_the_compilers_operators_apart(tmp_path: Path) -> None:
+    # cold [0, 3000): the compiler's phase [100, 2000) traces aten::add [200, 210) and aten::mm [300, 310); then the
+    # compiled code, Torch-Compiled Region [2500, 2600) around aten::addmm [2510, 2560). warm [4000, 4200): the
+    # compiled code only. cold against warm: the compiler's rows deleted, the program's unchanged.
+    trace = load_any(_kineto(tmp_path, [
+        _ann("cold", 0, 3000), _op("_compile.compile_inner (dynamo_timed)", 100, 1900), _op("aten::add", 200, 10),
+        _op("aten::mm", 300, 10), _op("Torch-Compiled Region: 0/0", 2500, 100), _op("aten::addmm", 2510, 50),
+        _ann("warm", 4000, 200), _op("Torch-Compiled Region: 0/0", 4010, 100), _op("aten::addmm", 4020, 50),
+    ]))  # fmt: skip
+    diff = op_diff(trace, 1, trace, 2)
+    rows = sorted((r["change"], r["kind"], r["name"], r["a_count"], r["b_count"], r["a_ns"])
+                  for r in diff.ops.to_dict("records") if r["kind"] in ("operator", "compiler"))  # fmt: skip
+    assert rows == [
+        ("deleted", "compiler", "_compile.compile_inner (dynamo_timed)", 1, 0, 1_900_000),
+        ("deleted", "compiler", "aten::add", 1, 0, 10_000), ("deleted", "compiler", "aten::mm", 1, 0, 10_000),
+        ("unchanged", "operator", "Torch-Compiled Region: 0/0", 1, 1, 100_000),
+        ("unchanged", "operator", "aten::addmm", 1, 1, 50_000)]  # fmt: skip
