@@ -131,6 +131,7 @@ class Collector:
         self._signatures: dict[bytes, int] = {}
         self._open: dict[tuple[Any, Any], list[dict[str, Any]]] = {}  # per thread, its "B" events not ended yet
         self._ended: list[dict[str, Any]] = []  # B/E pairs as the "X" events they stand for, to add
+        self._early: dict[tuple[Any, Any], list[dict[str, Any]]] = {}  # per thread, "E" events before any open "B"
 
     def _begin_end(self, ev: dict[str, Any]) -> None:
         """A "B" or "E" event (Chrome's other way to write a span): an "E" ends its thread's latest open "B", and the
@@ -143,16 +144,41 @@ class Collector:
             self._open.setdefault(key, []).append(ev)
             return
         stack = self._open.get(key)
-        begin = stack.pop() if stack else None
-        ts, start = ev.get("ts"), None if begin is None else begin.get("ts")
-        if begin is None or type(ts) not in (float, int) or type(start) not in (float, int) or ts < start:
-            self.out.unpaired += 1 + (begin is not None)
+        if not stack:  # written before its "B" (a tool that merged buffers): paired by time at the end
+            self._early.setdefault(key, []).append(ev)
+            return
+        self._pair(stack.pop(), ev)
+
+    def _pair(self, begin: dict[str, Any], ev: dict[str, Any]) -> None:
+        """A "B" and the "E" that ends it, as one "X" event (unpaired both where the times do not make a span)."""
+        ts, start = ev.get("ts"), begin.get("ts")
+        if type(ts) not in (float, int) or type(start) not in (float, int) or ts < start:
+            self.out.unpaired += 2
             return
         args = begin.get("args")
         args = args if type(args) is dict else {}
         if type(ev.get("args")) is dict and ev["args"]:
             args = {**args, **ev["args"]}
         self._ended.append({**begin, "ph": "X", "dur": ts - start, "args": args})
+
+    def _pair_by_time(self) -> None:
+        """Pair the "E" events written before their "B" with the "B"s still open on their thread, in time order
+        (equal times in file order), as the format pairs them; what stays unpaired is counted."""
+        for key, ends in self._early.items():
+            marks = sorted([(b.get("ts"), i, b) for i, b in enumerate(self._open.pop(key, []))]
+                           + [(e.get("ts"), len(ends) + i, e) for i, e in enumerate(ends)],
+                           key=lambda m: (m[0] if type(m[0]) in (float, int) else float("inf"), m[1]))  # fmt: skip
+            opened: list[dict[str, Any]] = []
+            for _, _, ev in marks:
+                if ev.get("ph") == "B":
+                    opened.append(ev)
+                elif opened:
+                    self._pair(opened.pop(), ev)
+                else:
+                    self.out.unpaired += 1
+            self.out.unpaired += len(opened)
+        self._early = {}
+        self._add_ended()
 
     def _add_ended(self) -> None:
         """Read the B/E pairs ended so far as X events (they were counted as events when read)."""
@@ -449,6 +475,8 @@ class Collector:
 
     def finish(self) -> KinetoEvents:
         """The events, or one TraceFormatError listing every problem."""
+        if self._early:
+            self._pair_by_time()
         out, index, bad, problems = self.out, self.index, self.bad, self.problems
         out.events = index
         out.unpaired += sum(map(len, self._open.values()))  # begun, never ended

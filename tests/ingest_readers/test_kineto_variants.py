@@ -81,6 +81,21 @@ def test_spans_written_as_begin_end_pairs_read_as_their_x_events(tmp_path: Path,
     assert not any("B/E" in m for m in load_any(path).run_info.missing_signals)
 
 
+@pytest.mark.parametrize("general", [False, True])
+def test_an_end_written_before_its_begin_pairs_by_time(tmp_path: Path, general: bool) -> None:
+    # the step's E (at 100 µs) written first in the file, before every B (a tool that merged per-thread buffers):
+    # paired with the step's B by time, the figures as before, nothing unpaired
+    events = _as_begin_end(BASE)
+    step_end = max(i for i, ev in enumerate(events) if ev["ph"] == "E" and ev["ts"] == 100)
+    events = [events[step_end], *events[:step_end], *events[step_end + 1 :]]
+    path = _write(tmp_path / "early_end.json", [AS_DICTS] * general + events)
+    assert _figures(path) == EXPECTED
+    trace = load_any(path)
+    assert not any("B/E" in m for m in trace.run_info.missing_signals)
+    regions = trace["regions"].to_pydict()
+    assert dict(zip(regions["name"], regions["dur_ns"], strict=True))["step"] == 100_000
+
+
 def test_begin_end_events_without_their_pair_are_said_not_read(tmp_path: Path) -> None:
     # an E on a thread with nothing open, and a B never ended: two events not read, said so; the rest as before
     lone = [{"ph": "E", "pid": 1, "tid": 3, "ts": 5}, {"ph": "B", "cat": "cpu_op", "name": "aten::add", "pid": 1,
