@@ -36,13 +36,12 @@ from typing import Any
 
 import numpy as np
 
-from ..assemble import assemble
 from ..errors import TraceFormatError
 from ..events import NONE, EventColumns, EventKind, FlowBinding, FlowPhase, Translated, flow_point
 from ..schema import EngineKind
 from ..trace import Trace
 from ._kineto_events import tensor_args
-from .chrome_events import PHASES, ChromeEvents, collect
+from .chrome_events import PHASES, ChromeEvents, convert
 from .chrome_generic import base_info, epoch_iso, flow_points, lane_label, run_extent
 from .source import DEFAULT_CAPS, SizeCaps
 
@@ -84,14 +83,8 @@ def read_ascend_trace(path: str | Path, *, caps: SizeCaps = DEFAULT_CAPS, sliced
     """Convert a torch_npu ``trace_view.json`` into a Trace (host ops, CANN lane, NPU streams, signals).
 
     sliced: the big tables as `Trace.slices`, made as they are written (converting never holds them whole)."""
-    path = Path(path)
-    ev = collect(path, caps=caps, keep_args=_KEEP_ARGS)
-    try:
-        translated, kernel_lanes = translate(path, ev)
-    finally:
-        ev.close()
-    del kernel_lanes
-    return assemble(translated, sliced=sliced)  # the assembler counts the kernels linked to operators
+    # a bare array the recorder did not close (a killed process) reads to its last whole event, said so
+    return convert(path, lambda p, ev: translate(p, ev)[0], caps=caps, sliced=sliced, keep_args=_KEEP_ARGS)
 
 
 def _codes(vals: list[Any], codes: np.ndarray, value: Any = None) -> tuple[list[Any], np.ndarray]:

@@ -186,3 +186,18 @@ def test_translated_tables(tmp_path: Path) -> None:
     assert trace.run_info.devices == ["cpu", "npu:0"]
     assert trace.run_info.extra["kernels_linked_to_operators"] == 2
     assert trace.run_info.extra["flows_by_name"] == {"torch_to_npu": 2}
+
+
+def test_a_trace_view_the_recorder_did_not_close_reads_to_its_last_whole_event(tmp_path: Path) -> None:
+    # the fixture's 41 events cut 30 bytes into its last one (the enqueue_to_dequeue flow's end, ph "f"), no "]":
+    # every operator, kernel and lane as in the whole file, the cut event dropped and said
+    whole = Path(__file__).parent / "fixtures" / "ascend_trace_view.json"
+    text = whole.read_text().rstrip().removesuffix("]").rstrip()
+    last = text.rindex('{"ph": "f"')
+    cut = tmp_path / "trace_view.json"
+    cut.write_text(text[: last + 30])
+    a, b = read_ascend_trace(whole), read_ascend_trace(cut)
+    for table in ("ops", "engine_slices", "signals", "transfers"):
+        assert b[table].equals(a[table]), table
+    assert ("1 event cut mid-way at the end of the file (the JSON array is not closed: the recording stopped "
+            "mid-write): dropped") in b.run_info.missing_signals
