@@ -36,20 +36,12 @@ from .engine_lanes import EngineLanes, LanePart, used_codes
 from .events import KIND_CODES, NONE, EventKind, Logged, RegionFacts, SparseColumn, Translated, rows_where
 from .frame_chains import frame_chains
 from .link import link
-from .rules import (
-    DIRECTIONS,
-    NO_WORD,
-    SIGNAL_KINDS,
-    Findings,
-    Linked,
-    apply_rules,
-    compiled_regions,
-    compiler_ops,
-    copy_directions,
-    inferred_fallback_ops,
-    launched_ops,
-    memory_peaks,
-)
+from .linked import DIRECTIONS, NO_WORD, SIGNAL_KINDS, Findings, Linked
+from .rules import apply_rules
+from .rules_compile import compiled_regions, compiler_ops
+from .rules_fallbacks import inferred_fallback_ops, launched_ops
+from .rules_memory import memory_peaks
+from .rules_transfers import copy_directions
 from .schema import (
     Direction,
     Mode,

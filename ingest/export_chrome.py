@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .kineto_vocabulary import SYNC_RUNTIME_CALLS, is_compiler_span
-from .rules import COPY_KINDS, is_sync_copy_call
+from .rules_transfers import COPY_KINDS, is_sync_copy_call
 from .schema import Direction, EngineKind, SignalKind, SliceKind, memory_device
 from .trace import Trace
 

@@ -12,7 +12,7 @@ from portscope.ingest.schema import Phase, SignalKind
 __all__ = ["AI_CPU", "NOT_RECORDED", "report_seen", "seen_signals", "seen_text", "unrecorded_columns"]
 
 NOT_RECORDED = "not recorded"
-AI_CPU = "ai-cpu"  # the reason of a fallback an Ascend device ran on its AI CPU (ingest/rules.py)
+AI_CPU = "ai-cpu"  # the reason of a fallback an Ascend device ran on its AI CPU (ingest/rules_fallbacks.py)
 
 _BY_SHORT = {k.short: k for k in SignalKind}
 _NAMES: dict[SignalKind, tuple[str, str]] = {  # (one, several), in the words of the runs table's columns

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..assemble import MAX_COUNTED_ROWS
-from ..rules import HOST_BOUNCE_SITES
+from ..rules_fallbacks import HOST_BOUNCE_SITES
 from ..schema import Direction
 
 PRIMITIVES = {"v2h": Direction.D2H, "h2v": Direction.H2D, "v2v": Direction.D2D}

@@ -46,13 +46,8 @@ from ..assemble import assemble
 from ..callsites import relative_frames, site_of_frames
 from ..errors import TraceFormatError
 from ..events import EventColumns, EventKind, Logged, RegionFacts, Translated
-from ..rules import (
-    BOUNCE_RECORD,
-    COUNTED_FALLBACK_RECORD,
-    COUNTED_RECOMPILE_RECORD,
-    HOST_BOUNCE_SITES,
-    bounce_kind,
-)
+from ..rules_compile import COUNTED_RECOMPILE_RECORD
+from ..rules_fallbacks import BOUNCE_RECORD, COUNTED_FALLBACK_RECORD, HOST_BOUNCE_SITES, bounce_kind
 from ..schema import Mode, Phase, Source
 from ..trace import RunInfo, Trace
 from ._rbln_signals import COPY_KINDS, DumpProblems, Notes, transfers
