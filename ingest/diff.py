@@ -112,11 +112,23 @@ def _change(a: int, b: int) -> str:
     return "same"
 
 
+def _first_siblings(regions: pd.DataFrame) -> tuple[int, int] | None:
+    """The first two regions with one parent (``cold`` and ``warm`` of a run, its first two ``ProfilerStep#N``), the
+    parent met first in region order; None when no region has a sibling."""
+    parent = regions["parent_id"].fillna(-1).astype("int64")
+    for p in dict.fromkeys(parent.tolist()):
+        children = regions[parent == p]
+        if len(children) > 1:
+            return (int(children.iloc[0]["region_id"]), int(children.iloc[1]["region_id"]))
+    return None
+
+
 def pair_regions(regions_a: pd.DataFrame, regions_b: pd.DataFrame, *, same_run: bool) -> tuple[int | None, int | None]:
     """Default (A, B) region ids to compare.
 
     Inputs have columns region_id, parent_id, name, mode, phase. In one run: eager vs
-    compiled, else cold vs warm, preferring regions with the same name; otherwise the
+    compiled, else cold vs warm, preferring regions with the same name, else the first two
+    regions of one parent (a run's own cold and warm, or its first two steps); otherwise the
     first top-level region of each run, matched by name when possible.
     """
     if not len(regions_a) or not len(regions_b):
@@ -131,6 +143,9 @@ def pair_regions(regions_a: pd.DataFrame, regions_b: pd.DataFrame, *, same_run: 
                     if len(same):
                         return (int(x.region_id), int(same.iloc[0]["region_id"]))
                 return (int(xs.iloc[0]["region_id"]), int(ys.iloc[0]["region_id"]))
+        siblings = _first_siblings(regions_a)
+        if siblings is not None:
+            return siblings
         if len(regions_a) > 1:
             return (int(regions_a.iloc[0]["region_id"]), int(regions_a.iloc[1]["region_id"]))
     top_a = regions_a[regions_a["parent_id"].isna()] if regions_a["parent_id"].isna().any() else regions_a

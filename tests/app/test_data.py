@@ -203,3 +203,16 @@ def test_ops_pages_of_a_nested_region_over_chunks_sorted_by_name_and_time() -> N
     assert ids(right, 0, 5, two_keys, memo) == [2, 2, 5]  # right: c 10, b 20; a full sort, remembered
     assert sorted(memo) == ["ops-order:2:[('dur_ns', 'ascending'), ('name', 'descending')]", "ops-rows:2"]
     assert memo["ops-rows:2"].tolist() == [2, 5]
+
+
+def test_pair_regions_in_one_run_without_modes_or_phases_pairs_siblings() -> None:
+    # a converted run: its file's region (0) around "cold" (1) and "warm" (2), neither mode nor phase told apart;
+    # ProfilerStep#1 (3) nested in cold. The default pair is cold against warm, not the file's region against cold.
+    import pandas as pd
+
+    regions = pd.DataFrame({"region_id": [0, 1, 2, 3], "parent_id": [None, 0, 0, 1],
+                            "name": ["run.json", "cold", "warm", "ProfilerStep#1"],
+                            "mode": ["compiled"] * 4, "phase": ["none"] * 4})  # fmt: skip
+    assert pair_regions(regions, regions, same_run=True) == (1, 2)
+    alone = regions[regions["region_id"].isin([0, 1])]  # no region has a sibling: the first two
+    assert pair_regions(alone, alone, same_run=True) == (0, 1)
