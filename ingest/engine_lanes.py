@@ -25,7 +25,7 @@ from .schema import (
 )
 from .trace import TableSlices
 
-_HOST_KINDS = np.array([0, 0, 1, 2], dtype=np.int8)  # a host slice's kind by its operator's placement code (assemble's
+_HOST_KINDS = np.array([0, 0, 1, 2], dtype=np.int8)  # a host slice's kind by its operator's placement code (assemble_ops'
 # order: host, device compute; fallback; the compiler's work a compile)
 _DMA = {Direction.H2D: EngineKind.DMA_H2D, Direction.D2H: EngineKind.DMA_D2H, Direction.D2D: EngineKind.DMA_D2D,
         Direction.UNKNOWN: EngineKind.OTHER}  # fmt: skip

@@ -21,7 +21,7 @@ import pyarrow as pa
 from . import arrow_compute as pc
 from .arrow_values import strings
 from .callsites import site_line
-from .link import enclosing
+from .link_nesting import enclosing
 from .op_categories import OpCategory, kernel_category, operator_category
 from .region_tree import descendants
 from .schema import DEVICE_ENGINES, Placement, SliceKind, TimeUnit

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..assemble import MAX_COUNTED_ROWS
+from ..assemble_findings import MAX_COUNTED_ROWS
 from ..rules_fallbacks import HOST_BOUNCE_SITES
 from ..schema import Direction
 

@@ -19,8 +19,8 @@ from portscope.ingest.errors import TraceFormatError
 TINY_KNOBS = (
     ("portscope.ingest.assemble", "SLICE_ROWS", 3),
     ("portscope.ingest.readers.chrome_events", "HOLD_ROWS", 4),
-    ("portscope.ingest.link", "CHUNK_ROWS", 4),
-    ("portscope.ingest.link", "SORT_ROWS", 5),
+    ("portscope.ingest.link_nesting", "CHUNK_ROWS", 4),
+    ("portscope.ingest.link_nesting", "SORT_ROWS", 5),
     ("portscope.ingest.readers._kineto_ops", "SPILL_ROWS", 3),
     ("portscope.ingest.readers.kineto_rows", "SPILL_ROWS", 3),
     ("portscope.ingest.readers.kineto", "SLICE_ROWS", 2),

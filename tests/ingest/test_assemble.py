@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from portscope.ingest import assemble, link
+from portscope.ingest import assemble, link_nesting
 from portscope.ingest.convert import load_any
 from portscope.ingest.trace import read_trace, write_trace
 
@@ -20,7 +20,7 @@ FILES = [HERE / "fixtures/kineto/rocm_mi250_small.json.gz", HERE / "fixtures/kin
 def test_sliced_and_parked_tables_equal_the_whole_ones(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     whole = load_any(path)
     monkeypatch.setattr(assemble, "SLICE_ROWS", 3)  # many batches, and every per-event column parked on disk
-    monkeypatch.setattr(link, "CHUNK_ROWS", 4)  # nesting searched a few rows at a time, the open ones carried
+    monkeypatch.setattr(link_nesting, "CHUNK_ROWS", 4)  # nesting searched a few rows at a time, the open ones carried
     out = write_trace(load_any(path, sliced=True), tmp_path / "sliced.arrow")
     sliced = read_trace(out)
     assert whole["ops"].num_rows + whole["engine_slices"].num_rows > 6

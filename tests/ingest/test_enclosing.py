@@ -1,11 +1,11 @@
-"""The linker's nesting by time (`link.enclosing`) on a few hand-placed spans, sorted in memory or by DuckDB."""
+"""The linker's nesting by time (`link_nesting.enclosing`) on a few hand-placed spans, sorted in memory or by DuckDB."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from portscope.ingest import link
+from portscope.ingest import link_nesting
 
 # row: (group, start, dur, rank, container, query)
 EVENTS = [
@@ -28,8 +28,8 @@ EXPECTED = [-1, 0, 9, 0, -1, -1, 5, 6, 2, 1, -1]
                          ids=["numpy", "numpy-chunks-of-2", "duckdb", "duckdb-chunks-of-2", "duckdb-chunks-of-1"])
 def test_each_row_gets_its_innermost_open_container(sort_rows: int, chunk_rows: int,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(link, "SORT_ROWS", sort_rows)
-    monkeypatch.setattr(link, "CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr(link_nesting, "SORT_ROWS", sort_rows)
+    monkeypatch.setattr(link_nesting, "CHUNK_ROWS", chunk_rows)
     group, start, dur, rank, container, query = (np.array(c) for c in zip(*EVENTS, strict=True))
-    found = link.enclosing(group, start.astype(np.int64), dur.astype(np.int64), rank.astype(np.int8), container, query)
+    found = link_nesting.enclosing(group, start.astype(np.int64), dur.astype(np.int64), rank.astype(np.int8), container, query)
     assert found.tolist() == EXPECTED

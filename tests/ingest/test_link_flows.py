@@ -1,4 +1,4 @@
-"""Flow points bound to spans by the linker (`link.bind_flows`, `bound_flows`), by Chrome's rules.
+"""Flow points bound to spans by the linker (`link_flows.bind_flows`, `bound_flows`), by Chrome's rules.
 
 The events are written here by hand and the span of each point worked out by hand: a point that binds to the
 enclosing span -> the innermost span open at its time on its thread (start <= time <= end); other points, and
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portscope.ingest import link as linker
+from portscope.ingest import link_nesting
 from portscope.ingest.events import NONE, EventColumns, EventKind, FlowBinding, FlowPhase, flow_point
 from portscope.ingest.link import bind_flows, bound_flows, link
 from portscope.ingest.readers.ascend_trace import read_ascend_trace
@@ -84,8 +84,8 @@ def test_points_bind_by_chromes_rules() -> None:
 def test_points_in_files_bind_the_same_a_chunk_at_a_time(monkeypatch: pytest.MonkeyPatch, chunk: int, sort_rows: int) -> None:
     """The spans and points sorted and bound a chunk at a time (a point's next span, or the group of spans starting
     with it, in another chunk than its own), sorted in numpy or by DuckDB."""
-    monkeypatch.setattr(linker, "CHUNK_ROWS", chunk)
-    monkeypatch.setattr(linker, "SORT_ROWS", sort_rows)
+    monkeypatch.setattr(link_nesting, "CHUNK_ROWS", chunk)
+    monkeypatch.setattr(link_nesting, "SORT_ROWS", sort_rows)
     a = _events(spill=True).arrays()
     assert not isinstance(a["start_ns"], np.ndarray)  # the columns are in files
     assert bind_flows(a)[1].tolist() == EXPECTED

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from portscope.ingest import assemble as assemble_module
-from portscope.ingest import link as link_module
-from portscope.ingest import spill
+from portscope.ingest import link_nesting, spill
 from portscope.ingest.assemble import assemble
 from portscope.ingest.engine_lanes import factorize
 from portscope.ingest.events import EventColumns, EventKind, Translated
@@ -22,7 +21,7 @@ from portscope.ingest.trace import RunInfo, read_trace, write_trace
 @pytest.fixture
 def tiny_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two rows a chunk, a column's first three values held: every chunk boundary and file path is taken."""
-    monkeypatch.setattr(link_module, "CHUNK_ROWS", 2)
+    monkeypatch.setattr(link_nesting, "CHUNK_ROWS", 2)
     monkeypatch.setattr(spill, "HOLD_ROWS", 3)
 
 

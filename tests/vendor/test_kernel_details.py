@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from portscope.ingest import assemble, link
+from portscope.ingest import assemble, link_nesting
 from portscope.ingest.op_diff import op_totals
 from portscope.ingest.range_summary import range_summary
 from portscope.ingest.readers import ascend_csv
@@ -24,7 +24,7 @@ def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ascend_csv, "BLOCK_BYTES", 40)  # a block: 4x the header line (a few rows)
     monkeypatch.setattr(assemble, "SLICE_ROWS", 3)  # tables written 3 rows a batch
     monkeypatch.setattr(ascend_csv, "SLICE_ROWS", 2)  # kernels made into events 2 at a time
-    monkeypatch.setattr(link, "CHUNK_ROWS", 2)  # and linked 2 rows a chunk
+    monkeypatch.setattr(link_nesting, "CHUNK_ROWS", 2)  # and linked 2 rows a chunk
 
 
 def _rows(trace: Trace, name: str) -> list[dict]:
