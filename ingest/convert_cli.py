@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from . import progress
 from .convert import FORMATS, big_npu_lanes, load_any
 from .errors import UsageError
-from .export_chrome import write_chrome
 from .output_paths import OutputFile, OutputFolder
 from .trace import write_run
 
@@ -47,10 +47,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from .ranks import is_rank_input
+    if _may_be_ranks(args.input) and args.format in (None, "kineto"):
+        from .ranks import is_rank_input  # (its imports are paid only where a folder or a glob is given)
 
-    if is_rank_input(args.input) and args.format in (None, "kineto"):
-        return _convert_ranks(args)
+        if is_rank_input(args.input):
+            return _convert_ranks(args)
     if args.dask:
         raise UsageError("--dask applies to multi-rank runs only (a folder or glob of per-rank traces)")
     options = {"infer_fallback": True} if args.infer_fallback else {}
@@ -82,6 +83,11 @@ def _convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _may_be_ranks(spec: str) -> bool:
+    """Whether `spec` may be a multi-rank run (`ranks.is_rank_input` tells): a folder, or a pattern naming no file."""
+    return Path(spec).is_dir() or (any(c in spec for c in "*?[") and not Path(spec).exists())
+
+
 def _convert_ranks(args: argparse.Namespace) -> int:
     from .ranks import convert_ranks
 
@@ -110,6 +116,8 @@ def _export(args: argparse.Namespace) -> int:
     if len(args.trace) != 1 or not args.output:
         raise UsageError("--chrome exports one trace: give one RUN and -o FILE.json")
     trace = load_any(args.trace[0])
+    from .export_chrome import write_chrome  # only `export` pays for it (and for pyarrow.compute)
+
     write_chrome(trace, args.output)
     print(f"{args.output}: Chrome trace JSON of {trace['ops'].num_rows} ops, {trace['transfers'].num_rows} transfers, "
           f"{trace['signals'].num_rows} signals; open it in https://ui.perfetto.dev")

@@ -73,6 +73,22 @@ def test_report_loads_no_heavy_module() -> None:
     assert done.stdout.strip() == "0 [] True"
 
 
+def test_converting_one_file_loads_neither_the_exporter_nor_the_ranks(tmp_path: Path) -> None:
+    """`portscope convert FILE` imports neither `export`'s writer (which imports pyarrow.compute, ~25 ms) nor the
+    multi-rank modules (~11 ms): a one-file conversion is not a multi-rank run."""
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, '
+                     '"ts": 10, "dur": 5}]}')
+    code = ("import sys, contextlib, io\nfrom portscope.app.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    code = main(['convert', {str(trace)!r}, '-o', {str(tmp_path / 't.arrow')!r}])\n"
+            "heavy = ('pyarrow.compute', 'portscope.ingest.export_chrome', 'portscope.ingest.ranks')\n"
+            "print(code, sorted(m for m in heavy if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "0 []"
+    assert (tmp_path / "t.arrow").stat().st_size > 0
+
+
 def test_output_cut_short_by_the_reader_is_no_traceback() -> None:
     """`portscope sql ... | head -1`: the pipe closes while rows are written; one exit status, nothing on stderr."""
     sample = Path(__file__).parents[1] / "sample_traces" / "bert_small_h100.arrow"
