@@ -1,6 +1,7 @@
 """Write a Trace as Chrome trace JSON (Perfetto, chrome://tracing) that the Kineto reader converts back.
 
-Host work is one process (pid `HOST_PID`): a track (tid) per host thread for the operators, plus "regions",
+Host work is one process (pid `HOST_PID`): a track (tid) per host thread for the operators (and the compiler's
+spans and markers open in one of its operators, as PyTorch records them on the compiler's thread), plus "regions",
 "transfers <dir>" (transfers no DMA slice already shows), "signals", "runtime" and "compiles" tracks. Device work
 is written as Kineto writes it: a process per device, its pid the device's index, a track per engine (stream, DMA
 queue...), each slice of cat ``kernel`` or ``gpu_memcpy`` with ``args`` ``device``, ``stream`` (a ``stream N`` lane's
@@ -41,6 +42,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -161,6 +163,28 @@ def _free_points(spans: dict[int, list[tuple[int, int, int]]], wanted: set[int])
         while stack:
             close(*stack.pop())
     return points
+
+
+class _OpenOps:
+    """Which host track has an operator open at a time: the compiler's spans and markers are written on their
+    operator's thread, as PyTorch records them (the rules tell the compiler's operators by a marker inside them on
+    the same thread)."""
+
+    def __init__(self, spans: dict[int, list[tuple[int, int, int]]]) -> None:
+        self.tracks: list[tuple[int, np.ndarray, np.ndarray]] = []  # (tid, starts, greatest end so far)
+        for tid, rows in spans.items():
+            starts = np.asarray([r[0] for r in rows], dtype=np.int64)
+            order = np.argsort(starts, kind="stable")
+            ends = (starts + np.asarray([r[1] for r in rows], dtype=np.int64))[order]
+            self.tracks.append((tid, starts[order], np.maximum.accumulate(ends) if len(ends) else ends))
+
+    def track_at(self, time_ns: int) -> int | None:
+        """The first host track with an operator open at `time_ns` (started at or before it, not ended), if any."""
+        for tid, starts, ends in self.tracks:
+            i = int(np.searchsorted(starts, time_ns, side="right")) - 1
+            if i >= 0 and ends[i] > time_ns:
+                return tid
+        return None
 
 
 @dataclasses.dataclass
@@ -289,6 +313,8 @@ def chrome_events(trace: Trace) -> Iterator[dict[str, Any]]:
                "args": args}  # fmt: skip
     calls = _Calls(trace)
     yield from calls.events(op_pos, _free_points(spans, calls.operators()), tracks)
+    kinds = trace["engine_slices"].column("engine_kind").unique().to_pylist()
+    open_ops = _OpenOps(spans) if EngineKind.COMPILER.value in kinds else None  # the compiler's spans: on their thread
     del spans
     dma_slices: dict[tuple[str, int], int] = {}  # (direction, start) -> tid of a DMA slice
     slice_cols = ["engine", "engine_kind", "kind", "name", "start", "dur", "op_id", "bytes", "correlation"]
@@ -309,7 +335,10 @@ def chrome_events(trace: Trace) -> Iterator[dict[str, Any]]:
             if stream is not None:
                 args["stream"] = stream
             cat = "gpu_memcpy" if _is_copy(ekind, kind) else "kernel"
-        tid = tracks(engine, pid)
+        on_thread = open_ops is not None and ekind == EngineKind.COMPILER.value and cat == "user_annotation"
+        tid = open_ops.track_at(start) if on_thread else None  # (a compiler phase the reader reads back as one)
+        if tid is None:
+            tid = tracks(engine, pid)
         if ekind in _DMA_KINDS:
             dma_slices[(ekind[4:], start)] = tid
         yield {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": _us(start),

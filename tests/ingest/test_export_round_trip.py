@@ -146,6 +146,12 @@ def test_cpu_trace_gains_no_device(tmp_path: Path) -> None:
     for trace in (source, back):
         assert [name for name, _ in _regions(trace)][-2:] == ["cold", "warm"]
         assert collections.Counter(trace["engine_slices"].column("engine_kind").to_pylist()) == {"compiler": 55, "host": 4}
+        # 3,133 of the 3,172 cpu_ops start inside "dynamo" (ts 5491915878713.121, dur 4791388.951, on tid 12771, the
+        # only thread), whose marker "dynamo_data: compile_id=0/0" starts inside it on that thread: the compiler's
+        placements = collections.Counter(trace["ops"].column("placement").to_pylist())
+        assert placements["compiler"] == 3133 and sum(placements.values()) == 3172
+    compiler_spans = {e["tid"] for e in events if e.get("cat") == "user_annotation" and "compile_id=" in e["name"]}
+    assert compiler_spans == {e["tid"] for e in events if e.get("cat") == "cpu_op"}  # on their operators' thread
 
 
 def test_copy_direction_from_its_call_and_memory_lanes(tmp_path: Path) -> None:
