@@ -587,3 +587,10 @@ def format_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
     return f"{n} B"
+
+
+def format_signed_bytes(n: float | None) -> str:
+    """A change in bytes with its sign (`+26.1 GB`, `−17.0 KB`, `0 B`); "-" where there is none (None, NaN)."""
+    if n is None or n != n:
+        return "-"
+    return ("+" if n > 0 else "−") + format_bytes(abs(int(n))) if n else "0 B"

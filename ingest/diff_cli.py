@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from .catalog import format_signed_bytes
 from .diff import diff_call_sites, diff_operators, diff_signals, pair_regions
 from .errors import UsageError
 from .given import open_given
@@ -85,7 +86,7 @@ def format_diff(a: dict[str, Any], b: dict[str, Any], signals: pd.DataFrame, ope
     lines = [f"{side}: {s['file']}  region {s['region']!r} ({s['mode']}, {s['phase']})" for side, s in (("A", a), ("B", b))]
     table = pd.DataFrame({
         "signal": signals["signal"], "A": signals["a_count"], "B": signals["b_count"], "Δ": signals["delta"],
-        "B/A": [_ratio(v) for v in signals["ratio"]], "Δ bytes": signals["delta_bytes"],
+        "B/A": [_ratio(v) for v in signals["ratio"]], "Δ bytes": [format_signed_bytes(v) for v in signals["delta_bytes"]],
     })
     lines += ["", table.to_string(index=False)]
     lines += ["", f"operators that changed ({len(operators)}, top {top}):"]

@@ -7,6 +7,7 @@ from typing import Any
 import dash
 from dash import Input, Output, State, dcc, html
 
+from portscope.ingest.catalog import format_signed_bytes
 from portscope.ingest.diff import diff_call_sites, diff_operators, diff_signals, pair_regions
 
 from .. import ids, urls
@@ -45,7 +46,7 @@ SIGNAL_COLUMNS = [
     ("ratio", "ratio B/A", fmt_ratio),
     ("a_bytes", "A bytes", fmt_bytes),
     ("b_bytes", "B bytes", fmt_bytes),
-    ("delta_bytes", "Δ bytes", fmt_signed),
+    ("delta_bytes", "Δ bytes", format_signed_bytes),
 ]
 OPERATOR_COLUMNS = [
     ("change", "Change", None),

@@ -8,6 +8,7 @@ from typing import Any
 import dash
 from dash import Input, Output, State, html
 
+from portscope.ingest.catalog import format_signed_bytes
 from portscope.ingest.memory import MemoryDiff, RegionMemory, RunMemory, memory_diff
 
 from .. import ids
@@ -30,12 +31,6 @@ COMPARE_COLUMNS = [("device", "Device", None), ("a_peak_bytes", "A peak", fmt_by
 GREW_COLUMNS = [("call_site", "Call site (model line)", None), ("device", "Device", None), ("a_allocated_bytes", "A allocated", fmt_bytes),
                 ("b_allocated_bytes", "B allocated", fmt_bytes), ("delta", "Δ", None)]  # fmt: skip
 GREW_SHOWN = 15
-
-
-def _signed_bytes(v: Any) -> str:
-    if v is None or v != v:
-        return "-"
-    return ("+" if v >= 0 else "−") + fmt_bytes(abs(int(v))).replace("-", "0 B")
 
 
 def run_memory(run_id: str) -> RunMemory:
@@ -63,9 +58,9 @@ def compare_view(diff: MemoryDiff) -> list[Any]:
     """A's and B's memory side by side, and the call sites whose allocated bytes grew most."""
     if not len(diff.devices):
         return []
-    devices = diff.devices.assign(delta_peak=[_signed_bytes(v) for v in diff.devices["delta_peak_bytes"]])
+    devices = diff.devices.assign(delta_peak=[format_signed_bytes(v) for v in diff.devices["delta_peak_bytes"]])
     grew = diff.sites[diff.sites["delta_bytes"] > 0].head(GREW_SHOWN)
-    grew = grew.assign(delta=[_signed_bytes(v) for v in grew["delta_bytes"]])
+    grew = grew.assign(delta=[format_signed_bytes(v) for v in grew["delta_bytes"]])
     return [html.H3("Memory"), text_table(devices, COMPARE_COLUMNS, table_id=ids.COMPARE_MEMORY_TABLE),
             html.H4(f"Call sites whose allocated bytes grew most (top {GREW_SHOWN})"),
             text_table(grew, GREW_COLUMNS) if len(grew) else html.P("No call site allocated more in B.", className="muted")]  # fmt: skip

@@ -163,6 +163,14 @@ def test_text_table_shows_missing_text_as_empty() -> None:
     assert cells == [["max_abs_diff", "0.25", ""], ["verdict", "", "defect"]]
 
 
+def test_a_change_in_bytes_reads_in_units_with_its_sign() -> None:
+    """The compare page's "Δ bytes" (cuda_diff control -> test: d2d copies 1.6 GB -> 27.9 GB) and memory changes."""
+    from portscope.ingest.catalog import format_signed_bytes
+
+    assert [format_signed_bytes(v) for v in (26_095_297_936, -17_040, 1, 0, None, float("nan"))] == [
+        "+26.1 GB", "−17.0 KB", "+1 B", "0 B", "-", "-"]  # fmt: skip
+
+
 def test_ops_pages_of_a_nested_region_over_chunks_sorted_by_name_and_time() -> None:
     """A region's pages take only their rows from a two-chunk ops table (different dictionaries per chunk)."""
     import pyarrow as pa

@@ -71,3 +71,14 @@ def test_one_trace_without_modes_pairs_cold_with_warm(capsys: pytest.CaptureFixt
     assert main(["diff", str(NPU)]) == 0
     out = capsys.readouterr().out
     assert "region 'forward:cold'" in out and "region 'forward:warm'" in out
+
+
+def test_byte_changes_read_in_units(capsys: pytest.CaptureFixture[str]) -> None:
+    """The real CUDA pair (the samples' sources): gpu_memcpy bytes summed from the JSON by hand: DtoD 1,821,299,360
+    (18 copies) -> 27,916,597,296 (4,645), HtoD 423,923,260 -> 423,923,264, DtoH 100,896 -> 117,936."""
+    control, test = SAMPLES / "cuda_diff_control.arrow", SAMPLES / "cuda_diff_test.arrow"
+    assert main(["diff", str(control), str(test)]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("  ")}
+    assert rows["transfer/d2d"][1:] == ["18", "4645", "4627", "258.06x", "+26.1", "GB"]
+    assert rows["transfer/h2d"][-2:] == ["+4", "B"] and rows["transfer/d2h"][-2:] == ["+17.0", "KB"]
+    assert rows["sync"][-2:] == ["0", "B"]
