@@ -485,6 +485,16 @@ def viewport_from_relayout(relayout: dict[str, Any] | None, extent: tuple[float,
     return None
 
 
+def _whole_axis(title: str, top: float, *, bytes_: bool) -> dict[str, Any]:
+    """An axis of whole numbers (counts, bytes): no fractional ticks ("0.2 signals") when the largest is small;
+    bytes in SI units (`200kB`, `1.6GB`: decimal, as the tables write them)."""
+    axis: dict[str, Any] = {"title": {"text": title}, "rangemode": "tozero",
+                            "tickformat": "~s" if bytes_ else ",d", "ticksuffix": "B" if bytes_ else ""}
+    if top <= 5:
+        axis["dtick"] = 1
+    return axis
+
+
 def breakdown_figure(frame: pd.DataFrame, *, by: str, metric: str) -> dict[str, Any]:
     """Horizontal bars of a breakdown table (key, count, bytes), largest on top."""
     frame = frame.iloc[::-1]
@@ -504,7 +514,8 @@ def breakdown_figure(frame: pd.DataFrame, *, by: str, metric: str) -> dict[str, 
             "height": 80 + 24 * max(len(frame), 1),
             "margin": {"l": 20, "r": 20, "t": 30, "b": 40},
             "yaxis": {"automargin": True},
-            "xaxis": {"title": {"text": "signals" if metric == "count" else "bytes"}},
+            "xaxis": _whole_axis("signals" if metric == "count" else "bytes", max(values, default=0.0),
+                                 bytes_=metric != "count"),
             "title": {"text": f"by {by}", "font": {"size": 13}},
             "plot_bgcolor": "white",
         },

@@ -23,3 +23,19 @@ def test_bars_on_hidden_rows_are_left_out() -> None:
     all_x, _ = bars(view, "annotation")
     assert len(all_x) == 9
     assert len(bars(view, "compute", [2])[0]) == 0
+
+
+def test_breakdowns_of_few_signals_have_whole_ticks() -> None:
+    """bert_small_h100's ProfilerStep#6: one signal each for three operators, 1 byte: ticks 0, 1 (not 0.2, 0.4...)."""
+    import pandas as pd
+
+    from portscope.app.figures import breakdown_figure
+
+    frame = pd.DataFrame({"key": ["aten::_local_scalar_dense", "cudaDeviceSynchronize", "aten::item"],
+                          "count": [1, 1, 1], "bytes": [1, 0, 0]})
+    counts = breakdown_figure(frame, by="operator", metric="count")["layout"]["xaxis"]
+    assert (counts["dtick"], counts["tickformat"], counts["title"]["text"]) == (1, ",d", "signals")
+    volume = breakdown_figure(frame, by="operator", metric="bytes")["layout"]["xaxis"]
+    assert (volume["dtick"], volume["tickformat"], volume["ticksuffix"]) == (1, "~s", "B")
+    many = breakdown_figure(frame.assign(count=[40, 3, 1], bytes=[1_821_299_360, 0, 0]), by="operator", metric="bytes")
+    assert "dtick" not in many["layout"]["xaxis"]  # plotly's own round ticks: 500MB, 1GB, ...
