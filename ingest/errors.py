@@ -19,14 +19,18 @@ class TraceFormatError(PortscopeError, ValueError):
         self.problems = [problems] if isinstance(problems, str) else list(problems)
         if not self.problems:
             self.problems = ["unknown problem"]
-        super().__init__(_message(self.path, self.problems))
+        super().__init__(self.message())
+
+    def message(self) -> str:
+        """The text of this error: the path, then its problem, or each of its problems on a line of its own."""
+        return _message(self.path, self.problems)
 
     def with_path(self, path: str | Path) -> Self:
         """This error about the same content under another name (an upload: the user's file name, not the server's
         temporary copy): of the same class, every other attribute kept, the message naming `path`."""
         renamed = type(self).__new__(type(self))  # not type(self)(...): a subclass's constructor takes other arguments
         renamed.__dict__.update(self.__dict__, path=str(path), problems=list(self.problems))
-        super(TraceFormatError, renamed).__init__(_message(renamed.path, renamed.problems))
+        super(TraceFormatError, renamed).__init__(renamed.message())
         return renamed
 
 
@@ -45,6 +49,12 @@ class UnrecognisedFormatError(TraceFormatError):
         self.looks_like = looks_like  # "content", "gzip-compressed content"
         self.formats_tried = tuple(formats_tried)
         super().__init__(path, [f"unrecognised {looks_like}; tried these formats:", *self.formats_tried])
+
+    def message(self) -> str:
+        """One line saying the file is of no format portscope reads, the formats tried listed under it (they are
+        not problems of the file)."""
+        tried = "\n".join(f"  - {f}" for f in self.formats_tried)
+        return f"{self.path}: not a trace portscope reads (unrecognised {self.looks_like}); formats tried:\n{tried}"
 
 
 class ColumnValueError(PortscopeError, ValueError):

@@ -36,7 +36,8 @@ def refused(tmp_path: Path, name: str, content: bytes) -> TraceFormatError:
                                                        ("notes.json.gz", GZIP_TEXT, "gzip-compressed content")])
 def test_an_unrecognised_file_is_one_line_with_the_formats_tried_after_it(tmp_path: Path, name: str, content: bytes, what: str) -> None:
     exc = refused(tmp_path, name, content)
-    assert "15 problems" in str(exc)  # the command line's message is detect()'s, unchanged
+    assert str(exc).startswith(f"{name}: not a trace portscope reads (unrecognised {what}); formats tried:\n  - ")
+    assert "problems" not in str(exc)  # the command line's message: one problem, the 14 formats listed under it
     message = upload_error(exc)
     first, _, details = message.partition("\n\n")
     assert first == f"{name}: not a trace portscope reads (unrecognised {what})"

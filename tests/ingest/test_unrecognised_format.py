@@ -25,10 +25,9 @@ def test_the_error_carries_what_it_saw_and_the_formats_tried() -> None:
     assert isinstance(exc, TraceFormatError) and isinstance(exc, ValueError)
     assert (exc.path, exc.looks_like, exc.formats_tried) == ("/tmp/up-1", "content", ("kineto: JSON", "chrome: JSON too"))
     assert exc.problems == ["unrecognised content; tried these formats:", "kineto: JSON", "chrome: JSON too"]
-    assert str(exc) == ("/tmp/up-1: 3 problems:\n"
-                        "  - unrecognised content; tried these formats:\n"
+    assert str(exc) == ("/tmp/up-1: not a trace portscope reads (unrecognised content); formats tried:\n"
                         "  - kineto: JSON\n"
-                        "  - chrome: JSON too")  # fmt: skip
+                        "  - chrome: JSON too")  # fmt: skip (one problem: the formats are not problems of the file)
 
 
 def test_a_renamed_copy_keeps_the_class_and_names_the_other_path() -> None:
@@ -36,9 +35,10 @@ def test_a_renamed_copy_keeps_the_class_and_names_the_other_path() -> None:
     renamed = exc.with_path("notes.json.gz")
     assert type(renamed) is UnrecognisedFormatError and renamed is not exc
     assert (renamed.path, renamed.looks_like, renamed.formats_tried) == ("notes.json.gz", "gzip-compressed content", ("kineto: JSON",))
-    assert str(renamed) == "notes.json.gz: 2 problems:\n  - unrecognised gzip-compressed content; tried these formats:\n  - kineto: JSON"
+    assert str(renamed) == ("notes.json.gz: not a trace portscope reads (unrecognised gzip-compressed content); formats "
+                            "tried:\n  - kineto: JSON")  # fmt: skip
     assert renamed.args == (str(renamed),)
-    assert exc.path == "/tmp/up-1" and str(exc).startswith("/tmp/up-1: 2 problems:\n")  # the original is untouched
+    assert exc.path == "/tmp/up-1" and str(exc).startswith("/tmp/up-1: not a trace")  # the original is untouched
     renamed.problems.append("more")
     assert len(exc.problems) == 2
 
@@ -59,8 +59,8 @@ def test_detect_raises_it_for_content_it_does_not_know(tmp_path: Path) -> None:
     assert exc.formats_tried[-1] == ("chrome: any other Chrome/Perfetto trace JSON (object with 'traceEvents' or a bare array of "
                                      "events with 'ph'): generic lanes")  # fmt: skip
     assert len(exc.formats_tried) == len(FORMATS) == 14
-    assert str(exc).startswith(f"{tmp_path / 'picture.png'}: 15 problems:\n"  # the command line's wording, unchanged
-                               "  - unrecognised content; tried these formats:\n"
+    assert str(exc).startswith(f"{tmp_path / 'picture.png'}: not a trace portscope reads (unrecognised content); "
+                               "formats tried:\n"  # the command line's wording
                                "  - portscope: a ZIP of Arrow tables with manifest.json\n"
                                "  - kineto: JSON with a 'traceEvents' list")  # fmt: skip
 

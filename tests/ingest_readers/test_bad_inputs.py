@@ -24,11 +24,11 @@ EXPECTED = {
     "wrong_types.json": "'ts' is str, expected a number",
     "missing_fields.json": "'name' is NoneType",
     "events_not_list.json": "'traceEvents' is a dict, expected a list",
-    "no_trace_events.json": "tried these formats",
-    "json_scalar.json": "tried these formats",
-    "binary_junk.bin": "tried these formats",
+    "no_trace_events.json": "formats tried",
+    "json_scalar.json": "formats tried",
+    "binary_junk.bin": "formats tried",
     "non_utf8_fallback.log": "not UTF-8",
-    "torch_trace_no_records.log": "tried these formats",
+    "torch_trace_no_records.log": "formats tried",
 }
 
 
