@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -60,17 +61,25 @@ def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
     assert exit_.value.code == 2 and "invalid choice: 'frobnicate'" in capsys.readouterr().err
 
 
+def _in_a_fresh_process(argv: list[str], watched: tuple[str, ...]) -> tuple[int, list[str], str]:
+    """(exit status, which of the `watched` modules were imported, what was printed) of `portscope ARGV` run in a
+    fresh interpreter."""
+    code = ("import sys, contextlib, io, json\nfrom portscope.app.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+            f"    code = main({argv!r})\n"
+            f"print(json.dumps([code, sorted(m for m in {watched!r} if m in sys.modules), out.getvalue()]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    status, loaded, printed = json.loads(done.stdout)
+    return status, loaded, printed
+
+
 def test_report_loads_no_heavy_module() -> None:
     """`portscope report` answers in well under a second because it imports none of these (each costs
     70 ms to seconds; bench/cli_bench.py measures the whole start-up)."""
     sample = Path(__file__).resolve().parents[1] / "sample_traces" / "llama_fp16-npu_forward.arrow"
-    code = ("import sys, contextlib, io\nfrom portscope.app.cli import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
-            f"    code = main(['report', {str(sample)!r}])\n"
-            "heavy = ('torch', 'pandas', 'pyarrow.compute', 'dash', 'plotly', 'flask')\n"
-            "print(code, sorted(m for m in heavy if m in sys.modules), 'dispatch/cpu_fallback' in out.getvalue())")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "0 [] True"
+    status, loaded, printed = _in_a_fresh_process(["report", str(sample)],
+                                                  ("torch", "pandas", "pyarrow.compute", "dash", "plotly", "flask"))
+    assert (status, loaded) == (0, []) and "dispatch/cpu_fallback" in printed
 
 
 def test_converting_one_file_loads_neither_the_exporter_nor_the_ranks(tmp_path: Path) -> None:
@@ -79,13 +88,9 @@ def test_converting_one_file_loads_neither_the_exporter_nor_the_ranks(tmp_path: 
     trace = tmp_path / "t.json"
     trace.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, '
                      '"ts": 10, "dur": 5}]}')
-    code = ("import sys, contextlib, io\nfrom portscope.app.cli import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n"
-            f"    code = main(['convert', {str(trace)!r}, '-o', {str(tmp_path / 't.arrow')!r}])\n"
-            "heavy = ('pyarrow.compute', 'portscope.ingest.export_chrome', 'portscope.ingest.ranks')\n"
-            "print(code, sorted(m for m in heavy if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "0 []"
+    status, loaded, _ = _in_a_fresh_process(["convert", str(trace), "-o", str(tmp_path / "t.arrow")],
+                                            ("pyarrow.compute", "portscope.ingest.export_chrome", "portscope.ingest.ranks"))
+    assert (status, loaded) == (0, [])
     assert (tmp_path / "t.arrow").stat().st_size > 0
 
 
