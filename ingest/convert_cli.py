@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from . import progress
 from .convert import FORMATS, big_npu_lanes, load_any
 from .errors import UsageError
 from .output_paths import OutputFile, OutputFolder
+from .rank_inputs import is_rank_input
 from .trace import write_run
 
 
@@ -47,11 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    if _may_be_ranks(args.input) and args.format in (None, "kineto"):
-        from .ranks import is_rank_input  # (its imports are paid only where a folder or a glob is given)
-
-        if is_rank_input(args.input):
-            return _convert_ranks(args)
+    if is_rank_input(args.input) and args.format in (None, "kineto"):
+        return _convert_ranks(args)
     if args.dask:
         raise UsageError("--dask applies to multi-rank runs only (a folder or glob of per-rank traces)")
     options = {"infer_fallback": True} if args.infer_fallback else {}
@@ -81,11 +78,6 @@ def _convert(args: argparse.Namespace) -> int:
     if trace.run_info.missing_signals:
         print("  this source could not provide: " + "; ".join(trace.run_info.missing_signals))
     return 0
-
-
-def _may_be_ranks(spec: str) -> bool:
-    """Whether `spec` may be a multi-rank run (`ranks.is_rank_input` tells): a folder, or a pattern naming no file."""
-    return Path(spec).is_dir() or (any(c in spec for c in "*?[") and not Path(spec).exists())
 
 
 def _convert_ranks(args: argparse.Namespace) -> int:

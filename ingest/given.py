@@ -40,7 +40,7 @@ def open_given(path: str | Path, *, command: str, note: TextIO | None = None) ->
     if is_portscope_file(path):
         return read_trace(path)
     from . import progress
-    from .ranks import is_rank_input
+    from .rank_inputs import is_rank_input
 
     if is_rank_input(path):
         raise UsageError(f"{path}: a multi-rank input (a folder or glob of rank traces): merge it first with "

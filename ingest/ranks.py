@@ -33,7 +33,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import enum
-import glob
 import json
 import multiprocessing
 import os
@@ -44,6 +43,7 @@ from typing import Any
 
 from . import schema
 from .errors import TraceFormatError
+from .rank_inputs import ASCEND_OUTPUT, ascend_folder, display_name, is_rank_input, rank_files
 from .rank_merge import (
     LANE_PREFIX,
     LANE_RANK,
@@ -67,9 +67,6 @@ __all__ = ["ASCEND_OUTPUT", "LANE_PREFIX", "LANE_RANK", "STEP_REGION", "Alignmen
            "rank_region_name", "read_ranks", "step_starts"]
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
-_TRACE_SUFFIXES = (".json", ".json.gz")
-ASCEND_OUTPUT = "ASCEND_PROFILER_OUTPUT"  # a torch_npu rank folder's analysed output: trace_view.json in it
-_ASCEND_TRACE = "trace_view.json"
 _PROFILER_INFO = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
 _PROFILER_INFO_CAP = 1 << 20  # bytes: a profiler info is a few KB
 _RANK_FORMATS = ("kineto", "ascend-trace")  # what a rank's file may be (`convert.load_any`'s format names)
@@ -99,22 +96,6 @@ class RankFile:
         return display_name(self.path)
 
 
-def display_name(path: Path) -> str:
-    """A rank file's name as listed: its file name; a torch_npu trace view, with its rank folder
-    (``host_1_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json``)."""
-    return f"{path.parent.parent.name}/{ASCEND_OUTPUT}/{path.name}" if _ascend_folder(path) else path.name
-
-
-def _ascend_folder(path: Path) -> Path | None:
-    """The torch_npu rank folder of a trace view (``<folder>/ASCEND_PROFILER_OUTPUT/trace_view.json``), else None."""
-    return path.parent.parent if path.parent.name == ASCEND_OUTPUT else None
-
-
-def _ascend_trace(folder: Path) -> Path | None:
-    found = folder / ASCEND_OUTPUT / _ASCEND_TRACE
-    return found if found.is_file() else None
-
-
 def ascend_rank(folder: Path) -> int | None:
     """A torch_npu rank folder's rank: ``rank_id`` of its ``profiler_info_N.json`` (a non-negative integer, or digits),
     else that file's N; None when it has none (unreadable, not JSON, or ``profiler_info.json``: not distributed)."""
@@ -132,37 +113,6 @@ def ascend_rank(folder: Path) -> int | None:
         if (n := _PROFILER_INFO.match(info.name).group(1)) is not None:  # type: ignore[union-attr]
             return int(n)
     return None
-
-
-def is_rank_input(spec: str | Path) -> bool:
-    """Whether `convert` should read `spec` as a multi-rank run: a glob pattern, or a folder holding trace JSON
-    files (a TORCH_TRACE folder holds logs) or torch_npu rank folders (``*_ascend_pt``)."""
-    text = str(spec)
-    if any(c in text for c in "*?[") and not Path(text).exists():
-        return True
-    p = Path(text)
-    return p.is_dir() and any((f.is_file() and _is_trace_name(f)) or (f.is_dir() and _ascend_trace(f)) for f in p.iterdir())
-
-
-def _is_trace_name(path: Path) -> bool:
-    return path.name.lower().endswith(_TRACE_SUFFIXES)
-
-
-def rank_files(spec: str | Path) -> list[Path]:
-    """The trace files of a folder (``*.json``, ``*.json.gz``, and the trace view of each torch_npu rank folder in
-    it) or a glob pattern (files, or torch_npu rank folders), in name order."""
-    p = Path(spec)
-    entries = list(p.iterdir()) if p.is_dir() else [Path(f) for f in glob.glob(str(spec))]
-    found = [f for f in entries if f.is_file() and (_is_trace_name(f) or not p.is_dir())]
-    found += [t for f in entries if f.is_dir() and (t := _ascend_trace(f)) is not None]
-    if not found:
-        raise TraceFormatError(spec, "no trace files (*.json, *.json.gz) or torch_npu rank folders (*_ascend_pt, holding "
-                                     f"{ASCEND_OUTPUT}/{_ASCEND_TRACE}) to read as ranks")
-    return sorted(found, key=lambda f: _natural(Path(display_name(f))))
-
-
-def _natural(path: Path) -> list[Any]:
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(path))]
 
 
 def convert_rank(path: str, out: str) -> dict[str, Any]:
@@ -196,7 +146,7 @@ def _assign(paths: list[Path], found: list[dict[str, Any]]) -> tuple[list[RankFi
         info = got.get("distributed") or {}
         rank, world = info.get("rank"), info.get("world_size")
         world = world if isinstance(world, int) and not isinstance(world, bool) and world > 0 else None
-        folder = _ascend_folder(path)
+        folder = ascend_folder(path)
         if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
             files.append(RankFile(rank, world, path, RankFrom.DISTRIBUTED_INFO))
         elif folder is not None and (npu_rank := ascend_rank(folder)) is not None:
