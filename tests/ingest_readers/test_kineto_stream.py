@@ -10,7 +10,8 @@ import pytest
 from portscope.ingest.errors import TraceFormatError
 from portscope.ingest.readers.chrome_json import ChromeDocument
 from portscope.ingest.readers.kineto import collect
-from portscope.ingest.readers.kineto_stream import collect_file, signature_key, signature_keys
+from portscope.ingest.readers.kineto_signatures import signature_key, signature_keys
+from portscope.ingest.readers.kineto_stream import collect_file
 from portscope.ingest.readers.source import read_bytes
 
 KINETO_ARGS = (b'{\n      "External id": 2,"Record function id": 0, "Input type": ["float"], '
